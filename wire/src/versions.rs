@@ -1,0 +1,105 @@
+//! The API versions Ringleader advertises in ApiVersions and accepts on the wire.
+//!
+//! This table is ours, never `ApiKey::valid_versions()`: the `kafka-protocol` crate builds that
+//! from the untrimmed request specs, so it claims versions (OffsetCommit 10, OffsetFetch 10,
+//! InitProducerId 6) its structs cannot encode (reference §7). A key is listed here only when the
+//! broker really serves it; anything else is closed like Kafka closes an unsupported version.
+
+/// An inclusive range of versions of one API.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ApiRange {
+    pub api_key: i16,
+    pub min: i16,
+    pub max: i16,
+}
+
+const fn r(api_key: i16, min: i16, max: i16) -> ApiRange {
+    ApiRange { api_key, min, max }
+}
+
+/// Versions served by this build. Each line cites the trunk range (reference §1.1/§7) it follows.
+pub const SERVED: &[ApiRange] = &[
+    r(3, 0, 13), // Metadata: trunk 0-13
+    r(10, 0, 6), // FindCoordinator: trunk 0-6
+    r(18, 0, 4), // ApiVersions: trunk 0-5; the crate stops at 4 (v5 is 4.4+ KIP-1242)
+    r(19, 2, 7), // CreateTopics: trunk 2-7
+    r(20, 1, 6), // DeleteTopics: trunk 1-6
+    r(32, 1, 4), // DescribeConfigs: trunk 1-4
+    r(60, 0, 2), // DescribeCluster: trunk 0-2
+];
+
+/// A lookup table of served versions, indexed by api key for O(1) checks on the hot path.
+#[derive(Debug, Clone)]
+pub struct Versions {
+    by_key: Vec<Option<ApiRange>>,
+    list: Vec<ApiRange>,
+}
+
+impl Default for Versions {
+    fn default() -> Self {
+        Self::new(SERVED)
+    }
+}
+
+impl Versions {
+    pub fn new(ranges: &[ApiRange]) -> Self {
+        let top = ranges.iter().map(|r| r.api_key).max().unwrap_or(0).max(0) as usize;
+        let mut by_key = vec![None; top + 1];
+        for r in ranges {
+            assert!(
+                r.api_key >= 0 && r.min <= r.max,
+                "bad version table entry {r:?}"
+            );
+            by_key[r.api_key as usize] = Some(*r);
+        }
+        let mut list = ranges.to_vec();
+        list.sort_by_key(|r| r.api_key);
+        Self { by_key, list }
+    }
+
+    pub fn get(&self, api_key: i16) -> Option<ApiRange> {
+        usize::try_from(api_key)
+            .ok()
+            .and_then(|k| self.by_key.get(k).copied().flatten())
+    }
+
+    pub fn supports(&self, api_key: i16, version: i16) -> bool {
+        self.get(api_key)
+            .is_some_and(|r| (r.min..=r.max).contains(&version))
+    }
+
+    /// Every served range, sorted by key: the body of an ApiVersions response.
+    pub fn list(&self) -> &[ApiRange] {
+        &self.list
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kafka_protocol::messages::ApiKey;
+
+    #[test]
+    fn served_versions_are_within_what_the_crate_can_encode() {
+        // Guard against advertising a version the message structs would refuse (reference §7).
+        for r in SERVED {
+            let key = ApiKey::try_from(r.api_key).expect("known key");
+            let crate_range = key.valid_versions();
+            assert!(
+                r.min >= crate_range.min && r.max <= crate_range.max,
+                "{key:?}: {r:?} vs {crate_range:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn lookup() {
+        let v = Versions::default();
+        assert!(v.supports(18, 0));
+        assert!(v.supports(3, 13));
+        assert!(!v.supports(3, 14));
+        assert!(!v.supports(-1, 0));
+        assert!(!v.supports(9999, 0));
+        assert_eq!(v.list().first().map(|r| r.api_key), Some(3));
+    }
+}
