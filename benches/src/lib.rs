@@ -1,0 +1,1 @@
+//! Micro and macro benchmarks for Ringleader (see `benches/` targets).

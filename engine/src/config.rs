@@ -1,0 +1,1805 @@
+//! Broker configuration: Kafka key names, Kafka defaults, Kafka validators.
+//!
+//! This module owns everything between "the operator wrote some settings" and
+//! "the broker holds a typed, checked [`Config`]":
+//!
+//! * the table of supported keys (`KEYS`, one line per key, generated together
+//!   with the [`Config`] struct and its [`Default`] impl so the three can never
+//!   drift apart),
+//! * a parser for the Java `.properties` format, so an operator can point the
+//!   broker at an existing Kafka `server.properties` (for the keys we support),
+//! * `--set name=value` overrides, applied after the file (later wins),
+//! * per-key validation (ranges, enums, list members) and the cross-field
+//!   checks Kafka's `GroupCoordinatorConfig` enforces at startup,
+//! * rendering for DescribeConfigs ([`Config::entries`]): values formatted the
+//!   way Kafka shows them, with "is this still the default" tracking.
+//!
+//! Why Kafka's names and defaults: tools, runbooks and client expectations are
+//! written against them (e.g. a consumer's session timeout is checked against
+//! `group.min.session.timeout.ms`), and `kafka-configs --describe` should show
+//! the same thing it shows against Apache Kafka. The one deliberate difference
+//! is `node.id`, which defaults to 1 instead of -1 because a single-node
+//! broker has nothing to coordinate ids with and should start with no config.
+//!
+//! Unknown keys are errors, not warnings (Kafka only logs them): a typo such as
+//! `group.max.sesion.timeout.ms` silently falling back to the default is the
+//! kind of misconfiguration that only shows up under load.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// Kafka's DescribeConfigs `ConfigType`. The numbering is the wire value
+/// (`DescribeConfigsResponse.ConfigType`), returned by [`ConfigType::code`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ConfigType {
+    Unknown,
+    Boolean,
+    String,
+    Int,
+    Short,
+    Long,
+    Double,
+    List,
+    Class,
+    Password,
+}
+
+impl ConfigType {
+    /// Wire code for DescribeConfigs (v3+ `ConfigType` field).
+    pub fn code(&self) -> i8 {
+        match self {
+            ConfigType::Unknown => 0,
+            ConfigType::Boolean => 1,
+            ConfigType::String => 2,
+            ConfigType::Int => 3,
+            ConfigType::Short => 4,
+            ConfigType::Long => 5,
+            ConfigType::Double => 6,
+            ConfigType::List => 7,
+            ConfigType::Class => 8,
+            ConfigType::Password => 9,
+        }
+    }
+}
+
+/// One row of DescribeConfigs output for the broker resource.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigEntry {
+    pub name: &'static str,
+    /// Rendered as Kafka renders it; `None` for an unset string (Kafka's null
+    /// default) and for passwords.
+    pub value: Option<String>,
+    /// True when nothing (file or `--set`) supplied the key and the value is
+    /// still the built-in default.
+    pub is_default: bool,
+    /// Always true: this broker has no AlterConfigs for broker settings, so
+    /// every key is static, which is how Kafka reports non-dynamic keys.
+    pub read_only: bool,
+    pub sensitive: bool,
+    pub config_type: ConfigType,
+    pub doc: &'static str,
+}
+
+impl ConfigEntry {
+    /// Kafka's DescribeConfigs `ConfigSource` (v1+): STATIC_BROKER_CONFIG (4)
+    /// when the operator supplied it, DEFAULT_CONFIG (5) otherwise.
+    pub fn config_source_code(&self) -> i8 {
+        if self.is_default {
+            5
+        } else {
+            4
+        }
+    }
+}
+
+/// Everything that can go wrong while building a [`Config`]. Each message
+/// names the key and where the value came from, because the binary prints it
+/// verbatim and exits (code 2).
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("unknown config key \"{key}\" (from {source_desc}){}", did_you_mean(.suggestion))]
+    UnknownKey {
+        key: String,
+        source_desc: String,
+        /// Closest known key, when one is plausibly what was meant.
+        suggestion: Option<&'static str>,
+    },
+    #[error("bad value \"{value}\" for {key} (from {source_desc}): {reason}")]
+    BadValue {
+        key: String,
+        value: String,
+        reason: String,
+        source_desc: String,
+    },
+    #[error("cannot read config file {}: {source}", .path.display())]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("syntax error at {path}:{line}: {reason} in {text:?}")]
+    Syntax {
+        path: String,
+        line: usize,
+        text: String,
+        reason: String,
+    },
+    #[error("bad --set argument \"{assignment}\": expected name=value")]
+    BadAssignment { assignment: String },
+    /// A cross-field rule from [`Config::validate`] does not hold.
+    #[error("inconsistent configuration: {reason}")]
+    Inconsistent { reason: String },
+}
+
+fn did_you_mean(suggestion: &Option<&'static str>) -> String {
+    match suggestion {
+        Some(s) => format!("; did you mean \"{s}\"?"),
+        None => String::new(),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Value types
+// ---------------------------------------------------------------------------
+
+/// `group.consumer.migration.policy`: whether non-empty groups may convert
+/// between the classic and consumer protocols (empty groups always may).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MigrationPolicy {
+    Disabled,
+    Downgrade,
+    Upgrade,
+    Bidirectional,
+}
+
+impl MigrationPolicy {
+    const ALL: [MigrationPolicy; 4] = [
+        MigrationPolicy::Disabled,
+        MigrationPolicy::Downgrade,
+        MigrationPolicy::Upgrade,
+        MigrationPolicy::Bidirectional,
+    ];
+
+    /// Kafka's rendering (its enum's `toString` is lowercase).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MigrationPolicy::Disabled => "disabled",
+            MigrationPolicy::Downgrade => "downgrade",
+            MigrationPolicy::Upgrade => "upgrade",
+            MigrationPolicy::Bidirectional => "bidirectional",
+        }
+    }
+
+    /// Classic group -> consumer group conversion allowed.
+    pub fn allows_upgrade(self) -> bool {
+        matches!(
+            self,
+            MigrationPolicy::Upgrade | MigrationPolicy::Bidirectional
+        )
+    }
+
+    /// Consumer group -> classic group conversion allowed.
+    pub fn allows_downgrade(self) -> bool {
+        matches!(
+            self,
+            MigrationPolicy::Downgrade | MigrationPolicy::Bidirectional
+        )
+    }
+}
+
+/// Built-in server-side assignors (`group.consumer.assignors`). Kafka also
+/// accepts Java class names there; we cannot load those, so only the
+/// built-in names are valid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServerAssignor {
+    Uniform,
+    Range,
+}
+
+/// Group protocols (`group.coordinator.rebalance.protocols`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RebalanceProtocol {
+    Classic,
+    Consumer,
+    Streams,
+    Share,
+}
+
+/// A closed set of names usable as members of a LIST-typed key.
+trait ListItem: Sized + Copy + PartialEq + 'static {
+    const ALL: &'static [Self];
+    fn name(self) -> &'static str;
+}
+
+impl ListItem for ServerAssignor {
+    const ALL: &'static [Self] = &[ServerAssignor::Uniform, ServerAssignor::Range];
+    fn name(self) -> &'static str {
+        match self {
+            ServerAssignor::Uniform => "uniform",
+            ServerAssignor::Range => "range",
+        }
+    }
+}
+
+impl ServerAssignor {
+    /// The name clients send in `ServerAssignor` and Kafka prints.
+    pub fn as_str(self) -> &'static str {
+        self.name()
+    }
+}
+
+impl ListItem for RebalanceProtocol {
+    const ALL: &'static [Self] = &[
+        RebalanceProtocol::Classic,
+        RebalanceProtocol::Consumer,
+        RebalanceProtocol::Streams,
+        RebalanceProtocol::Share,
+    ];
+    fn name(self) -> &'static str {
+        match self {
+            RebalanceProtocol::Classic => "classic",
+            RebalanceProtocol::Consumer => "consumer",
+            RebalanceProtocol::Streams => "streams",
+            RebalanceProtocol::Share => "share",
+        }
+    }
+}
+
+impl RebalanceProtocol {
+    /// Kafka's `GroupType` rendering.
+    pub fn as_str(self) -> &'static str {
+        self.name()
+    }
+}
+
+/// How one Rust field type is parsed from text, rendered back, and reported
+/// to DescribeConfigs. Rendering must round-trip through `parse` because
+/// [`Config::validate`] re-checks fields that way.
+trait Value: Sized {
+    const TYPE: ConfigType;
+    fn parse(text: &str) -> Result<Self, String>;
+    fn render(&self) -> String;
+}
+
+impl Value for bool {
+    const TYPE: ConfigType = ConfigType::Boolean;
+    fn parse(text: &str) -> Result<Self, String> {
+        // Kafka's ConfigDef accepts true/false in any case and nothing else.
+        if text.eq_ignore_ascii_case("true") {
+            Ok(true)
+        } else if text.eq_ignore_ascii_case("false") {
+            Ok(false)
+        } else {
+            Err("expected true or false".to_string())
+        }
+    }
+    fn render(&self) -> String {
+        self.to_string()
+    }
+}
+
+impl Value for String {
+    const TYPE: ConfigType = ConfigType::String;
+    fn parse(text: &str) -> Result<Self, String> {
+        Ok(text.to_string())
+    }
+    fn render(&self) -> String {
+        self.clone()
+    }
+}
+
+/// Integer field types, so range checks can be written once.
+trait Int: Value + Copy + PartialOrd + fmt::Display {
+    const MIN: Self;
+    const MAX: Self;
+}
+
+macro_rules! int_value {
+    ($t:ty, $ty:expr, $what:literal) => {
+        impl Value for $t {
+            const TYPE: ConfigType = $ty;
+            fn parse(text: &str) -> Result<Self, String> {
+                text.parse::<$t>()
+                    .map_err(|_| concat!("expected ", $what).to_string())
+            }
+            fn render(&self) -> String {
+                self.to_string()
+            }
+        }
+        impl Int for $t {
+            const MIN: Self = <$t>::MIN;
+            const MAX: Self = <$t>::MAX;
+        }
+    };
+}
+int_value!(i16, ConfigType::Short, "a 16-bit integer");
+int_value!(i32, ConfigType::Int, "a 32-bit integer");
+int_value!(i64, ConfigType::Long, "a 64-bit integer");
+
+impl Value for MigrationPolicy {
+    const TYPE: ConfigType = ConfigType::String;
+    fn parse(text: &str) -> Result<Self, String> {
+        // Kafka uses CaseInsensitiveValidString here.
+        MigrationPolicy::ALL
+            .into_iter()
+            .find(|p| p.as_str().eq_ignore_ascii_case(text))
+            .ok_or_else(|| {
+                "expected one of DISABLED, DOWNGRADE, UPGRADE, BIDIRECTIONAL (case-insensitive)"
+                    .to_string()
+            })
+    }
+    fn render(&self) -> String {
+        self.as_str().to_string()
+    }
+}
+
+impl<T: ListItem> Value for Vec<T> {
+    const TYPE: ConfigType = ConfigType::List;
+    fn parse(text: &str) -> Result<Self, String> {
+        let choices = T::ALL
+            .iter()
+            .map(|t| t.name())
+            .collect::<Vec<_>>()
+            .join(", ");
+        // Every list key we have is non-empty and duplicate-free in Kafka
+        // (ValidList with isEmptyAllowed=false / anyNonDuplicateValues).
+        if text.trim().is_empty() {
+            return Err(format!(
+                "expected a non-empty comma-separated list of: {choices}"
+            ));
+        }
+        let mut out: Vec<T> = Vec::new();
+        for raw in text.split(',') {
+            let item = raw.trim();
+            if item.is_empty() {
+                return Err(format!("empty entry in list; allowed entries: {choices}"));
+            }
+            let Some(value) = T::ALL
+                .iter()
+                .copied()
+                .find(|t| t.name().eq_ignore_ascii_case(item))
+            else {
+                return Err(format!(
+                    "\"{item}\" is not one of {choices} (comma-separated list)"
+                ));
+            };
+            if out.contains(&value) {
+                return Err(format!("\"{item}\" is listed more than once"));
+            }
+            out.push(value);
+        }
+        Ok(out)
+    }
+    fn render(&self) -> String {
+        // Kafka renders LIST values joined by "," with no spaces.
+        self.iter().map(|t| t.name()).collect::<Vec<_>>().join(",")
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Per-key checks
+// ---------------------------------------------------------------------------
+
+/// A constraint on an already-parsed value, plus how to phrase parse errors
+/// (so "abc" and "0" for an `>= 1` key get the same helpful message).
+trait Check<T> {
+    fn check(&self, value: &T) -> Result<(), String>;
+    fn explain_parse_error(&self, _text: &str, err: String) -> String {
+        err
+    }
+}
+
+/// No constraint beyond the type.
+struct Any;
+impl<T> Check<T> for Any {
+    fn check(&self, _: &T) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+/// Inclusive integer range, like Kafka's `Range.atLeast` / `Range.between`.
+struct Bounds<T> {
+    min: T,
+    max: T,
+}
+
+fn at_least<T: Int>(min: T) -> Bounds<T> {
+    Bounds { min, max: T::MAX }
+}
+
+fn between<T: Int>(min: T, max: T) -> Bounds<T> {
+    Bounds { min, max }
+}
+
+impl<T: Int> Bounds<T> {
+    fn expected(&self) -> String {
+        match (self.min == T::MIN, self.max == T::MAX) {
+            (false, true) => format!("expected an integer >= {}", self.min),
+            (true, false) => format!("expected an integer <= {}", self.max),
+            _ => format!("expected an integer between {} and {}", self.min, self.max),
+        }
+    }
+}
+
+impl<T: Int> Check<T> for Bounds<T> {
+    fn check(&self, value: &T) -> Result<(), String> {
+        if *value < self.min || *value > self.max {
+            Err(self.expected())
+        } else {
+            Ok(())
+        }
+    }
+    fn explain_parse_error(&self, text: &str, _err: String) -> String {
+        // A syntactically valid integer that failed to parse overflowed the
+        // field's width; say so rather than only restating the lower bound.
+        if text.parse::<i128>().is_ok() && self.max == T::MAX {
+            format!("{} (at most {})", self.expected(), T::MAX)
+        } else {
+            self.expected()
+        }
+    }
+}
+
+/// The classic protocol cannot be disabled (Kafka refuses to start too).
+struct ContainsClassic;
+impl Check<Vec<RebalanceProtocol>> for ContainsClassic {
+    fn check(&self, value: &Vec<RebalanceProtocol>) -> Result<(), String> {
+        if value.contains(&RebalanceProtocol::Classic) {
+            Ok(())
+        } else {
+            Err("must contain \"classic\" (disabling the classic protocol is not supported)".into())
+        }
+    }
+}
+
+/// Syntax check for `listeners` / `advertised.listeners`.
+struct Listeners {
+    advertised: bool,
+}
+impl Check<String> for Listeners {
+    fn check(&self, value: &String) -> Result<(), String> {
+        if self.advertised {
+            parse_advertised(value).map(|_| ())
+        } else {
+            parse_listener_list(value, false).map(|_| ())
+        }
+    }
+}
+
+fn parse_checked<T: Value, C: Check<T>>(text: &str, check: &C) -> Result<T, String> {
+    let value = T::parse(text).map_err(|e| check.explain_parse_error(text, e))?;
+    check.check(&value)?;
+    Ok(value)
+}
+
+// ---------------------------------------------------------------------------
+// Listener parsing
+// ---------------------------------------------------------------------------
+
+/// One `[NAME://]host:port` listener entry.
+#[derive(Debug, PartialEq, Eq)]
+struct Endpoint {
+    name: Option<String>,
+    host: String,
+    port: u16,
+}
+
+/// Parses one entry. For advertised listeners the host must be present and
+/// the port non-zero (clients must be able to connect to it); bind listeners
+/// may leave the host empty (all interfaces) and use port 0 (ephemeral).
+fn parse_endpoint(entry: &str, advertised: bool) -> Result<Endpoint, String> {
+    let (name, rest) = match entry.split_once("://") {
+        Some((name, rest)) => {
+            if name.is_empty()
+                || !name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+            {
+                return Err(format!("bad listener name \"{name}\" in \"{entry}\""));
+            }
+            (Some(name.to_string()), rest)
+        }
+        None => (None, entry),
+    };
+    let (host, port) = if let Some(after) = rest.strip_prefix('[') {
+        // IPv6 literal: [::1]:9092
+        let (host, tail) = after
+            .split_once(']')
+            .ok_or_else(|| format!("missing ']' in \"{entry}\""))?;
+        let port = tail
+            .strip_prefix(':')
+            .ok_or_else(|| format!("missing :port in \"{entry}\""))?;
+        (host, port)
+    } else {
+        let (host, port) = rest
+            .rsplit_once(':')
+            .ok_or_else(|| format!("missing :port in \"{entry}\" (expected host:port)"))?;
+        if host.contains(':') {
+            return Err(format!(
+                "IPv6 address must be in brackets, e.g. [::1]:9092, in \"{entry}\""
+            ));
+        }
+        (host, port)
+    };
+    if host.chars().any(|c| c.is_whitespace() || c == '/') {
+        return Err(format!("bad host \"{host}\" in \"{entry}\""));
+    }
+    if advertised && host.is_empty() {
+        return Err(format!(
+            "missing host in \"{entry}\" (clients need a host to connect to)"
+        ));
+    }
+    let port: u16 = port
+        .parse()
+        .map_err(|_| format!("bad port \"{port}\" in \"{entry}\" (expected 0-65535)"))?;
+    if advertised && port == 0 {
+        return Err(format!("port 0 cannot be advertised in \"{entry}\""));
+    }
+    Ok(Endpoint {
+        name,
+        host: host.to_string(),
+        port,
+    })
+}
+
+/// Parses a comma-separated listener list (empty text = empty list). Listener
+/// names must be unique, as in Kafka.
+fn parse_listener_list(text: &str, advertised: bool) -> Result<Vec<Endpoint>, String> {
+    let mut out: Vec<Endpoint> = Vec::new();
+    if text.trim().is_empty() {
+        return Ok(out);
+    }
+    for raw in text.split(',') {
+        let entry = raw.trim();
+        if entry.is_empty() {
+            return Err("empty entry in listener list".to_string());
+        }
+        let ep = parse_endpoint(entry, advertised)?;
+        let key = ep
+            .name
+            .as_deref()
+            .unwrap_or("PLAINTEXT")
+            .to_ascii_uppercase();
+        if out.iter().any(|o| {
+            o.name
+                .as_deref()
+                .unwrap_or("PLAINTEXT")
+                .eq_ignore_ascii_case(&key)
+        }) {
+            return Err(format!("listener name {key} appears more than once"));
+        }
+        out.push(ep);
+    }
+    Ok(out)
+}
+
+/// The endpoint to hand to clients: the `PLAINTEXT` (or unnamed) entry of
+/// `advertised.listeners`; other entries (e.g. a CONTROLLER listener copied
+/// from a KRaft server.properties) are accepted and ignored. `Ok(None)` when
+/// the key is empty.
+fn parse_advertised(text: &str) -> Result<Option<(String, u16)>, String> {
+    let list = parse_listener_list(text, true)?;
+    if list.is_empty() {
+        return Ok(None);
+    }
+    list.into_iter()
+        .find(|e| {
+            e.name
+                .as_deref()
+                .is_none_or(|n| n.eq_ignore_ascii_case("PLAINTEXT"))
+        })
+        .map(|e| Some((e.host, e.port)))
+        .ok_or_else(|| {
+            "no PLAINTEXT entry (this broker only speaks PLAINTEXT); expected PLAINTEXT://host:port or host:port"
+                .to_string()
+        })
+}
+
+// ---------------------------------------------------------------------------
+// The key table
+// ---------------------------------------------------------------------------
+
+/// Descriptor of one supported key. `get` renders the field, `set` parses,
+/// checks and stores it; both are generated from the table below.
+struct KeyDef {
+    name: &'static str,
+    config_type: ConfigType,
+    doc: &'static str,
+    get: fn(&Config) -> String,
+    set: fn(&mut Config, &str) -> Result<(), String>,
+}
+
+/// Alternative spellings accepted on input; they write the target's field
+/// and are listed separately in DescribeConfigs, as Kafka lists both.
+struct Alias {
+    name: &'static str,
+    target: &'static str,
+    doc: &'static str,
+}
+
+const ALIASES: &[Alias] = &[
+    Alias {
+        name: "broker.id",
+        target: "node.id",
+        doc: "Alias of node.id, accepted because pre-KRaft server.properties files set broker.id. \
+              It writes the same value; if both appear, the later one wins.",
+    },
+    Alias {
+        name: "log.cleaner.delete.retention.ms",
+        target: "delete.retention.ms",
+        doc: "Kafka's broker-level name for the delete.retention.ms topic default; writes the same value.",
+    },
+];
+
+/// Generates the `Config` struct, its `Default` impl and the `KEYS` table
+/// from one line per key: `"kafka.key" => field: Type = default, check, "doc";`.
+macro_rules! config_keys {
+    ($($key:literal => $field:ident : $ty:ty = $default:expr, $check:expr, $doc:literal;)+) => {
+        /// Typed broker configuration. Field names are the Kafka key in
+        /// snake_case (units last). Build it with [`Config::load`]; mutate
+        /// fields directly only in tests, then call [`Config::validate`].
+        #[derive(Debug, Clone)]
+        pub struct Config {
+            $(
+                #[doc = concat!("`", $key, "`: ", $doc)]
+                pub $field: $ty,
+            )+
+            /// Where each explicitly supplied key came from ("file:line" or
+            /// "--set"), keyed by canonical name. Drives `is_default` and
+            /// error messages.
+            origins: BTreeMap<&'static str, String>,
+        }
+
+        impl Default for Config {
+            fn default() -> Self {
+                Config {
+                    $($field: $default,)+
+                    origins: BTreeMap::new(),
+                }
+            }
+        }
+
+        /// Every supported key, in declaration order.
+        static KEYS: &[KeyDef] = &[
+            $(KeyDef {
+                name: $key,
+                config_type: <$ty as Value>::TYPE,
+                doc: $doc,
+                get: |c: &Config| Value::render(&c.$field),
+                set: |c: &mut Config, text: &str| {
+                    c.$field = parse_checked::<$ty, _>(text, &$check)?;
+                    Ok(())
+                },
+            },)+
+        ];
+    };
+}
+
+config_keys! {
+    // --- identity and listeners ---
+    "node.id" => node_id: i32 = 1, at_least(0),
+        "Id of this broker. Kafka defaults to -1 (must be set); a single-node broker defaults to 1 so it starts with no config.";
+    "cluster.id" => cluster_id: String = String::new(), Any,
+        "Cluster id reported in Metadata. Empty = generated once and persisted by the broker.";
+    "advertised.listeners" => advertised_listeners: String = String::new(), Listeners { advertised: true },
+        "Address handed to clients: PLAINTEXT://host:port or host:port (other named listeners are ignored). Empty = the listen address.";
+    "listeners" => listeners: String = "PLAINTEXT://:9092".to_string(), Listeners { advertised: false },
+        "Informational, for DescribeConfigs parity; the --listen CLI flag decides the socket.";
+    "log.dirs" => log_dirs: String = String::new(), Any,
+        "Informational, for DescribeConfigs parity; the --data-dir CLI flag decides where data lives.";
+
+    // --- topics ---
+    "num.partitions" => num_partitions: i32 = 1, at_least(1),
+        "Default number of partitions for auto-created topics and CreateTopics with -1 partitions.";
+    "default.replication.factor" => default_replication_factor: i32 = 1, at_least(1),
+        "Default replication factor for new topics (INT in Kafka). A single node keeps one copy.";
+    "auto.create.topics.enable" => auto_create_topics_enable: bool = true, Any,
+        "Create a topic when Metadata asks for one that does not exist (and the client allows it).";
+    "delete.topic.enable" => delete_topic_enable: bool = true, Any,
+        "Allow DeleteTopics.";
+    "delete.retention.ms" => delete_retention_ms: i64 = 86_400_000, at_least(0),
+        "How long tombstones are kept on compacted topics (topic-level default).";
+
+    // --- request limits ---
+    "socket.request.max.bytes" => socket_request_max_bytes: i32 = 104_857_600, at_least(1),
+        "Largest request (frame) the broker accepts.";
+    "message.max.bytes" => message_max_bytes: i32 = 1_048_588, at_least(0),
+        "Largest record batch the broker accepts (topic max.message.bytes default).";
+    "queued.max.requests" => queued_max_requests: i32 = 500, at_least(1),
+        "Requests queued before the network layer stops reading.";
+
+    // --- __consumer_offsets and offset management ---
+    "offsets.topic.num.partitions" => offsets_topic_num_partitions: i32 = 50, at_least(1),
+        "Partitions of __consumer_offsets (should not change after deployment: it decides group placement).";
+    "offsets.topic.replication.factor" => offsets_topic_replication_factor: i16 = 3, at_least(1),
+        "Replication factor of __consumer_offsets. A single node keeps one copy.";
+    "offsets.topic.segment.bytes" => offsets_topic_segment_bytes: i32 = 104_857_600, at_least(1),
+        "Segment size of __consumer_offsets; small segments compact and load faster.";
+    "offsets.topic.compression.codec" => offsets_topic_compression_codec: i32 = 0, between(0, 4),
+        "Compression codec id for __consumer_offsets: 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd.";
+    "offsets.retention.minutes" => offsets_retention_minutes: i32 = 10_080, at_least(1),
+        "Committed offsets expire this long after the group becomes empty (or, for standalone consumers, after the last commit).";
+    "offsets.retention.check.interval.ms" => offsets_retention_check_interval_ms: i64 = 600_000, at_least(1),
+        "How often to look for expired offsets.";
+    "offsets.commit.timeout.ms" => offsets_commit_timeout_ms: i32 = 5000, at_least(1),
+        "Timeout for coordinator writes (offset commits and group metadata).";
+    "offsets.load.buffer.size" => offsets_load_buffer_size: i32 = 5_242_880, at_least(1),
+        "Read batch size when loading __consumer_offsets into memory (soft limit).";
+    "offset.metadata.max.bytes" => offset_metadata_max_bytes: i32 = 4096, Any,
+        "Largest metadata string accepted with an offset commit.";
+
+    // --- classic groups ---
+    "group.min.session.timeout.ms" => group_min_session_timeout_ms: i32 = 6000, Any,
+        "Smallest session timeout a classic-group member may request.";
+    "group.max.session.timeout.ms" => group_max_session_timeout_ms: i32 = 1_800_000, Any,
+        "Largest session timeout a classic-group member may request.";
+    "group.initial.rebalance.delay.ms" => group_initial_rebalance_delay_ms: i32 = 3000, at_least(0),
+        "How long a new classic group waits for more members before its first rebalance.";
+    "group.max.size" => group_max_size: i32 = i32::MAX, at_least(1),
+        "Most members in one classic group.";
+
+    // --- consumer groups (KIP-848) ---
+    "group.consumer.session.timeout.ms" => group_consumer_session_timeout_ms: i32 = 45_000, at_least(1),
+        "Session timeout for consumer-protocol members.";
+    "group.consumer.min.session.timeout.ms" => group_consumer_min_session_timeout_ms: i32 = 45_000, at_least(1),
+        "Smallest allowed consumer-protocol session timeout (bounds per-group overrides).";
+    "group.consumer.max.session.timeout.ms" => group_consumer_max_session_timeout_ms: i32 = 60_000, at_least(1),
+        "Largest allowed consumer-protocol session timeout (bounds per-group overrides).";
+    "group.consumer.heartbeat.interval.ms" => group_consumer_heartbeat_interval_ms: i32 = 5000, at_least(1),
+        "Heartbeat interval given to consumer-protocol members.";
+    "group.consumer.min.heartbeat.interval.ms" => group_consumer_min_heartbeat_interval_ms: i32 = 5000, at_least(1),
+        "Smallest allowed consumer-protocol heartbeat interval.";
+    "group.consumer.max.heartbeat.interval.ms" => group_consumer_max_heartbeat_interval_ms: i32 = 15_000, at_least(1),
+        "Largest allowed consumer-protocol heartbeat interval.";
+    "group.consumer.max.size" => group_consumer_max_size: i32 = i32::MAX, at_least(1),
+        "Most members in one consumer-protocol group.";
+    "group.consumer.assignors" => group_consumer_assignors: Vec<ServerAssignor> = vec![ServerAssignor::Uniform, ServerAssignor::Range], Any,
+        "Server-side assignors (uniform, range); the first is used when a member names none.";
+    "group.consumer.migration.policy" => group_consumer_migration_policy: MigrationPolicy = MigrationPolicy::Bidirectional, Any,
+        "Whether non-empty groups may convert between classic and consumer protocols: disabled, downgrade, upgrade, bidirectional.";
+    "group.consumer.assignment.interval.ms" => group_consumer_assignment_interval_ms: i32 = 1000, between(0, 15_000),
+        "Minimum time between target-assignment recomputations of one group.";
+    "group.consumer.assignor.offload.enable" => group_consumer_assignor_offload_enable: bool = true, Any,
+        "Run assignor computations off the coordinator's event loop.";
+    "group.consumer.regex.refresh.interval.ms" => group_consumer_regex_refresh_interval_ms: i32 = 600_000, at_least(10_000),
+        "How often regex subscriptions are re-resolved against the topic list.";
+
+    // --- coordinator runtime ---
+    "group.coordinator.rebalance.protocols" => group_coordinator_rebalance_protocols: Vec<RebalanceProtocol> = vec![RebalanceProtocol::Classic, RebalanceProtocol::Consumer, RebalanceProtocol::Streams], ContainsClassic,
+        "Enabled group protocols (classic, consumer, streams, share); classic is mandatory.";
+    "group.coordinator.threads" => group_coordinator_threads: i32 = 4, at_least(1),
+        "Group coordinator threads (event loops).";
+    "group.coordinator.background.threads" => group_coordinator_background_threads: i32 = 2, at_least(1),
+        "Group coordinator background threads.";
+    "group.coordinator.append.linger.ms" => group_coordinator_append_linger_ms: i32 = -1, at_least(-1),
+        "How long coordinator writes wait to batch before flushing; -1 = adaptive.";
+
+    // --- protocol ---
+    "unstable.api.versions.enable" => unstable_api_versions_enable: bool = false, Any,
+        "Advertise API versions Kafka still marks unstable.";
+}
+
+/// The descriptor for `name`, resolving aliases.
+fn lookup(name: &str) -> Option<&'static KeyDef> {
+    let canonical = ALIASES
+        .iter()
+        .find(|a| a.name == name)
+        .map_or(name, |a| a.target);
+    KEYS.iter().find(|k| k.name == canonical)
+}
+
+/// The known key closest to a misspelt one, if it is close enough that
+/// suggesting it helps more than it confuses.
+fn suggest(unknown: &str) -> Option<&'static str> {
+    let names = KEYS
+        .iter()
+        .map(|k| k.name)
+        .chain(ALIASES.iter().map(|a| a.name));
+    let (best, dist) = names
+        .map(|n| (n, edit_distance(&unknown.to_ascii_lowercase(), n)))
+        .min_by_key(|&(_, d)| d)?;
+    let limit = (unknown.len() / 5).clamp(2, 4);
+    (dist <= limit).then_some(best)
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let sub = prev[j] + usize::from(ca != *cb);
+            cur[j + 1] = sub.min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+// ---------------------------------------------------------------------------
+// Java .properties parsing
+// ---------------------------------------------------------------------------
+
+/// One `key=value` pair from a properties text, with the physical line it
+/// started on (for error messages).
+#[derive(Debug, PartialEq, Eq)]
+struct Property {
+    line: usize,
+    key: String,
+    value: String,
+}
+
+#[derive(Debug)]
+struct SyntaxIssue {
+    line: usize,
+    text: String,
+    reason: String,
+}
+
+/// Whitespace as `java.util.Properties` defines it.
+fn is_prop_ws(c: char) -> bool {
+    matches!(c, ' ' | '\t' | '\x0c')
+}
+
+/// Splits on `\n`, `\r\n` and lone `\r`, as Java does.
+fn physical_lines(text: &str) -> Vec<&str> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::new();
+    let (mut start, mut i) = (0, 0);
+    while i < bytes.len() {
+        match bytes[i] {
+            b'\n' => {
+                out.push(&text[start..i]);
+                i += 1;
+                start = i;
+            }
+            b'\r' => {
+                out.push(&text[start..i]);
+                i += 1;
+                if bytes.get(i) == Some(&b'\n') {
+                    i += 1;
+                }
+                start = i;
+            }
+            _ => i += 1,
+        }
+    }
+    if start < bytes.len() {
+        out.push(&text[start..]);
+    }
+    out
+}
+
+fn ends_with_odd_backslashes(s: &str) -> bool {
+    s.bytes().rev().take_while(|&b| b == b'\\').count() % 2 == 1
+}
+
+/// Splits a logical line into raw (still escaped) key and value: the key ends
+/// at the first unescaped `=`, `:` or whitespace; after whitespace, one `=`
+/// or `:` may still follow.
+fn split_key_value(line: &str) -> (&str, &str) {
+    let mut escaped = false;
+    for (idx, c) in line.char_indices() {
+        if escaped {
+            escaped = false;
+            continue;
+        }
+        match c {
+            '\\' => escaped = true,
+            '=' | ':' => {
+                let rest = line[idx + 1..].trim_start_matches(is_prop_ws);
+                return (&line[..idx], rest);
+            }
+            c if is_prop_ws(c) => {
+                let mut rest = line[idx..].trim_start_matches(is_prop_ws);
+                if let Some(r) = rest.strip_prefix(|c| c == '=' || c == ':') {
+                    rest = r.trim_start_matches(is_prop_ws);
+                }
+                return (&line[..idx], rest);
+            }
+            _ => {}
+        }
+    }
+    (line, "")
+}
+
+/// Resolves `\t \n \r \f \uXXXX` and `\x` -> `x`.
+fn unescape(s: &str) -> Result<String, String> {
+    fn hex4(chars: &mut std::str::Chars<'_>) -> Option<u32> {
+        let hex: String = chars.by_ref().take(4).collect();
+        if hex.len() == 4 && hex.chars().all(|c| c.is_ascii_hexdigit()) {
+            u32::from_str_radix(&hex, 16).ok()
+        } else {
+            None
+        }
+    }
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            // A trailing backslash left by a continuation at end of input.
+            None => {}
+            Some('t') => out.push('\t'),
+            Some('n') => out.push('\n'),
+            Some('r') => out.push('\r'),
+            Some('f') => out.push('\x0c'),
+            Some('u') => {
+                let bad = || "malformed \\uXXXX escape".to_string();
+                let unit = hex4(&mut chars).ok_or_else(bad)?;
+                // Java strings are UTF-16: a high surrogate must be followed
+                // by an escaped low surrogate to form one character.
+                let code = if (0xD800..0xDC00).contains(&unit) {
+                    let low = chars
+                        .as_str()
+                        .strip_prefix("\\u")
+                        .and_then(|rest| hex4(&mut rest.chars()))
+                        .filter(|l| (0xDC00..0xE000).contains(l))
+                        .ok_or_else(|| "unpaired UTF-16 surrogate in \\u escape".to_string())?;
+                    chars.nth(5); // skip the "\uXXXX" just consumed by peeking
+                    0x10000 + ((unit - 0xD800) << 10) + (low - 0xDC00)
+                } else {
+                    unit
+                };
+                out.push(
+                    char::from_u32(code)
+                        .ok_or_else(|| "unpaired UTF-16 surrogate in \\u escape".to_string())?,
+                );
+            }
+            Some(other) => out.push(other),
+        }
+    }
+    Ok(out)
+}
+
+/// Parses the `.properties` subset Kafka's `server.properties` uses: `#`/`!`
+/// comments, blank lines, `key=value` / `key: value` / `key value`,
+/// backslash continuation, escapes. Values are trimmed (Kafka trims too).
+/// Duplicate keys are returned in order, so the later one wins when applied.
+fn parse_properties(text: &str) -> Result<Vec<Property>, SyntaxIssue> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let lines = physical_lines(text);
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        let start_line = i + 1;
+        let first = lines[i].trim_start_matches(is_prop_ws);
+        i += 1;
+        // Comment lines never continue, even when they end in a backslash.
+        if first.is_empty() || first.starts_with('#') || first.starts_with('!') {
+            continue;
+        }
+        let mut logical = first.to_string();
+        while ends_with_odd_backslashes(&logical) && i < lines.len() {
+            logical.pop();
+            logical.push_str(lines[i].trim_start_matches(is_prop_ws));
+            i += 1;
+        }
+        let issue = |reason: String| SyntaxIssue {
+            line: start_line,
+            text: logical.clone(),
+            reason,
+        };
+        let (raw_key, raw_value) = split_key_value(&logical);
+        let key = unescape(raw_key).map_err(issue)?;
+        let value = unescape(raw_value).map_err(issue)?;
+        if key.is_empty() {
+            return Err(issue("missing key".to_string()));
+        }
+        out.push(Property {
+            line: start_line,
+            key,
+            value: value.trim().to_string(),
+        });
+    }
+    Ok(out)
+}
+
+// ---------------------------------------------------------------------------
+// Config API
+// ---------------------------------------------------------------------------
+
+impl Config {
+    /// Parse properties text (Java `.properties` subset) and apply every
+    /// key in order. `source_desc` names the text in errors, e.g. the file
+    /// path, giving `server.properties:3`. Stops at the first error; keys
+    /// before it stay applied (callers discard the config on error).
+    pub fn apply_properties(&mut self, text: &str, source_desc: &str) -> Result<(), ConfigError> {
+        let props = parse_properties(text).map_err(|s| ConfigError::Syntax {
+            path: source_desc.to_string(),
+            line: s.line,
+            text: s.text,
+            reason: s.reason,
+        })?;
+        for p in props {
+            self.apply_one(&p.key, &p.value, &format!("{source_desc}:{}", p.line))?;
+        }
+        Ok(())
+    }
+
+    /// Apply one `name=value` override (from `--set`). Splits at the first
+    /// `=`, so values may themselves contain `=`.
+    pub fn apply_set(&mut self, assignment: &str) -> Result<(), ConfigError> {
+        let bad = || ConfigError::BadAssignment {
+            assignment: assignment.to_string(),
+        };
+        let (key, value) = assignment.split_once('=').ok_or_else(bad)?;
+        let key = key.trim();
+        if key.is_empty() {
+            return Err(bad());
+        }
+        self.apply_one(key, value.trim(), "--set")
+    }
+
+    /// Defaults, then the file (if any), then `sets` in order (later wins),
+    /// then [`Config::validate`].
+    pub fn load(file: Option<&Path>, sets: &[String]) -> Result<Config, ConfigError> {
+        let mut cfg = Config::default();
+        if let Some(path) = file {
+            let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
+                path: path.to_path_buf(),
+                source,
+            })?;
+            cfg.apply_properties(&text, &path.display().to_string())?;
+        }
+        for s in sets {
+            cfg.apply_set(s)?;
+        }
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// Re-checks every key against its own rule (fields are `pub`, so code
+    /// may have bypassed the parsers), then the cross-field rules Kafka's
+    /// `GroupCoordinatorConfig` enforces at startup, plus classic min <= max.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let mut scratch = self.clone();
+        for def in KEYS {
+            let text = (def.get)(self);
+            (def.set)(&mut scratch, &text).map_err(|reason| ConfigError::BadValue {
+                key: def.name.to_string(),
+                value: text.clone(),
+                reason,
+                source_desc: self.origin_desc(def),
+            })?;
+        }
+
+        use Rel::{Le, Lt};
+        let rules: [(&str, Rel, &str); 8] = [
+            (
+                "group.min.session.timeout.ms",
+                Le,
+                "group.max.session.timeout.ms",
+            ),
+            (
+                "group.consumer.min.heartbeat.interval.ms",
+                Le,
+                "group.consumer.max.heartbeat.interval.ms",
+            ),
+            (
+                "group.consumer.min.heartbeat.interval.ms",
+                Le,
+                "group.consumer.heartbeat.interval.ms",
+            ),
+            (
+                "group.consumer.heartbeat.interval.ms",
+                Le,
+                "group.consumer.max.heartbeat.interval.ms",
+            ),
+            (
+                "group.consumer.min.session.timeout.ms",
+                Le,
+                "group.consumer.max.session.timeout.ms",
+            ),
+            (
+                "group.consumer.min.session.timeout.ms",
+                Le,
+                "group.consumer.session.timeout.ms",
+            ),
+            (
+                "group.consumer.session.timeout.ms",
+                Le,
+                "group.consumer.max.session.timeout.ms",
+            ),
+            // Members must get at least one heartbeat in per session.
+            (
+                "group.consumer.heartbeat.interval.ms",
+                Lt,
+                "group.consumer.session.timeout.ms",
+            ),
+        ];
+        for (a, rel, b) in rules {
+            self.require(a, rel, b)?;
+        }
+        Ok(())
+    }
+
+    /// Every known key (aliases included) with its current value, sorted by
+    /// name, for DescribeConfigs.
+    pub fn entries(&self) -> Vec<ConfigEntry> {
+        let defaults = Config::default();
+        let mut out: Vec<ConfigEntry> = KEYS
+            .iter()
+            .map(|d| self.make_entry(d, d.name, d.doc, &defaults))
+            .chain(ALIASES.iter().filter_map(|a| {
+                lookup(a.target).map(|d| self.make_entry(d, a.name, a.doc, &defaults))
+            }))
+            .collect();
+        out.sort_by(|a, b| a.name.cmp(b.name));
+        out
+    }
+
+    /// One entry by name (aliases accepted), for DescribeConfigs requests
+    /// that name specific keys. `None` for an unknown key.
+    pub fn entry(&self, name: &str) -> Option<ConfigEntry> {
+        let def = lookup(name)?;
+        let (name, doc) = match ALIASES.iter().find(|a| a.name == name) {
+            Some(a) => (a.name, a.doc),
+            None => (def.name, def.doc),
+        };
+        Some(self.make_entry(def, name, doc, &Config::default()))
+    }
+
+    /// Where `name` was set ("path:line" or "--set"); `None` if never set.
+    pub fn origin(&self, name: &str) -> Option<&str> {
+        let def = lookup(name)?;
+        self.origins.get(def.name).map(String::as_str)
+    }
+
+    /// The advertised endpoint from `advertised.listeners`, or `None` when
+    /// it is empty (the broker then advertises its listen address).
+    pub fn advertised_host_port(&self) -> Option<(String, u16)> {
+        parse_advertised(&self.advertised_listeners).ok().flatten()
+    }
+
+    /// `offsets.retention.minutes` in milliseconds, as Kafka computes it.
+    pub fn offsets_retention_ms(&self) -> i64 {
+        i64::from(self.offsets_retention_minutes) * 60_000
+    }
+
+    fn apply_one(&mut self, key: &str, value: &str, origin: &str) -> Result<(), ConfigError> {
+        let def = lookup(key).ok_or_else(|| ConfigError::UnknownKey {
+            key: key.to_string(),
+            source_desc: origin.to_string(),
+            suggestion: suggest(key),
+        })?;
+        (def.set)(self, value).map_err(|reason| ConfigError::BadValue {
+            key: key.to_string(),
+            value: value.to_string(),
+            reason,
+            source_desc: origin.to_string(),
+        })?;
+        self.origins.insert(def.name, origin.to_string());
+        Ok(())
+    }
+
+    fn make_entry(
+        &self,
+        def: &KeyDef,
+        name: &'static str,
+        doc: &'static str,
+        defaults: &Config,
+    ) -> ConfigEntry {
+        let text = (def.get)(self);
+        // Supplied explicitly counts as non-default even when equal to the
+        // default, as Kafka reports STATIC_BROKER_CONFIG for any key present
+        // in server.properties.
+        let is_default = !self.origins.contains_key(def.name) && text == (def.get)(defaults);
+        let sensitive = def.config_type == ConfigType::Password;
+        // Kafka's string keys with a null default render as null, not "".
+        let value = if sensitive || (text.is_empty() && def.config_type == ConfigType::String) {
+            None
+        } else {
+            Some(text)
+        };
+        ConfigEntry {
+            name,
+            value,
+            is_default,
+            read_only: true,
+            sensitive,
+            config_type: def.config_type,
+            doc,
+        }
+    }
+
+    /// "default", "server.properties:3", "--set", or "set in code" for a
+    /// field changed directly without going through the parsers.
+    fn origin_desc(&self, def: &KeyDef) -> String {
+        match self.origins.get(def.name) {
+            Some(o) => o.clone(),
+            None if (def.get)(self) == (def.get)(&Config::default()) => "default".to_string(),
+            None => "set in code".to_string(),
+        }
+    }
+
+    fn require(&self, a: &'static str, rel: Rel, b: &'static str) -> Result<(), ConfigError> {
+        let (Some(da), Some(db)) = (lookup(a), lookup(b)) else {
+            unreachable!("cross-field rule names an unknown key");
+        };
+        let (va, vb) = ((da.get)(self), (db.get)(self));
+        let (na, nb): (i64, i64) = match (va.parse(), vb.parse()) {
+            (Ok(x), Ok(y)) => (x, y),
+            _ => unreachable!("cross-field rules compare integer keys"),
+        };
+        let ok = match rel {
+            Rel::Le => na <= nb,
+            Rel::Lt => na < nb,
+        };
+        if ok {
+            return Ok(());
+        }
+        let phrase = match rel {
+            Rel::Le => "less than or equal to",
+            Rel::Lt => "less than",
+        };
+        Err(ConfigError::Inconsistent {
+            reason: format!(
+                "{a} ({va}, {}) must be {phrase} {b} ({vb}, {})",
+                self.origin_desc(da),
+                self.origin_desc(db)
+            ),
+        })
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Rel {
+    Le,
+    Lt,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(cfg: &mut Config, s: &str) {
+        cfg.apply_set(s).unwrap_or_else(|e| panic!("{s}: {e}"));
+    }
+
+    fn set_err(s: &str) -> String {
+        let mut cfg = Config::default();
+        cfg.apply_set(s).unwrap_err().to_string()
+    }
+
+    fn entry(cfg: &Config, name: &str) -> ConfigEntry {
+        cfg.entries()
+            .into_iter()
+            .find(|e| e.name == name)
+            .unwrap_or_else(|| panic!("no entry {name}"))
+    }
+
+    #[test]
+    fn defaults_match_kafka() {
+        let c = Config::default();
+        assert_eq!(c.node_id, 1);
+        assert_eq!(c.advertised_listeners, "");
+        assert_eq!(c.listeners, "PLAINTEXT://:9092");
+        assert_eq!(c.num_partitions, 1);
+        assert_eq!(c.default_replication_factor, 1);
+        assert!(c.auto_create_topics_enable);
+        assert!(c.delete_topic_enable);
+        assert_eq!(c.socket_request_max_bytes, 104_857_600);
+        assert_eq!(c.message_max_bytes, 1_048_588);
+        assert_eq!(c.queued_max_requests, 500);
+        assert_eq!(c.offsets_topic_num_partitions, 50);
+        assert_eq!(c.offsets_topic_replication_factor, 3);
+        assert_eq!(c.offsets_topic_segment_bytes, 104_857_600);
+        assert_eq!(c.offsets_topic_compression_codec, 0);
+        assert_eq!(c.offsets_retention_minutes, 10_080);
+        assert_eq!(c.offsets_retention_ms(), 7 * 24 * 3600 * 1000);
+        assert_eq!(c.offsets_retention_check_interval_ms, 600_000);
+        assert_eq!(c.offsets_commit_timeout_ms, 5000);
+        assert_eq!(c.offsets_load_buffer_size, 5_242_880);
+        assert_eq!(c.offset_metadata_max_bytes, 4096);
+        assert_eq!(c.group_min_session_timeout_ms, 6000);
+        assert_eq!(c.group_max_session_timeout_ms, 1_800_000);
+        assert_eq!(c.group_initial_rebalance_delay_ms, 3000);
+        assert_eq!(c.group_max_size, i32::MAX);
+        assert_eq!(c.group_consumer_session_timeout_ms, 45_000);
+        assert_eq!(c.group_consumer_min_session_timeout_ms, 45_000);
+        assert_eq!(c.group_consumer_max_session_timeout_ms, 60_000);
+        assert_eq!(c.group_consumer_heartbeat_interval_ms, 5000);
+        assert_eq!(c.group_consumer_min_heartbeat_interval_ms, 5000);
+        assert_eq!(c.group_consumer_max_heartbeat_interval_ms, 15_000);
+        assert_eq!(c.group_consumer_max_size, i32::MAX);
+        assert_eq!(
+            c.group_consumer_assignors,
+            vec![ServerAssignor::Uniform, ServerAssignor::Range]
+        );
+        assert_eq!(
+            c.group_consumer_migration_policy,
+            MigrationPolicy::Bidirectional
+        );
+        assert_eq!(c.group_consumer_assignment_interval_ms, 1000);
+        assert!(c.group_consumer_assignor_offload_enable);
+        assert_eq!(c.group_consumer_regex_refresh_interval_ms, 600_000);
+        assert_eq!(
+            c.group_coordinator_rebalance_protocols,
+            vec![
+                RebalanceProtocol::Classic,
+                RebalanceProtocol::Consumer,
+                RebalanceProtocol::Streams
+            ]
+        );
+        assert_eq!(c.group_coordinator_threads, 4);
+        assert_eq!(c.group_coordinator_background_threads, 2);
+        assert_eq!(c.group_coordinator_append_linger_ms, -1);
+        assert_eq!(c.delete_retention_ms, 86_400_000);
+        assert_eq!(c.log_dirs, "");
+        assert!(!c.unstable_api_versions_enable);
+        assert_eq!(c.cluster_id, "");
+        c.validate().expect("defaults are consistent");
+        assert_eq!(c.advertised_host_port(), None);
+    }
+
+    #[test]
+    fn defaults_render_like_kafka_and_round_trip() {
+        let c = Config::default();
+        let entries = c.entries();
+        assert_eq!(entries.len(), KEYS.len() + ALIASES.len());
+        assert!(
+            entries.windows(2).all(|w| w[0].name < w[1].name),
+            "sorted, unique"
+        );
+        assert!(entries
+            .iter()
+            .all(|e| e.is_default && e.config_source_code() == 5));
+        assert_eq!(
+            entry(&c, "group.consumer.assignors").value.as_deref(),
+            Some("uniform,range")
+        );
+        assert_eq!(
+            entry(&c, "group.coordinator.rebalance.protocols")
+                .value
+                .as_deref(),
+            Some("classic,consumer,streams")
+        );
+        assert_eq!(
+            entry(&c, "group.consumer.migration.policy")
+                .value
+                .as_deref(),
+            Some("bidirectional")
+        );
+        assert_eq!(
+            entry(&c, "group.max.size").value.as_deref(),
+            Some("2147483647")
+        );
+        assert_eq!(entry(&c, "advertised.listeners").value, None);
+        assert_eq!(entry(&c, "broker.id").value.as_deref(), Some("1"));
+        assert_eq!(
+            entry(&c, "auto.create.topics.enable").value.as_deref(),
+            Some("true")
+        );
+        assert_eq!(
+            entry(&c, "offsets.topic.replication.factor").config_type,
+            ConfigType::Short
+        );
+        assert_eq!(
+            entry(&c, "delete.retention.ms").config_type,
+            ConfigType::Long
+        );
+        assert_eq!(
+            entry(&c, "group.consumer.assignors").config_type,
+            ConfigType::List
+        );
+        // Every rendered default parses back through its own setter.
+        let mut scratch = Config::default();
+        for def in KEYS {
+            (def.set)(&mut scratch, &(def.get)(&c))
+                .unwrap_or_else(|e| panic!("{} default does not round-trip: {e}", def.name));
+        }
+    }
+
+    #[test]
+    fn type_codes_match_kafka() {
+        let codes: Vec<i8> = [
+            ConfigType::Unknown,
+            ConfigType::Boolean,
+            ConfigType::String,
+            ConfigType::Int,
+            ConfigType::Short,
+            ConfigType::Long,
+            ConfigType::Double,
+            ConfigType::List,
+            ConfigType::Class,
+            ConfigType::Password,
+        ]
+        .iter()
+        .map(ConfigType::code)
+        .collect();
+        assert_eq!(codes, (0..=9).collect::<Vec<i8>>());
+    }
+
+    #[test]
+    fn parses_properties_with_comments_continuations_and_escapes() {
+        let text = "\u{feff}# a comment\r\n\
+                    ! another comment \\\r\n\
+                    \n\
+                    \t  num.partitions = 7\n\
+                    group.max.size: 10\n\
+                    delete.topic.enable false\n\
+                    group.consumer.assignors = range, \\\n\
+                    \x20     uniform\n\
+                    cluster.id=ab\\=c\\u0041\\td\\\\\r\
+                    log.dirs  =  /a\\ b  \n\
+                    num.partitions=8\n\
+                    group.initial.rebalance.delay.ms\n\
+                    advertised.listeners=PLAINTEXT\\://h\\:1\\\n";
+        let props = parse_properties(text).expect("parses");
+        let got: Vec<(usize, &str, &str)> = props
+            .iter()
+            .map(|p| (p.line, p.key.as_str(), p.value.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (4, "num.partitions", "7"),
+                (5, "group.max.size", "10"),
+                (6, "delete.topic.enable", "false"),
+                (7, "group.consumer.assignors", "range, uniform"),
+                (9, "cluster.id", "ab=cA\td\\"),
+                (10, "log.dirs", "/a b"),
+                (11, "num.partitions", "8"),
+                (12, "group.initial.rebalance.delay.ms", ""),
+                (13, "advertised.listeners", "PLAINTEXT://h:1"),
+            ]
+        );
+        // The comment ending in a backslash did not swallow the blank line,
+        // and applying (minus the empty-valued key) works; later wins.
+        let mut c = Config::default();
+        let text = text.replace("group.initial.rebalance.delay.ms\n", "");
+        c.apply_properties(&text, "server.properties").unwrap();
+        assert_eq!(c.num_partitions, 8);
+        assert_eq!(c.group_max_size, 10);
+        assert!(!c.delete_topic_enable);
+        assert_eq!(
+            c.group_consumer_assignors,
+            vec![ServerAssignor::Range, ServerAssignor::Uniform]
+        );
+        assert_eq!(c.cluster_id, "ab=cA\td\\");
+        assert_eq!(c.origin("num.partitions"), Some("server.properties:11"));
+        assert_eq!(c.advertised_host_port(), Some(("h".to_string(), 1)));
+    }
+
+    #[test]
+    fn unicode_escapes_and_syntax_errors() {
+        let p = parse_properties("cluster.id=\\u00e9\\uD83D\\uDE00x").unwrap();
+        assert_eq!(p[0].value, "é😀x");
+        for (text, want) in [
+            ("a\nnum.partitions=\\u12", "malformed \\uXXXX"),
+            ("a\nnum.partitions=\\uD83Dx", "unpaired"),
+            ("a\n= 5", "missing key"),
+        ] {
+            let mut c = Config::default();
+            let err = c.apply_properties(text, "s.properties").unwrap_err();
+            assert!(
+                matches!(err, ConfigError::Syntax { line: 2, .. }),
+                "{err:?}"
+            );
+            let msg = err.to_string();
+            assert!(msg.starts_with("syntax error at s.properties:2: "), "{msg}");
+            assert!(msg.contains(want), "{msg}");
+        }
+    }
+
+    #[test]
+    fn load_applies_file_then_sets_and_validates() {
+        let path =
+            std::env::temp_dir().join(format!("ringleader-cfg-{}.properties", std::process::id()));
+        std::fs::write(&path, "num.partitions=3\ngroup.max.size=100\nbroker.id=7\n").unwrap();
+        let sets = vec![
+            "num.partitions=5".to_string(),
+            "num.partitions = 6".to_string(),
+        ];
+        let c = Config::load(Some(&path), &sets).unwrap();
+        assert_eq!(
+            c.num_partitions, 6,
+            "--set overrides the file, later --set wins"
+        );
+        assert_eq!(c.group_max_size, 100);
+        assert_eq!(c.node_id, 7, "broker.id is an alias of node.id");
+        assert_eq!(c.origin("num.partitions"), Some("--set"));
+        let file_origin = format!("{}:2", path.display());
+        assert_eq!(c.origin("group.max.size"), Some(file_origin.as_str()));
+
+        // Validation runs after all sources.
+        let err = Config::load(
+            Some(&path),
+            &["group.min.session.timeout.ms=2000000".to_string()],
+        )
+        .unwrap_err();
+        assert!(matches!(err, ConfigError::Inconsistent { .. }), "{err}");
+        std::fs::remove_file(&path).unwrap();
+
+        let err = Config::load(Some(&path), &[]).unwrap_err();
+        assert!(matches!(err, ConfigError::Io { .. }));
+        assert!(
+            err.to_string().starts_with("cannot read config file "),
+            "{err}"
+        );
+
+        let c = Config::load(None, &[]).unwrap();
+        assert_eq!(c.num_partitions, 1);
+    }
+
+    #[test]
+    fn unknown_keys_are_errors() {
+        assert_eq!(
+            set_err("foo.bar=1"),
+            "unknown config key \"foo.bar\" (from --set)"
+        );
+        assert_eq!(
+            set_err("group.max.sesion.timeout.ms=1"),
+            "unknown config key \"group.max.sesion.timeout.ms\" (from --set); did you mean \"group.max.session.timeout.ms\"?"
+        );
+        let mut c = Config::default();
+        let err = c
+            .apply_properties("# x\nnum.partitions=2\nbogus=1\n", "server.properties")
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "unknown config key \"bogus\" (from server.properties:3)"
+        );
+        // Keys are case-sensitive, as in Kafka.
+        assert!(set_err("NUM.PARTITIONS=2").contains("did you mean \"num.partitions\""));
+        assert_eq!(
+            set_err("num.partitions"),
+            "bad --set argument \"num.partitions\": expected name=value"
+        );
+        assert!(set_err("=3").starts_with("bad --set argument"));
+    }
+
+    #[test]
+    fn bad_values_are_errors() {
+        let mut c = Config::default();
+        let err = c
+            .apply_properties("a.b.c.d=\n", "server.properties")
+            .unwrap_err();
+        assert!(matches!(err, ConfigError::UnknownKey { .. }));
+        let err = c
+            .apply_properties("\n\ngroup.max.size=abc\n", "server.properties")
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "bad value \"abc\" for group.max.size (from server.properties:3): expected an integer >= 1"
+        );
+        let cases = [
+            ("group.max.size=0", "expected an integer >= 1"),
+            (
+                "group.max.size=3000000000",
+                "expected an integer >= 1 (at most 2147483647)",
+            ),
+            ("offset.metadata.max.bytes=x", "expected a 32-bit integer"),
+            ("offsets.topic.replication.factor=40000", "(at most 32767)"),
+            (
+                "group.consumer.assignment.interval.ms=15001",
+                "between 0 and 15000",
+            ),
+            (
+                "group.consumer.assignment.interval.ms=-1",
+                "between 0 and 15000",
+            ),
+            ("group.consumer.regex.refresh.interval.ms=9999", ">= 10000"),
+            ("group.coordinator.append.linger.ms=-2", ">= -1"),
+            ("offsets.topic.compression.codec=5", "between 0 and 4"),
+            ("delete.topic.enable=yes", "expected true or false"),
+            (
+                "group.consumer.migration.policy=sideways",
+                "DISABLED, DOWNGRADE, UPGRADE, BIDIRECTIONAL",
+            ),
+            (
+                "group.consumer.assignors=uniform,sticky",
+                "\"sticky\" is not one of uniform, range",
+            ),
+            (
+                "group.consumer.assignors=range,range",
+                "listed more than once",
+            ),
+            ("group.consumer.assignors=", "non-empty"),
+            ("group.consumer.assignors=range,,uniform", "empty entry"),
+            (
+                "group.coordinator.rebalance.protocols=consumer",
+                "must contain \"classic\"",
+            ),
+            (
+                "group.coordinator.rebalance.protocols=classic,eager",
+                "\"eager\" is not one of classic, consumer, streams, share",
+            ),
+            ("node.id=-1", ">= 0"),
+            ("broker.id=x", "expected an integer >= 0"),
+            ("advertised.listeners=localhost", "missing :port"),
+            ("listeners=PLAINTEXT://:99999", "bad port"),
+        ];
+        for (assignment, want) in cases {
+            let msg = set_err(assignment);
+            let (key, value) = assignment.split_once('=').unwrap();
+            assert!(
+                msg.starts_with(&format!("bad value \"{value}\" for {key} (from --set): ")),
+                "{msg}"
+            );
+            assert!(msg.contains(want), "{assignment}: {msg}");
+        }
+        // Accepted spellings.
+        let mut c = Config::default();
+        set(&mut c, "delete.topic.enable=FALSE");
+        set(&mut c, "group.consumer.migration.policy=Upgrade");
+        set(
+            &mut c,
+            "group.coordinator.rebalance.protocols= CLASSIC , share ",
+        );
+        set(&mut c, "group.consumer.assignors=range");
+        assert!(!c.delete_topic_enable);
+        assert_eq!(c.group_consumer_migration_policy, MigrationPolicy::Upgrade);
+        assert!(c.group_consumer_migration_policy.allows_upgrade());
+        assert!(!c.group_consumer_migration_policy.allows_downgrade());
+        assert_eq!(
+            entry(&c, "group.coordinator.rebalance.protocols")
+                .value
+                .as_deref(),
+            Some("classic,share")
+        );
+        c.validate().unwrap();
+    }
+
+    #[test]
+    fn cross_field_violations() {
+        let cases: &[(&[&str], &str)] = &[
+            (
+                &["group.min.session.timeout.ms=7000", "group.max.session.timeout.ms=6000"],
+                "group.min.session.timeout.ms (7000, --set) must be less than or equal to group.max.session.timeout.ms (6000, --set)",
+            ),
+            (
+                &["group.consumer.min.heartbeat.interval.ms=20000"],
+                "group.consumer.min.heartbeat.interval.ms (20000, --set) must be less than or equal to group.consumer.max.heartbeat.interval.ms (15000, default)",
+            ),
+            (
+                &["group.consumer.min.heartbeat.interval.ms=6000"],
+                "group.consumer.min.heartbeat.interval.ms (6000, --set) must be less than or equal to group.consumer.heartbeat.interval.ms (5000, default)",
+            ),
+            (
+                &["group.consumer.heartbeat.interval.ms=16000"],
+                "group.consumer.heartbeat.interval.ms (16000, --set) must be less than or equal to group.consumer.max.heartbeat.interval.ms",
+            ),
+            (
+                &["group.consumer.max.session.timeout.ms=40000"],
+                "group.consumer.min.session.timeout.ms (45000, default) must be less than or equal to group.consumer.max.session.timeout.ms (40000, --set)",
+            ),
+            (
+                &["group.consumer.session.timeout.ms=44000"],
+                "group.consumer.min.session.timeout.ms (45000, default) must be less than or equal to group.consumer.session.timeout.ms (44000, --set)",
+            ),
+            (
+                &["group.consumer.session.timeout.ms=61000"],
+                "group.consumer.session.timeout.ms (61000, --set) must be less than or equal to group.consumer.max.session.timeout.ms",
+            ),
+            (
+                &[
+                    "group.consumer.min.session.timeout.ms=1000",
+                    "group.consumer.session.timeout.ms=5000",
+                ],
+                "group.consumer.heartbeat.interval.ms (5000, default) must be less than group.consumer.session.timeout.ms (5000, --set)",
+            ),
+        ];
+        for (sets, want) in cases {
+            let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+            let err = Config::load(None, &sets).unwrap_err();
+            assert!(matches!(err, ConfigError::Inconsistent { .. }), "{err}");
+            let msg = err.to_string();
+            assert!(msg.starts_with("inconsistent configuration: "), "{msg}");
+            assert!(msg.contains(want), "{sets:?}: {msg}");
+        }
+        // Equal min and max is fine.
+        let sets = vec![
+            "group.min.session.timeout.ms=6000".to_string(),
+            "group.max.session.timeout.ms=6000".to_string(),
+        ];
+        Config::load(None, &sets).unwrap();
+    }
+
+    #[test]
+    fn validate_catches_direct_field_mutation() {
+        let c = Config {
+            group_max_size: 0,
+            ..Default::default()
+        };
+        assert_eq!(
+            c.validate().unwrap_err().to_string(),
+            "bad value \"0\" for group.max.size (from set in code): expected an integer >= 1"
+        );
+        let c = Config {
+            advertised_listeners: "nohost".into(),
+            ..Default::default()
+        };
+        assert!(c.validate().is_err());
+        assert_eq!(c.advertised_host_port(), None);
+        let c = Config {
+            group_consumer_session_timeout_ms: 50_000,
+            group_consumer_heartbeat_interval_ms: 15_000,
+            ..Default::default()
+        };
+        c.validate().unwrap();
+    }
+
+    #[test]
+    fn advertised_listeners_parsing() {
+        let ok = [
+            ("PLAINTEXT://broker1:9092", "broker1", 9092),
+            ("plaintext://broker1:9093", "broker1", 9093),
+            ("10.0.0.5:19092", "10.0.0.5", 19092),
+            ("[::1]:9092", "::1", 9092),
+            ("PLAINTEXT://[fe80::1]:1", "fe80::1", 1),
+            ("CONTROLLER://c:9093, PLAINTEXT://b:9092", "b", 9092),
+        ];
+        for (text, host, port) in ok {
+            let mut c = Config::default();
+            set(&mut c, &format!("advertised.listeners={text}"));
+            assert_eq!(
+                c.advertised_host_port(),
+                Some((host.to_string(), port)),
+                "{text}"
+            );
+        }
+        let bad = [
+            ("PLAINTEXT://:9092", "missing host"),
+            ("PLAINTEXT://h:0", "port 0"),
+            ("h:port", "bad port"),
+            ("h:70000", "bad port"),
+            ("::1:9092", "brackets"),
+            ("[::1:9092", "missing ']'"),
+            ("SSL://h:9093", "no PLAINTEXT entry"),
+            ("PLAINTEXT://a:1,PLAINTEXT://b:2", "more than once"),
+            ("a:1,", "empty entry"),
+            ("://h:1", "bad listener name"),
+            ("http://h/x:1", "bad host"),
+        ];
+        for (text, want) in bad {
+            let msg = set_err(&format!("advertised.listeners={text}"));
+            assert!(msg.contains(want), "{text}: {msg}");
+        }
+        // Bind listeners may omit the host and use port 0.
+        let mut c = Config::default();
+        set(&mut c, "listeners=PLAINTEXT://:0,CONTROLLER://:9093");
+        c.validate().unwrap();
+    }
+
+    #[test]
+    fn entries_mark_overrides_non_default() {
+        let mut c = Config::default();
+        c.apply_properties("num.partitions=1\n", "server.properties")
+            .unwrap();
+        set(&mut c, "group.max.size=10");
+        set(&mut c, "advertised.listeners=localhost:9092");
+        set(&mut c, "log.cleaner.delete.retention.ms=5");
+
+        let e = entry(&c, "group.max.size");
+        assert_eq!(e.value.as_deref(), Some("10"));
+        assert!(!e.is_default);
+        assert_eq!(e.config_source_code(), 4);
+        assert!(e.read_only && !e.sensitive);
+        // Supplied explicitly, even with the default value: not default.
+        assert!(!entry(&c, "num.partitions").is_default);
+        assert_eq!(
+            entry(&c, "advertised.listeners").value.as_deref(),
+            Some("localhost:9092")
+        );
+        assert_eq!(c.delete_retention_ms, 5);
+        assert!(!entry(&c, "delete.retention.ms").is_default);
+        assert!(!entry(&c, "log.cleaner.delete.retention.ms").is_default);
+        assert!(entry(&c, "group.max.session.timeout.ms").is_default);
+        assert!(entry(&c, "broker.id").is_default);
+        assert_eq!(c.entry("group.max.size"), Some(e));
+        assert_eq!(c.entry("broker.id").map(|e| e.name), Some("broker.id"));
+        assert_eq!(c.entry("nope"), None);
+
+        // A field changed in code without a recorded origin is non-default too.
+        let c = Config {
+            num_partitions: 4,
+            ..Default::default()
+        };
+        assert!(!entry(&c, "num.partitions").is_default);
+    }
+}

@@ -1,0 +1,185 @@
+//! One client connection: read frames, decode, dispatch, and write responses in request order.
+//!
+//! Each request runs as its own task so a slow one (a cross-shard call, a topic creation that
+//! fsyncs) does not stop the next from being decoded, but responses leave in the order requests
+//! arrived, because Kafka clients match them by position as much as by correlation id. The queue
+//! between reader and writer is bounded (`MAX_IN_FLIGHT`), which bounds memory per connection and
+//! pushes back on a client that pipelines without reading.
+//!
+//! Bad input closes the connection with one log line (Kafka closes on a bad frame or an
+//! unsupported version too), after the responses to earlier requests have been written.
+
+use crate::broker;
+use crate::shard::Shard;
+use bytes::BytesMut;
+use futures_lite::{AsyncReadExt, AsyncWriteExt};
+use glommio::net::TcpStream;
+use std::rc::Rc;
+use wire::{api_versions, decode_request, encode_response, Request, RequestHeader, Response};
+
+/// Requests decoded but not yet answered on one connection.
+pub const MAX_IN_FLIGHT: usize = 64;
+
+const READ_CHUNK: usize = 64 * 1024;
+
+/// What the writer does with one slot of the ordered queue.
+enum Outcome {
+    Frame(BytesMut),
+    Close,
+}
+
+pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
+    let peer = stream
+        .peer_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_else(|_| "?".into());
+    let _ = stream.set_nodelay(true);
+    let registration = shard.conns.register(&stream);
+    let (mut rd, mut wr) = futures_lite::io::split(stream);
+    let (tx, rx) =
+        glommio::channels::local_channel::new_bounded::<glommio::Task<Outcome>>(MAX_IN_FLIGHT);
+
+    let writer_peer = peer.clone();
+    let writer = glommio::spawn_local(async move {
+        while let Some(task) = rx.recv().await {
+            match task.await {
+                Outcome::Frame(bytes) => {
+                    if let Err(e) = wr.write_all(&bytes).await {
+                        tracing::debug!(peer = %writer_peer, error = %e, "write failed; closing");
+                        break;
+                    }
+                }
+                Outcome::Close => break,
+            }
+        }
+        let _ = wr.close().await;
+    });
+
+    let frames = wire::FrameDecoder::new(shard.broker.config.socket_request_max_bytes);
+    let mut buf = BytesMut::with_capacity(READ_CHUNK);
+    let mut scratch = vec![0u8; READ_CHUNK];
+    'read: loop {
+        loop {
+            let frame = match frames.decode(&mut buf) {
+                Ok(Some(f)) => f,
+                Ok(None) => break,
+                Err(e) => {
+                    tracing::warn!(%peer, error = %e, "closing connection: bad frame");
+                    let _ = tx
+                        .send(glommio::spawn_local(async { Outcome::Close }))
+                        .await;
+                    break 'read;
+                }
+            };
+            let task = match request_task(&shard, &peer, frame) {
+                Some(t) => t,
+                None => {
+                    let _ = tx
+                        .send(glommio::spawn_local(async { Outcome::Close }))
+                        .await;
+                    break 'read;
+                }
+            };
+            if tx.send(task).await.is_err() {
+                break 'read; // writer gone: the peer stopped reading
+            }
+        }
+        if let Ok(needed) = frames.bytes_needed(&buf) {
+            buf.reserve(
+                needed
+                    .saturating_sub(buf.len())
+                    .min(frames.max_frame_bytes() as usize),
+            );
+        }
+        match rd.read(&mut scratch).await {
+            Ok(0) => break,
+            Ok(n) => buf.extend_from_slice(&scratch[..n]),
+            Err(e) => {
+                tracing::debug!(%peer, error = %e, "read failed; closing");
+                break;
+            }
+        }
+    }
+    drop(tx);
+    writer.await;
+    drop(registration);
+}
+
+/// Decode one frame and start the task that answers it. `None` means: close the connection.
+fn request_task(
+    shard: &Rc<Shard>,
+    peer: &str,
+    frame: bytes::Bytes,
+) -> Option<glommio::Task<Outcome>> {
+    let versions = &shard.broker.versions;
+    // ApiVersions of a version we do not know is answered, not closed (KIP-511): v0 body with
+    // UNSUPPORTED_VERSION so the client can retry with a version we list.
+    if let Ok((api_key, version, correlation_id)) = RequestHeader::peek_prefix(&frame) {
+        if api_key == api_versions::API_VERSIONS_KEY
+            && !versions.supports(api_key, version)
+            && version >= 0
+        {
+            let out = api_versions::unsupported_version_frame(correlation_id, versions);
+            return Some(glommio::spawn_local(async move { Outcome::Frame(out) }));
+        }
+    }
+    let (header, request) = match decode_request(&frame, versions) {
+        Ok(ok) => ok,
+        Err((header, e)) => {
+            let cid = header.map(|h| h.correlation_id);
+            tracing::warn!(%peer, correlation_id = ?cid, error = %e, "closing connection: undecodable request");
+            return None;
+        }
+    };
+    let shard = shard.clone();
+    let peer = peer.to_string();
+    Some(glommio::spawn_local(async move {
+        let version = header.api_version;
+        let api_key = header.api_key;
+        match dispatch(&shard, &header, request).await {
+            Ok(resp) => {
+                let mut out = BytesMut::with_capacity(256);
+                match encode_response(header.correlation_id, version, &resp, &mut out) {
+                    Ok(()) => Outcome::Frame(out),
+                    Err(e) => {
+                        tracing::error!(%peer, api_key, version, error = %e, "could not encode response; closing");
+                        Outcome::Close
+                    }
+                }
+            }
+            Err(reason) => {
+                tracing::warn!(%peer, api_key, version, %reason, "closing connection");
+                Outcome::Close
+            }
+        }
+    }))
+}
+
+/// Route a decoded request to its handler.
+async fn dispatch(
+    shard: &Rc<Shard>,
+    header: &RequestHeader,
+    request: Request,
+) -> Result<Response, String> {
+    let b = &shard.broker;
+    let v = header.api_version;
+    Ok(match request {
+        Request::ApiVersions(r) => {
+            Response::ApiVersions(api_versions::response(&r, v, &b.versions))
+        }
+        Request::Metadata(r) => Response::Metadata(broker::metadata(b, r, v).await),
+        Request::CreateTopics(r) => Response::CreateTopics(broker::create_topics(b, r, v).await),
+        Request::DeleteTopics(r) => Response::DeleteTopics(broker::delete_topics(b, r, v).await),
+        Request::FindCoordinator(r) => Response::FindCoordinator(broker::find_coordinator(b, r, v)),
+        Request::DescribeConfigs(r) => Response::DescribeConfigs(broker::describe_configs(b, r, v)),
+        Request::DescribeCluster(r) => Response::DescribeCluster(broker::describe_cluster(b, r, v)),
+        // The version table only admits the APIs above; anything else reaching here is a bug in
+        // that table, answered the way Kafka answers an API it does not serve.
+        other => {
+            return Err(format!(
+                "api key {} is advertised but has no handler",
+                other.api_key()
+            ))
+        }
+    })
+}

@@ -1,0 +1,153 @@
+//! The `ringleader` binary: `ringleader serve` runs the broker.
+
+use clap::{Parser, Subcommand};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::Ordering;
+
+#[global_allocator]
+static ALLOC: wire::alloc::GuardedAlloc<mimalloc::MiMalloc> =
+    wire::alloc::GuardedAlloc(mimalloc::MiMalloc);
+
+#[derive(Parser)]
+#[command(
+    name = "ringleader",
+    version,
+    about = "A Kafka-compatible group coordinator broker"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the broker.
+    Serve {
+        /// Address to accept Kafka clients on.
+        #[arg(long, default_value = "127.0.0.1:9092")]
+        listen: SocketAddr,
+        /// Where topics, group state and offsets are kept.
+        #[arg(long, default_value = "./data")]
+        data_dir: PathBuf,
+        /// Number of shards (one pinned executor each). Default: every available core.
+        #[arg(long)]
+        cores: Option<usize>,
+        /// A Kafka-style .properties file (Kafka key names and defaults).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Override one config key: --set name=value (repeatable; applied after --config).
+        #[arg(long = "set", value_name = "NAME=VALUE")]
+        sets: Vec<String>,
+    },
+}
+
+/// Exit code for bad configuration or arguments (clap also uses 2 for usage errors).
+const EXIT_CONFIG: u8 = 2;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+    match cli.command {
+        Command::Serve {
+            listen,
+            data_dir,
+            cores,
+            config,
+            sets,
+        } => serve(listen, data_dir, cores, config, sets),
+    }
+}
+
+fn serve(
+    listen: SocketAddr,
+    data_dir: PathBuf,
+    cores: Option<usize>,
+    config: Option<PathBuf>,
+    sets: Vec<String>,
+) -> ExitCode {
+    let config = match engine::config::Config::load(config.as_deref(), &sets) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("ringleader: configuration error: {e}");
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    };
+    let cores = cores.unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    });
+    if cores == 0 {
+        eprintln!("ringleader: --cores must be at least 1");
+        return ExitCode::from(EXIT_CONFIG);
+    }
+    let addr = match engine::server::probe_listen_addr(listen) {
+        Ok(a) => a,
+        Err(e) => {
+            tracing::error!("{e:#}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let broker = match engine::open_broker(config, &data_dir, addr) {
+        Ok(b) => b,
+        Err(e) => {
+            tracing::error!("{e:#}");
+            return ExitCode::FAILURE;
+        }
+    };
+    // Register signal handling before serving so a signal during start-up is not lost.
+    let mut signals = match signal_hook::iterator::Signals::new([
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGTERM,
+    ]) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!("cannot install signal handlers: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let server = match engine::server::start(broker.clone(), addr, cores) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!("{e:#}");
+            return ExitCode::FAILURE;
+        }
+    };
+    tracing::info!(
+        shards = cores,
+        data_dir = %data_dir.display(),
+        cluster_id = %broker.cluster_id,
+        node_id = broker.node_id,
+        advertised = %format!("{}:{}", broker.host, broker.port),
+        "listening on {}", server.local_addr
+    );
+    let flag = server.shutdown_flag();
+    let handle = signals.handle();
+    std::thread::spawn(move || {
+        if let Some(sig) = signals.forever().next() {
+            tracing::info!(signal = sig, "shutting down");
+            flag.store(true, Ordering::Release);
+        }
+    });
+    let result = server.join();
+    handle.close();
+    match result {
+        Ok(()) => {
+            tracing::info!("stopped");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            tracing::error!("{e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,188 @@
+//! Group → `__consumer_offsets` partition → owning shard → cross-core call, written down once.
+//!
+//! Partition `p` is owned by shard `p % shards` and its state is touched by no other thread. A
+//! request that arrives on another shard crosses cores as a message on glommio's lock-free
+//! single-producer/single-consumer channels (one per ordered pair of shards, built as a full
+//! mesh); the reply comes back over the same mesh and wakes the waiting connection task. A
+//! request for a local partition is a plain function call.
+//!
+//! The operation type is [`crate::partition::PartitionOp`]; the group APIs add their requests
+//! there. The router itself knows nothing of what an operation means.
+
+use crate::partition::{PartitionOp, PartitionReply};
+use glommio::channels::channel_mesh::{Full, MeshBuilder, Senders};
+use std::cell::{Cell, RefCell};
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll, Waker};
+
+/// Messages between shards. One mesh carries both directions so that a shard's index in it is
+/// one number (glommio numbers peers per mesh, in join order).
+pub enum Envelope {
+    Call {
+        id: u64,
+        partition: i32,
+        op: PartitionOp,
+    },
+    Reply {
+        id: u64,
+        reply: PartitionReply,
+    },
+}
+
+/// Bound on messages queued from one shard to another; a full channel makes the sender wait,
+/// which pushes back on the connections producing the load.
+pub const MESH_CHANNEL_CAPACITY: usize = 1024;
+
+pub type Mesh = MeshBuilder<Envelope, Full>;
+
+pub fn mesh(shards: usize) -> Mesh {
+    MeshBuilder::full(shards, MESH_CHANNEL_CAPACITY)
+}
+
+/// Kafka's partition for a group (reference §1.3), and the shard that owns it.
+pub fn owner_of(partition: i32, shards: usize) -> usize {
+    partition as usize % shards
+}
+
+/// Executes an operation on a partition this shard owns.
+pub type LocalExec = Rc<dyn Fn(i32, PartitionOp) -> Pin<Box<dyn Future<Output = PartitionReply>>>>;
+
+pub struct Router {
+    shard: usize,
+    shards: usize,
+    senders: Option<Senders<Envelope>>,
+    pending: RefCell<hashbrown::HashMap<u64, Rc<OneShot>>>,
+    next_id: Cell<u64>,
+    exec: LocalExec,
+}
+
+impl Router {
+    /// Join the mesh (waits until every shard has joined) and start the tasks that serve calls
+    /// from peers and deliver their replies. With one shard there is no mesh at all.
+    ///
+    /// `make_exec(shard, shards)` builds the executor of this shard's own partitions once the
+    /// shard knows its index.
+    pub async fn join(
+        mesh: Option<Mesh>,
+        make_exec: impl FnOnce(usize, usize) -> LocalExec,
+    ) -> anyhow::Result<Rc<Router>> {
+        let Some(mesh) = mesh else {
+            let exec = make_exec(0, 1);
+            return Ok(Rc::new(Router {
+                shard: 0,
+                shards: 1,
+                senders: None,
+                pending: RefCell::default(),
+                next_id: Cell::new(0),
+                exec,
+            }));
+        };
+        let shards = mesh.nr_peers();
+        let (senders, mut receivers) = mesh
+            .join()
+            .await
+            .map_err(|_| anyhow::anyhow!("joining the shard mesh failed"))?;
+        let exec = make_exec(senders.peer_id(), shards);
+        let router = Rc::new(Router {
+            shard: senders.peer_id(),
+            shards,
+            senders: Some(senders),
+            pending: RefCell::default(),
+            next_id: Cell::new(0),
+            exec,
+        });
+        for (peer, rx) in receivers.streams() {
+            let weak = Rc::downgrade(&router);
+            glommio::spawn_local(async move {
+                while let Some(msg) = rx.recv().await {
+                    let Some(router) = weak.upgrade() else { break };
+                    router.on_message(peer, msg);
+                }
+            })
+            .detach();
+        }
+        Ok(router)
+    }
+
+    pub fn shard(&self) -> usize {
+        self.shard
+    }
+
+    pub fn shards(&self) -> usize {
+        self.shards
+    }
+
+    fn on_message(self: &Rc<Self>, peer: usize, msg: Envelope) {
+        match msg {
+            Envelope::Call { id, partition, op } => {
+                let fut = (self.exec)(partition, op);
+                let me = self.clone();
+                glommio::spawn_local(async move {
+                    let reply = fut.await;
+                    if let Some(tx) = &me.senders {
+                        // The peer only goes away at shutdown; its caller is gone with it.
+                        let _ = tx.send_to(peer, Envelope::Reply { id, reply }).await;
+                    }
+                })
+                .detach();
+            }
+            Envelope::Reply { id, reply } => {
+                if let Some(slot) = self.pending.borrow_mut().remove(&id) {
+                    slot.complete(reply);
+                }
+            }
+        }
+    }
+
+    /// Run `op` on the shard that owns `partition` and return its reply.
+    pub async fn call(&self, partition: i32, op: PartitionOp) -> PartitionReply {
+        let owner = owner_of(partition, self.shards);
+        let Some(senders) = self.senders.as_ref().filter(|_| owner != self.shard) else {
+            return (self.exec)(partition, op).await;
+        };
+        let id = self.next_id.get();
+        self.next_id.set(id.wrapping_add(1));
+        let slot = Rc::new(OneShot::default());
+        self.pending.borrow_mut().insert(id, slot.clone());
+        if senders
+            .send_to(owner, Envelope::Call { id, partition, op })
+            .await
+            .is_err()
+        {
+            self.pending.borrow_mut().remove(&id);
+            return PartitionReply::Unavailable;
+        }
+        OneShotWait(slot).await
+    }
+}
+
+/// A single-threaded one-shot slot: the reply lands here and wakes the waiting task.
+#[derive(Default)]
+struct OneShot {
+    value: RefCell<Option<PartitionReply>>,
+    waker: RefCell<Option<Waker>>,
+}
+
+impl OneShot {
+    fn complete(&self, reply: PartitionReply) {
+        *self.value.borrow_mut() = Some(reply);
+        if let Some(w) = self.waker.borrow_mut().take() {
+            w.wake();
+        }
+    }
+}
+
+struct OneShotWait(Rc<OneShot>);
+
+impl Future for OneShotWait {
+    type Output = PartitionReply;
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<PartitionReply> {
+        if let Some(v) = self.0.value.borrow_mut().take() {
+            return Poll::Ready(v);
+        }
+        *self.0.waker.borrow_mut() = Some(cx.waker().clone());
+        Poll::Pending
+    }
+}

@@ -1,0 +1,192 @@
+//! Starting and stopping the broker: one glommio executor per core, each accepting connections.
+//!
+//! Every shard binds the same address with SO_REUSEPORT (glommio's `TcpListener::bind` sets it),
+//! so the kernel spreads new connections across shards and no accept thread hands sockets over.
+//! Because SO_REUSEPORT would also let a second broker silently share the port, start-up first
+//! binds the address once without it: if anything else holds the port, we fail like Kafka does.
+//! That probe also resolves port 0 to a concrete port all shards then share.
+//!
+//! Shutdown (SIGINT/SIGTERM → [`ServerHandle::shutdown`]): shards stop accepting, stop reading
+//! from their connections, let in-flight requests finish and their responses be written, then exit.
+
+use crate::broker::Broker;
+use crate::partition::PartitionTable;
+use crate::router::{self, LocalExec, Router};
+use crate::shard::{ConnRegistry, Shard};
+use glommio::{LocalExecutorBuilder, Placement};
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+/// How often an idle acceptor looks at the shutdown flag. Bounds shutdown latency only.
+const SHUTDOWN_POLL: Duration = Duration::from_millis(20);
+/// In-flight requests get this long to finish at shutdown before connections are dropped.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+/// io_uring buffer memory registered per shard. Network I/O does not use it; the storage layer
+/// sizes it when it lands. Kept small so several shards fit the default 8 MiB memlock limit.
+const IO_MEMORY_PER_SHARD: usize = 1 << 20;
+
+pub struct ServerHandle {
+    pub local_addr: SocketAddr,
+    shutdown: Arc<AtomicBool>,
+    shards: Vec<glommio::ExecutorJoinHandle<()>>,
+}
+
+impl ServerHandle {
+    /// Ask every shard to stop; returns at once. Call [`ServerHandle::join`] to wait.
+    pub fn shutdown(&self) {
+        self.shutdown.store(true, Ordering::Release);
+    }
+
+    pub fn shutdown_flag(&self) -> Arc<AtomicBool> {
+        self.shutdown.clone()
+    }
+
+    /// Wait for every shard to finish.
+    pub fn join(self) -> anyhow::Result<()> {
+        for (i, h) in self.shards.into_iter().enumerate() {
+            h.join()
+                .map_err(|e| anyhow::anyhow!("shard {i} failed: {e}"))?;
+        }
+        Ok(())
+    }
+}
+
+/// Bind once without SO_REUSEPORT to detect a port already in use and to resolve port 0.
+pub fn probe_listen_addr(listen: SocketAddr) -> anyhow::Result<SocketAddr> {
+    let probe = std::net::TcpListener::bind(listen)
+        .map_err(|e| anyhow::anyhow!("cannot listen on {listen}: {e}"))?;
+    Ok(probe.local_addr()?)
+}
+
+/// Start `cores` shards serving `broker` on `addr` (a concrete port, see [`probe_listen_addr`]).
+/// Returns once every shard is accepting.
+pub fn start(broker: Arc<Broker>, addr: SocketAddr, cores: usize) -> anyhow::Result<ServerHandle> {
+    anyhow::ensure!(cores >= 1, "--cores must be at least 1");
+    raise_memlock_limit();
+    let cpus = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    let shutdown = Arc::new(AtomicBool::new(false));
+    let mesh = (cores > 1).then(|| router::mesh(cores));
+    let (ready_tx, ready_rx) = mpsc::channel::<anyhow::Result<()>>();
+    let partitions = broker.config.offsets_topic_num_partitions;
+    let mut shards = Vec::with_capacity(cores);
+    for i in 0..cores {
+        let broker = broker.clone();
+        let shutdown = shutdown.clone();
+        let mesh = mesh.clone();
+        let ready_tx = ready_tx.clone();
+        let handle = LocalExecutorBuilder::new(Placement::Fixed(i % cpus))
+            .name(&format!("shard-{i}"))
+            .io_memory(IO_MEMORY_PER_SHARD)
+            .spawn(move || async move {
+                if let Err(e) = run_shard(broker, addr, mesh, partitions, shutdown, &ready_tx).await
+                {
+                    let _ = ready_tx.send(Err(e));
+                }
+            })
+            .map_err(|e| anyhow::anyhow!("starting shard {i}: {e}"))?;
+        shards.push(handle);
+    }
+    drop(ready_tx);
+    for _ in 0..cores {
+        match ready_rx.recv_timeout(Duration::from_secs(30)) {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                shutdown.store(true, Ordering::Release);
+                return Err(e);
+            }
+            Err(_) => {
+                shutdown.store(true, Ordering::Release);
+                anyhow::bail!("shards did not become ready");
+            }
+        }
+    }
+    Ok(ServerHandle {
+        local_addr: addr,
+        shutdown,
+        shards,
+    })
+}
+
+async fn run_shard(
+    broker: Arc<Broker>,
+    addr: SocketAddr,
+    mesh: Option<router::Mesh>,
+    partitions: i32,
+    shutdown: Arc<AtomicBool>,
+    ready: &mpsc::Sender<anyhow::Result<()>>,
+) -> anyhow::Result<()> {
+    let router = Router::join(mesh, |shard, shards| -> LocalExec {
+        let table = Rc::new(PartitionTable::new(shard, shards, partitions));
+        Rc::new(move |p, op| {
+            let reply = table.execute(p, op);
+            Box::pin(async move { reply })
+        })
+    })
+    .await?;
+    let listener = glommio::net::TcpListener::bind(addr)
+        .map_err(|e| anyhow::anyhow!("shard bind {addr}: {e}"))?;
+    let shard = Rc::new(Shard {
+        broker,
+        router,
+        conns: Rc::new(ConnRegistry::default()),
+    });
+    let _ = ready.send(Ok(()));
+
+    enum Event {
+        Conn(glommio::Result<glommio::net::TcpStream, ()>),
+        Stop,
+    }
+    loop {
+        let stop = async {
+            while !shutdown.load(Ordering::Acquire) {
+                glommio::timer::sleep(SHUTDOWN_POLL).await;
+            }
+            Event::Stop
+        };
+        match futures_lite::future::or(async { Event::Conn(listener.accept().await) }, stop).await {
+            Event::Conn(Ok(stream)) => {
+                glommio::spawn_local(crate::conn::serve(shard.clone(), stream)).detach();
+            }
+            Event::Conn(Err(e)) => {
+                // Out of fds and similar: log, back off briefly, keep serving existing clients.
+                tracing::warn!(error = %e, "accept failed");
+                glommio::timer::sleep(Duration::from_millis(10)).await;
+            }
+            Event::Stop => break,
+        }
+    }
+    drop(listener);
+    shard.conns.stop_reading();
+    let deadline = Instant::now() + DRAIN_TIMEOUT;
+    while !shard.conns.is_empty() && Instant::now() < deadline {
+        glommio::timer::sleep(Duration::from_millis(5)).await;
+    }
+    if !shard.conns.is_empty() {
+        tracing::warn!(
+            connections = shard.conns.len(),
+            "shutdown: connections still open after drain timeout"
+        );
+    }
+    Ok(())
+}
+
+/// io_uring registers memory that counts against RLIMIT_MEMLOCK; raise the soft limit to the
+/// hard one so several shards fit where the administrator allows it.
+fn raise_memlock_limit() {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit only read/write the struct we pass.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+            lim.rlim_cur = lim.rlim_max;
+            libc::setrlimit(libc::RLIMIT_MEMLOCK, &lim);
+        }
+    }
+}

@@ -1,0 +1,327 @@
+//! The topic registry: which topics exist, how many partitions each has, and its stable topic id.
+//!
+//! Persisted as `DATA/topics.json` through `storage::durable_file` (tmp + fsync + rename + dir
+//! fsync), so a topic acknowledged as created survives a crash with the same id. Reads are far
+//! more common than writes (every Metadata request reads; only admin calls write), so readers take
+//! a lock-free snapshot (`ArcSwap`) from any shard, while writers serialise on a mutex and run on
+//! a blocking thread (`spawn_blocking`) so the fsync never stalls a reactor.
+
+use arc_swap::ArcSwap;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use uuid::Uuid;
+
+/// The coordinator's own log topic. It always exists (we are its owner), is internal, and has
+/// `offsets.topic.num.partitions` partitions.
+pub const CONSUMER_OFFSETS: &str = "__consumer_offsets";
+
+/// Kafka's limit on topic name length (`Topic.MAX_NAME_LENGTH`).
+pub const MAX_NAME_LENGTH: usize = 249;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Topic {
+    pub name: String,
+    pub id: Uuid,
+    pub partitions: i32,
+    #[serde(default)]
+    pub internal: bool,
+    /// Topic-level config overrides given at creation (name → value).
+    #[serde(default)]
+    pub configs: BTreeMap<String, String>,
+}
+
+/// An immutable view of all topics, shared by every shard.
+#[derive(Debug, Clone, Default)]
+pub struct TopicsSnapshot {
+    by_name: BTreeMap<String, Arc<Topic>>,
+    by_id: BTreeMap<Uuid, Arc<Topic>>,
+}
+
+impl TopicsSnapshot {
+    fn from_topics(topics: impl IntoIterator<Item = Topic>) -> Self {
+        let mut s = Self::default();
+        for t in topics {
+            let t = Arc::new(t);
+            s.by_id.insert(t.id, t.clone());
+            s.by_name.insert(t.name.clone(), t);
+        }
+        s
+    }
+    pub fn get(&self, name: &str) -> Option<&Arc<Topic>> {
+        self.by_name.get(name)
+    }
+    pub fn get_by_id(&self, id: &Uuid) -> Option<&Arc<Topic>> {
+        self.by_id.get(id)
+    }
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<Topic>> {
+        self.by_name.values()
+    }
+    pub fn len(&self) -> usize {
+        self.by_name.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.by_name.is_empty()
+    }
+    /// An existing topic whose name collides with `name` once '.' and '_' are treated alike
+    /// (Kafka forbids such pairs because metric names cannot tell them apart).
+    pub fn colliding(&self, name: &str) -> Option<&Arc<Topic>> {
+        let key = unify(name);
+        self.by_name
+            .values()
+            .find(|t| t.name != name && unify(&t.name) == key)
+    }
+}
+
+fn unify(name: &str) -> String {
+    name.replace('.', "_")
+}
+
+/// Why a topic name is invalid, in Kafka's words (`org.apache.kafka.common.internals.Topic.validate`).
+pub fn validate_name(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("Topic name is illegal, it can't be empty".into());
+    }
+    if name == "." || name == ".." {
+        return Err("Topic name cannot be \".\" or \"..\"".into());
+    }
+    if name.len() > MAX_NAME_LENGTH {
+        return Err(format!(
+            "Topic name is illegal, it can't be longer than {MAX_NAME_LENGTH} characters, topic name: {name}"
+        ));
+    }
+    if !name
+        .bytes()
+        .all(|c| c.is_ascii_alphanumeric() || c == b'.' || c == b'_' || c == b'-')
+    {
+        return Err(format!(
+            "Topic name \"{name}\" is illegal, it contains a character other than ASCII alphanumerics, '.', '_' and '-'"
+        ));
+    }
+    Ok(())
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RegistryError {
+    #[error("Topic '{0}' already exists.")]
+    AlreadyExists(String),
+    #[error("{0}")]
+    InvalidName(String),
+    #[error("Topic '{0}' collides with existing topic: {1}")]
+    Collides(String, String),
+    #[error("This server does not host this topic: {0}")]
+    Unknown(String),
+    #[error("Cannot delete internal topic {0}")]
+    Internal(String),
+    #[error("could not persist topic registry at {path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("topic registry at {path} is corrupt: {reason}")]
+    Corrupt { path: PathBuf, reason: String },
+}
+
+#[derive(Serialize, Deserialize)]
+struct OnDisk {
+    version: u32,
+    topics: Vec<Topic>,
+}
+
+#[derive(Debug)]
+pub struct TopicRegistry {
+    path: PathBuf,
+    current: ArcSwap<TopicsSnapshot>,
+    /// Serialises writers; the guarded value is the authoritative list written to disk.
+    writer: Mutex<()>,
+}
+
+impl TopicRegistry {
+    /// Load (or create) the registry in `data_dir`, making sure `__consumer_offsets` exists with
+    /// `offsets_partitions` partitions.
+    pub fn open(data_dir: &Path, offsets_partitions: i32) -> Result<Self, RegistryError> {
+        let path = data_dir.join("topics.json");
+        let io = |source| RegistryError::Io {
+            path: path.clone(),
+            source,
+        };
+        let topics = match storage::durable_file::read(&path).map_err(io)? {
+            None => Vec::new(),
+            Some(bytes) => {
+                let disk: OnDisk =
+                    serde_json::from_slice(&bytes).map_err(|e| RegistryError::Corrupt {
+                        path: path.clone(),
+                        reason: e.to_string(),
+                    })?;
+                disk.topics
+            }
+        };
+        let reg = Self {
+            path: path.clone(),
+            current: ArcSwap::from_pointee(TopicsSnapshot::from_topics(topics)),
+            writer: Mutex::new(()),
+        };
+        if reg.snapshot().get(CONSUMER_OFFSETS).is_none() {
+            let t = Topic {
+                name: CONSUMER_OFFSETS.into(),
+                id: new_topic_id(),
+                partitions: offsets_partitions,
+                internal: true,
+                configs: BTreeMap::new(),
+            };
+            reg.commit(|topics| topics.push(t))?;
+        }
+        Ok(reg)
+    }
+
+    /// The current topics; cheap, lock-free, safe from any thread.
+    pub fn snapshot(&self) -> Arc<TopicsSnapshot> {
+        self.current.load_full()
+    }
+
+    /// Create a topic and make it durable before returning. Blocking: call off the reactor.
+    pub fn create(
+        &self,
+        name: &str,
+        partitions: i32,
+        configs: BTreeMap<String, String>,
+    ) -> Result<Arc<Topic>, RegistryError> {
+        validate_name(name).map_err(RegistryError::InvalidName)?;
+        let _guard = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let snap = self.snapshot();
+        if snap.get(name).is_some() {
+            return Err(RegistryError::AlreadyExists(name.into()));
+        }
+        if let Some(other) = snap.colliding(name) {
+            return Err(RegistryError::Collides(name.into(), other.name.clone()));
+        }
+        let topic = Topic {
+            name: name.into(),
+            id: new_topic_id(),
+            partitions,
+            internal: false,
+            configs,
+        };
+        self.commit_locked(&snap, |topics| topics.push(topic))?;
+        Ok(self.snapshot().get(name).cloned().expect("just created"))
+    }
+
+    /// Delete a topic by name. Blocking: call off the reactor.
+    pub fn delete(&self, name: &str) -> Result<Arc<Topic>, RegistryError> {
+        let _guard = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let snap = self.snapshot();
+        let Some(topic) = snap.get(name).cloned() else {
+            return Err(RegistryError::Unknown(name.into()));
+        };
+        if topic.internal {
+            return Err(RegistryError::Internal(name.into()));
+        }
+        self.commit_locked(&snap, |topics| topics.retain(|t| t.name != name))?;
+        Ok(topic)
+    }
+
+    fn commit(&self, change: impl FnOnce(&mut Vec<Topic>)) -> Result<(), RegistryError> {
+        let _guard = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let snap = self.snapshot();
+        self.commit_locked(&snap, change)
+    }
+
+    /// Write the changed list durably, then publish it. Readers never see a topic that a crash
+    /// could take back.
+    fn commit_locked(
+        &self,
+        snap: &TopicsSnapshot,
+        change: impl FnOnce(&mut Vec<Topic>),
+    ) -> Result<(), RegistryError> {
+        let mut topics: Vec<Topic> = snap.iter().map(|t| (**t).clone()).collect();
+        change(&mut topics);
+        topics.sort_by(|a, b| a.name.cmp(&b.name));
+        let bytes = serde_json::to_vec_pretty(&OnDisk {
+            version: 1,
+            topics: topics.clone(),
+        })
+        .map_err(|e| RegistryError::Corrupt {
+            path: self.path.clone(),
+            reason: e.to_string(),
+        })?;
+        storage::durable_file::write_atomic(&self.path, &bytes).map_err(|source| {
+            RegistryError::Io {
+                path: self.path.clone(),
+                source,
+            }
+        })?;
+        self.current
+            .store(Arc::new(TopicsSnapshot::from_topics(topics)));
+        Ok(())
+    }
+}
+
+/// A random topic id. Kafka never hands out the all-zero id (it means "no id" on the wire) nor
+/// its reserved metadata topic id (`Uuid.METADATA_TOPIC_ID` = 1); v4 UUIDs are never either.
+fn new_topic_id() -> Uuid {
+    Uuid::new_v4()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tmpdir(tag: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("rl-topics-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn names_follow_kafka_rules() {
+        assert!(validate_name("orders").is_ok());
+        assert!(validate_name("a.b_c-D9").is_ok());
+        assert!(validate_name("").is_err());
+        assert!(validate_name(".").is_err());
+        assert!(validate_name("..").is_err());
+        assert!(validate_name("bad name!").is_err());
+        assert!(validate_name(&"x".repeat(249)).is_ok());
+        assert!(validate_name(&"x".repeat(250)).is_err());
+    }
+
+    #[test]
+    fn topics_survive_reopen_with_the_same_ids() {
+        let d = tmpdir("reopen");
+        let reg = TopicRegistry::open(&d, 50).unwrap();
+        let offsets = reg.snapshot().get(CONSUMER_OFFSETS).cloned().unwrap();
+        assert!(offsets.internal);
+        assert_eq!(offsets.partitions, 50);
+        let t = reg.create("orders", 6, BTreeMap::new()).unwrap();
+        assert!(matches!(
+            reg.create("orders", 1, BTreeMap::new()),
+            Err(RegistryError::AlreadyExists(_))
+        ));
+        assert!(matches!(reg.create("ord.ers", 1, BTreeMap::new()), Ok(_)));
+        assert!(matches!(
+            reg.create("ord_ers", 1, BTreeMap::new()),
+            Err(RegistryError::Collides(..))
+        ));
+        drop(reg);
+        let reg = TopicRegistry::open(&d, 50).unwrap();
+        let snap = reg.snapshot();
+        assert_eq!(snap.get("orders").unwrap().id, t.id);
+        assert_eq!(snap.get_by_id(&t.id).unwrap().partitions, 6);
+        assert_eq!(snap.get(CONSUMER_OFFSETS).unwrap().id, offsets.id);
+        assert!(matches!(
+            reg.delete(CONSUMER_OFFSETS),
+            Err(RegistryError::Internal(_))
+        ));
+        reg.delete("orders").unwrap();
+        assert!(matches!(
+            reg.delete("orders"),
+            Err(RegistryError::Unknown(_))
+        ));
+        drop(reg);
+        let reg = TopicRegistry::open(&d, 50).unwrap();
+        assert!(reg.snapshot().get("orders").is_none());
+        assert_eq!(reg.snapshot().len(), 2);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+}
