@@ -176,7 +176,11 @@ pub async fn metadata(
         (version < 4 || req.allow_auto_topic_creation) && broker.config.auto_create_topics_enable;
     let mut seen = std::collections::HashSet::new();
     for rt in requested {
-        match rt.name {
+        // v12+ may name a topic by id alone (name null; some clients send "" instead).
+        let name = rt
+            .name
+            .filter(|n| !(n.0.is_empty() && !rt.topic_id.is_nil()));
+        match name {
             Some(name) => {
                 let name = name.0.to_string();
                 if !seen.insert(name.clone()) {
