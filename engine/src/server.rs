@@ -1,6 +1,6 @@
 //! Starting and stopping the broker: one glommio executor per core, each accepting connections.
 //!
-//! Every shard binds the same address with SO_REUSEPORT (glommio's `TcpListener::bind` sets it),
+//! Every shard binds the same address with SO_REUSEPORT (and SO_REUSEADDR, for quick restarts),
 //! so the kernel spreads new connections across shards and no accept thread hands sockets over.
 //! Because SO_REUSEPORT would also let a second broker silently share the port, start-up first
 //! binds the address once without it: if anything else holds the port, we fail like Kafka does.
@@ -128,8 +128,8 @@ async fn run_shard(
         })
     })
     .await?;
-    let listener = glommio::net::TcpListener::bind(addr)
-        .map_err(|e| anyhow::anyhow!("shard bind {addr}: {e}"))?;
+    let listener =
+        bind_shard_listener(addr).map_err(|e| anyhow::anyhow!("shard bind {addr}: {e}"))?;
     let shard = Rc::new(Shard {
         broker,
         router,
@@ -173,6 +173,23 @@ async fn run_shard(
         );
     }
     Ok(())
+}
+
+/// A listener that shares its port with the other shards (SO_REUSEPORT) and can be re-bound at
+/// once after a restart (SO_REUSEADDR): connections we close at shutdown sit in TIME_WAIT on this
+/// port, and without SO_REUSEADDR on the listener (which accepted sockets inherit) they would block
+/// the next start for a minute. glommio's own `bind` sets only SO_REUSEPORT.
+fn bind_shard_listener(addr: SocketAddr) -> std::io::Result<glommio::net::TcpListener> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    use std::os::fd::{FromRawFd, IntoRawFd};
+    let sock = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    sock.set_reuse_address(true)?;
+    sock.set_reuse_port(true)?;
+    sock.bind(&addr.into())?;
+    sock.listen(1024)?;
+    // SAFETY: the fd is a freshly created, bound, listening TCP socket whose ownership moves to
+    // the glommio listener (into_raw_fd gives it up).
+    Ok(unsafe { glommio::net::TcpListener::from_raw_fd(sock.into_raw_fd()) })
 }
 
 /// io_uring registers memory that counts against RLIMIT_MEMLOCK; raise the soft limit to the

@@ -1,0 +1,60 @@
+"""Fixtures for the Ringleader real-client tests.
+
+`broker`          a running `ringleader serve` on a free 127.0.0.1 port with a fresh data dir
+                  (.bootstrap, .port, .data_dir, .restart(), .stop(), .alive(), .log_tail()).
+`start_broker`    factory: start_broker("auto.create.topics.enable=false", ...) starts another
+                  broker with extra `--set key=value` arguments.
+
+Every broker is killed at teardown; its log is attached to the report of a failing test.
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from harness import Broker, binary_path
+
+_BROKERS_KEY = pytest.StashKey[list]()
+
+
+def pytest_report_header(config):
+    b = binary_path()
+    return [f"ringleader binary: {b} ({'present' if b.exists() else 'MISSING'})",
+            f"kcat: {shutil.which('kcat') or 'not installed'}"]
+
+
+@pytest.fixture
+def start_broker(request, tmp_path):
+    brokers: list[Broker] = []
+    request.node.stash[_BROKERS_KEY] = brokers
+
+    def _start(*sets: str, extra_args: list[str] | None = None) -> Broker:
+        n = len(brokers)
+        b = Broker(data_dir=tmp_path / f"data{n}", log_path=tmp_path / f"ringleader{n}.log",
+                   sets=list(sets), extra_args=extra_args)
+        brokers.append(b)
+        b.start()
+        return b
+
+    yield _start
+
+    for b in brokers:
+        b.kill()
+
+
+@pytest.fixture
+def broker(start_broker) -> Broker:
+    return start_broker()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    if rep.failed:
+        for b in item.stash.get(_BROKERS_KEY, []):
+            state = "alive" if b.alive() else f"exited rc={b.proc.returncode if b.proc else None}"
+            rep.sections.append((f"ringleader log {b.bootstrap} ({state}, {b.log_path})", b.log_tail()))
+

@@ -1,0 +1,158 @@
+'use strict';
+// kafkajs 2.2.4 (ApiVersions v2, Metadata v6, CreateTopics) against a real `ringleader serve`.
+
+const { test, before, after } = require('node:test');
+const assert = require('node:assert/strict');
+const { spawn } = require('node:child_process');
+const fs = require('node:fs');
+const net = require('node:net');
+const os = require('node:os');
+const path = require('node:path');
+const { Kafka, logLevel } = require('kafkajs');
+
+const REPO = path.resolve(__dirname, '..', '..', '..');
+const BIN = process.env.RINGLEADER_BIN || path.join(REPO, 'target', 'release', 'ringleader');
+const START_TIMEOUT_MS = 20000;
+const NODE_ID = 1;
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.unref();
+    srv.on('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address();
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+function withTimeout(promise, ms, what) {
+  let timer;
+  const t = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} timed out after ${ms} ms`)), ms);
+  });
+  return Promise.race([promise, t]).finally(() => clearTimeout(timer));
+}
+
+// Starts the broker; resolves once it logs "listening on 127.0.0.1:PORT".
+async function startBroker() {
+  if (!fs.existsSync(BIN)) throw new Error(`ringleader binary not found at ${BIN} (cargo build --release)`);
+  const port = await freePort();
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'ringleader-node-'));
+  const addr = `127.0.0.1:${port}`;
+  const child = spawn(BIN, ['serve', '--listen', addr, '--data-dir', dataDir],
+    { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, NO_COLOR: '1' } });
+  let log = '';
+  const exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
+  await withTimeout(new Promise((resolve, reject) => {
+    const onData = (chunk) => {
+      log += chunk.toString();
+      // eslint-disable-next-line no-control-regex
+      const plain = log.replace(/\x1b\[[0-9;]*[A-Za-z]/g, '');
+      if (plain.split('\n').some((l) => l.includes('listening on') && l.includes(addr))) resolve();
+    };
+    child.stdout.on('data', onData);
+    child.stderr.on('data', onData);
+    child.on('error', reject);
+    exited.then(({ code, signal }) => reject(new Error(`ringleader exited early (code ${code}, signal ${signal}):\n${log}`)));
+  }), START_TIMEOUT_MS, 'waiting for "listening on"').catch((e) => {
+    child.kill('SIGKILL');
+    throw new Error(`${e.message}\n--- ringleader log ---\n${log}`);
+  });
+  return {
+    port,
+    bootstrap: addr,
+    dataDir,
+    child,
+    log: () => log,
+    async stop() {
+      if (child.exitCode !== null || child.signalCode !== null) return exited;
+      child.kill('SIGTERM');
+      return withTimeout(exited, 15000, 'waiting for ringleader to exit').catch((e) => {
+        child.kill('SIGKILL');
+        throw e;
+      });
+    },
+  };
+}
+
+let broker;
+let kafka;
+let admin;
+
+before(async () => {
+  broker = await startBroker();
+  kafka = new Kafka({
+    clientId: 'ringleader-test-kafkajs',
+    brokers: [broker.bootstrap],
+    logLevel: logLevel.NOTHING,
+    connectionTimeout: 5000,
+    requestTimeout: 10000,
+    retry: { retries: 3, initialRetryTime: 100, maxRetryTime: 1000 },
+  });
+  admin = kafka.admin();
+  await withTimeout(admin.connect(), 15000, 'admin.connect');
+});
+
+after(async () => {
+  if (admin) await withTimeout(admin.disconnect(), 10000, 'admin.disconnect').catch(() => {});
+  if (broker) {
+    const { code, signal } = await broker.stop();
+    fs.rmSync(broker.dataDir, { recursive: true, force: true });
+    assert.equal(signal, null, `ringleader killed by ${signal}\n${broker.log()}`);
+    assert.equal(code, 0, `ringleader exit code ${code} on SIGTERM\n${broker.log()}`);
+  }
+});
+
+test('createTopics then fetchTopicMetadata shows partitions and leader', { timeout: 60000 }, async () => {
+  const created = await withTimeout(admin.createTopics({
+    topics: [{ topic: 'kjs-orders', numPartitions: 3, replicationFactor: 1 }],
+    waitForLeaders: true,
+    timeout: 10000,
+  }), 30000, 'createTopics');
+  assert.equal(created, true);
+
+  const md = await withTimeout(admin.fetchTopicMetadata({ topics: ['kjs-orders'] }), 20000, 'fetchTopicMetadata');
+  assert.equal(md.topics.length, 1);
+  const [t] = md.topics;
+  assert.equal(t.name, 'kjs-orders');
+  const parts = [...t.partitions].sort((a, b) => a.partitionId - b.partitionId);
+  assert.deepEqual(parts.map((p) => p.partitionId), [0, 1, 2]);
+  for (const p of parts) {
+    assert.equal(p.partitionErrorCode, 0);
+    assert.equal(p.leader, NODE_ID);
+    assert.deepEqual(p.replicas, [NODE_ID]);
+    assert.deepEqual(p.isr, [NODE_ID]);
+  }
+});
+
+test('listTopics includes created topics; creating again returns false', { timeout: 60000 }, async () => {
+  assert.equal(await withTimeout(admin.createTopics({
+    topics: [{ topic: 'kjs-listed', numPartitions: 1, replicationFactor: 1 }],
+  }), 30000, 'createTopics'), true);
+  const topics = await withTimeout(admin.listTopics(), 20000, 'listTopics');
+  assert.ok(topics.includes('kjs-listed'), `listTopics: ${JSON.stringify(topics)}`);
+  assert.ok(topics.includes('kjs-orders'), `listTopics: ${JSON.stringify(topics)}`);
+  // kafkajs swallows TOPIC_ALREADY_EXISTS and resolves false
+  assert.equal(await withTimeout(admin.createTopics({
+    topics: [{ topic: 'kjs-listed', numPartitions: 1, replicationFactor: 1 }],
+  }), 30000, 'createTopics again'), false);
+});
+
+test('describeCluster reports node 1 at the listen address', { timeout: 30000 }, async () => {
+  const c = await withTimeout(admin.describeCluster(), 20000, 'describeCluster');
+  assert.ok(c.clusterId, 'cluster id must be non-empty');
+  assert.equal(c.controller, NODE_ID);
+  assert.deepEqual(c.brokers.map((b) => [b.nodeId, b.host, b.port]), [[NODE_ID, '127.0.0.1', broker.port]]);
+});
+
+test('deleteTopics removes the topic', { timeout: 60000 }, async () => {
+  assert.equal(await withTimeout(admin.createTopics({
+    topics: [{ topic: 'kjs-doomed', numPartitions: 2, replicationFactor: 1 }],
+  }), 30000, 'createTopics'), true);
+  await withTimeout(admin.deleteTopics({ topics: ['kjs-doomed'], timeout: 10000 }), 30000, 'deleteTopics');
+  const topics = await withTimeout(admin.listTopics(), 20000, 'listTopics');
+  assert.ok(!topics.includes('kjs-doomed'), `still listed: ${JSON.stringify(topics)}`);
+  assert.ok(topics.includes('kjs-orders'));
+});
