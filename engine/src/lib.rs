@@ -12,6 +12,7 @@
 pub mod broker;
 pub mod config;
 pub mod conn;
+pub mod group;
 pub mod meta;
 pub mod partition;
 pub mod router;

@@ -17,6 +17,7 @@ pub mod error;
 pub mod frame;
 pub mod header;
 pub mod partition;
+pub mod records;
 pub mod versions;
 
 pub use codec::{decode_request, encode_response, Request, Response};

@@ -1,0 +1,419 @@
+//! The group coordinator of one `__consumer_offsets` partition: a pure state machine.
+//!
+//! `Coordinator::handle(req_id, ctx, request, now, out)` applies one request and appends to `out`
+//! the records that describe the change (Kafka's GroupMetadata and OffsetCommit records, byte
+//! compatible) and the responses that became ready: the one for this request, or for requests
+//! parked earlier (a JoinGroup waits for the join phase to end, a follower's SyncGroup waits for
+//! the leader's). `tick(now, out)` fires expired deadlines (sessions, join and sync deadlines, the
+//! initial rebalance delay, offset retention). `replay(record)` rebuilds state from records alone,
+//! which is how a restart recovers.
+//!
+//! No I/O, no clock: `now` (milliseconds since the Unix epoch) is passed in, so tests drive time
+//! with a fake clock and a simulator can run thousands of members deterministically. The runtime
+//! makes the records durable before it releases the responses.
+//!
+//! Rules follow Kafka's `GroupMetadataManager` (GMM), `ClassicGroup` and `OffsetMetadataManager`
+//! (reference §5.5); comments cite the rule they implement.
+
+pub mod classic;
+pub mod offsets;
+#[cfg(test)]
+mod tests;
+
+use crate::topics::TopicsSnapshot;
+use classic::ClassicGroup;
+use kafka_protocol::messages::*;
+use kafka_protocol::ResponseError;
+use offsets::OffsetStore;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use wire::records::{Record, RecordKey, RecordValue};
+
+/// Identifies one in-flight request so a parked response can find its way back.
+pub type ReqId = u64;
+
+/// Kafka's `CLASSIC_GROUP_NEW_MEMBER_JOIN_TIMEOUT_MS`: how long a new member may take to finish
+/// its first join before it is dropped.
+pub const NEW_MEMBER_JOIN_TIMEOUT_MS: i64 = 300_000;
+
+/// Settings the coordinator needs, taken from the broker config at start-up.
+#[derive(Debug, Clone)]
+pub struct GroupConfig {
+    pub min_session_timeout_ms: i32,
+    pub max_session_timeout_ms: i32,
+    pub initial_rebalance_delay_ms: i32,
+    pub max_size: i32,
+    pub offset_metadata_max_bytes: i32,
+    pub offsets_retention_ms: i64,
+    pub offsets_retention_check_interval_ms: i64,
+}
+
+impl GroupConfig {
+    pub fn from_config(c: &crate::config::Config) -> Self {
+        Self {
+            min_session_timeout_ms: c.group_min_session_timeout_ms,
+            max_session_timeout_ms: c.group_max_session_timeout_ms,
+            initial_rebalance_delay_ms: c.group_initial_rebalance_delay_ms,
+            max_size: c.group_max_size,
+            offset_metadata_max_bytes: c.offset_metadata_max_bytes,
+            offsets_retention_ms: c.offsets_retention_ms(),
+            offsets_retention_check_interval_ms: c.offsets_retention_check_interval_ms,
+        }
+    }
+}
+
+impl Default for GroupConfig {
+    fn default() -> Self {
+        Self::from_config(&crate::config::Config::default())
+    }
+}
+
+/// Who sent a request, as Kafka records it on the member.
+#[derive(Debug, Clone, Default)]
+pub struct RequestContext {
+    pub client_id: String,
+    pub client_host: String,
+    pub api_version: i16,
+    /// Topics that exist right now, for commit validation and subscription checks.
+    pub topics: Arc<TopicsSnapshot>,
+}
+
+/// One group's share of a (possibly multi-group) request.
+#[derive(Debug, Clone)]
+pub enum GroupRequest {
+    Join(JoinGroupRequest),
+    Sync(SyncGroupRequest),
+    Heartbeat(HeartbeatRequest),
+    Leave(LeaveGroupRequest),
+    OffsetCommit(OffsetCommitRequest),
+    /// OffsetFetch for one group; `topics: None` means every committed offset.
+    OffsetFetch {
+        group: String,
+        topics: Option<Vec<(String, Vec<i32>)>>,
+        member_epoch: i32,
+    },
+    OffsetDelete(OffsetDeleteRequest),
+    Describe {
+        group: String,
+    },
+    /// ListGroups over this partition, with the request's filters (lower-cased).
+    List {
+        states: Vec<String>,
+        types: Vec<String>,
+    },
+    Delete {
+        group: String,
+    },
+}
+
+/// The answer for one group (or one partition, for `List`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum GroupResponse {
+    Join(JoinGroupResponse),
+    Sync(SyncGroupResponse),
+    Heartbeat(HeartbeatResponse),
+    Leave(LeaveGroupResponse),
+    OffsetCommit(OffsetCommitResponse),
+    OffsetFetch(FetchedOffsets),
+    OffsetDelete(OffsetDeleteResponse),
+    Describe(describe_groups_response::DescribedGroup),
+    List(Vec<list_groups_response::ListedGroup>),
+    Delete(i16),
+}
+
+/// Offsets of one group as OffsetFetch reports them: (topic, partition) → (offset, leader epoch,
+/// metadata, error code).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct FetchedOffsets {
+    pub error_code: i16,
+    pub partitions: Vec<(String, i32, i64, i32, String, i16)>,
+}
+
+/// What one call produced: records to make durable, then responses to release.
+#[derive(Debug, Default)]
+pub struct Output {
+    pub records: Vec<Record>,
+    pub replies: Vec<(ReqId, GroupResponse)>,
+}
+
+/// A deadline the coordinator wants to be woken for.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum TimerKey {
+    /// A member's session (classic heartbeat) expiry.
+    Heartbeat { group: String, member: String },
+    /// A member that got MEMBER_ID_REQUIRED and has not rejoined yet.
+    PendingMember { group: String, member: String },
+    /// The end of a join phase (initial delay or rebalance timeout).
+    Join { group: String },
+    /// Members that have not sent SyncGroup by then are removed.
+    Sync { group: String },
+    /// Periodic offset expiry.
+    Retention,
+}
+
+/// Deadlines ordered by time. Each owner remembers its own deadline, so rescheduling removes the
+/// exact old entry (no stale wake-ups to filter).
+#[derive(Debug, Default, Clone)]
+pub struct Timers {
+    by_time: std::collections::BTreeSet<(i64, TimerKey)>,
+    by_key: HashMap<TimerKey, i64>,
+}
+
+impl Timers {
+    pub fn schedule(&mut self, key: TimerKey, deadline: i64) {
+        if let Some(old) = self.by_key.insert(key.clone(), deadline) {
+            self.by_time.remove(&(old, key.clone()));
+        }
+        self.by_time.insert((deadline, key));
+    }
+    pub fn cancel(&mut self, key: &TimerKey) {
+        if let Some(old) = self.by_key.remove(key) {
+            self.by_time.remove(&(old, key.clone()));
+        }
+    }
+    pub fn deadline(&self, key: &TimerKey) -> Option<i64> {
+        self.by_key.get(key).copied()
+    }
+    pub fn next(&self) -> Option<i64> {
+        self.by_time.first().map(|(t, _)| *t)
+    }
+    /// Remove and return the earliest timer due at `now`.
+    pub fn pop_due(&mut self, now: i64) -> Option<TimerKey> {
+        let (t, _) = self.by_time.first()?;
+        if *t > now {
+            return None;
+        }
+        let (_, key) = self.by_time.pop_first()?;
+        self.by_key.remove(&key);
+        Some(key)
+    }
+    pub fn len(&self) -> usize {
+        self.by_key.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.by_key.is_empty()
+    }
+}
+
+/// Everything one `__consumer_offsets` partition knows.
+#[derive(Debug)]
+pub struct Coordinator {
+    pub partition: i32,
+    pub config: GroupConfig,
+    pub groups: BTreeMap<String, ClassicGroup>,
+    pub offsets: OffsetStore,
+    pub timers: Timers,
+}
+
+pub(crate) fn err(e: ResponseError) -> i16 {
+    e.code()
+}
+
+impl Coordinator {
+    pub fn new(partition: i32, config: GroupConfig) -> Self {
+        Self {
+            partition,
+            config,
+            groups: BTreeMap::new(),
+            offsets: OffsetStore::default(),
+            timers: Timers::default(),
+        }
+    }
+
+    /// The earliest deadline, so the runtime knows when to call `tick`.
+    pub fn next_deadline(&self) -> Option<i64> {
+        self.timers.next()
+    }
+
+    /// Make sure periodic offset expiry is scheduled (called once the partition is loaded).
+    pub fn start(&mut self, now: i64) {
+        if self.timers.deadline(&TimerKey::Retention).is_none() {
+            self.timers.schedule(
+                TimerKey::Retention,
+                now + self.config.offsets_retention_check_interval_ms,
+            );
+        }
+    }
+
+    pub fn handle(
+        &mut self,
+        id: ReqId,
+        ctx: &RequestContext,
+        req: GroupRequest,
+        now: i64,
+        out: &mut Output,
+    ) {
+        match req {
+            GroupRequest::Join(r) => classic::join(self, id, ctx, r, now, out),
+            GroupRequest::Sync(r) => classic::sync(self, id, ctx, r, now, out),
+            GroupRequest::Heartbeat(r) => {
+                let resp = classic::heartbeat(self, ctx, r, now);
+                out.replies.push((id, GroupResponse::Heartbeat(resp)));
+            }
+            GroupRequest::Leave(r) => classic::leave(self, id, ctx, r, now, out),
+            GroupRequest::OffsetCommit(r) => {
+                let resp = offsets::commit(self, ctx, r, now, out);
+                out.replies.push((id, GroupResponse::OffsetCommit(resp)));
+            }
+            GroupRequest::OffsetFetch {
+                group,
+                topics,
+                member_epoch,
+            } => {
+                let resp = offsets::fetch(self, &group, topics, member_epoch);
+                out.replies.push((id, GroupResponse::OffsetFetch(resp)));
+            }
+            GroupRequest::OffsetDelete(r) => {
+                let resp = offsets::delete(self, ctx, r, out);
+                out.replies.push((id, GroupResponse::OffsetDelete(resp)));
+            }
+            GroupRequest::Describe { group } => {
+                let resp = classic::describe(self, &group, ctx.api_version);
+                out.replies.push((id, GroupResponse::Describe(resp)));
+            }
+            GroupRequest::List { states, types } => {
+                let resp = classic::list(self, &states, &types);
+                out.replies.push((id, GroupResponse::List(resp)));
+            }
+            GroupRequest::Delete { group } => {
+                let code = self.delete_group(&group, now, out);
+                out.replies.push((id, GroupResponse::Delete(code)));
+            }
+        }
+    }
+
+    /// DeleteGroups for one group: only an Empty group (or one with just offsets) can go; its
+    /// offsets and its metadata are tombstoned (`GMM.deleteGroups`, `OffsetMetadataManager.deleteAllOffsets`).
+    fn delete_group(&mut self, group: &str, _now: i64, out: &mut Output) -> i16 {
+        if group.is_empty() {
+            return err(ResponseError::InvalidGroupId);
+        }
+        match self.groups.get(group) {
+            None => return err(ResponseError::GroupIdNotFound),
+            Some(g) if g.state == classic::State::Dead => {
+                return err(ResponseError::GroupIdNotFound)
+            }
+            Some(g) if g.state != classic::State::Empty => {
+                return err(ResponseError::NonEmptyGroup)
+            }
+            Some(_) => {}
+        }
+        let mut records: Vec<Record> = self
+            .offsets
+            .keys_of(group)
+            .into_iter()
+            .map(|(topic, partition)| Record {
+                key: RecordKey::OffsetCommit {
+                    group: group.to_string(),
+                    topic,
+                    partition,
+                },
+                value: None,
+            })
+            .collect();
+        records.push(Record {
+            key: RecordKey::GroupMetadata {
+                group: group.to_string(),
+            },
+            value: None,
+        });
+        for r in records {
+            self.apply(r, out);
+        }
+        0
+    }
+
+    /// Apply a record to memory and queue it for the log: every state change goes through here or
+    /// through a record-producing transition, which is what keeps `replay` exact.
+    pub(crate) fn apply(&mut self, record: Record, out: &mut Output) {
+        self.replay(&record);
+        out.records.push(record);
+    }
+
+    pub fn tick(&mut self, now: i64, out: &mut Output) {
+        while let Some(key) = self.timers.pop_due(now) {
+            match key {
+                TimerKey::Heartbeat { group, member } => {
+                    classic::on_session_expired(self, &group, &member, now, out)
+                }
+                TimerKey::PendingMember { group, member } => {
+                    classic::on_pending_member_expired(self, &group, &member, now, out)
+                }
+                TimerKey::Join { group } => classic::on_join_deadline(self, &group, now, out),
+                TimerKey::Sync { group } => classic::on_sync_deadline(self, &group, now, out),
+                TimerKey::Retention => {
+                    offsets::expire(self, now, out);
+                    self.timers.schedule(
+                        TimerKey::Retention,
+                        now + self.config.offsets_retention_check_interval_ms,
+                    );
+                }
+            }
+        }
+    }
+
+    /// Rebuild state from one record (restart recovery, and `apply`).
+    pub fn replay(&mut self, record: &Record) {
+        match (&record.key, &record.value) {
+            (
+                RecordKey::OffsetCommit {
+                    group,
+                    topic,
+                    partition,
+                },
+                Some(RecordValue::OffsetCommit(v)),
+            ) => {
+                // Offsets without a group record belong to a standalone ("simple") group, which
+                // exists as an empty classic group (`getOrMaybeCreateClassicGroup` on replay).
+                if !self.groups.contains_key(group) {
+                    self.groups.insert(
+                        group.clone(),
+                        ClassicGroup::empty(group, v.commit_timestamp),
+                    );
+                }
+                self.offsets.put(group, topic, *partition, v.clone());
+            }
+            (
+                RecordKey::OffsetCommit {
+                    group,
+                    topic,
+                    partition,
+                },
+                None,
+            ) => {
+                self.offsets.remove(group, topic, *partition);
+            }
+            (RecordKey::GroupMetadata { group }, Some(RecordValue::GroupMetadata(v))) => {
+                classic::replay_metadata(self, group, v);
+            }
+            (RecordKey::GroupMetadata { group }, None) => {
+                self.groups.remove(group);
+            }
+            // Records of other group types are replayed by their own state machines as they land;
+            // a partition log may legitimately hold them, so they are skipped here, not rejected.
+            _ => {}
+        }
+    }
+
+    /// The durable projection of the state: what a replay of the records must reproduce.
+    /// Transient parts (parked requests, timers, pending members) are not in records, by design.
+    pub fn durable_view(
+        &self,
+    ) -> (
+        Vec<(String, wire::records::GroupMetadataValue)>,
+        Vec<(String, String, i32, wire::records::OffsetCommitValue)>,
+    ) {
+        let groups = self
+            .groups
+            .iter()
+            .filter(|(_, g)| g.state != classic::State::Dead)
+            // A group that never reached a written state (only pending members so far, or just
+            // created by a commit) has nothing of its own in the log yet.
+            .filter(|(_, g)| {
+                !(g.generation == 0 && g.members.is_empty() && g.protocol_type.is_none())
+            })
+            .map(|(id, g)| (id.clone(), g.to_record_value()))
+            .collect();
+        (groups, self.offsets.all())
+    }
+}

@@ -1,0 +1,386 @@
+//! Committed offsets: OffsetCommit, OffsetFetch, OffsetDelete and expiry
+//! (`OffsetMetadataManager`, `ClassicGroup.validateOffsetCommit`, reference §5.5.11 and §4).
+
+use super::classic::{self, ClassicGroup, State};
+use super::{err, Coordinator, FetchedOffsets, Output, RequestContext};
+use kafka_protocol::messages::offset_commit_response::{
+    OffsetCommitResponsePartition, OffsetCommitResponseTopic,
+};
+use kafka_protocol::messages::offset_delete_response::{
+    OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,
+};
+use kafka_protocol::messages::*;
+use kafka_protocol::ResponseError;
+use std::collections::BTreeMap;
+use wire::records::{OffsetCommitValue, Record, RecordKey, RecordValue};
+
+/// group → (topic, partition) → committed value.
+#[derive(Debug, Default, Clone)]
+pub struct OffsetStore {
+    groups: hashbrown::HashMap<String, BTreeMap<(String, i32), OffsetCommitValue>>,
+}
+
+impl OffsetStore {
+    pub fn put(&mut self, group: &str, topic: &str, partition: i32, v: OffsetCommitValue) {
+        match self.groups.get_mut(group) {
+            Some(g) => {
+                g.insert((topic.to_string(), partition), v);
+            }
+            None => {
+                self.groups.insert(
+                    group.to_string(),
+                    BTreeMap::from([((topic.to_string(), partition), v)]),
+                );
+            }
+        }
+    }
+    pub fn remove(&mut self, group: &str, topic: &str, partition: i32) {
+        if let Some(g) = self.groups.get_mut(group) {
+            g.remove(&(topic.to_string(), partition));
+            if g.is_empty() {
+                self.groups.remove(group);
+            }
+        }
+    }
+    pub fn get(&self, group: &str, topic: &str, partition: i32) -> Option<&OffsetCommitValue> {
+        self.groups.get(group)?.get(&(topic.to_string(), partition))
+    }
+    pub fn has_group(&self, group: &str) -> bool {
+        self.groups.contains_key(group)
+    }
+    pub fn keys_of(&self, group: &str) -> Vec<(String, i32)> {
+        self.groups
+            .get(group)
+            .map(|g| g.keys().cloned().collect())
+            .unwrap_or_default()
+    }
+    pub fn of_group(
+        &self,
+        group: &str,
+    ) -> impl Iterator<Item = (&(String, i32), &OffsetCommitValue)> {
+        self.groups.get(group).into_iter().flat_map(|g| g.iter())
+    }
+    pub fn group_ids(&self) -> Vec<String> {
+        self.groups.keys().cloned().collect()
+    }
+    /// Every offset, sorted, for state comparisons.
+    pub fn all(&self) -> Vec<(String, String, i32, OffsetCommitValue)> {
+        let mut v: Vec<_> = self
+            .groups
+            .iter()
+            .flat_map(|(g, m)| {
+                m.iter()
+                    .map(move |((t, p), o)| (g.clone(), t.clone(), *p, o.clone()))
+            })
+            .collect();
+        v.sort_by(|a, b| (&a.0, &a.1, a.2).cmp(&(&b.0, &b.1, b.2)));
+        v
+    }
+}
+
+/// Java `String.length()`: UTF-16 code units, which is what `offset.metadata.max.bytes` counts.
+fn java_len(s: &str) -> usize {
+    s.encode_utf16().count()
+}
+
+/// Group-level validation of a commit (`validateOffsetCommit`); Ok(member to touch).
+fn validate_commit(
+    c: &mut Coordinator,
+    r: &OffsetCommitRequest,
+    version: i16,
+    now: i64,
+) -> Result<Option<String>, i16> {
+    let group_id = r.group_id.0.as_str();
+    if group_id.is_empty() {
+        return Err(err(ResponseError::InvalidGroupId));
+    }
+    let generation = r.generation_id_or_member_epoch;
+    let member_id = r.member_id.as_str();
+    let instance_id = r.group_instance_id.as_deref();
+    let Some(g) = c.groups.get(group_id) else {
+        if generation < 0 {
+            // A standalone commit creates an empty "simple" group (`getOrMaybeCreateGroup`).
+            let mut g = ClassicGroup::empty(group_id, now);
+            g.protocol_type = None;
+            c.groups.insert(group_id.to_string(), g);
+            return Ok(None);
+        }
+        return Err(if version >= 9 {
+            err(ResponseError::GroupIdNotFound)
+        } else {
+            err(ResponseError::IllegalGeneration)
+        });
+    };
+    if g.state == State::Dead {
+        return Err(err(ResponseError::CoordinatorNotAvailable));
+    }
+    if generation < 0 && g.state == State::Empty {
+        return Ok(None);
+    }
+    let mut touch = None;
+    if generation >= 0 || !member_id.is_empty() || instance_id.is_some() {
+        g.validate_member_pub(member_id, instance_id)?;
+        if generation != g.generation {
+            return Err(err(ResponseError::IllegalGeneration));
+        }
+        touch = Some(member_id.to_string());
+    } else if g.state != State::Empty {
+        return Err(err(ResponseError::UnknownMemberId));
+    }
+    if g.state == State::CompletingRebalance {
+        return Err(err(ResponseError::RebalanceInProgress));
+    }
+    Ok(touch)
+}
+
+/// OffsetCommit v2–v9 for one group.
+pub fn commit(
+    c: &mut Coordinator,
+    ctx: &RequestContext,
+    r: OffsetCommitRequest,
+    now: i64,
+    out: &mut Output,
+) -> OffsetCommitResponse {
+    let version = ctx.api_version;
+    let group_error = match validate_commit(c, &r, version, now) {
+        Ok(touch) => {
+            if let Some(m) = touch {
+                classic::touch_member(c, r.group_id.0.as_str(), &m, now);
+            }
+            None
+        }
+        Err(code) => Some(code),
+    };
+    let group_id = r.group_id.0.to_string();
+    let max_metadata = c.config.offset_metadata_max_bytes.max(0) as usize;
+    // v2–v4 may ask for an explicit retention; Kafka stores it as an expire timestamp (value v1).
+    let expire = if (2..=4).contains(&version) && r.retention_time_ms != -1 {
+        now + r.retention_time_ms
+    } else {
+        -1
+    };
+    let mut resp = OffsetCommitResponse::default();
+    for t in r.topics {
+        let topic = t.name.0.to_string();
+        let known = ctx.topics.get(&topic).map(|x| x.partitions);
+        let mut rt = OffsetCommitResponseTopic::default().with_name(t.name.clone());
+        for p in t.partitions {
+            let metadata = p
+                .committed_metadata
+                .as_ref()
+                .map(|m| m.to_string())
+                .unwrap_or_default();
+            let code = if let Some(code) = group_error {
+                code
+            } else if !known.is_some_and(|n| p.partition_index >= 0 && p.partition_index < n) {
+                err(ResponseError::UnknownTopicOrPartition)
+            } else if java_len(&metadata) > max_metadata {
+                err(ResponseError::OffsetMetadataTooLarge)
+            } else {
+                let value = OffsetCommitValue {
+                    offset: p.committed_offset,
+                    leader_epoch: p.committed_leader_epoch,
+                    metadata,
+                    commit_timestamp: now,
+                    expire_timestamp: expire,
+                    topic_id: uuid::Uuid::nil(),
+                };
+                let key = RecordKey::OffsetCommit {
+                    group: group_id.clone(),
+                    topic: topic.clone(),
+                    partition: p.partition_index,
+                };
+                c.apply(
+                    Record {
+                        key,
+                        value: Some(RecordValue::OffsetCommit(value)),
+                    },
+                    out,
+                );
+                0
+            };
+            rt.partitions.push(
+                OffsetCommitResponsePartition::default()
+                    .with_partition_index(p.partition_index)
+                    .with_error_code(code),
+            );
+        }
+        resp.topics.push(rt);
+    }
+    resp
+}
+
+/// OffsetFetch for one group. An unknown group has no offsets (-1), not an error, unless a
+/// KIP-848 member epoch was given (then GROUP_ID_NOT_FOUND).
+pub fn fetch(
+    c: &Coordinator,
+    group: &str,
+    topics: Option<Vec<(String, Vec<i32>)>>,
+    member_epoch: i32,
+) -> FetchedOffsets {
+    let mut outp = FetchedOffsets::default();
+    if group.is_empty() {
+        outp.error_code = err(ResponseError::InvalidGroupId);
+        return outp;
+    }
+    let exists =
+        c.groups.get(group).is_some_and(|g| g.state != State::Dead) || c.offsets.has_group(group);
+    if !exists && member_epoch >= 0 {
+        outp.error_code = err(ResponseError::GroupIdNotFound);
+        return outp;
+    }
+    match topics {
+        None => {
+            for ((t, p), v) in c.offsets.of_group(group) {
+                outp.partitions.push((
+                    t.clone(),
+                    *p,
+                    v.offset,
+                    v.leader_epoch,
+                    v.metadata.clone(),
+                    0,
+                ));
+            }
+        }
+        Some(ts) => {
+            for (t, parts) in ts {
+                for p in parts {
+                    match c.offsets.get(group, &t, p) {
+                        Some(v) => outp.partitions.push((
+                            t.clone(),
+                            p,
+                            v.offset,
+                            v.leader_epoch,
+                            v.metadata.clone(),
+                            0,
+                        )),
+                        None => outp
+                            .partitions
+                            .push((t.clone(), p, -1, -1, String::new(), 0)),
+                    }
+                }
+            }
+        }
+    }
+    outp
+}
+
+/// OffsetDelete v0 (`GMM.validateDeleteOffsets`, `OffsetMetadataManager.deleteOffsets`).
+pub fn delete(
+    c: &mut Coordinator,
+    _ctx: &RequestContext,
+    r: OffsetDeleteRequest,
+    out: &mut Output,
+) -> OffsetDeleteResponse {
+    let group_id = r.group_id.0.to_string();
+    let mut resp = OffsetDeleteResponse::default();
+    if group_id.is_empty() {
+        resp.error_code = err(ResponseError::InvalidGroupId);
+        return resp;
+    }
+    let Some(g) = c.groups.get(&group_id).filter(|g| g.state != State::Dead) else {
+        resp.error_code = err(ResponseError::GroupIdNotFound);
+        return resp;
+    };
+    // A non-empty group that does not use the consumer protocol cannot say which topics it
+    // reads, so deleting its offsets is refused outright.
+    if g.state != State::Empty && g.protocol_type.as_deref() != Some("consumer") {
+        resp.error_code = err(ResponseError::NonEmptyGroup);
+        return resp;
+    }
+    let subscribed = if g.state == State::Empty {
+        None
+    } else {
+        g.subscribed_topics.clone()
+    };
+    for t in r.topics {
+        let topic = t.name.0.to_string();
+        let mut rt = OffsetDeleteResponseTopic::default().with_name(t.name.clone());
+        for p in t.partitions {
+            let code = if subscribed.as_ref().is_some_and(|s| s.contains(&topic)) {
+                err(ResponseError::GroupSubscribedToTopic)
+            } else {
+                if c.offsets
+                    .get(&group_id, &topic, p.partition_index)
+                    .is_some()
+                {
+                    let key = RecordKey::OffsetCommit {
+                        group: group_id.clone(),
+                        topic: topic.clone(),
+                        partition: p.partition_index,
+                    };
+                    c.apply(Record { key, value: None }, out);
+                }
+                0
+            };
+            rt.partitions.push(
+                OffsetDeleteResponsePartition::default()
+                    .with_partition_index(p.partition_index)
+                    .with_error_code(code),
+            );
+        }
+        resp.topics.push(rt);
+    }
+    resp
+}
+
+/// Offset expiry (`OffsetMetadataManager.cleanupExpiredOffsets`, `offsets.retention.minutes`):
+/// - an explicit expire timestamp (commits v2–v4 with a retention) wins;
+/// - a group using the consumer protocol with known subscriptions keeps offsets of subscribed
+///   topics while it has members; unsubscribed ones expire `retention` after their commit;
+/// - an Empty group's offsets expire `retention` after it became empty;
+/// - a standalone group (no protocol) expires each offset `retention` after its commit.
+///
+/// An Empty group left with no offsets is deleted (GroupMetadata tombstone).
+pub fn expire(c: &mut Coordinator, now: i64, out: &mut Output) {
+    let retention = c.config.offsets_retention_ms;
+    let mut tombstones = Vec::new();
+    for group in c.offsets.group_ids() {
+        let g = c.groups.get(&group);
+        for ((topic, partition), v) in c.offsets.of_group(&group) {
+            let expired = if v.expire_timestamp != -1 {
+                now >= v.expire_timestamp
+            } else {
+                match g {
+                    Some(g) if g.state == State::Empty && g.protocol_type.is_some() => {
+                        now >= g.state_timestamp + retention
+                    }
+                    Some(g) if g.state != State::Empty => match &g.subscribed_topics {
+                        Some(subs) => {
+                            !subs.contains(topic) && now >= v.commit_timestamp + retention
+                        }
+                        None => false,
+                    },
+                    _ => now >= v.commit_timestamp + retention,
+                }
+            };
+            if expired {
+                tombstones.push(RecordKey::OffsetCommit {
+                    group: group.clone(),
+                    topic: topic.clone(),
+                    partition: *partition,
+                });
+            }
+        }
+    }
+    for key in tombstones {
+        c.apply(Record { key, value: None }, out);
+    }
+    let empty_groups: Vec<String> = c
+        .groups
+        .iter()
+        .filter(|(id, g)| {
+            g.state == State::Empty && g.members.is_empty() && !c.offsets.has_group(id)
+        })
+        .map(|(id, _)| id.clone())
+        .collect();
+    for group in empty_groups {
+        c.apply(
+            Record {
+                key: RecordKey::GroupMetadata { group },
+                value: None,
+            },
+            out,
+        );
+    }
+}
