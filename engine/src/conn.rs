@@ -9,8 +9,8 @@
 //! Bad input closes the connection with one log line (Kafka closes on a bad frame or an
 //! unsupported version too), after the responses to earlier requests have been written.
 
-use crate::broker;
 use crate::shard::Shard;
+use crate::{broker, data, groups_api};
 use bytes::BytesMut;
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use glommio::net::TcpStream;
@@ -133,10 +133,14 @@ fn request_task(
     };
     let shard = shard.clone();
     let peer = peer.to_string();
+    let peer_ip = peer
+        .rsplit_once(':')
+        .map(|(ip, _)| ip.trim_matches(|c| c == '[' || c == ']').to_string())
+        .unwrap_or_default();
     Some(glommio::spawn_local(async move {
         let version = header.api_version;
         let api_key = header.api_key;
-        match dispatch(&shard, &header, request).await {
+        match dispatch(&shard, &peer_ip, &header, request).await {
             Ok(resp) => {
                 let mut out = BytesMut::with_capacity(256);
                 match encode_response(header.correlation_id, version, &resp, &mut out) {
@@ -158,12 +162,57 @@ fn request_task(
 /// Route a decoded request to its handler.
 async fn dispatch(
     shard: &Rc<Shard>,
+    peer_ip: &str,
     header: &RequestHeader,
     request: Request,
 ) -> Result<Response, String> {
     let b = &shard.broker;
     let v = header.api_version;
+    let caller = || groups_api::Caller {
+        client_id: header.client_id.clone().unwrap_or_default(),
+        client_host: format!("/{peer_ip}"),
+    };
     Ok(match request {
+        Request::JoinGroup(r) => {
+            Response::JoinGroup(groups_api::join_group(shard, &caller(), r, v).await)
+        }
+        Request::SyncGroup(r) => {
+            Response::SyncGroup(groups_api::sync_group(shard, &caller(), r, v).await)
+        }
+        Request::Heartbeat(r) => {
+            Response::Heartbeat(groups_api::heartbeat(shard, &caller(), r, v).await)
+        }
+        Request::LeaveGroup(r) => {
+            Response::LeaveGroup(groups_api::leave_group(shard, &caller(), r, v).await)
+        }
+        Request::OffsetCommit(r) => {
+            Response::OffsetCommit(groups_api::offset_commit(shard, &caller(), r, v).await)
+        }
+        Request::OffsetFetch(r) => {
+            Response::OffsetFetch(groups_api::offset_fetch(shard, &caller(), r, v).await)
+        }
+        Request::OffsetDelete(r) => {
+            Response::OffsetDelete(groups_api::offset_delete(shard, &caller(), r, v).await)
+        }
+        Request::DescribeGroups(r) => {
+            Response::DescribeGroups(groups_api::describe_groups(shard, &caller(), r, v).await)
+        }
+        Request::ListGroups(r) => {
+            Response::ListGroups(groups_api::list_groups(shard, &caller(), r, v).await)
+        }
+        Request::DeleteGroups(r) => {
+            Response::DeleteGroups(groups_api::delete_groups(shard, &caller(), r, v).await)
+        }
+        Request::ListOffsets(r) => Response::ListOffsets(data::list_offsets(b, r, v)),
+        Request::Fetch(r) => {
+            // With no records to return, Kafka holds a fetch for max_wait_ms; so do we, so that
+            // consumers poll at their configured pace instead of spinning.
+            let plan = data::fetch(b, r, v);
+            if plan.wait_ms > 0 {
+                glommio::timer::sleep(std::time::Duration::from_millis(plan.wait_ms)).await;
+            }
+            Response::Fetch(plan.response)
+        }
         Request::ApiVersions(r) => {
             Response::ApiVersions(api_versions::response(&r, v, &b.versions))
         }

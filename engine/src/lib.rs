@@ -9,11 +9,15 @@
 //! Must not: read a clock or touch a socket inside a state machine (time is passed in), share a
 //! partition's state between threads, or encode bytes by hand that `wire` knows how to encode.
 
+pub mod admin_cli;
 pub mod broker;
 pub mod config;
 pub mod conn;
+pub mod data;
 pub mod group;
+pub mod groups_api;
 pub mod meta;
+pub mod oneshot;
 pub mod partition;
 pub mod router;
 pub mod server;

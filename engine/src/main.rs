@@ -41,6 +41,8 @@ enum Command {
         #[arg(long = "set", value_name = "NAME=VALUE")]
         sets: Vec<String>,
     },
+    /// Inspect and manage consumer groups over the Kafka protocol (like kafka-consumer-groups.sh).
+    Groups(engine::admin_cli::GroupsArgs),
 }
 
 /// Exit code for bad configuration or arguments (clap also uses 2 for usage errors).
@@ -64,6 +66,10 @@ fn main() -> ExitCode {
             config,
             sets,
         } => serve(listen, data_dir, cores, config, sets),
+        Command::Groups(args) => {
+            let code = engine::admin_cli::run(&args, &mut std::io::stdout().lock());
+            ExitCode::from(code.clamp(0, 255) as u8)
+        }
     }
 }
 

@@ -9,13 +9,13 @@
 //! The operation type is [`crate::partition::PartitionOp`]; the group APIs add their requests
 //! there. The router itself knows nothing of what an operation means.
 
+use crate::oneshot::OneShot;
 use crate::partition::{PartitionOp, PartitionReply};
 use glommio::channels::channel_mesh::{Full, MeshBuilder, Senders};
 use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
-use std::task::{Context, Poll, Waker};
 
 /// Messages between shards. One mesh carries both directions so that a shard's index in it is
 /// one number (glommio numbers peers per mesh, in join order).
@@ -53,7 +53,7 @@ pub struct Router {
     shard: usize,
     shards: usize,
     senders: Option<Senders<Envelope>>,
-    pending: RefCell<hashbrown::HashMap<u64, Rc<OneShot>>>,
+    pending: RefCell<hashbrown::HashMap<u64, Rc<OneShot<PartitionReply>>>>,
     next_id: Cell<u64>,
     exec: LocalExec,
 }
@@ -144,7 +144,7 @@ impl Router {
         };
         let id = self.next_id.get();
         self.next_id.set(id.wrapping_add(1));
-        let slot = Rc::new(OneShot::default());
+        let slot = OneShot::new();
         self.pending.borrow_mut().insert(id, slot.clone());
         if senders
             .send_to(owner, Envelope::Call { id, partition, op })
@@ -154,35 +154,6 @@ impl Router {
             self.pending.borrow_mut().remove(&id);
             return PartitionReply::Unavailable;
         }
-        OneShotWait(slot).await
-    }
-}
-
-/// A single-threaded one-shot slot: the reply lands here and wakes the waiting task.
-#[derive(Default)]
-struct OneShot {
-    value: RefCell<Option<PartitionReply>>,
-    waker: RefCell<Option<Waker>>,
-}
-
-impl OneShot {
-    fn complete(&self, reply: PartitionReply) {
-        *self.value.borrow_mut() = Some(reply);
-        if let Some(w) = self.waker.borrow_mut().take() {
-            w.wake();
-        }
-    }
-}
-
-struct OneShotWait(Rc<OneShot>);
-
-impl Future for OneShotWait {
-    type Output = PartitionReply;
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<PartitionReply> {
-        if let Some(v) = self.0.value.borrow_mut().take() {
-            return Poll::Ready(v);
-        }
-        *self.0.waker.borrow_mut() = Some(cx.waker().clone());
-        Poll::Pending
+        slot.wait().await
     }
 }

@@ -20,6 +20,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
+/// How often a shard fires due group deadlines.
+const TICK: Duration = Duration::from_millis(5);
 /// How often an idle acceptor looks at the shutdown flag. Bounds shutdown latency only.
 const SHUTDOWN_POLL: Duration = Duration::from_millis(20);
 /// In-flight requests get this long to finish at shutdown before connections are dropped.
@@ -120,14 +122,28 @@ async fn run_shard(
     shutdown: Arc<AtomicBool>,
     ready: &mpsc::Sender<anyhow::Result<()>>,
 ) -> anyhow::Result<()> {
+    let group_config = crate::group::GroupConfig::from_config(&broker.config);
+    let mut tables = None;
     let router = Router::join(mesh, |shard, shards| -> LocalExec {
-        let table = Rc::new(PartitionTable::new(shard, shards, partitions));
-        Rc::new(move |p, op| {
-            let reply = table.execute(p, op);
-            Box::pin(async move { reply })
-        })
+        let table = Rc::new(PartitionTable::new(shard, shards, partitions, group_config));
+        tables = Some(table.clone());
+        Rc::new(move |p, op| table.execute(p, op))
     })
     .await?;
+    let table = tables.expect("join built the partition table");
+    // Deadlines (sessions, join/sync phases, retention) fire from here. Group timers are in
+    // milliseconds; a 5 ms tick keeps them within a few ms of Kafka's.
+    {
+        let table = table.clone();
+        let shutdown = shutdown.clone();
+        glommio::spawn_local(async move {
+            while !shutdown.load(Ordering::Acquire) {
+                glommio::timer::sleep(TICK).await;
+                table.tick(table.now());
+            }
+        })
+        .detach();
+    }
     let listener =
         bind_shard_listener(addr).map_err(|e| anyhow::anyhow!("shard bind {addr}: {e}"))?;
     let shard = Rc::new(Shard {

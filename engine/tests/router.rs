@@ -17,11 +17,13 @@ fn every_partition_is_served_by_its_owner_from_every_shard() {
                 .io_memory(1 << 16)
                 .spawn(move || async move {
                     let router = Router::join(Some(mesh), |shard, n| -> LocalExec {
-                        let table = Rc::new(PartitionTable::new(shard, n, partitions));
-                        Rc::new(move |p, op| {
-                            let r = table.execute(p, op);
-                            Box::pin(async move { r })
-                        })
+                        let table = Rc::new(PartitionTable::new(
+                            shard,
+                            n,
+                            partitions,
+                            engine::group::GroupConfig::default(),
+                        ));
+                        Rc::new(move |p, op| table.execute(p, op))
                     })
                     .await
                     .unwrap();

@@ -281,7 +281,19 @@ mod tests {
 
     fn request_default(api_key: i16) -> Request {
         match api_key {
+            1 => Request::Fetch(Default::default()),
+            2 => Request::ListOffsets(Default::default()),
             3 => Request::Metadata(Default::default()),
+            8 => Request::OffsetCommit(Default::default()),
+            9 => Request::OffsetFetch(Default::default()),
+            11 => Request::JoinGroup(Default::default()),
+            12 => Request::Heartbeat(Default::default()),
+            13 => Request::LeaveGroup(Default::default()),
+            14 => Request::SyncGroup(Default::default()),
+            15 => Request::DescribeGroups(Default::default()),
+            16 => Request::ListGroups(Default::default()),
+            42 => Request::DeleteGroups(Default::default()),
+            47 => Request::OffsetDelete(Default::default()),
             10 => Request::FindCoordinator(Default::default()),
             18 => Request::ApiVersions(Default::default()),
             19 => Request::CreateTopics(Default::default()),
@@ -295,7 +307,7 @@ mod tests {
     #[test]
     fn rejects_unknown_key_and_unsupported_version() {
         let versions = Versions::default();
-        for (key, ver) in [(999i16, 0i16), (3, 99), (11, 5)] {
+        for (key, ver) in [(999i16, 0i16), (3, 99), (11, 10), (68, 0)] {
             let header = RequestHeader {
                 api_key: key,
                 api_version: ver,

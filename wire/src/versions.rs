@@ -19,12 +19,24 @@ const fn r(api_key: i16, min: i16, max: i16) -> ApiRange {
 
 /// Versions served by this build. Each line cites the trunk range (reference §1.1/§7) it follows.
 pub const SERVED: &[ApiRange] = &[
+    r(1, 4, 18), // Fetch: trunk 4-18 (empty partitions until the data path lands)
+    r(2, 1, 10), // ListOffsets: trunk 1-11; the crate stops at 10
     r(3, 0, 13), // Metadata: trunk 0-13
+    r(8, 2, 9),  // OffsetCommit: trunk 2-10; the crate's request struct stops at 9
+    r(9, 1, 9),  // OffsetFetch: trunk 1-10; the crate's request struct stops at 9
     r(10, 0, 6), // FindCoordinator: trunk 0-6
+    r(11, 0, 9), // JoinGroup: trunk 0-9 (v0-1 restored in 4.1 for old librdkafka)
+    r(12, 0, 4), // Heartbeat: trunk 0-4
+    r(13, 0, 5), // LeaveGroup: trunk 0-5
+    r(14, 0, 5), // SyncGroup: trunk 0-5
+    r(15, 0, 6), // DescribeGroups: trunk 0-6
+    r(16, 0, 5), // ListGroups: trunk 0-5
     r(18, 0, 4), // ApiVersions: trunk 0-5; the crate stops at 4 (v5 is 4.4+ KIP-1242)
     r(19, 2, 7), // CreateTopics: trunk 2-7
     r(20, 1, 6), // DeleteTopics: trunk 1-6
     r(32, 1, 4), // DescribeConfigs: trunk 1-4
+    r(42, 0, 2), // DeleteGroups: trunk 0-3; the crate stops at 2
+    r(47, 0, 0), // OffsetDelete: trunk 0
     r(60, 0, 2), // DescribeCluster: trunk 0-2
 ];
 
@@ -100,6 +112,6 @@ mod tests {
         assert!(!v.supports(3, 14));
         assert!(!v.supports(-1, 0));
         assert!(!v.supports(9999, 0));
-        assert_eq!(v.list().first().map(|r| r.api_key), Some(3));
+        assert_eq!(v.list().first().map(|r| r.api_key), Some(1));
     }
 }

@@ -1,0 +1,398 @@
+//! The group APIs at the connection edge: split a request by group, route each share to the
+//! shard owning that group's `__consumer_offsets` partition, and assemble the response in the
+//! shape of the request's version.
+
+use crate::group::{FetchedOffsets, GroupRequest, GroupResponse, RequestContext};
+use crate::partition::{PartitionOp, PartitionReply};
+use crate::shard::Shard;
+use kafka_protocol::messages::describe_groups_response::DescribedGroup;
+use kafka_protocol::messages::offset_commit_response::{
+    OffsetCommitResponsePartition, OffsetCommitResponseTopic,
+};
+use kafka_protocol::messages::offset_fetch_response::{
+    OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
+    OffsetFetchResponseTopic, OffsetFetchResponseTopics,
+};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
+use std::rc::Rc;
+
+/// Who is asking, for the member records Kafka keeps (client id, "/ip" host).
+#[derive(Debug, Clone)]
+pub struct Caller {
+    pub client_id: String,
+    pub client_host: String,
+}
+
+fn not_available() -> i16 {
+    ResponseError::CoordinatorNotAvailable.code()
+}
+
+fn s(v: &str) -> StrBytes {
+    StrBytes::from_string(v.to_string())
+}
+
+async fn call(
+    shard: &Rc<Shard>,
+    caller: &Caller,
+    version: i16,
+    group: &str,
+    req: GroupRequest,
+) -> Option<GroupResponse> {
+    let partition = wire::partition_for(group, shard.broker.config.offsets_topic_num_partitions);
+    call_partition(shard, caller, version, partition, req).await
+}
+
+async fn call_partition(
+    shard: &Rc<Shard>,
+    caller: &Caller,
+    version: i16,
+    partition: i32,
+    req: GroupRequest,
+) -> Option<GroupResponse> {
+    let ctx = RequestContext {
+        client_id: caller.client_id.clone(),
+        client_host: caller.client_host.clone(),
+        api_version: version,
+        topics: shard.broker.topics.snapshot(),
+    };
+    match shard
+        .router
+        .call(partition, PartitionOp::Group { ctx, req })
+        .await
+    {
+        PartitionReply::Group(r) => Some(r),
+        _ => None,
+    }
+}
+
+pub async fn join_group(
+    shard: &Rc<Shard>,
+    caller: &Caller,
+    r: JoinGroupRequest,
+    v: i16,
+) -> JoinGroupResponse {
+    let group = r.group_id.0.to_string();
+    let member_id = r.member_id.clone();
+    match call(shard, caller, v, &group, GroupRequest::Join(r)).await {
+        Some(GroupResponse::Join(resp)) => resp,
+        _ => JoinGroupResponse::default()
+            .with_error_code(not_available())
+            .with_generation_id(-1)
+            .with_member_id(member_id)
+            .with_protocol_name(if v >= 7 { None } else { Some(s("")) }),
+    }
+}
+
+pub async fn sync_group(
+    shard: &Rc<Shard>,
+    caller: &Caller,
+    r: SyncGroupRequest,
+    v: i16,
+) -> SyncGroupResponse {
+    let group = r.group_id.0.to_string();
+    match call(shard, caller, v, &group, GroupRequest::Sync(r)).await {
+        Some(GroupResponse::Sync(resp)) => resp,
+        _ => SyncGroupResponse::default().with_error_code(not_available()),
+    }
+}
+
+pub async fn heartbeat(
+    shard: &Rc<Shard>,
+    caller: &Caller,
+    r: HeartbeatRequest,
+    v: i16,
+) -> HeartbeatResponse {
+    let group = r.group_id.0.to_string();
+    match call(shard, caller, v, &group, GroupRequest::Heartbeat(r)).await {
+        Some(GroupResponse::Heartbeat(resp)) => resp,
+        _ => HeartbeatResponse::default().with_error_code(not_available()),
+    }
+}
+
+pub async fn leave_group(
+    shard: &Rc<Shard>,
+    caller: &Caller,
+    r: LeaveGroupRequest,
+    v: i16,
+) -> LeaveGroupResponse {
+    let group = r.group_id.0.to_string();
+    match call(shard, caller, v, &group, GroupRequest::Leave(r)).await {
+        Some(GroupResponse::Leave(resp)) => resp,
+        _ => LeaveGroupResponse::default().with_error_code(not_available()),
+    }
+}
+
+pub async fn offset_commit(
+    shard: &Rc<Shard>,
+    caller: &Caller,
+    r: OffsetCommitRequest,
+    v: i16,
+) -> OffsetCommitResponse {
+    let group = r.group_id.0.to_string();
+    // There is no top-level error: a group-level failure goes into every partition.
+    let fallback = |r: &OffsetCommitRequest| {
+        OffsetCommitResponse::default().with_topics(
+            r.topics
+                .iter()
+                .map(|t| {
+                    OffsetCommitResponseTopic::default()
+                        .with_name(t.name.clone())
+                        .with_partitions(
+                            t.partitions
+                                .iter()
+                                .map(|p| {
+                                    OffsetCommitResponsePartition::default()
+                                        .with_partition_index(p.partition_index)
+                                        .with_error_code(not_available())
+                                })
+                                .collect(),
+                        )
+                })
+                .collect(),
+        )
+    };
+    let fb = fallback(&r);
+    match call(shard, caller, v, &group, GroupRequest::OffsetCommit(r)).await {
+        Some(GroupResponse::OffsetCommit(resp)) => resp,
+        _ => fb,
+    }
+}
+
+/// OffsetFetch v1–v9: v8+ batches groups; each group is answered by its own partition.
+pub async fn offset_fetch(
+    shard: &Rc<Shard>,
+    caller: &Caller,
+    r: OffsetFetchRequest,
+    v: i16,
+) -> OffsetFetchResponse {
+    if v >= 8 {
+        let mut resp = OffsetFetchResponse::default();
+        for g in r.groups {
+            let group = g.group_id.0.to_string();
+            let topics = g.topics.map(|ts| {
+                ts.into_iter()
+                    .map(|t| (t.name.0.to_string(), t.partition_indexes))
+                    .collect()
+            });
+            let fetched = fetch_one(shard, caller, v, &group, topics, g.member_epoch).await;
+            let mut topics_out: Vec<OffsetFetchResponseTopics> = Vec::new();
+            for (t, p, off, epoch, meta, code) in fetched.partitions {
+                let part = OffsetFetchResponsePartitions::default()
+                    .with_partition_index(p)
+                    .with_committed_offset(off)
+                    .with_committed_leader_epoch(epoch)
+                    .with_metadata(Some(s(&meta)))
+                    .with_error_code(code);
+                match topics_out.iter_mut().find(|x| x.name.0.as_str() == t) {
+                    Some(x) => x.partitions.push(part),
+                    None => topics_out.push(
+                        OffsetFetchResponseTopics::default()
+                            .with_name(TopicName(s(&t)))
+                            .with_partitions(vec![part]),
+                    ),
+                }
+            }
+            resp.groups.push(
+                OffsetFetchResponseGroup::default()
+                    .with_group_id(g.group_id)
+                    .with_topics(topics_out)
+                    .with_error_code(fetched.error_code),
+            );
+        }
+        return resp;
+    }
+    let group = r.group_id.0.to_string();
+    let requested: Option<Vec<(String, Vec<i32>)>> = r.topics.map(|ts| {
+        ts.into_iter()
+            .map(|t| (t.name.0.to_string(), t.partition_indexes))
+            .collect()
+    });
+    let fetched = fetch_one(shard, caller, v, &group, requested.clone(), -1).await;
+    let mut resp = OffsetFetchResponse::default();
+    let mut topics_out: Vec<OffsetFetchResponseTopic> = Vec::new();
+    let mut push = |t: &str, part: OffsetFetchResponsePartition| match topics_out
+        .iter_mut()
+        .find(|x| x.name.0.as_str() == t)
+    {
+        Some(x) => x.partitions.push(part),
+        None => topics_out.push(
+            OffsetFetchResponseTopic::default()
+                .with_name(TopicName(s(t)))
+                .with_partitions(vec![part]),
+        ),
+    };
+    if fetched.error_code != 0 && v < 2 {
+        // v1 has no top-level error code: report it on every requested partition.
+        for (t, parts) in requested.unwrap_or_default() {
+            for p in parts {
+                push(
+                    &t,
+                    OffsetFetchResponsePartition::default()
+                        .with_partition_index(p)
+                        .with_committed_offset(-1)
+                        .with_metadata(Some(s("")))
+                        .with_error_code(fetched.error_code),
+                );
+            }
+        }
+    } else {
+        for (t, p, off, epoch, meta, code) in fetched.partitions {
+            push(
+                &t,
+                OffsetFetchResponsePartition::default()
+                    .with_partition_index(p)
+                    .with_committed_offset(off)
+                    .with_committed_leader_epoch(epoch)
+                    .with_metadata(Some(s(&meta)))
+                    .with_error_code(code),
+            );
+        }
+        resp.error_code = fetched.error_code;
+    }
+    resp.topics = topics_out;
+    resp
+}
+
+async fn fetch_one(
+    shard: &Rc<Shard>,
+    caller: &Caller,
+    v: i16,
+    group: &str,
+    topics: Option<Vec<(String, Vec<i32>)>>,
+    member_epoch: i32,
+) -> FetchedOffsets {
+    match call(
+        shard,
+        caller,
+        v,
+        group,
+        GroupRequest::OffsetFetch {
+            group: group.to_string(),
+            topics,
+            member_epoch,
+        },
+    )
+    .await
+    {
+        Some(GroupResponse::OffsetFetch(f)) => f,
+        _ => FetchedOffsets {
+            error_code: not_available(),
+            partitions: Vec::new(),
+        },
+    }
+}
+
+pub async fn offset_delete(
+    shard: &Rc<Shard>,
+    caller: &Caller,
+    r: OffsetDeleteRequest,
+    v: i16,
+) -> OffsetDeleteResponse {
+    let group = r.group_id.0.to_string();
+    match call(shard, caller, v, &group, GroupRequest::OffsetDelete(r)).await {
+        Some(GroupResponse::OffsetDelete(resp)) => resp,
+        _ => OffsetDeleteResponse::default().with_error_code(not_available()),
+    }
+}
+
+pub async fn describe_groups(
+    shard: &Rc<Shard>,
+    caller: &Caller,
+    r: DescribeGroupsRequest,
+    v: i16,
+) -> DescribeGroupsResponse {
+    let mut resp = DescribeGroupsResponse::default();
+    for g in r.groups {
+        let group = g.0.to_string();
+        let d = match call(
+            shard,
+            caller,
+            v,
+            &group,
+            GroupRequest::Describe {
+                group: group.clone(),
+            },
+        )
+        .await
+        {
+            Some(GroupResponse::Describe(d)) => d,
+            _ => DescribedGroup::default()
+                .with_group_id(g.clone())
+                .with_error_code(not_available())
+                .with_authorized_operations(i32::MIN),
+        };
+        resp.groups.push(d);
+    }
+    resp
+}
+
+/// ListGroups asks every partition (each owned by some shard) and concatenates.
+pub async fn list_groups(
+    shard: &Rc<Shard>,
+    caller: &Caller,
+    r: ListGroupsRequest,
+    v: i16,
+) -> ListGroupsResponse {
+    let states: Vec<String> = if v >= 4 {
+        r.states_filter
+            .iter()
+            .map(|x| x.to_ascii_lowercase())
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let types: Vec<String> = if v >= 5 {
+        r.types_filter
+            .iter()
+            .map(|x| x.to_ascii_lowercase())
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let mut resp = ListGroupsResponse::default();
+    for p in 0..shard.broker.config.offsets_topic_num_partitions {
+        let req = GroupRequest::List {
+            states: states.clone(),
+            types: types.clone(),
+        };
+        match call_partition(shard, caller, v, p, req).await {
+            Some(GroupResponse::List(groups)) => resp.groups.extend(groups),
+            _ => resp.error_code = not_available(),
+        }
+    }
+    resp
+}
+
+pub async fn delete_groups(
+    shard: &Rc<Shard>,
+    caller: &Caller,
+    r: DeleteGroupsRequest,
+    v: i16,
+) -> DeleteGroupsResponse {
+    let mut resp = DeleteGroupsResponse::default();
+    for g in r.groups_names {
+        let group = g.0.to_string();
+        let code = match call(
+            shard,
+            caller,
+            v,
+            &group,
+            GroupRequest::Delete {
+                group: group.clone(),
+            },
+        )
+        .await
+        {
+            Some(GroupResponse::Delete(code)) => code,
+            _ => not_available(),
+        };
+        resp.results.push(
+            delete_groups_response::DeletableGroupResult::default()
+                .with_group_id(g)
+                .with_error_code(code),
+        );
+    }
+    resp
+}

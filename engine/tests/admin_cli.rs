@@ -1,0 +1,925 @@
+//! `ringleader groups` end to end: against scripted in-process brokers (modern, old and minimal
+//! version tables, a mute one) and against the real server.
+
+use bytes::{Bytes, BytesMut};
+use clap::Parser;
+use engine::admin_cli::{self, GroupsArgs};
+use engine::config::Config;
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::{Encodable, StrBytes};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use wire::codec::{decode_response, encode_request};
+use wire::{ApiRange, Request, RequestHeader, Response, Versions};
+
+#[global_allocator]
+static ALLOC: wire::alloc::GuardedAlloc<std::alloc::System> =
+    wire::alloc::GuardedAlloc(std::alloc::System);
+
+#[derive(Parser, Debug)]
+struct Cli {
+    #[command(flatten)]
+    args: GroupsArgs,
+}
+
+/// Run `ringleader groups` with `argv` against `addr`; returns (exit code, output).
+fn groups(addr: SocketAddr, argv: &[&str]) -> (i32, String) {
+    let bootstrap = addr.to_string();
+    let argv: Vec<&str> = ["groups", "--bootstrap", &bootstrap]
+        .into_iter()
+        .chain(argv.iter().copied())
+        .collect();
+    let args = Cli::try_parse_from(argv).unwrap().args;
+    let mut out = Vec::new();
+    let code = admin_cli::run(&args, &mut out);
+    (code, String::from_utf8(out).unwrap())
+}
+
+fn s(v: &str) -> StrBytes {
+    StrBytes::from_string(v.to_string())
+}
+
+fn tps(entries: &[(&str, &[i32])]) -> admin_cli::TopicPartitions {
+    entries
+        .iter()
+        .map(|(t, ps)| (t.to_string(), ps.to_vec()))
+        .collect()
+}
+
+// ------------------------------------------------------------------------------------------------
+// A scripted broker: real sockets and the real `wire` codec, canned group data.
+// ------------------------------------------------------------------------------------------------
+
+const fn r(api_key: i16, min: i16, max: i16) -> ApiRange {
+    ApiRange { api_key, min, max }
+}
+
+/// What a current Kafka (4.1) advertises for the APIs the admin client uses.
+const MODERN: &[ApiRange] = &[
+    r(2, 1, 10),
+    r(9, 1, 9),
+    r(10, 0, 6),
+    r(15, 0, 5),
+    r(16, 0, 5),
+    r(18, 0, 4),
+    r(42, 0, 2),
+    r(69, 0, 1),
+];
+
+/// An old broker: ApiVersions ≤2 (so v3 gets the KIP-511 fallback), no batching anywhere, no
+/// ListGroups state/type, no ConsumerGroupDescribe.
+const OLD: &[ApiRange] = &[
+    r(2, 1, 1),
+    r(9, 1, 7),
+    r(10, 0, 3),
+    r(15, 0, 3),
+    r(16, 0, 3),
+    r(18, 0, 2),
+    r(42, 0, 0),
+];
+
+/// OffsetFetch v1 only: topics must be listed (no "all topics").
+const OFFSET_FETCH_V1: &[ApiRange] = &[
+    r(9, 1, 1),
+    r(10, 0, 3),
+    r(15, 0, 3),
+    r(16, 0, 2),
+    r(18, 0, 2),
+];
+
+/// Like Ringleader before the group APIs: coordinator lookup only.
+const NO_GROUP_APIS: &[ApiRange] = &[r(3, 0, 13), r(10, 0, 6), r(18, 0, 4)];
+
+struct Mock {
+    addr: SocketAddr,
+    /// (api key, version) of every request received, in order.
+    log: Arc<Mutex<Vec<(i16, i16)>>>,
+}
+
+impl Mock {
+    fn versions_of(&self, key: i16) -> Vec<i16> {
+        self.log
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(k, _)| *k == key)
+            .map(|(_, v)| *v)
+            .collect()
+    }
+}
+
+/// Start a scripted broker. `mute`: accept and read, never answer. The threads are left running
+/// (blocked in accept) until the test process exits.
+fn start_mock(ranges: &'static [ApiRange], mute: bool) -> Mock {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let find_calls = Arc::new(AtomicUsize::new(0));
+    let log2 = log.clone();
+    std::thread::spawn(move || {
+        for sock in listener.incoming() {
+            let Ok(sock) = sock else { continue };
+            let log = log2.clone();
+            let find_calls = find_calls.clone();
+            std::thread::spawn(move || serve_mock(sock, ranges, addr, mute, &log, &find_calls));
+        }
+    });
+    Mock { addr, log }
+}
+
+fn serve_mock(
+    mut sock: TcpStream,
+    ranges: &'static [ApiRange],
+    addr: SocketAddr,
+    mute: bool,
+    log: &Mutex<Vec<(i16, i16)>>,
+    find_calls: &AtomicUsize,
+) {
+    let versions = Versions::new(ranges);
+    loop {
+        let mut len = [0u8; 4];
+        if sock.read_exact(&mut len).is_err() {
+            return;
+        }
+        let mut frame = vec![0u8; i32::from_be_bytes(len) as usize];
+        if sock.read_exact(&mut frame).is_err() {
+            return;
+        }
+        let frame = Bytes::from(frame);
+        let (key, version, cid) = RequestHeader::peek_prefix(&frame).unwrap();
+        log.lock().unwrap().push((key, version));
+        if mute {
+            continue;
+        }
+        let range = versions.get(18).unwrap();
+        if key == 18 && version > range.max {
+            let out = wire::api_versions::unsupported_version_frame(cid, &versions);
+            let _ = sock.write_all(&out);
+            continue;
+        }
+        // Like Kafka: anything not advertised closes the connection.
+        let Ok((header, req)) = wire::decode_request(&frame, &versions) else {
+            return;
+        };
+        let resp = mock_response(&req, header.api_version, addr, &versions, find_calls);
+        let mut out = BytesMut::new();
+        wire::encode_response(cid, header.api_version, &resp, &mut out).unwrap();
+        if sock.write_all(&out).is_err() {
+            return;
+        }
+    }
+}
+
+fn assignment_bytes(entries: &[(&str, &[i32])]) -> Bytes {
+    admin_cli::encode_consumer_assignment(&tps(entries), 1)
+}
+
+/// Committed offsets of orders 0..5 (reference §10 Example 4) and log-end offsets.
+const COMMITTED: [i64; 6] = [10, 9, 13, 6, 14, 8];
+const LOG_END: [i64; 6] = [12, 9, 13, 6, 20, 8];
+
+fn mock_response(
+    req: &Request,
+    v: i16,
+    addr: SocketAddr,
+    versions: &Versions,
+    find_calls: &AtomicUsize,
+) -> Response {
+    match req {
+        Request::ApiVersions(q) => {
+            Response::ApiVersions(wire::api_versions::response(q, v, versions))
+        }
+        Request::FindCoordinator(q) => {
+            // The first lookup finds the coordinator still loading: the client must retry.
+            let unavailable = find_calls.fetch_add(1, Ordering::SeqCst) == 0;
+            let code = if unavailable { 15 } else { 0 };
+            let mut resp = FindCoordinatorResponse::default();
+            if v >= 4 {
+                resp.coordinators = q
+                    .coordinator_keys
+                    .iter()
+                    .map(|k| {
+                        let c = find_coordinator_response::Coordinator::default()
+                            .with_key(k.clone())
+                            .with_error_code(code);
+                        if unavailable {
+                            c.with_node_id(BrokerId(-1)).with_port(-1)
+                        } else {
+                            c.with_node_id(BrokerId(7))
+                                .with_host(s("127.0.0.1"))
+                                .with_port(addr.port() as i32)
+                        }
+                    })
+                    .collect();
+            } else {
+                resp.error_code = code;
+                if unavailable {
+                    resp.node_id = BrokerId(-1);
+                    resp.port = -1;
+                } else {
+                    resp.node_id = BrokerId(7);
+                    resp.host = s("127.0.0.1");
+                    resp.port = addr.port() as i32;
+                }
+            }
+            Response::FindCoordinator(resp)
+        }
+        Request::ListGroups(_) => {
+            let g = |id: &str, pt: &str, state: &str, ty: &str| {
+                let mut l = list_groups_response::ListedGroup::default()
+                    .with_group_id(GroupId(s(id)))
+                    .with_protocol_type(s(pt));
+                if v >= 4 {
+                    l.group_state = s(state);
+                }
+                if v >= 5 {
+                    l.group_type = s(ty);
+                }
+                l
+            };
+            Response::ListGroups(ListGroupsResponse::default().with_groups(vec![
+                g("g-empty", "consumer", "Empty", "classic"),
+                g("g-connect", "connect", "Stable", "classic"),
+                g("g-classic", "consumer", "Stable", "classic"),
+                g("g-consumer", "consumer", "Stable", "consumer"),
+            ]))
+        }
+        Request::DescribeGroups(q) => {
+            let groups = q
+                .groups
+                .iter()
+                .map(|id| {
+                    let d = describe_groups_response::DescribedGroup::default()
+                        .with_group_id(id.clone());
+                    let member = |mid: &str, cid: &str, a: Bytes| {
+                        describe_groups_response::DescribedGroupMember::default()
+                            .with_member_id(s(mid))
+                            .with_client_id(s(cid))
+                            .with_client_host(s("/127.0.0.1"))
+                            .with_member_assignment(a)
+                    };
+                    match id.0.as_str() {
+                        "g-classic" => d
+                            .with_group_state(s("Stable"))
+                            .with_protocol_type(s("consumer"))
+                            .with_protocol_data(s("range"))
+                            .with_members(vec![
+                                member("A-1", "A", assignment_bytes(&[("orders", &[0, 1, 2])])),
+                                member("B-2", "B", assignment_bytes(&[("orders", &[3, 4, 5])])),
+                            ]),
+                        "g-empty" => d
+                            .with_group_state(s("Empty"))
+                            .with_protocol_type(s("consumer")),
+                        // Kafka before DescribeGroups v6: unknown groups are "Dead", error 0.
+                        _ => d.with_group_state(s("Dead")),
+                    }
+                })
+                .collect();
+            Response::DescribeGroups(DescribeGroupsResponse::default().with_groups(groups))
+        }
+        Request::ConsumerGroupDescribe(q) => {
+            use consumer_group_describe_response as cgd;
+            let assignment = |ps: &[i32]| {
+                cgd::Assignment::default().with_topic_partitions(vec![
+                    cgd::TopicPartitions::default()
+                        .with_topic_name(TopicName(s("orders")))
+                        .with_partitions(ps.to_vec()),
+                ])
+            };
+            let member = |mid: &str, cid: &str, ps: &[i32]| {
+                cgd::Member::default()
+                    .with_member_id(s(mid))
+                    .with_client_id(s(cid))
+                    .with_client_host(s("/127.0.0.1"))
+                    .with_member_epoch(3)
+                    .with_assignment(assignment(ps))
+                    .with_target_assignment(assignment(ps))
+            };
+            let groups = q
+                .group_ids
+                .iter()
+                .map(|id| {
+                    let d = cgd::DescribedGroup::default().with_group_id(id.clone());
+                    if id.0.as_str() == "g-consumer" {
+                        d.with_group_state(s("Stable"))
+                            .with_group_epoch(3)
+                            .with_assignment_epoch(3)
+                            .with_assignor_name(s("uniform"))
+                            .with_members(vec![
+                                member("A-id", "A", &[0, 1, 2]),
+                                member("B-id", "B", &[3, 4, 5]),
+                            ])
+                    } else {
+                        d.with_error_code(69)
+                    }
+                })
+                .collect();
+            Response::ConsumerGroupDescribe(
+                ConsumerGroupDescribeResponse::default().with_groups(groups),
+            )
+        }
+        Request::OffsetFetch(q) => {
+            let known = |g: &str| g == "g-classic" || g == "g-consumer";
+            let wanted = |t: &str, p: i32| -> bool {
+                // v1 lists topics and partitions; later versions ask for everything (null).
+                match &q.topics {
+                    Some(ts) if v < 8 => ts
+                        .iter()
+                        .any(|x| x.name.0.as_str() == t && x.partition_indexes.contains(&p)),
+                    _ => true,
+                }
+            };
+            let mut parts: Vec<(i32, i64)> = (0..6)
+                .filter(|p| wanted("orders", *p))
+                .map(|p| (p, COMMITTED[p as usize]))
+                .collect();
+            // A partition without a committed offset is reported as -1 and must not show up.
+            parts.push((6, -1));
+            if v >= 8 {
+                use offset_fetch_response as of;
+                let groups = q
+                    .groups
+                    .iter()
+                    .map(|g| {
+                        let mut out = of::OffsetFetchResponseGroup::default()
+                            .with_group_id(g.group_id.clone());
+                        if known(g.group_id.0.as_str()) {
+                            out.topics = vec![of::OffsetFetchResponseTopics::default()
+                                .with_name(TopicName(s("orders")))
+                                .with_partitions(
+                                    parts
+                                        .iter()
+                                        .map(|(p, o)| {
+                                            of::OffsetFetchResponsePartitions::default()
+                                                .with_partition_index(*p)
+                                                .with_committed_offset(*o)
+                                                .with_metadata(Some(s("")))
+                                        })
+                                        .collect(),
+                                )];
+                        }
+                        out
+                    })
+                    .collect();
+                Response::OffsetFetch(OffsetFetchResponse::default().with_groups(groups))
+            } else {
+                use offset_fetch_response as of;
+                let mut resp = OffsetFetchResponse::default();
+                if known(q.group_id.0.as_str()) {
+                    resp.topics = vec![of::OffsetFetchResponseTopic::default()
+                        .with_name(TopicName(s("orders")))
+                        .with_partitions(
+                            parts
+                                .iter()
+                                .map(|(p, o)| {
+                                    of::OffsetFetchResponsePartition::default()
+                                        .with_partition_index(*p)
+                                        .with_committed_offset(*o)
+                                        .with_metadata(Some(s("")))
+                                })
+                                .collect(),
+                        )];
+                }
+                Response::OffsetFetch(resp)
+            }
+        }
+        Request::ListOffsets(q) => {
+            use list_offsets_response as lo;
+            let topics = q
+                .topics
+                .iter()
+                .map(|t| {
+                    lo::ListOffsetsTopicResponse::default()
+                        .with_name(t.name.clone())
+                        .with_partitions(
+                            t.partitions
+                                .iter()
+                                .map(|p| {
+                                    let i = p.partition_index as usize;
+                                    let part = lo::ListOffsetsPartitionResponse::default()
+                                        .with_partition_index(p.partition_index);
+                                    if t.name.0.as_str() == "orders" && i < 6 {
+                                        part.with_offset(LOG_END[i]).with_timestamp(-1)
+                                    } else {
+                                        part.with_error_code(3)
+                                    }
+                                })
+                                .collect(),
+                        )
+                })
+                .collect();
+            Response::ListOffsets(ListOffsetsResponse::default().with_topics(topics))
+        }
+        Request::DeleteGroups(q) => Response::DeleteGroups(
+            DeleteGroupsResponse::default().with_results(
+                q.groups_names
+                    .iter()
+                    .map(|g| {
+                        let code = match g.0.as_str() {
+                            "g-classic" | "g-consumer" => 68, // NON_EMPTY_GROUP
+                            "g-empty" => 0,
+                            _ => 69, // GROUP_ID_NOT_FOUND
+                        };
+                        delete_groups_response::DeletableGroupResult::default()
+                            .with_group_id(g.clone())
+                            .with_error_code(code)
+                    })
+                    .collect(),
+            ),
+        ),
+        other => panic!("the mock broker does not script {other:?}"),
+    }
+}
+
+/// The offsets view of g-classic: reference §10 Example 2 with the offsets of Example 4.
+const CLASSIC_OFFSETS: &str = "
+GROUP     TOPIC  PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG CONSUMER-ID HOST       CLIENT-ID
+g-classic orders 0         10             12             2   A-1         /127.0.0.1 A
+g-classic orders 1         9              9              0   A-1         /127.0.0.1 A
+g-classic orders 2         13             13             0   A-1         /127.0.0.1 A
+g-classic orders 3         6              6              0   B-2         /127.0.0.1 B
+g-classic orders 4         14             20             6   B-2         /127.0.0.1 B
+g-classic orders 5         8              8              0   B-2         /127.0.0.1 B
+";
+
+#[test]
+fn modern_broker_list_describe_delete() {
+    let mock = start_mock(MODERN, false);
+
+    let (code, out) = groups(mock.addr, &["--list"]);
+    assert_eq!(
+        (code, out.as_str()),
+        (0, "g-classic\ng-consumer\ng-empty\n")
+    );
+    let (code, out) = groups(mock.addr, &["--list", "--state"]);
+    assert_eq!(
+        (code, out.as_str()),
+        (
+            0,
+            "GROUP      STATE\ng-classic  Stable\ng-consumer Stable\ng-empty    Empty\n"
+        )
+    );
+
+    let (code, out) = groups(mock.addr, &["--describe", "--group", "g-classic"]);
+    assert_eq!((code, out.as_str()), (0, CLASSIC_OFFSETS));
+
+    let (code, out) = groups(
+        mock.addr,
+        &[
+            "--describe",
+            "--group",
+            "g-consumer",
+            "--members",
+            "--verbose",
+        ],
+    );
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(
+        out,
+        "
+GROUP      CONSUMER-ID HOST       CLIENT-ID #PARTITIONS CURRENT-EPOCH CURRENT-ASSIGNMENT TARGET-EPOCH TARGET-ASSIGNMENT
+g-consumer A-id        /127.0.0.1 A         3           3             orders(0,1,2)      3            orders(0,1,2)
+g-consumer B-id        /127.0.0.1 B         3           3             orders(3,4,5)      3            orders(3,4,5)
+"
+    );
+
+    let (code, out) = groups(
+        mock.addr,
+        &["--describe", "--group", "g-consumer", "--state"],
+    );
+    assert_eq!(code, 0, "{out}");
+    let port = mock.addr.port();
+    let coord = format!("127.0.0.1:{port} (7)");
+    let pad = " ".repeat(coord.len() - "COORDINATOR (ID)".len());
+    assert_eq!(
+        out,
+        format!(
+            "
+GROUP      COORDINATOR (ID){pad} ASSIGNMENT-STRATEGY STATE  GROUP-EPOCH TARGET-ASSIGNMENT-EPOCH #MEMBERS
+g-consumer {coord} uniform             Stable 3           3                       2
+"
+        )
+    );
+
+    let (code, out) = groups(
+        mock.addr,
+        &["--describe", "--group", "g-classic", "--members"],
+    );
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("\ng-classic A-1         /127.0.0.1 A         3\n"),
+        "{out}"
+    );
+
+    // Unknown group, then an empty group with offsets, in one run: exit 1, the rest still shown.
+    let (code, out) = groups(
+        mock.addr,
+        &["--describe", "--group", "nope", "--group", "g-empty"],
+    );
+    assert_eq!(code, 1);
+    assert_eq!(
+        out,
+        "Error: Consumer group 'nope' does not exist.\n\nConsumer group 'g-empty' has no active members.\n"
+    );
+
+    let (code, out) = groups(mock.addr, &["--describe", "--all-groups", "--state"]);
+    assert_eq!(code, 0, "{out}");
+    for g in ["g-classic", "g-consumer", "g-empty"] {
+        assert!(out.contains(&format!("\n{g} ")), "{g} missing from {out}");
+    }
+    assert!(!out.contains("g-connect"), "{out}");
+
+    let (code, out) = groups(mock.addr, &["--delete", "--group", "g-empty"]);
+    assert_eq!(
+        (code, out.as_str()),
+        (
+            0,
+            "Deletion of requested consumer groups ('g-empty') was successful.\n"
+        )
+    );
+    let (code, out) = groups(
+        mock.addr,
+        &["--delete", "--group", "g-classic", "--group", "g-empty"],
+    );
+    assert_eq!(code, 1);
+    assert_eq!(
+        out,
+        "Deletion of some consumer groups failed:\n\
+         * Group 'g-classic' could not be deleted due to: NON_EMPTY_GROUP\n\
+         \n\
+         These consumer groups were deleted successfully: 'g-empty'\n"
+    );
+
+    // Highest common versions, batched FindCoordinator, retry after COORDINATOR_NOT_AVAILABLE.
+    assert!(mock.versions_of(18).iter().all(|v| *v == 3));
+    assert!(mock.versions_of(10).iter().all(|v| *v == 6));
+    assert!(mock.versions_of(10).len() >= 2, "no retry after error 15");
+    assert!(mock.versions_of(9).iter().all(|v| *v == 9));
+    assert!(mock.versions_of(2).iter().all(|v| *v == 10));
+    assert!(mock.versions_of(15).iter().all(|v| *v == 5));
+    assert!(mock.versions_of(16).iter().all(|v| *v == 5));
+    assert!(mock.versions_of(42).iter().all(|v| *v == 2));
+    assert!(mock.versions_of(69).len() >= 2);
+    assert!(mock.versions_of(69).iter().all(|v| *v == 1));
+}
+
+#[test]
+fn old_broker_same_output_through_old_versions() {
+    let mock = start_mock(OLD, false);
+    let (code, out) = groups(mock.addr, &["--describe", "--group", "g-classic"]);
+    assert_eq!((code, out.as_str()), (0, CLASSIC_OFFSETS));
+    // ApiVersions v3 is answered with UNSUPPORTED_VERSION; the client retries at v2.
+    assert_eq!(mock.versions_of(18), vec![3, 2]);
+    assert_eq!(mock.versions_of(10), vec![3, 3]); // one retry after error 15
+    assert_eq!(mock.versions_of(9), vec![7]);
+    assert_eq!(mock.versions_of(2), vec![1]);
+
+    // No state in ListGroups v3.
+    let (code, out) = groups(mock.addr, &["--list", "--state"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("g-classic  Unknown\n"), "{out}");
+    // Without ConsumerGroupDescribe a consumer group is looked up with DescribeGroups.
+    let (code, out) = groups(mock.addr, &["--describe", "--group", "g-consumer"]);
+    assert_eq!(code, 1);
+    assert_eq!(out, "Error: Consumer group 'g-consumer' does not exist.\n");
+    let (code, out) = groups(mock.addr, &["--delete", "--group", "g-classic"]);
+    assert_eq!(code, 1);
+    assert!(out.contains("due to: NON_EMPTY_GROUP"), "{out}");
+    assert_eq!(mock.versions_of(42), vec![0]);
+}
+
+#[test]
+fn offset_fetch_v1_lists_the_assigned_partitions() {
+    let mock = start_mock(OFFSET_FETCH_V1, false);
+    let (code, out) = groups(mock.addr, &["--describe", "--group", "g-classic"]);
+    assert_eq!(code, 0, "{out}");
+    // No ListOffsets: log-end offsets and lag are unknown.
+    assert!(
+        out.contains("\ng-classic orders 0         10             -              -   A-1 "),
+        "{out}"
+    );
+    assert_eq!(out.lines().count(), 2 + 6, "{out}");
+    assert_eq!(mock.versions_of(9), vec![1]);
+}
+
+#[test]
+fn broker_without_group_apis_is_reported_not_panicked() {
+    let mock = start_mock(NO_GROUP_APIS, false);
+    let (code, out) = groups(mock.addr, &["--list"]);
+    assert_eq!(code, 1);
+    assert!(
+        out.starts_with("Error: broker does not support ListGroups"),
+        "{out}"
+    );
+    let (code, out) = groups(mock.addr, &["--describe", "--group", "g"]);
+    assert_eq!(code, 1);
+    assert!(
+        out.starts_with("Error: broker does not support DescribeGroups"),
+        "{out}"
+    );
+    let (code, out) = groups(mock.addr, &["--delete", "--group", "g"]);
+    assert_eq!(code, 1);
+    assert!(
+        out.starts_with("Error: broker does not support DeleteGroups"),
+        "{out}"
+    );
+}
+
+#[test]
+fn silent_broker_times_out() {
+    let mock = start_mock(MODERN, true);
+    let started = Instant::now();
+    let (code, out) = groups(mock.addr, &["--list", "--timeout-ms", "300"]);
+    assert_eq!(code, 1);
+    assert!(out.contains("timed out after 300 ms"), "{out}");
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+// ------------------------------------------------------------------------------------------------
+// The real server
+// ------------------------------------------------------------------------------------------------
+
+struct TestServer {
+    handle: Option<engine::server::ServerHandle>,
+    addr: SocketAddr,
+    dir: std::path::PathBuf,
+}
+
+impl TestServer {
+    fn start(tag: &str, sets: &[&str]) -> Self {
+        let dir = std::env::temp_dir().join(format!("rl-admin-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+        let config = Config::load(None, &sets).unwrap();
+        let addr = engine::server::probe_listen_addr("127.0.0.1:0".parse().unwrap()).unwrap();
+        let broker = engine::open_broker(config, &dir, addr).unwrap();
+        let handle = engine::server::start(broker, addr, 2).unwrap();
+        Self {
+            handle: Some(handle),
+            addr,
+            dir,
+        }
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        if let Some(h) = self.handle.take() {
+            h.shutdown();
+            let _ = h.join();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A raw blocking client for setting up state.
+struct Client {
+    sock: TcpStream,
+    next_cid: i32,
+    ranges: Vec<(i16, i16, i16)>,
+}
+
+impl Client {
+    fn connect(addr: SocketAddr) -> Self {
+        let sock = TcpStream::connect(addr).unwrap();
+        sock.set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        let mut c = Client {
+            sock,
+            next_cid: 1,
+            ranges: Vec::new(),
+        };
+        let Response::ApiVersions(r) = c.call(0, Request::ApiVersions(Default::default())) else {
+            panic!()
+        };
+        assert_eq!(r.error_code, 0);
+        c.ranges = r
+            .api_keys
+            .iter()
+            .map(|k| (k.api_key, k.min_version, k.max_version))
+            .collect();
+        c
+    }
+
+    /// Highest common version with a client speaking `max` (None when not served).
+    fn version(&self, key: i16, max: i16) -> Option<i16> {
+        let &(_, lo, hi) = self.ranges.iter().find(|(k, _, _)| *k == key)?;
+        let v = hi.min(max);
+        (v >= lo).then_some(v)
+    }
+
+    fn call(&mut self, version: i16, req: Request) -> Response {
+        let cid = self.next_cid;
+        self.next_cid += 1;
+        let header = RequestHeader {
+            api_key: req.api_key(),
+            api_version: version,
+            correlation_id: cid,
+            client_id: Some("admin-it".into()),
+        };
+        let mut buf = BytesMut::new();
+        encode_request(&header, &req, &mut buf).unwrap();
+        self.sock.write_all(&buf).unwrap();
+        let mut len = [0u8; 4];
+        self.sock.read_exact(&mut len).unwrap();
+        let mut body = vec![0u8; i32::from_be_bytes(len) as usize];
+        self.sock.read_exact(&mut body).unwrap();
+        let (got, resp) = decode_response(req.api_key(), version, &Bytes::from(body)).unwrap();
+        assert_eq!(got, cid);
+        resp
+    }
+}
+
+#[test]
+fn list_against_the_real_broker() {
+    let server = TestServer::start("list", &[]);
+    let served = Client::connect(server.addr).version(16, 5).is_some();
+    let (code, out) = groups(server.addr, &["--list"]);
+    if served {
+        assert_eq!((code, out.as_str()), (0, ""), "no groups yet");
+    } else {
+        assert_eq!(code, 1);
+        assert!(
+            out.starts_with("Error: broker does not support ListGroups"),
+            "{out}"
+        );
+    }
+}
+
+#[test]
+fn unreachable_bootstrap_fails_fast() {
+    let port = {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let started = Instant::now();
+    let (code, out) = groups(SocketAddr::from(([127, 0, 0, 1], port)), &["--list"]);
+    assert_eq!(code, 1);
+    assert!(out.starts_with("Error: cannot connect to broker"), "{out}");
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+/// Join a classic group over the wire (JoinGroup, SyncGroup assigning orders 0-5 to itself,
+/// OffsetCommit), then describe it. Runs fully once the broker serves the classic group APIs;
+/// until then the CLI must report the missing API.
+#[test]
+fn describe_a_group_made_over_the_wire() {
+    let server = TestServer::start("describe", &["group.initial.rebalance.delay.ms=0"]);
+    let mut c = Client::connect(server.addr);
+    let needed = [(11, 9), (14, 5), (8, 9), (15, 5), (9, 9), (16, 5)];
+    let versions: Vec<Option<i16>> = needed.iter().map(|(k, m)| c.version(*k, *m)).collect();
+    if versions.iter().any(Option::is_none) {
+        let (code, out) = groups(server.addr, &["--describe", "--group", "g-wire"]);
+        assert_eq!(code, 1);
+        assert!(out.contains("broker does not support"), "{out}");
+        eprintln!("classic group APIs not served yet: only the error path was checked");
+        return;
+    }
+    let [join_v, sync_v, commit_v, ..] =
+        [versions[0], versions[1], versions[2]].map(Option::unwrap);
+
+    // Topic to consume.
+    let create = Request::CreateTopics(CreateTopicsRequest::default().with_topics(vec![
+        create_topics_request::CreatableTopic::default()
+            .with_name(TopicName(s("orders")))
+            .with_num_partitions(6)
+            .with_replication_factor(1),
+    ]));
+    let Response::CreateTopics(ct) = c.call(c.version(19, 7).unwrap(), create) else {
+        panic!()
+    };
+    assert_eq!(ct.topics[0].error_code, 0);
+
+    // JoinGroup (a second time with the assigned id after MEMBER_ID_REQUIRED).
+    let mut subscription = BytesMut::new();
+    subscription.extend_from_slice(&0i16.to_be_bytes());
+    ConsumerProtocolSubscription::default()
+        .with_topics(vec![s("orders")])
+        .encode(&mut subscription, 0)
+        .unwrap();
+    let subscription = subscription.freeze();
+    let mut member_id = String::new();
+    let joined = loop {
+        let req = JoinGroupRequest::default()
+            .with_group_id(GroupId(s("g-wire")))
+            .with_session_timeout_ms(30_000)
+            .with_rebalance_timeout_ms(30_000)
+            .with_member_id(s(&member_id))
+            .with_protocol_type(s("consumer"))
+            .with_protocols(vec![join_group_request::JoinGroupRequestProtocol::default(
+            )
+            .with_name(s("range"))
+            .with_metadata(subscription.clone())]);
+        let Response::JoinGroup(j) = c.call(join_v, Request::JoinGroup(req)) else {
+            panic!()
+        };
+        if j.error_code == 79 && member_id.is_empty() {
+            member_id = j.member_id.to_string();
+            continue;
+        }
+        assert_eq!(j.error_code, 0, "JoinGroup");
+        break j;
+    };
+    member_id = joined.member_id.to_string();
+    assert_eq!(joined.leader.as_str(), member_id, "sole member leads");
+
+    let assignment =
+        admin_cli::encode_consumer_assignment(&tps(&[("orders", &[0, 1, 2, 3, 4, 5])]), 0);
+    let mut sync = SyncGroupRequest::default()
+        .with_group_id(GroupId(s("g-wire")))
+        .with_generation_id(joined.generation_id)
+        .with_member_id(s(&member_id))
+        .with_assignments(vec![
+            sync_group_request::SyncGroupRequestAssignment::default()
+                .with_member_id(s(&member_id))
+                .with_assignment(assignment.clone()),
+        ]);
+    if sync_v >= 5 {
+        sync.protocol_type = Some(s("consumer"));
+        sync.protocol_name = Some(s("range"));
+    }
+    let Response::SyncGroup(sg) = c.call(sync_v, Request::SyncGroup(sync)) else {
+        panic!()
+    };
+    assert_eq!(sg.error_code, 0, "SyncGroup");
+    assert_eq!(sg.assignment, assignment);
+
+    let commit = OffsetCommitRequest::default()
+        .with_group_id(GroupId(s("g-wire")))
+        .with_generation_id_or_member_epoch(joined.generation_id)
+        .with_member_id(s(&member_id))
+        .with_topics(vec![
+            offset_commit_request::OffsetCommitRequestTopic::default()
+                .with_name(TopicName(s("orders")))
+                .with_partitions(
+                    COMMITTED
+                        .iter()
+                        .enumerate()
+                        .map(|(p, o)| {
+                            offset_commit_request::OffsetCommitRequestPartition::default()
+                                .with_partition_index(p as i32)
+                                .with_committed_offset(*o)
+                                .with_committed_metadata(Some(s("")))
+                        })
+                        .collect(),
+                ),
+        ]);
+    let Response::OffsetCommit(oc) = c.call(commit_v, Request::OffsetCommit(commit)) else {
+        panic!()
+    };
+    for p in &oc.topics[0].partitions {
+        assert_eq!(
+            p.error_code, 0,
+            "OffsetCommit partition {}",
+            p.partition_index
+        );
+    }
+
+    let (code, out) = groups(server.addr, &["--list"]);
+    assert_eq!((code, out.as_str()), (0, "g-wire\n"));
+
+    let (code, out) = groups(server.addr, &["--describe", "--group", "g-wire"]);
+    assert_eq!(code, 0, "{out}");
+    let rows: Vec<Vec<&str>> = out
+        .lines()
+        .skip(2)
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(rows.len(), 6, "{out}");
+    for (p, row) in rows.iter().enumerate() {
+        assert_eq!(
+            row[..4],
+            [
+                "g-wire",
+                "orders",
+                p.to_string().as_str(),
+                COMMITTED[p].to_string().as_str()
+            ]
+        );
+        assert_eq!(row[6], member_id, "{out}");
+        assert_eq!(row[8], "admin-it", "{out}");
+    }
+
+    let (code, out) = groups(
+        server.addr,
+        &["--describe", "--group", "g-wire", "--members", "--verbose"],
+    );
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains(" 6 "), "{out}");
+    assert!(out.trim_end().ends_with("orders(0,1,2,3,4,5)"), "{out}");
+
+    let (code, out) = groups(server.addr, &["--describe", "--group", "g-wire", "--state"]);
+    assert_eq!(code, 0, "{out}");
+    let last: Vec<&str> = out.lines().last().unwrap().split_whitespace().collect();
+    assert_eq!(last[0], "g-wire");
+    assert_eq!(&last[last.len() - 3..], ["range", "Stable", "1"], "{out}");
+
+    if c.version(42, 2).is_some() {
+        let (code, out) = groups(server.addr, &["--delete", "--group", "g-wire"]);
+        assert_eq!(code, 1);
+        assert!(out.contains("due to: NON_EMPTY_GROUP"), "{out}");
+    }
+}
