@@ -843,6 +843,9 @@ fn normalize(mut tps: TopicPartitions) -> TopicPartitions {
 // ------------------------------------------------------------------------------------------------
 
 const MAX_ATTEMPTS: u32 = 60;
+
+/// One group's FindCoordinator outcome.
+type CoordinatorLookup = (String, Result<Node, AdminError>);
 const CLIENT_ID: &str = "ringleader-admin";
 
 /// The bootstrap connection plus connections to coordinators elsewhere, and cached lookups.
@@ -941,7 +944,7 @@ impl Session {
     fn lookup_coordinators(
         &mut self,
         groups: &[String],
-    ) -> Result<Vec<(String, Result<Node, AdminError>)>, AdminError> {
+    ) -> Result<Vec<CoordinatorLookup>, AdminError> {
         let v = self.bootstrap.require(FIND_COORDINATOR)?;
         let mut out = Vec::with_capacity(groups.len());
         if v >= 4 {
@@ -976,10 +979,8 @@ impl Session {
             }
         } else {
             for g in groups {
-                let mut req = FindCoordinatorRequest::default().with_key(sb(g));
-                if v >= 1 {
-                    req.key_type = 0;
-                }
+                // KeyType (v1+) defaults to 0, a group.
+                let req = FindCoordinatorRequest::default().with_key(sb(g));
                 let Response::FindCoordinator(resp) =
                     self.bootstrap.call(v, &Request::FindCoordinator(req))?
                 else {
@@ -2373,10 +2374,7 @@ mod tests {
                 verbose: true
             })
         );
-        assert_eq!(
-            action(&["--describe", "--group", "g", "--state", "--offsets"]).is_err(),
-            true
-        );
+        assert!(action(&["--describe", "--group", "g", "--state", "--offsets"]).is_err());
         assert_eq!(
             action(&["--delete", "--group", "g"]),
             Ok(Action::Delete {

@@ -917,9 +917,51 @@ fn describe_a_group_made_over_the_wire() {
     assert_eq!(last[0], "g-wire");
     assert_eq!(&last[last.len() - 3..], ["range", "Stable", "1"], "{out}");
 
-    if c.version(42, 2).is_some() {
-        let (code, out) = groups(server.addr, &["--delete", "--group", "g-wire"]);
-        assert_eq!(code, 1);
-        assert!(out.contains("due to: NON_EMPTY_GROUP"), "{out}");
+    let (Some(leave_v), Some(_)) = (c.version(13, 5), c.version(42, 2)) else {
+        eprintln!("LeaveGroup/DeleteGroups not served yet: deletion not checked");
+        return;
+    };
+    let (code, out) = groups(server.addr, &["--delete", "--group", "g-wire"]);
+    assert_eq!(code, 1);
+    assert!(out.contains("due to: NON_EMPTY_GROUP"), "{out}");
+
+    // Leave: the group is Empty, its offsets remain, then it can be deleted.
+    let mut leave = LeaveGroupRequest::default().with_group_id(GroupId(s("g-wire")));
+    if leave_v >= 3 {
+        leave.members =
+            vec![leave_group_request::MemberIdentity::default().with_member_id(s(&member_id))];
+    } else {
+        leave.member_id = s(&member_id);
     }
+    let Response::LeaveGroup(lg) = c.call(leave_v, Request::LeaveGroup(leave)) else {
+        panic!()
+    };
+    assert_eq!(lg.error_code, 0, "LeaveGroup");
+    let (code, out) = groups(server.addr, &["--describe", "--group", "g-wire"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.starts_with("\nConsumer group 'g-wire' has no active members.\n\nGROUP "),
+        "{out}"
+    );
+    assert_eq!(out.lines().count(), 4 + 6, "{out}");
+    // Committed offsets stay; no member owns the partitions now.
+    let last: Vec<&str> = out.lines().last().unwrap().split_whitespace().collect();
+    assert_eq!(last[..4], ["g-wire", "orders", "5", "8"], "{out}");
+    assert_eq!(last[last.len() - 3..], ["-", "-", "-"], "{out}");
+
+    let (code, out) = groups(server.addr, &["--delete", "--group", "g-wire"]);
+    assert_eq!(
+        (code, out.as_str()),
+        (
+            0,
+            "Deletion of requested consumer groups ('g-wire') was successful.\n"
+        )
+    );
+    let (code, out) = groups(server.addr, &["--describe", "--group", "g-wire"]);
+    assert_eq!(
+        (code, out.as_str()),
+        (1, "Error: Consumer group 'g-wire' does not exist.\n")
+    );
+    let (code, out) = groups(server.addr, &["--list"]);
+    assert_eq!((code, out.as_str()), (0, ""));
 }

@@ -196,7 +196,7 @@ impl Timers {
 }
 
 /// Everything one `__consumer_offsets` partition knows.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Coordinator {
     pub partition: i32,
     pub config: GroupConfig,
