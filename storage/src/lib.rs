@@ -1,11 +1,15 @@
 //! `storage`: Ringleader's durable files.
 //!
-//! Owns: writing files so that a crash leaves either the old or the new content and never a mix
-//! (`durable_file`), and — as the storage issue lands — the append-only `__consumer_offsets`
-//! segment logs (record batches v2, CRC-32C, io_uring writes, group commit with fdatasync),
-//! recovery that truncates a torn tail, rkyv snapshots and compaction.
+//! Owns: Kafka record batches v2 (`batch`, CRC-32C, byte-exact), append-only partition logs of
+//! segment files with one write + one fdatasync per batch and recovery that truncates a torn or
+//! corrupt tail (`log`), the file backend trait with an io_uring implementation and a
+//! fault-injecting in-memory one (`io`), and small durable files written whole
+//! (`durable_file`).
 //!
-//! Must not: know what a group, a member or an offset commit is. It stores bytes and keys; the
+//! Must not: know what a group, a member or an offset commit is. It stores keys and values; the
 //! engine gives them meaning.
 
+pub mod batch;
 pub mod durable_file;
+pub mod io;
+pub mod log;
