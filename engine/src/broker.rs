@@ -41,6 +41,8 @@ pub struct Broker {
     /// What clients are told to connect to (advertised.listeners, else the listen address).
     pub host: String,
     pub port: i32,
+    /// Where `__consumer_offsets-<p>` logs live; None keeps group state in memory only (tests).
+    pub data_dir: Option<std::path::PathBuf>,
 }
 
 fn s(v: impl Into<String>) -> StrBytes {

@@ -49,6 +49,7 @@ pub fn open_broker(
         host,
         port,
         config,
+        data_dir: Some(data_dir.to_path_buf()),
     }))
 }
 

@@ -14,6 +14,8 @@ use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
+use storage::io::GlommioDir;
+use storage::log::{LogConfig, PartitionLog};
 use wire::records::Record;
 
 /// An operation on one partition, sent to the shard that owns it.
@@ -40,40 +42,34 @@ pub enum PartitionReply {
     Unavailable,
 }
 
-/// Where a partition's records go once the state machine has produced them.
-///
-/// Until the durable log lands (storage issue), records are kept in memory, bounded: past
-/// `IN_MEMORY_SINK_MAX_RECORDS` the oldest are dropped and only counted. The log replaces this
-/// with segment files, and responses will then wait for fdatasync.
-pub trait RecordSink {
-    fn append(&mut self, records: Vec<Record>);
-}
+/// Records kept in memory when the broker runs without a data directory (in-process tests):
+/// bounded, oldest dropped first.
+pub const IN_MEMORY_MAX_RECORDS: usize = 1 << 16;
 
-pub const IN_MEMORY_SINK_MAX_RECORDS: usize = 1 << 20;
+/// Largest number of records written as one batch; more waiting records form the next batch.
+pub const MAX_RECORDS_PER_BATCH: usize = 4096;
 
-#[derive(Debug, Default)]
-pub struct InMemorySink {
-    pub records: std::collections::VecDeque<Record>,
-    pub appended: u64,
-    pub dropped: u64,
-}
-
-impl RecordSink for InMemorySink {
-    fn append(&mut self, records: Vec<Record>) {
-        for r in records {
-            self.appended += 1;
-            if self.records.len() == IN_MEMORY_SINK_MAX_RECORDS {
-                self.records.pop_front();
-                self.dropped += 1;
-            }
-            self.records.push_back(r);
-        }
-    }
-}
+/// Kafka maps a failed coordinator write (KAFKA_STORAGE_ERROR) to NOT_COORDINATOR: the client
+/// looks the coordinator up again and retries.
+const WRITE_FAILED: i16 = 16;
 
 struct Slot {
+    partition: i32,
     coordinator: Coordinator,
-    sink: InMemorySink,
+    /// False while the partition reloads after a failed write: its requests get
+    /// COORDINATOR_NOT_AVAILABLE until it is back.
+    available: bool,
+    /// Durable mode: records produced but not yet handed to the log writer, in order.
+    pending: std::collections::VecDeque<Record>,
+    /// Sequence numbers of records: produced so far, taken by the writer, and durable.
+    appended_seq: u64,
+    written_seq: u64,
+    durable_seq: u64,
+    /// Responses waiting for the records before them to be durable: (needed seq, request, response).
+    parked: std::collections::VecDeque<(u64, ReqId, GroupResponse)>,
+    /// Wakes the partition's log writer; None = memory mode (no data directory).
+    doorbell: Option<glommio::channels::local_channel::LocalSender<()>>,
+    memory: std::collections::VecDeque<Record>,
     ops_served: u64,
 }
 
@@ -81,6 +77,7 @@ struct Slot {
 pub struct PartitionTable {
     shard: usize,
     shards: usize,
+    config: GroupConfig,
     slots: Vec<RefCell<Slot>>,
     waiters: RefCell<hashbrown::HashMap<ReqId, Rc<OneShot<GroupResponse>>>>,
     next_req: Cell<ReqId>,
@@ -93,6 +90,15 @@ pub fn wall_clock_ms() -> i64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0)
+}
+
+/// What loading one partition's log found (one log line each).
+#[derive(Debug, Clone)]
+pub struct LoadReport {
+    pub partition: i32,
+    pub report: storage::log::RecoveryReport,
+    pub skipped_records: u64,
+    pub millis: u128,
 }
 
 impl PartitionTable {
@@ -114,8 +120,16 @@ impl PartitionTable {
                 let mut coordinator = Coordinator::new(p, config.clone());
                 coordinator.start(now);
                 RefCell::new(Slot {
+                    partition: p,
                     coordinator,
-                    sink: InMemorySink::default(),
+                    available: true,
+                    pending: Default::default(),
+                    appended_seq: 0,
+                    written_seq: 0,
+                    durable_seq: 0,
+                    parked: Default::default(),
+                    doorbell: None,
+                    memory: Default::default(),
                     ops_served: 0,
                 })
             })
@@ -123,11 +137,58 @@ impl PartitionTable {
         Self {
             shard,
             shards,
+            config,
             slots,
             waiters: RefCell::default(),
             next_req: Cell::new(1),
             clock,
         }
+    }
+
+    /// Durable mode: load every owned partition from `DATA/__consumer_offsets-<p>/` (replaying its
+    /// records into the coordinator) and start its log writer. Partitions load one after another
+    /// on this shard while the other shards load theirs in parallel.
+    pub async fn open_logs(
+        self: &Rc<Self>,
+        data_dir: &std::path::Path,
+        log_config: LogConfig,
+    ) -> anyhow::Result<Vec<LoadReport>> {
+        let mut reports = Vec::new();
+        for idx in 0..self.slots.len() {
+            let partition = self.slots[idx].borrow().partition;
+            let dir = GlommioDir::new(data_dir.join(format!("__consumer_offsets-{partition}")))?;
+            let started = std::time::Instant::now();
+            let (coordinator, log, report, skipped) = load_partition(
+                partition,
+                &self.config,
+                dir.clone(),
+                log_config.clone(),
+                self.now(),
+            )
+            .await?;
+            let (tx, rx) = glommio::channels::local_channel::new_bounded(1);
+            {
+                let mut slot = self.slots[idx].borrow_mut();
+                slot.coordinator = coordinator;
+                slot.doorbell = Some(tx);
+            }
+            glommio::spawn_local(log_writer(
+                self.clone(),
+                idx,
+                log,
+                dir,
+                log_config.clone(),
+                rx,
+            ))
+            .detach();
+            reports.push(LoadReport {
+                partition,
+                report,
+                skipped_records: skipped,
+                millis: started.elapsed().as_millis(),
+            });
+        }
+        Ok(reports)
     }
 
     fn slot_index(&self, partition: i32) -> Option<usize> {
@@ -159,6 +220,9 @@ impl PartitionTable {
                 Box::pin(std::future::ready(reply))
             }
             PartitionOp::Group { ctx, req } => {
+                if !self.slots[idx].borrow().available {
+                    return Box::pin(std::future::ready(PartitionReply::Unavailable));
+                }
                 let id = self.next_req.get();
                 self.next_req.set(id + 1);
                 let waiter = OneShot::new();
@@ -180,20 +244,84 @@ impl PartitionTable {
         }
     }
 
-    /// Records first, then responses: nothing is acknowledged before its record is handed on.
+    /// Records first, then responses. In durable mode a response is released only once every
+    /// record produced before it in this partition is on disk — its own, and any earlier one its
+    /// answer may depend on; a request that changed nothing in a quiet partition answers at once.
     fn deliver(&self, idx: usize, out: Output) {
-        if !out.records.is_empty() {
-            self.slots[idx].borrow_mut().sink.append(out.records);
+        let mut ready = Vec::new();
+        {
+            let mut slot = self.slots[idx].borrow_mut();
+            let slot = &mut *slot;
+            match &slot.doorbell {
+                None => {
+                    for r in out.records {
+                        if slot.memory.len() == IN_MEMORY_MAX_RECORDS {
+                            slot.memory.pop_front();
+                        }
+                        slot.memory.push_back(r);
+                    }
+                    ready = out.replies;
+                }
+                Some(doorbell) => {
+                    if !out.records.is_empty() {
+                        slot.appended_seq += out.records.len() as u64;
+                        slot.pending.extend(out.records);
+                        let _ = doorbell.try_send(()); // full = the writer is already due to look
+                    }
+                    for (id, resp) in out.replies {
+                        if slot.durable_seq >= slot.appended_seq && slot.parked.is_empty() {
+                            ready.push((id, resp));
+                        } else {
+                            slot.parked.push_back((slot.appended_seq, id, resp));
+                        }
+                    }
+                }
+            }
         }
-        if out.replies.is_empty() {
+        self.complete(ready);
+    }
+
+    fn complete(&self, replies: Vec<(ReqId, GroupResponse)>) {
+        if replies.is_empty() {
             return;
         }
         let mut waiters = self.waiters.borrow_mut();
-        for (id, resp) in out.replies {
+        for (id, resp) in replies {
             if let Some(w) = waiters.remove(&id) {
                 w.complete(resp);
             }
         }
+    }
+
+    /// The writer made records up to `seq` durable: release what waited for them.
+    fn mark_durable(&self, idx: usize, seq: u64) {
+        let mut ready = Vec::new();
+        {
+            let mut slot = self.slots[idx].borrow_mut();
+            slot.durable_seq = seq;
+            while slot.parked.front().is_some_and(|(need, _, _)| *need <= seq) {
+                let (_, id, resp) = slot.parked.pop_front().expect("front exists");
+                ready.push((id, resp));
+            }
+        }
+        self.complete(ready);
+    }
+
+    /// A write failed: nothing that waited on it (or came after it) may be acknowledged. Their
+    /// requests get NOT_COORDINATOR and the partition is unavailable until reloaded from disk.
+    fn fail_pending(&self, idx: usize) {
+        let mut failed = Vec::new();
+        {
+            let mut slot = self.slots[idx].borrow_mut();
+            slot.available = false;
+            slot.pending.clear();
+            slot.written_seq = slot.appended_seq;
+            slot.durable_seq = slot.appended_seq;
+            for (_, id, resp) in slot.parked.drain(..) {
+                failed.push((id, crate::group::failed_response(&resp, WRITE_FAILED)));
+            }
+        }
+        self.complete(failed);
     }
 
     /// Fire every due deadline of every partition.
@@ -202,7 +330,7 @@ impl PartitionTable {
             let mut out = Output::default();
             {
                 let mut slot = self.slots[idx].borrow_mut();
-                if !slot.coordinator.next_deadline().is_some_and(|d| d <= now) {
+                if !slot.available || !slot.coordinator.next_deadline().is_some_and(|d| d <= now) {
                     continue;
                 }
                 slot.coordinator.tick(now, &mut out);
@@ -215,10 +343,139 @@ impl PartitionTable {
         (self.clock)()
     }
 
-    /// Records handed to the sink so far, per owned partition (tests, diagnostics).
+    /// Records produced so far across owned partitions (tests, diagnostics).
     pub fn records_appended(&self) -> u64 {
-        self.slots.iter().map(|s| s.borrow().sink.appended).sum()
+        self.slots
+            .iter()
+            .map(|s| {
+                let s = s.borrow();
+                s.appended_seq + s.memory.len() as u64
+            })
+            .sum()
     }
+}
+
+/// Rebuild one partition's coordinator from its log. Records that do not decode (a type this
+/// build does not know) are skipped and counted, as Kafka's loader skips unknown types.
+async fn load_partition(
+    partition: i32,
+    config: &GroupConfig,
+    dir: GlommioDir,
+    log_config: LogConfig,
+    now: i64,
+) -> anyhow::Result<(
+    Coordinator,
+    PartitionLog<GlommioDir>,
+    storage::log::RecoveryReport,
+    u64,
+)> {
+    let mut coordinator = Coordinator::new(partition, config.clone());
+    let mut skipped = 0u64;
+    let (log, report) = PartitionLog::open(dir, log_config, |_, _, key, value| {
+        match key.map(|k| Record::decode(k, value)) {
+            Some(Ok(record)) => coordinator.replay(&record),
+            _ => skipped += 1,
+        }
+    })
+    .await
+    .map_err(|e| anyhow::anyhow!("loading __consumer_offsets-{partition}: {e}"))?;
+    coordinator.on_loaded(now);
+    Ok((coordinator, log, report, skipped))
+}
+
+/// One partition's writer: takes the records waiting, writes them as one batch with one
+/// fdatasync, then releases the responses that waited. Records produced meanwhile form the next
+/// batch, so the batch size adapts to the load (group commit).
+async fn log_writer(
+    table: Rc<PartitionTable>,
+    idx: usize,
+    mut log: PartitionLog<GlommioDir>,
+    dir: GlommioDir,
+    log_config: LogConfig,
+    doorbell: glommio::channels::local_channel::LocalReceiver<()>,
+) {
+    while doorbell.recv().await.is_some() {
+        loop {
+            let (records, upto) = {
+                let mut slot = table.slots[idx].borrow_mut();
+                if slot.pending.is_empty() {
+                    break;
+                }
+                let n = slot.pending.len().min(MAX_RECORDS_PER_BATCH);
+                let records: Vec<Record> = slot.pending.drain(..n).collect();
+                slot.written_seq += n as u64;
+                (records, slot.written_seq)
+            };
+            let result = match encode_records(&records) {
+                Ok(kv) => {
+                    let refs: Vec<(Option<&[u8]>, Option<&[u8]>)> = kv
+                        .iter()
+                        .map(|(k, v)| (Some(k.as_slice()), v.as_deref()))
+                        .collect();
+                    log.append(&refs, table.now()).await.map(|_| ())
+                }
+                Err(e) => Err(std::io::Error::other(e)),
+            };
+            match result {
+                Ok(()) => table.mark_durable(idx, upto),
+                Err(e) => {
+                    let partition = table.slots[idx].borrow().partition;
+                    tracing::error!(partition, error = %e, "write to __consumer_offsets failed; failing waiting requests and reloading the partition");
+                    table.fail_pending(idx);
+                    log = reload_until_ok(&table, idx, &dir, &log_config).await;
+                }
+            }
+        }
+    }
+}
+
+/// Reload a partition after a failed write, retrying while the disk stays unusable.
+async fn reload_until_ok(
+    table: &Rc<PartitionTable>,
+    idx: usize,
+    dir: &GlommioDir,
+    log_config: &LogConfig,
+) -> PartitionLog<GlommioDir> {
+    let partition = table.slots[idx].borrow().partition;
+    loop {
+        match load_partition(
+            partition,
+            &table.config,
+            dir.clone(),
+            log_config.clone(),
+            table.now(),
+        )
+        .await
+        {
+            Ok((coordinator, log, report, _)) => {
+                let mut slot = table.slots[idx].borrow_mut();
+                slot.coordinator = coordinator;
+                slot.available = true;
+                tracing::info!(
+                    partition,
+                    records = report.records,
+                    "reloaded __consumer_offsets partition after a failed write"
+                );
+                return log;
+            }
+            Err(e) => {
+                tracing::error!(partition, error = %e, "reloading partition failed; retrying in 1s");
+                glommio::timer::sleep(std::time::Duration::from_secs(1)).await;
+            }
+        }
+    }
+}
+
+fn encode_records(records: &[Record]) -> Result<Vec<(Vec<u8>, Option<Vec<u8>>)>, String> {
+    records
+        .iter()
+        .map(|r| {
+            Ok((
+                r.encode_key().map_err(|e| e.to_string())?,
+                r.encode_value().map_err(|e| e.to_string())?,
+            ))
+        })
+        .collect()
 }
 
 #[cfg(test)]

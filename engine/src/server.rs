@@ -131,6 +131,30 @@ async fn run_shard(
     })
     .await?;
     let table = tables.expect("join built the partition table");
+    if let Some(data_dir) = broker.data_dir.clone() {
+        let log_config = storage::log::LogConfig {
+            segment_bytes: broker.config.offsets_topic_segment_bytes.max(1) as u64,
+            read_chunk_bytes: broker.config.offsets_load_buffer_size.max(4096) as usize,
+            ..storage::log::LogConfig::default()
+        };
+        for r in table.open_logs(&data_dir, log_config).await? {
+            let rep = &r.report;
+            tracing::info!(
+                partition = r.partition,
+                records = rep.records,
+                bytes = rep.bytes,
+                batches = rep.batches,
+                segments = rep.segments,
+                millis = r.millis as u64,
+                skipped = r.skipped_records,
+                "loaded __consumer_offsets-{}",
+                r.partition
+            );
+            if let Some((segment, pos, reason)) = &rep.truncated {
+                tracing::warn!(partition = r.partition, segment = %segment, position = pos, %reason, "truncated a torn or corrupt log tail");
+            }
+        }
+    }
     // Deadlines (sessions, join/sync phases, retention) fire from here. Group timers are in
     // milliseconds; a 5 ms tick keeps them within a few ms of Kafka's.
     {

@@ -129,6 +129,54 @@ pub struct FetchedOffsets {
     pub partitions: Vec<(String, i32, i64, i32, String, i16)>,
 }
 
+/// The same response carrying `code` instead: what a request gets when the write of its records
+/// failed (Kafka maps a storage error to NOT_COORDINATOR, so the client re-finds the
+/// coordinator and retries).
+pub fn failed_response(resp: &GroupResponse, code: i16) -> GroupResponse {
+    match resp {
+        GroupResponse::Join(r) => GroupResponse::Join(
+            r.clone()
+                .with_error_code(code)
+                .with_generation_id(-1)
+                .with_members(Vec::new()),
+        ),
+        GroupResponse::Sync(r) => GroupResponse::Sync(
+            r.clone()
+                .with_error_code(code)
+                .with_assignment(Default::default()),
+        ),
+        GroupResponse::Heartbeat(r) => GroupResponse::Heartbeat(r.clone().with_error_code(code)),
+        GroupResponse::Leave(r) => {
+            let mut r = r.clone().with_error_code(code);
+            for m in r.members.iter_mut() {
+                m.error_code = code;
+            }
+            GroupResponse::Leave(r)
+        }
+        GroupResponse::OffsetCommit(r) => {
+            let mut r = r.clone();
+            for t in r.topics.iter_mut() {
+                for p in t.partitions.iter_mut() {
+                    p.error_code = code;
+                }
+            }
+            GroupResponse::OffsetCommit(r)
+        }
+        GroupResponse::OffsetFetch(_) => GroupResponse::OffsetFetch(FetchedOffsets {
+            error_code: code,
+            partitions: Vec::new(),
+        }),
+        GroupResponse::OffsetDelete(r) => {
+            GroupResponse::OffsetDelete(r.clone().with_error_code(code).with_topics(Vec::new()))
+        }
+        GroupResponse::Describe(r) => {
+            GroupResponse::Describe(r.clone().with_error_code(code).with_members(Vec::new()))
+        }
+        GroupResponse::List(_) => GroupResponse::List(Vec::new()),
+        GroupResponse::Delete(_) => GroupResponse::Delete(code),
+    }
+}
+
 /// What one call produced: records to make durable, then responses to release.
 #[derive(Debug, Default)]
 pub struct Output {
@@ -350,6 +398,30 @@ impl Coordinator {
                 }
             }
         }
+    }
+
+    /// After a load from the log: members' sessions start now, as Kafka's `onLoaded` reschedules
+    /// every loaded member's heartbeat.
+    pub fn on_loaded(&mut self, now: i64) {
+        let sessions: Vec<(String, String, i64)> = self
+            .groups
+            .iter()
+            .flat_map(|(g, grp)| {
+                grp.members
+                    .values()
+                    .map(move |m| (g.clone(), m.member_id.clone(), m.session_timeout_ms as i64))
+            })
+            .collect();
+        for (g, m, t) in sessions {
+            self.timers.schedule(
+                TimerKey::Heartbeat {
+                    group: g,
+                    member: m,
+                },
+                now + t,
+            );
+        }
+        self.start(now);
     }
 
     /// Rebuild state from one record (restart recovery, and `apply`).
