@@ -725,6 +725,8 @@ config_keys! {
         "Timeout for coordinator writes (offset commits and group metadata).";
     "offsets.load.buffer.size" => offsets_load_buffer_size: i32 = 5_242_880, at_least(1),
         "Read batch size when loading __consumer_offsets into memory (soft limit).";
+    "offsets.snapshot.interval.records" => offsets_snapshot_interval_records: i64 = 100_000, at_least(1),
+        "Ringleader-specific: write a snapshot of a __consumer_offsets partition after this many records, then drop the segments it covers.";
     "offset.metadata.max.bytes" => offset_metadata_max_bytes: i32 = 4096, Any,
         "Largest metadata string accepted with an offset commit.";
 

@@ -371,14 +371,34 @@ async fn load_partition(
 )> {
     let mut coordinator = Coordinator::new(partition, config.clone());
     let mut skipped = 0u64;
-    let (log, report) = PartitionLog::open(dir, log_config, |_, _, key, value| {
-        match key.map(|k| Record::decode(k, value)) {
+    // The newest valid snapshot first (records read in place from the archive), then the log
+    // after it. A bad snapshot is skipped for an older one; the log alone still rebuilds state.
+    let (snapshot, bad) = storage::snapshot::latest(dir.path())?;
+    for (path, reason) in bad {
+        tracing::warn!(partition, path = %path.display(), %reason, "ignoring invalid snapshot");
+    }
+    let mut start_offset = 0;
+    if let Some(snap) = &snapshot {
+        for r in snap.records().iter() {
+            match Record::decode(r.key.as_slice(), Some(r.value.as_slice())) {
+                Ok(record) => coordinator.replay(&record),
+                Err(_) => skipped += 1,
+            }
+        }
+        start_offset = snap.offset + 1;
+    }
+    let (log, mut report) =
+        PartitionLog::open_from(dir, log_config, start_offset, |_, _, key, value| match key
+            .map(|k| Record::decode(k, value))
+        {
             Some(Ok(record)) => coordinator.replay(&record),
             _ => skipped += 1,
-        }
-    })
-    .await
-    .map_err(|e| anyhow::anyhow!("loading __consumer_offsets-{partition}: {e}"))?;
+        })
+        .await
+        .map_err(|e| anyhow::anyhow!("loading __consumer_offsets-{partition}: {e}"))?;
+    if let Some(snap) = &snapshot {
+        report.snapshot = Some((snap.offset, snap.len() as u64, snap.size_bytes() as u64));
+    }
     coordinator.on_loaded(now);
     Ok((coordinator, log, report, skipped))
 }
@@ -394,6 +414,10 @@ async fn log_writer(
     log_config: LogConfig,
     doorbell: glommio::channels::local_channel::LocalReceiver<()>,
 ) {
+    let snapshot_interval = table.config.snapshot_interval_records.max(1);
+    let mut since_snapshot = log
+        .next_offset()
+        .saturating_sub(storage::snapshot::latest_offset(dir.path()).map_or(0, |o| o + 1));
     while doorbell.recv().await.is_some() {
         loop {
             let (records, upto) = {
@@ -417,7 +441,10 @@ async fn log_writer(
                 Err(e) => Err(std::io::Error::other(e)),
             };
             match result {
-                Ok(()) => table.mark_durable(idx, upto),
+                Ok(()) => {
+                    since_snapshot += records.len() as u64;
+                    table.mark_durable(idx, upto);
+                }
                 Err(e) => {
                     let partition = table.slots[idx].borrow().partition;
                     tracing::error!(partition, error = %e, "write to __consumer_offsets failed; failing waiting requests and reloading the partition");
@@ -426,7 +453,66 @@ async fn log_writer(
                 }
             }
         }
+        // Nothing is pending now, so the coordinator's state is exactly the durable records:
+        // the moment to snapshot it, if enough records have accumulated.
+        if since_snapshot >= snapshot_interval {
+            since_snapshot = 0;
+            if let Err(e) = take_snapshot(&table, idx, &mut log, &dir).await {
+                let partition = table.slots[idx].borrow().partition;
+                tracing::warn!(partition, error = %e, "snapshot failed; the log still holds everything");
+            }
+        }
     }
+}
+
+/// Write a snapshot of partition `idx` covering everything durable, then drop what it makes
+/// redundant: older snapshots and segments whose records all precede it.
+async fn take_snapshot(
+    table: &Rc<PartitionTable>,
+    idx: usize,
+    log: &mut PartitionLog<GlommioDir>,
+    dir: &GlommioDir,
+) -> anyhow::Result<()> {
+    let covered = match log.next_offset().checked_sub(1) {
+        Some(o) => o,
+        None => return Ok(()),
+    };
+    let (partition, records) = {
+        let slot = table.slots[idx].borrow();
+        (slot.partition, slot.coordinator.snapshot_records())
+    };
+    let records = records
+        .iter()
+        .map(|r| {
+            let key = r.encode_key().map_err(|e| anyhow::anyhow!("{e}"))?;
+            let value = r
+                .encode_value()
+                .map_err(|e| anyhow::anyhow!("{e}"))?
+                .unwrap_or_default();
+            Ok(storage::snapshot::SnapshotRecord { key, value })
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let count = records.len();
+    let path = dir.path().to_path_buf();
+    let started = std::time::Instant::now();
+    // File writes and fsyncs of a possibly large snapshot run on a blocking thread.
+    let written = glommio::executor()
+        .spawn_blocking(move || -> std::io::Result<usize> {
+            storage::snapshot::write(&path, covered, &records)?;
+            storage::snapshot::remove_older(&path, covered)
+        })
+        .await?;
+    let segments = log.remove_segments_before(covered + 1).await?;
+    tracing::info!(
+        partition,
+        offset = covered,
+        records = count,
+        millis = started.elapsed().as_millis() as u64,
+        removed_segments = segments,
+        removed_snapshots = written,
+        "wrote __consumer_offsets snapshot"
+    );
+    Ok(())
 }
 
 /// Reload a partition after a failed write, retrying while the disk stays unusable.

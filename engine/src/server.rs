@@ -147,6 +147,8 @@ async fn run_shard(
                 segments = rep.segments,
                 millis = r.millis as u64,
                 skipped = r.skipped_records,
+                snapshot_offset = rep.snapshot.map_or(-1, |(o, _, _)| o as i64),
+                snapshot_records = rep.snapshot.map_or(0, |(_, n, _)| n),
                 "loaded __consumer_offsets-{}",
                 r.partition
             );

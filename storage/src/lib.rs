@@ -13,3 +13,4 @@ pub mod batch;
 pub mod durable_file;
 pub mod io;
 pub mod log;
+pub mod snapshot;

@@ -55,6 +55,9 @@ pub struct RecoveryReport {
     pub bytes: u64,
     /// Where the log was cut: (segment file, byte position, reason).
     pub truncated: Option<(String, u64, String)>,
+    /// The snapshot loaded before the log, if the caller used one: (covered offset, records,
+    /// bytes). Filled in by the caller; the log itself does not read snapshots.
+    pub snapshot: Option<(u64, u64, u64)>,
 }
 
 pub struct PartitionLog<D: LogDir> {
@@ -72,8 +75,25 @@ impl<D: LogDir> PartitionLog<D> {
     pub async fn open(
         dir: D,
         config: LogConfig,
+        on_record: impl FnMut(u64, i64, Option<&[u8]>, Option<&[u8]>),
+    ) -> io::Result<(Self, RecoveryReport)> {
+        Self::open_from(dir, config, 0, on_record).await
+    }
+
+    /// Like `open`, for a log whose records before `start_offset` are covered by a snapshot:
+    /// those are skipped (not passed to `on_record`), and the next offset is at least
+    /// `start_offset` even when every segment was removed.
+    pub async fn open_from(
+        dir: D,
+        config: LogConfig,
+        start_offset: u64,
         mut on_record: impl FnMut(u64, i64, Option<&[u8]>, Option<&[u8]>),
     ) -> io::Result<(Self, RecoveryReport)> {
+        let mut on_record = move |o: u64, t: i64, k: Option<&[u8]>, v: Option<&[u8]>| {
+            if o >= start_offset {
+                on_record(o, t, k, v)
+            }
+        };
         let mut bases: Vec<u64> = dir
             .list()
             .await?
@@ -179,6 +199,7 @@ impl<D: LogDir> PartitionLog<D> {
             dir.sync_dir().await?;
         }
         report.segments = segments.len();
+        let next_offset = next_offset.max(start_offset);
         Ok((
             Self {
                 dir,
@@ -237,7 +258,8 @@ impl<D: LogDir> PartitionLog<D> {
         Ok((first, self.next_offset - 1))
     }
 
-    /// Remove whole segments that end before `offset` (used once a snapshot covers them).
+    /// Remove whole segments whose records all come before `offset` (once a snapshot covers
+    /// them). The active segment is never removed.
     pub async fn remove_segments_before(&mut self, offset: u64) -> io::Result<usize> {
         let mut removed = 0;
         while self.segments.len() > 1 && self.segments[1].base_offset <= offset {

@@ -105,6 +105,9 @@ pub struct ClassicGroup {
     /// Topics the members subscribe to (decoded from "consumer" protocol metadata), for offset
     /// expiry and OffsetDelete; None when unknown (another protocol type, or no members).
     pub subscribed_topics: Option<BTreeSet<String>>,
+    /// The last GroupMetadata value written for this group: what a snapshot must contain (the
+    /// in-memory state may be mid-rebalance, which records never describe).
+    pub last_record: Option<GroupMetadataValue>,
 }
 
 impl ClassicGroup {
@@ -124,6 +127,7 @@ impl ClassicGroup {
             new_member_added: false,
             initial_delay_remaining_ms: None,
             subscribed_topics: None,
+            last_record: None,
         }
     }
 
@@ -1570,5 +1574,6 @@ pub fn replay_metadata(c: &mut Coordinator, group_id: &str, v: &GroupMetadataVal
         State::Stable
     };
     g.subscribed_topics = g.compute_subscribed_topics();
+    g.last_record = Some(v.clone());
     c.groups.insert(group_id.to_string(), g);
 }

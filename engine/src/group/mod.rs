@@ -46,6 +46,8 @@ pub struct GroupConfig {
     pub offset_metadata_max_bytes: i32,
     pub offsets_retention_ms: i64,
     pub offsets_retention_check_interval_ms: i64,
+    /// Records between snapshots of a partition (`offsets.snapshot.interval.records`).
+    pub snapshot_interval_records: u64,
 }
 
 impl GroupConfig {
@@ -58,6 +60,7 @@ impl GroupConfig {
             offset_metadata_max_bytes: c.offset_metadata_max_bytes,
             offsets_retention_ms: c.offsets_retention_ms(),
             offsets_retention_check_interval_ms: c.offsets_retention_check_interval_ms,
+            snapshot_interval_records: c.offsets_snapshot_interval_records.max(1) as u64,
         }
     }
 }
@@ -465,6 +468,32 @@ impl Coordinator {
             // a partition log may legitimately hold them, so they are skipped here, not rejected.
             _ => {}
         }
+    }
+
+    /// The records whose replay rebuilds exactly the durable state: the last GroupMetadata of
+    /// each group and every committed offset. Valid when every record produced so far is durable
+    /// (the log writer takes it when it has nothing pending).
+    pub fn snapshot_records(&self) -> Vec<Record> {
+        let mut out = Vec::new();
+        for (id, g) in &self.groups {
+            if let Some(v) = &g.last_record {
+                out.push(Record {
+                    key: RecordKey::GroupMetadata { group: id.clone() },
+                    value: Some(RecordValue::GroupMetadata(v.clone())),
+                });
+            }
+        }
+        for (group, topic, partition, v) in self.offsets.all() {
+            out.push(Record {
+                key: RecordKey::OffsetCommit {
+                    group,
+                    topic,
+                    partition,
+                },
+                value: Some(RecordValue::OffsetCommit(v)),
+            });
+        }
+        out
     }
 
     /// The durable projection of the state: what a replay of the records must reproduce.
