@@ -252,8 +252,11 @@ impl ClassicGroup {
     }
 
     fn compute_subscribed_topics(&self) -> Option<BTreeSet<String>> {
-        if self.protocol_type.as_deref() != Some("consumer") || self.members.is_empty() {
+        if self.protocol_type.as_deref() != Some("consumer") {
             return None;
+        }
+        if self.members.is_empty() {
+            return Some(BTreeSet::new());
         }
         let protocol = self.protocol_name.as_deref()?;
         let mut topics = BTreeSet::new();
@@ -965,9 +968,10 @@ fn complete_join(c: &mut Coordinator, group_id: &str, now: i64, out: &mut Output
     // `initNextGeneration`.
     g.generation += 1;
     if g.members.is_empty() {
+        // The protocol type stays (Kafka sets it with the first member and never clears it);
+        // an empty "consumer" group subscribes to nothing.
         g.protocol_name = None;
-        g.protocol_type = g.protocol_type.take().filter(|_| false);
-        g.subscribed_topics = None;
+        g.subscribed_topics = (g.protocol_type.as_deref() == Some("consumer")).then(BTreeSet::new);
         g.transition(State::Empty, now);
         let record = Record {
             key: RecordKey::GroupMetadata {
