@@ -14,6 +14,7 @@ pub mod broker;
 pub mod config;
 pub mod conn;
 pub mod data;
+pub mod dump_log;
 pub mod group;
 pub mod groups_api;
 pub mod meta;

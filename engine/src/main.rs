@@ -43,6 +43,8 @@ enum Command {
     },
     /// Inspect and manage consumer groups over the Kafka protocol (like kafka-consumer-groups.sh).
     Groups(engine::admin_cli::GroupsArgs),
+    /// Print or verify `__consumer_offsets` segment files (like kafka-dump-log.sh --offsets-decoder).
+    DumpLog(engine::dump_log::DumpLogArgs),
 }
 
 /// Exit code for bad configuration or arguments (clap also uses 2 for usage errors).
@@ -68,6 +70,14 @@ fn main() -> ExitCode {
         } => serve(listen, data_dir, cores, config, sets),
         Command::Groups(args) => {
             let code = engine::admin_cli::run(&args, &mut std::io::stdout().lock());
+            ExitCode::from(code.clamp(0, 255) as u8)
+        }
+        Command::DumpLog(args) => {
+            let code = engine::dump_log::run(
+                &args,
+                &mut std::io::stdout().lock(),
+                &mut std::io::stderr().lock(),
+            );
             ExitCode::from(code.clamp(0, 255) as u8)
         }
     }

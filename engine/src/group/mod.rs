@@ -15,7 +15,10 @@
 //! Rules follow Kafka's `GroupMetadataManager` (GMM), `ClassicGroup` and `OffsetMetadataManager`
 //! (reference §5.5); comments cite the rule they implement.
 
+pub mod assignor;
 pub mod classic;
+pub mod consumer;
+
 pub mod offsets;
 #[cfg(test)]
 mod tests;
@@ -48,6 +51,14 @@ pub struct GroupConfig {
     pub offsets_retention_check_interval_ms: i64,
     /// Records between snapshots of a partition (`offsets.snapshot.interval.records`).
     pub snapshot_interval_records: u64,
+    pub consumer_session_timeout_ms: i32,
+    pub consumer_heartbeat_interval_ms: i32,
+    /// Server assignor names, the first being the default (`group.consumer.assignors`).
+    pub consumer_assignors: Vec<String>,
+    pub consumer_assignment_interval_ms: i32,
+    pub consumer_max_size: i32,
+    /// `group.coordinator.rebalance.protocols` contains `consumer`.
+    pub consumer_protocol_enabled: bool,
 }
 
 impl GroupConfig {
@@ -61,6 +72,21 @@ impl GroupConfig {
             offsets_retention_ms: c.offsets_retention_ms(),
             offsets_retention_check_interval_ms: c.offsets_retention_check_interval_ms,
             snapshot_interval_records: c.offsets_snapshot_interval_records.max(1) as u64,
+            consumer_session_timeout_ms: c.group_consumer_session_timeout_ms,
+            consumer_heartbeat_interval_ms: c.group_consumer_heartbeat_interval_ms,
+            consumer_assignors: c
+                .group_consumer_assignors
+                .iter()
+                .map(|a| match a {
+                    crate::config::ServerAssignor::Uniform => "uniform".to_string(),
+                    crate::config::ServerAssignor::Range => "range".to_string(),
+                })
+                .collect(),
+            consumer_assignment_interval_ms: c.group_consumer_assignment_interval_ms,
+            consumer_max_size: c.group_consumer_max_size,
+            consumer_protocol_enabled: c
+                .group_coordinator_rebalance_protocols
+                .contains(&crate::config::RebalanceProtocol::Consumer),
         }
     }
 }
@@ -99,6 +125,10 @@ pub enum GroupRequest {
     Describe {
         group: String,
     },
+    ConsumerHeartbeat(ConsumerGroupHeartbeatRequest),
+    ConsumerDescribe {
+        group: String,
+    },
     /// ListGroups over this partition, with the request's filters (lower-cased).
     List {
         states: Vec<String>,
@@ -120,6 +150,8 @@ pub enum GroupResponse {
     OffsetFetch(FetchedOffsets),
     OffsetDelete(OffsetDeleteResponse),
     Describe(describe_groups_response::DescribedGroup),
+    ConsumerHeartbeat(ConsumerGroupHeartbeatResponse),
+    ConsumerDescribe(consumer_group_describe_response::DescribedGroup),
     List(Vec<list_groups_response::ListedGroup>),
     Delete(i16),
 }
@@ -177,6 +209,12 @@ pub fn failed_response(resp: &GroupResponse, code: i16) -> GroupResponse {
         }
         GroupResponse::List(_) => GroupResponse::List(Vec::new()),
         GroupResponse::Delete(_) => GroupResponse::Delete(code),
+        GroupResponse::ConsumerHeartbeat(_) => GroupResponse::ConsumerHeartbeat(
+            ConsumerGroupHeartbeatResponse::default().with_error_code(code),
+        ),
+        GroupResponse::ConsumerDescribe(r) => GroupResponse::ConsumerDescribe(
+            r.clone().with_error_code(code).with_members(Vec::new()),
+        ),
     }
 }
 
@@ -200,6 +238,12 @@ pub enum TimerKey {
     Sync { group: String },
     /// Periodic offset expiry.
     Retention,
+    /// A consumer-protocol member's session expiry.
+    ConsumerSession { group: String, member: String },
+    /// A consumer-protocol member that has not finished revoking by its rebalance timeout.
+    ConsumerRevocation { group: String, member: String },
+    /// The assignment interval passed while a new group epoch waits for a target.
+    ConsumerAssignment { group: String },
 }
 
 /// Deadlines ordered by time. Each owner remembers its own deadline, so rescheduling removes the
@@ -252,8 +296,14 @@ pub struct Coordinator {
     pub partition: i32,
     pub config: GroupConfig,
     pub groups: BTreeMap<String, ClassicGroup>,
+    pub consumer_groups: BTreeMap<String, consumer::ConsumerGroup>,
     pub offsets: OffsetStore,
     pub timers: Timers,
+    /// The assignment last sent to each consumer-protocol member (not durable: after a restart
+    /// every member is sent its assignment again, which clients accept).
+    pub consumer_sent: HashMap<(String, String), assignor::Assignment>,
+    /// The topics seen with the latest request, for deadlines that need them (a delayed target).
+    pub last_topics: Option<Arc<TopicsSnapshot>>,
 }
 
 pub(crate) fn err(e: ResponseError) -> i16 {
@@ -266,6 +316,9 @@ impl Coordinator {
             partition,
             config,
             groups: BTreeMap::new(),
+            consumer_groups: BTreeMap::new(),
+            consumer_sent: HashMap::new(),
+            last_topics: None,
             offsets: OffsetStore::default(),
             timers: Timers::default(),
         }
@@ -294,7 +347,19 @@ impl Coordinator {
         now: i64,
         out: &mut Output,
     ) {
+        if self
+            .last_topics
+            .as_ref()
+            .is_none_or(|t| !Arc::ptr_eq(t, &ctx.topics))
+        {
+            self.last_topics = Some(ctx.topics.clone());
+        }
         match req {
+            GroupRequest::ConsumerHeartbeat(r) => consumer::heartbeat(self, id, ctx, r, now, out),
+            GroupRequest::ConsumerDescribe { group } => {
+                let d = consumer::describe(self, &group, &ctx.topics);
+                out.replies.push((id, GroupResponse::ConsumerDescribe(d)));
+            }
             GroupRequest::Join(r) => classic::join(self, id, ctx, r, now, out),
             GroupRequest::Sync(r) => classic::sync(self, id, ctx, r, now, out),
             GroupRequest::Heartbeat(r) => {
@@ -392,6 +457,16 @@ impl Coordinator {
                 }
                 TimerKey::Join { group } => classic::on_join_deadline(self, &group, now, out),
                 TimerKey::Sync { group } => classic::on_sync_deadline(self, &group, now, out),
+                TimerKey::ConsumerSession { group, member } => {
+                    consumer::on_member_timeout(self, &group, &member, false, now, out)
+                }
+                TimerKey::ConsumerRevocation { group, member } => {
+                    consumer::on_member_timeout(self, &group, &member, true, now, out)
+                }
+                TimerKey::ConsumerAssignment { group } => {
+                    let topics = self.last_topics.clone();
+                    consumer::on_assignment_due(self, &group, topics.as_deref(), now, out)
+                }
                 TimerKey::Retention => {
                     offsets::expire(self, now, out);
                     self.timers.schedule(
@@ -464,8 +539,17 @@ impl Coordinator {
             (RecordKey::GroupMetadata { group }, None) => {
                 self.groups.remove(group);
             }
-            // Records of other group types are replayed by their own state machines as they land;
-            // a partition log may legitimately hold them, so they are skipped here, not rejected.
+            (
+                RecordKey::ConsumerGroupMetadata { .. }
+                | RecordKey::ConsumerGroupMemberMetadata { .. }
+                | RecordKey::ConsumerGroupTargetAssignmentMetadata { .. }
+                | RecordKey::ConsumerGroupTargetAssignmentMember { .. }
+                | RecordKey::ConsumerGroupCurrentMemberAssignment { .. }
+                | RecordKey::ConsumerGroupRegularExpression { .. },
+                _,
+            ) => consumer::replay(self, &record.key, &record.value),
+            // Other record types (share or streams groups, legacy offsets) are not ours to serve;
+            // a partition log may legitimately hold them, so they are skipped, not rejected.
             _ => {}
         }
     }
@@ -482,6 +566,9 @@ impl Coordinator {
                     value: Some(RecordValue::GroupMetadata(v.clone())),
                 });
             }
+        }
+        for g in self.consumer_groups.values() {
+            consumer::snapshot_records(g, &mut out);
         }
         for (group, topic, partition, v) in self.offsets.all() {
             out.push(Record {
@@ -503,6 +590,7 @@ impl Coordinator {
     ) -> (
         Vec<(String, wire::records::GroupMetadataValue)>,
         Vec<(String, String, i32, wire::records::OffsetCommitValue)>,
+        Vec<consumer::ConsumerGroup>,
     ) {
         let groups = self
             .groups
@@ -515,6 +603,10 @@ impl Coordinator {
             })
             .map(|(id, g)| (id.clone(), g.to_record_value()))
             .collect();
-        (groups, self.offsets.all())
+        (
+            groups,
+            self.offsets.all(),
+            self.consumer_groups.values().cloned().collect(),
+        )
     }
 }

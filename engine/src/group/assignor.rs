@@ -1,0 +1,251 @@
+//! Server-side assignors for the consumer protocol (reference §5.1, §5.2): `uniform` (default;
+//! balanced and sticky) and `range`. Pure functions from members' subscriptions, topic sizes and
+//! the previous target to a new target.
+
+use std::collections::{BTreeMap, BTreeSet};
+use uuid::Uuid;
+
+/// topic id → partitions
+pub type Assignment = BTreeMap<Uuid, BTreeSet<i32>>;
+
+/// One member as an assignor sees it.
+#[derive(Debug, Clone)]
+pub struct AssignMember {
+    pub member_id: String,
+    pub instance_id: Option<String>,
+    /// Topic ids the member subscribes to that exist.
+    pub topics: BTreeSet<Uuid>,
+}
+
+pub fn count(a: &Assignment) -> usize {
+    a.values().map(|p| p.len()).sum()
+}
+
+/// `uniform`: keep what each member had where it still subscribes (stickiness), give every
+/// unassigned partition to the least-loaded eligible member, then move partitions from the
+/// most- to the least-loaded member while that narrows the spread (balance first: counts end
+/// within one of each other when subscriptions allow it).
+pub fn uniform(
+    members: &[AssignMember],
+    partitions: &BTreeMap<Uuid, i32>,
+    previous: &BTreeMap<String, Assignment>,
+) -> BTreeMap<String, Assignment> {
+    let mut out: BTreeMap<String, Assignment> = members
+        .iter()
+        .map(|m| (m.member_id.clone(), Assignment::new()))
+        .collect();
+    let mut taken: BTreeSet<(Uuid, i32)> = BTreeSet::new();
+    // 1. Stickiness: keep previous partitions of still-subscribed topics that still exist.
+    for m in members {
+        if let Some(prev) = previous.get(&m.member_id) {
+            for (t, ps) in prev {
+                let Some(&n) = partitions.get(t) else {
+                    continue;
+                };
+                if !m.topics.contains(t) {
+                    continue;
+                }
+                for &p in ps {
+                    if p < n && taken.insert((*t, p)) {
+                        out.get_mut(&m.member_id)
+                            .expect("member")
+                            .entry(*t)
+                            .or_default()
+                            .insert(p);
+                    }
+                }
+            }
+        }
+    }
+    // 2. Unassigned partitions to the least-loaded subscriber (ties: member order).
+    let mut loads: BTreeMap<String, usize> =
+        out.iter().map(|(m, a)| (m.clone(), count(a))).collect();
+    for (t, &n) in partitions {
+        let subscribers: Vec<&AssignMember> =
+            members.iter().filter(|m| m.topics.contains(t)).collect();
+        if subscribers.is_empty() {
+            continue;
+        }
+        for p in 0..n {
+            if taken.contains(&(*t, p)) {
+                continue;
+            }
+            let best = subscribers
+                .iter()
+                .min_by_key(|m| (loads[&m.member_id], m.member_id.as_str()))
+                .expect("non-empty");
+            out.get_mut(&best.member_id)
+                .expect("member")
+                .entry(*t)
+                .or_default()
+                .insert(p);
+            *loads.get_mut(&best.member_id).expect("member") += 1;
+            taken.insert((*t, p));
+        }
+    }
+    // 3. Balance: move one partition at a time from the most-loaded member to the least-loaded
+    // member able to take it, while the difference exceeds one. Each move strictly narrows the
+    // spread between the two, so this terminates.
+    let by_id: BTreeMap<&str, &AssignMember> =
+        members.iter().map(|m| (m.member_id.as_str(), m)).collect();
+    for _ in 0..partitions
+        .values()
+        .map(|&n| n.max(0) as usize)
+        .sum::<usize>()
+        .max(1)
+    {
+        let mut order: Vec<(usize, String)> = loads.iter().map(|(m, l)| (*l, m.clone())).collect();
+        order.sort();
+        let mut moved = false;
+        'pairs: for hi in order.iter().rev() {
+            for lo in order.iter() {
+                if hi.0 <= lo.0 + 1 {
+                    break;
+                }
+                let lo_m = by_id[lo.1.as_str()];
+                // Give away the highest partition of a topic the receiver subscribes to.
+                let from = out.get(&hi.1).expect("member");
+                let candidate = from
+                    .iter()
+                    .rev()
+                    .find(|(t, ps)| lo_m.topics.contains(t) && !ps.is_empty())
+                    .map(|(t, ps)| (*t, *ps.iter().next_back().expect("non-empty")));
+                if let Some((t, p)) = candidate {
+                    let from = out.get_mut(&hi.1).expect("member");
+                    let set = from.get_mut(&t).expect("topic");
+                    set.remove(&p);
+                    if set.is_empty() {
+                        from.remove(&t);
+                    }
+                    out.get_mut(&lo.1)
+                        .expect("member")
+                        .entry(t)
+                        .or_default()
+                        .insert(p);
+                    *loads.get_mut(&hi.1).expect("member") -= 1;
+                    *loads.get_mut(&lo.1).expect("member") += 1;
+                    moved = true;
+                    break 'pairs;
+                }
+            }
+        }
+        if !moved {
+            break;
+        }
+    }
+    out
+}
+
+/// `range`: per topic, subscribers sorted (static members by instance id first, then the rest
+/// by member id) take contiguous ranges, the first `n % m` one partition more. Not sticky.
+pub fn range(
+    members: &[AssignMember],
+    partitions: &BTreeMap<Uuid, i32>,
+) -> BTreeMap<String, Assignment> {
+    let mut out: BTreeMap<String, Assignment> = members
+        .iter()
+        .map(|m| (m.member_id.clone(), Assignment::new()))
+        .collect();
+    let mut sorted: Vec<&AssignMember> = members.iter().collect();
+    sorted.sort_by(|a, b| match (&a.instance_id, &b.instance_id) {
+        (Some(x), Some(y)) => x.cmp(y),
+        (Some(_), None) => std::cmp::Ordering::Less,
+        (None, Some(_)) => std::cmp::Ordering::Greater,
+        (None, None) => a.member_id.cmp(&b.member_id),
+    });
+    for (t, &n) in partitions {
+        let subs: Vec<&&AssignMember> = sorted.iter().filter(|m| m.topics.contains(t)).collect();
+        if subs.is_empty() || n <= 0 {
+            continue;
+        }
+        let (quota, extra) = (n as usize / subs.len(), n as usize % subs.len());
+        let mut next = 0i32;
+        for (i, m) in subs.iter().enumerate() {
+            let take = quota + usize::from(i < extra);
+            if take == 0 {
+                continue;
+            }
+            let e = out
+                .get_mut(&m.member_id)
+                .expect("member")
+                .entry(*t)
+                .or_default();
+            for p in next..next + take as i32 {
+                e.insert(p);
+            }
+            next += take as i32;
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn m(id: &str, topics: &[Uuid]) -> AssignMember {
+        AssignMember {
+            member_id: id.into(),
+            instance_id: None,
+            topics: topics.iter().copied().collect(),
+        }
+    }
+
+    #[test]
+    fn uniform_is_sticky_and_balanced_for_the_seed() {
+        let t = Uuid::from_u128(7);
+        let parts = BTreeMap::from([(t, 6)]);
+        let a_only = uniform(&[m("A", &[t])], &parts, &BTreeMap::new());
+        assert_eq!(
+            a_only["A"][&t].iter().copied().collect::<Vec<_>>(),
+            vec![0, 1, 2, 3, 4, 5]
+        );
+        let both = uniform(&[m("A", &[t]), m("B", &[t])], &parts, &a_only);
+        assert_eq!(
+            both["A"][&t].iter().copied().collect::<Vec<_>>(),
+            vec![0, 1, 2]
+        );
+        assert_eq!(
+            both["B"][&t].iter().copied().collect::<Vec<_>>(),
+            vec![3, 4, 5]
+        );
+    }
+
+    #[test]
+    fn uniform_balances_heterogeneous_and_never_double_assigns() {
+        let (t1, t2) = (Uuid::from_u128(1), Uuid::from_u128(2));
+        let parts = BTreeMap::from([(t1, 5), (t2, 3)]);
+        let members = [m("A", &[t1]), m("B", &[t1, t2]), m("C", &[t2])];
+        let out = uniform(&members, &parts, &BTreeMap::new());
+        let mut seen = BTreeSet::new();
+        for a in out.values() {
+            for (t, ps) in a {
+                for p in ps {
+                    assert!(seen.insert((*t, *p)), "double assignment");
+                }
+            }
+        }
+        assert_eq!(seen.len(), 8);
+        let counts: Vec<usize> = out.values().map(count).collect();
+        assert!(
+            counts.iter().max().unwrap() - counts.iter().min().unwrap() <= 1,
+            "{counts:?}"
+        );
+        assert!(out["A"].keys().all(|t| *t == t1) && out["C"].keys().all(|t| *t == t2));
+    }
+
+    #[test]
+    fn range_is_contiguous_with_static_members_first() {
+        let t = Uuid::from_u128(3);
+        let parts = BTreeMap::from([(t, 7)]);
+        let mut s = m("z-member", &[t]);
+        s.instance_id = Some("i-1".into());
+        let out = range(&[m("a", &[t]), s, m("b", &[t])], &parts);
+        assert_eq!(
+            out["z-member"][&t].iter().copied().collect::<Vec<_>>(),
+            vec![0, 1, 2]
+        );
+        assert_eq!(out["a"][&t].iter().copied().collect::<Vec<_>>(), vec![3, 4]);
+        assert_eq!(out["b"][&t].iter().copied().collect::<Vec<_>>(), vec![5, 6]);
+    }
+}

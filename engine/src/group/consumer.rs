@@ -1,0 +1,1461 @@
+//! KIP-848 consumer groups: ConsumerGroupHeartbeat, server-side target assignment and
+//! reconciliation (reference §5.6; `GroupMetadataManager.consumerGroupHeartbeat`,
+//! `modern/consumer/CurrentAssignmentBuilder.java`, `ConsumerGroup.java`).
+//!
+//! Every change is made by emitting a record and replaying it (`Coordinator::apply`), so the
+//! in-memory group is always exactly what the records say: replay rebuilds it, and a snapshot
+//! can be taken from it at any time. Records follow Kafka's order: member metadata (5) [+ regex
+//! (16)] → group epoch (3) → changed target members (7) → target metadata (6) → current member
+//! assignment (8); a member leaves with tombstones 8, 7, 5 and a new group epoch.
+
+use super::assignor::{self, AssignMember, Assignment};
+use super::{err, Coordinator, GroupResponse, Output, ReqId, RequestContext, TimerKey};
+use crate::topics::TopicsSnapshot;
+use kafka_protocol::messages::consumer_group_describe_response as cgd;
+use kafka_protocol::messages::consumer_group_heartbeat_response as cgh;
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
+use std::collections::{BTreeMap, BTreeSet};
+use uuid::Uuid;
+use wire::records::{
+    ConsumerGroupCurrentMemberAssignmentValue, ConsumerGroupMemberMetadataValue,
+    ConsumerGroupMetadataValue, ConsumerGroupRegularExpressionValue,
+    ConsumerGroupTargetAssignmentMemberValue, ConsumerGroupTargetAssignmentMetadataValue,
+    CurrentTopicPartitions, Record, RecordKey, RecordValue, TargetTopicPartitions,
+};
+
+/// Member epoch sentinels (ConsumerGroupHeartbeatRequest.json).
+pub const LEAVE_EPOCH: i32 = -1;
+pub const STATIC_LEAVE_EPOCH: i32 = -2;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemberState {
+    Stable = 0,
+    UnrevokedPartitions = 1,
+    UnreleasedPartitions = 2,
+}
+
+impl MemberState {
+    fn from_i8(v: i8) -> Self {
+        match v {
+            1 => MemberState::UnrevokedPartitions,
+            2 => MemberState::UnreleasedPartitions,
+            _ => MemberState::Stable,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConsumerMember {
+    pub member_id: String,
+    pub instance_id: Option<String>,
+    pub rack_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    pub subscribed_topic_names: Vec<String>,
+    pub subscribed_topic_regex: Option<String>,
+    pub rebalance_timeout_ms: i32,
+    pub server_assignor: Option<String>,
+    pub member_epoch: i32,
+    pub previous_member_epoch: i32,
+    pub state: MemberState,
+    pub assigned: Assignment,
+    pub pending_revocation: Assignment,
+}
+
+impl ConsumerMember {
+    fn new(member_id: &str) -> Self {
+        Self {
+            member_id: member_id.into(),
+            instance_id: None,
+            rack_id: None,
+            client_id: String::new(),
+            client_host: String::new(),
+            subscribed_topic_names: Vec::new(),
+            subscribed_topic_regex: None,
+            rebalance_timeout_ms: -1,
+            server_assignor: None,
+            member_epoch: 0,
+            previous_member_epoch: -1,
+            state: MemberState::Stable,
+            assigned: Assignment::new(),
+            pending_revocation: Assignment::new(),
+        }
+    }
+    fn metadata_value(&self) -> ConsumerGroupMemberMetadataValue {
+        ConsumerGroupMemberMetadataValue {
+            instance_id: self.instance_id.clone(),
+            rack_id: self.rack_id.clone(),
+            client_id: self.client_id.clone(),
+            client_host: self.client_host.clone(),
+            subscribed_topic_names: self.subscribed_topic_names.clone(),
+            subscribed_topic_regex: self.subscribed_topic_regex.clone(),
+            rebalance_timeout_ms: self.rebalance_timeout_ms,
+            server_assignor: self.server_assignor.clone(),
+            classic_member_metadata: None,
+        }
+    }
+    fn assignment_value(&self) -> ConsumerGroupCurrentMemberAssignmentValue {
+        ConsumerGroupCurrentMemberAssignmentValue {
+            member_epoch: self.member_epoch,
+            previous_member_epoch: self.previous_member_epoch,
+            state: self.state as i8,
+            assigned_partitions: to_current(&self.assigned),
+            partitions_pending_revocation: to_current(&self.pending_revocation),
+        }
+    }
+}
+
+fn to_current(a: &Assignment) -> Vec<CurrentTopicPartitions> {
+    a.iter()
+        .map(|(t, ps)| CurrentTopicPartitions {
+            topic_id: *t,
+            partitions: ps.iter().copied().collect(),
+            assignment_epochs: None,
+        })
+        .collect()
+}
+
+fn from_current(v: &[CurrentTopicPartitions]) -> Assignment {
+    v.iter()
+        .map(|t| (t.topic_id, t.partitions.iter().copied().collect()))
+        .filter(|(_, p): &(Uuid, BTreeSet<i32>)| !p.is_empty())
+        .collect()
+}
+
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ConsumerGroup {
+    pub group_id: String,
+    pub group_epoch: i32,
+    pub metadata_hash: i64,
+    pub assignment_epoch: i32,
+    pub assignment_timestamp: i64,
+    pub members: BTreeMap<String, ConsumerMember>,
+    pub target: BTreeMap<String, Assignment>,
+    /// Resolved regular expressions: regex → matching topic names.
+    pub regexes: BTreeMap<String, Vec<String>>,
+}
+
+impl ConsumerGroup {
+    /// Kafka's consumer-group states (`ConsumerGroup.ConsumerGroupState`).
+    pub fn state_name(&self) -> &'static str {
+        if self.members.is_empty() {
+            "Empty"
+        } else if self.group_epoch > self.assignment_epoch {
+            "Assigning"
+        } else if self
+            .members
+            .values()
+            .any(|m| m.member_epoch != self.assignment_epoch || m.state != MemberState::Stable)
+        {
+            "Reconciling"
+        } else {
+            "Stable"
+        }
+    }
+
+    /// Partitions some member other than `except` still holds (assigned or being revoked).
+    fn owned_by_others(&self, except: &str) -> BTreeSet<(Uuid, i32)> {
+        let mut s = BTreeSet::new();
+        for (id, m) in &self.members {
+            if id == except {
+                continue;
+            }
+            for a in [&m.assigned, &m.pending_revocation] {
+                for (t, ps) in a {
+                    s.extend(ps.iter().map(|p| (*t, *p)));
+                }
+            }
+        }
+        s
+    }
+
+    /// Topic names the whole group subscribes to (names and resolved regexes).
+    fn subscribed_names(&self) -> BTreeSet<String> {
+        let mut s = BTreeSet::new();
+        for m in self.members.values() {
+            s.extend(m.subscribed_topic_names.iter().cloned());
+            if let Some(r) = &m.subscribed_topic_regex {
+                s.extend(self.regexes.get(r).into_iter().flatten().cloned());
+            }
+        }
+        s
+    }
+
+    fn member_topics(&self, m: &ConsumerMember, topics: &TopicsSnapshot) -> BTreeSet<Uuid> {
+        let mut names: BTreeSet<&String> = m.subscribed_topic_names.iter().collect();
+        if let Some(r) = &m.subscribed_topic_regex {
+            names.extend(self.regexes.get(r).into_iter().flatten());
+        }
+        names
+            .iter()
+            .filter_map(|n| topics.get(n).map(|t| t.id))
+            .collect()
+    }
+
+    pub fn subscribed_topics(&self) -> BTreeSet<String> {
+        self.subscribed_names()
+    }
+}
+
+/// A stable hash of the subscribed topics' ids and sizes: a change (topic created, deleted or
+/// grown) bumps the group epoch and so produces a new target (KIP-1101 keeps such a hash in the
+/// group epoch record). FNV-1a, deterministic across restarts.
+fn metadata_hash(names: &BTreeSet<String>, topics: &TopicsSnapshot) -> i64 {
+    let mut h: u64 = 0xcbf29ce484222325;
+    let mut eat = |bytes: &[u8]| {
+        for b in bytes {
+            h ^= *b as u64;
+            h = h.wrapping_mul(0x100000001b3);
+        }
+    };
+    for n in names {
+        if let Some(t) = topics.get(n) {
+            eat(t.id.as_bytes());
+            eat(n.as_bytes());
+            eat(&t.partitions.to_be_bytes());
+        }
+    }
+    h as i64
+}
+
+fn s(v: &str) -> StrBytes {
+    StrBytes::from_string(v.to_string())
+}
+
+fn error(code: i16, msg: Option<String>) -> ConsumerGroupHeartbeatResponse {
+    ConsumerGroupHeartbeatResponse::default()
+        .with_error_code(code)
+        .with_error_message(msg.map(|m| s(&m)))
+}
+
+fn owned_of(r: &ConsumerGroupHeartbeatRequest) -> Option<Assignment> {
+    r.topic_partitions.as_ref().map(|tps| {
+        tps.iter()
+            .map(|t| {
+                (
+                    t.topic_id,
+                    t.partitions.iter().copied().collect::<BTreeSet<i32>>(),
+                )
+            })
+            .filter(|(_, p)| !p.is_empty())
+            .collect()
+    })
+}
+
+fn subset(a: &Assignment, b: &Assignment) -> bool {
+    a.iter()
+        .all(|(t, ps)| b.get(t).is_some_and(|bs| ps.is_subset(bs)))
+}
+
+fn intersects(a: &Assignment, b: &Assignment) -> bool {
+    a.iter()
+        .any(|(t, ps)| b.get(t).is_some_and(|bs| !ps.is_disjoint(bs)))
+}
+
+/// `GroupCoordinatorService.throwIfConsumerGroupHeartbeatRequestIsInvalid`.
+fn validate(
+    r: &ConsumerGroupHeartbeatRequest,
+    v: i16,
+    c: &Coordinator,
+) -> Result<(), (i16, String)> {
+    let invalid = |m: &str| Err((err(ResponseError::InvalidRequest), m.to_string()));
+    if r.group_id.0.is_empty() {
+        return Err((
+            err(ResponseError::InvalidGroupId),
+            "GroupId can't be empty.".into(),
+        ));
+    }
+    if r.instance_id.as_ref().is_some_and(|i| i.is_empty()) {
+        return invalid("InstanceId can't be empty.");
+    }
+    if r.rack_id.as_ref().is_some_and(|i| i.is_empty()) {
+        return invalid("RackId can't be empty.");
+    }
+    if v >= 1 && r.member_id.is_empty() {
+        return invalid("MemberId can't be empty.");
+    }
+    match r.member_epoch {
+        0 => {
+            if r.rebalance_timeout_ms == -1 {
+                return invalid("RebalanceTimeoutMs must be provided in first request.");
+            }
+            if r.topic_partitions.as_ref().is_none_or(|t| !t.is_empty()) {
+                return invalid("TopicPartitions must be empty when (re-)joining.");
+            }
+            let has_names = r.subscribed_topic_names.is_some();
+            let has_regex = r
+                .subscribed_topic_regex
+                .as_ref()
+                .is_some_and(|x| !x.is_empty());
+            if !has_names && !has_regex {
+                return invalid(
+                    "SubscribedTopicNames or SubscribedTopicRegex must be set in first request.",
+                );
+            }
+        }
+        e if e > 0 => {
+            if r.member_id.is_empty() {
+                return invalid("MemberId can't be empty.");
+            }
+        }
+        LEAVE_EPOCH => {
+            if r.member_id.is_empty() {
+                return invalid("MemberId can't be empty.");
+            }
+        }
+        STATIC_LEAVE_EPOCH => {
+            if r.instance_id.is_none() {
+                return invalid("InstanceId can't be null.");
+            }
+        }
+        _ => return invalid("MemberEpoch is invalid."),
+    }
+    if let Some(a) = &r.server_assignor {
+        if !c.config.consumer_assignors.iter().any(|x| x == a.as_str()) {
+            return Err((
+                err(ResponseError::UnsupportedAssignor),
+                format!(
+                    "ServerAssignor {a} is not supported. Supported assignors: {}.",
+                    c.config.consumer_assignors.join(", ")
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The full regular expression check: compiled with Rust's `regex` (RE2 syntax, like RE2/J).
+fn compile(re: &str) -> Result<regex::Regex, String> {
+    regex::Regex::new(&format!("^(?:{re})$")).map_err(|e| e.to_string())
+}
+
+fn emit(c: &mut Coordinator, out: &mut Output, key: RecordKey, value: Option<RecordValue>) {
+    c.apply(Record { key, value }, out);
+}
+
+/// ConsumerGroupHeartbeat (`GMM.consumerGroupHeartbeat`).
+pub fn heartbeat(
+    c: &mut Coordinator,
+    id: ReqId,
+    ctx: &RequestContext,
+    r: ConsumerGroupHeartbeatRequest,
+    now: i64,
+    out: &mut Output,
+) {
+    let resp = match heartbeat_inner(c, ctx, &r, now, out) {
+        Ok(resp) => resp,
+        Err((code, msg)) => error(code, Some(msg)),
+    };
+    out.replies
+        .push((id, GroupResponse::ConsumerHeartbeat(resp)));
+}
+
+fn heartbeat_inner(
+    c: &mut Coordinator,
+    ctx: &RequestContext,
+    r: &ConsumerGroupHeartbeatRequest,
+    now: i64,
+    out: &mut Output,
+) -> Result<ConsumerGroupHeartbeatResponse, (i16, String)> {
+    let v = ctx.api_version;
+    validate(r, v, c)?;
+    let group_id = r.group_id.0.to_string();
+    if !c.config.consumer_protocol_enabled {
+        return Err((
+            err(ResponseError::UnsupportedVersion),
+            "The consumer rebalance protocol is disabled.".into(),
+        ));
+    }
+    // A classic group of the same id: an empty one (offsets only) is converted, as Kafka's
+    // migration does for empty groups; a live one is a different protocol.
+    if let Some(g) = c.groups.get(&group_id) {
+        if g.members.is_empty() && g.state == super::classic::State::Empty {
+            if g.last_record.is_some() {
+                emit(
+                    c,
+                    out,
+                    RecordKey::GroupMetadata {
+                        group: group_id.clone(),
+                    },
+                    None,
+                );
+            }
+            c.groups.remove(&group_id);
+        } else {
+            return Err((
+                err(ResponseError::InconsistentGroupProtocol),
+                format!("Group {group_id} is a classic group with members."),
+            ));
+        }
+    }
+    let interval = c.config.consumer_heartbeat_interval_ms;
+    let mut member_id = r.member_id.to_string();
+    match r.member_epoch {
+        LEAVE_EPOCH | STATIC_LEAVE_EPOCH => return leave(c, &group_id, r, now, out),
+        _ => {}
+    }
+    if r.member_epoch != 0 && !c.consumer_groups.contains_key(&group_id) {
+        return Err((
+            err(ResponseError::GroupIdNotFound),
+            format!("Group {group_id} not found."),
+        ));
+    }
+    if member_id.is_empty() {
+        // v0 joiners may leave the id to us (v1 clients make their own, KIP-1082).
+        member_id = crate::meta::new_cluster_id();
+    }
+    let instance_id = r.instance_id.as_ref().map(|x| x.to_string());
+    let existing = c
+        .consumer_groups
+        .get(&group_id)
+        .and_then(|g| g.members.get(&member_id))
+        .cloned();
+    let mut member = match (r.member_epoch, existing) {
+        (0, existing) => {
+            // A static member taking over its instance's slot.
+            if let Some(iid) = &instance_id {
+                let holder = c.consumer_groups.get(&group_id).and_then(|g| {
+                    g.members
+                        .values()
+                        .find(|m| m.instance_id.as_deref() == Some(iid.as_str()))
+                        .cloned()
+                });
+                if let Some(old) = holder.filter(|h| h.member_id != member_id) {
+                    if old.member_epoch != STATIC_LEAVE_EPOCH {
+                        return Err((
+                            err(ResponseError::UnreleasedInstanceId),
+                            format!(
+                                "Static member {} with instance id {iid} is still active.",
+                                old.member_id
+                            ),
+                        ));
+                    }
+                    return replace_static(c, &group_id, old, member_id, ctx, r, now, out);
+                }
+            }
+            let size = c
+                .consumer_groups
+                .get(&group_id)
+                .map_or(0, |g| g.members.len());
+            if existing.is_none() && size as i64 >= c.config.consumer_max_size as i64 {
+                return Err((
+                    err(ResponseError::GroupMaxSizeReached),
+                    format!(
+                        "The consumer group has reached its maximum capacity of {} members.",
+                        c.config.consumer_max_size
+                    ),
+                ));
+            }
+            match existing {
+                // Re-joining with epoch 0: start over; what it held is released.
+                Some(mut m) => {
+                    m.member_epoch = 0;
+                    m.previous_member_epoch = -1;
+                    m.state = MemberState::Stable;
+                    m.assigned.clear();
+                    m.pending_revocation.clear();
+                    m
+                }
+                None => ConsumerMember::new(&member_id),
+            }
+        }
+        (_, None) => {
+            return Err((
+                err(ResponseError::UnknownMemberId),
+                format!("Member {member_id} is not a member of group {group_id}."),
+            ))
+        }
+        (epoch, Some(m)) => {
+            if epoch > m.member_epoch {
+                return Err((err(ResponseError::FencedMemberEpoch), format!("The consumer group member has a greater epoch ({epoch}) than the one known by the group coordinator ({}).", m.member_epoch)));
+            }
+            if epoch < m.member_epoch {
+                // Tolerated only as a retry after a lost response (`throwIfMemberEpochIsInvalid`).
+                let owned_ok = owned_of(r).is_none_or(|o| subset(&o, &m.assigned));
+                if epoch != m.previous_member_epoch || !owned_ok {
+                    return Err((err(ResponseError::FencedMemberEpoch), format!("The consumer group member has a smaller epoch ({epoch}) than the one known by the group coordinator ({}).", m.member_epoch)));
+                }
+            }
+            m
+        }
+    };
+    let is_new = member.member_epoch == 0;
+    // Update the member's metadata from the fields the request carries (null = unchanged).
+    let before = member.metadata_value();
+    member.instance_id = instance_id.or(member.instance_id);
+    if let Some(rack) = &r.rack_id {
+        member.rack_id = Some(rack.to_string());
+    }
+    member.client_id = ctx.client_id.clone();
+    member.client_host = ctx.client_host.clone();
+    if r.rebalance_timeout_ms != -1 {
+        member.rebalance_timeout_ms = r.rebalance_timeout_ms;
+    }
+    if let Some(names) = &r.subscribed_topic_names {
+        member.subscribed_topic_names = names.iter().map(|n| n.0.to_string()).collect();
+        member.subscribed_topic_names.sort();
+    }
+    if let Some(re) = &r.subscribed_topic_regex {
+        member.subscribed_topic_regex = if re.is_empty() {
+            None
+        } else {
+            Some(re.to_string())
+        };
+    }
+    if let Some(a) = &r.server_assignor {
+        member.server_assignor = Some(a.to_string());
+    }
+    let metadata_changed = is_new || before != member.metadata_value();
+    let subscription_changed = is_new
+        || before.subscribed_topic_names != member.subscribed_topic_names
+        || before.subscribed_topic_regex != member.subscribed_topic_regex
+        || before.server_assignor != member.server_assignor;
+    // Resolve a new regex now (INVALID_REGULAR_EXPRESSION before anything is written).
+    let mut regex_record = None;
+    if let Some(re) = &member.subscribed_topic_regex {
+        let compiled = compile(re).map_err(|e| {
+            (
+                err(ResponseError::InvalidRegularExpression),
+                format!("SubscribedTopicRegex `{re}` is not a valid regular expression: {e}."),
+            )
+        })?;
+        let mut topics: Vec<String> = ctx
+            .topics
+            .iter()
+            .filter(|t| !t.internal && compiled.is_match(&t.name))
+            .map(|t| t.name.clone())
+            .collect();
+        topics.sort();
+        let known = c
+            .consumer_groups
+            .get(&group_id)
+            .and_then(|g| g.regexes.get(re));
+        if known != Some(&topics) {
+            regex_record = Some((re.clone(), topics));
+        }
+    }
+    if metadata_changed {
+        emit(
+            c,
+            out,
+            RecordKey::ConsumerGroupMemberMetadata {
+                group: group_id.clone(),
+                member_id: member_id.clone(),
+            },
+            Some(RecordValue::ConsumerGroupMemberMetadata(
+                member.metadata_value(),
+            )),
+        );
+    }
+    if let Some((re, topics)) = regex_record {
+        let value = ConsumerGroupRegularExpressionValue {
+            topics,
+            version: 0,
+            timestamp: now,
+        };
+        emit(
+            c,
+            out,
+            RecordKey::ConsumerGroupRegularExpression {
+                group: group_id.clone(),
+                regex: re,
+            },
+            Some(RecordValue::ConsumerGroupRegularExpression(value)),
+        );
+    }
+    if is_new {
+        // The member's current assignment starts empty at epoch 0.
+        emit(
+            c,
+            out,
+            RecordKey::ConsumerGroupCurrentMemberAssignment {
+                group: group_id.clone(),
+                member_id: member_id.clone(),
+            },
+            Some(RecordValue::ConsumerGroupCurrentMemberAssignment(
+                member.assignment_value(),
+            )),
+        );
+    }
+    // Bump the group epoch when what the group reads changed (subscriptions or topic metadata).
+    let g = c
+        .consumer_groups
+        .get(&group_id)
+        .expect("a member record created the group");
+    let hash = metadata_hash(&g.subscribed_names(), &ctx.topics);
+    if subscription_changed || hash != g.metadata_hash {
+        let value = ConsumerGroupMetadataValue {
+            epoch: g.group_epoch + 1,
+            metadata_hash: hash,
+        };
+        emit(
+            c,
+            out,
+            RecordKey::ConsumerGroupMetadata {
+                group: group_id.clone(),
+            },
+            Some(RecordValue::ConsumerGroupMetadata(value)),
+        );
+    }
+    maybe_compute_target(c, &group_id, &ctx.topics, now, out);
+    let owned = owned_of(r);
+    reconcile(c, &group_id, &member_id, owned.as_ref(), now, out);
+    // Session: every heartbeat pushes the deadline out.
+    c.timers.schedule(
+        TimerKey::ConsumerSession {
+            group: group_id.clone(),
+            member: member_id.clone(),
+        },
+        now + c.config.consumer_session_timeout_ms as i64,
+    );
+    let g = &c.consumer_groups[&group_id];
+    let m = &g.members[&member_id];
+    let mut resp = ConsumerGroupHeartbeatResponse::default()
+        .with_member_id(Some(s(&member_id)))
+        .with_member_epoch(m.member_epoch)
+        .with_heartbeat_interval_ms(interval);
+    // The assignment is sent on join, when it changed, or when the member reports something
+    // else than what it should own (a full request after a lost response).
+    let last = c.consumer_sent.get(&(group_id.clone(), member_id.clone()));
+    if r.member_epoch == 0
+        || last != Some(&m.assigned)
+        || owned.as_ref().is_some_and(|o| o != &m.assigned)
+    {
+        resp.assignment = Some(
+            cgh::Assignment::default().with_topic_partitions(
+                m.assigned
+                    .iter()
+                    .map(|(t, ps)| {
+                        cgh::TopicPartitions::default()
+                            .with_topic_id(*t)
+                            .with_partitions(ps.iter().copied().collect())
+                    })
+                    .collect(),
+            ),
+        );
+        let assigned = m.assigned.clone();
+        c.consumer_sent.insert((group_id, member_id), assigned);
+    }
+    Ok(resp)
+}
+
+/// Recompute the target when the group epoch moved past it, at most once per
+/// `group.consumer.assignment.interval.ms` (a burst of joins makes one new target).
+fn maybe_compute_target(
+    c: &mut Coordinator,
+    group_id: &str,
+    topics: &TopicsSnapshot,
+    now: i64,
+    out: &mut Output,
+) {
+    let Some(g) = c.consumer_groups.get(group_id) else {
+        return;
+    };
+    if g.group_epoch <= g.assignment_epoch || g.members.is_empty() {
+        return;
+    }
+    if g.assignment_epoch > 0
+        && now < g.assignment_timestamp + c.config.consumer_assignment_interval_ms as i64
+    {
+        c.timers.schedule(
+            TimerKey::ConsumerAssignment {
+                group: group_id.to_string(),
+            },
+            g.assignment_timestamp + c.config.consumer_assignment_interval_ms as i64,
+        );
+        return;
+    }
+    let members: Vec<AssignMember> = g
+        .members
+        .values()
+        .filter(|m| m.member_epoch != STATIC_LEAVE_EPOCH || m.instance_id.is_some())
+        .map(|m| AssignMember {
+            member_id: m.member_id.clone(),
+            instance_id: m.instance_id.clone(),
+            topics: g.member_topics(m, topics),
+        })
+        .collect();
+    let mut partitions: BTreeMap<Uuid, i32> = BTreeMap::new();
+    for n in g.subscribed_names() {
+        if let Some(t) = topics.get(&n) {
+            partitions.insert(t.id, t.partitions);
+        }
+    }
+    // The most-requested server assignor among members, else the first configured one.
+    let mut votes: BTreeMap<&str, usize> = BTreeMap::new();
+    for m in g.members.values() {
+        if let Some(a) = &m.server_assignor {
+            *votes.entry(a.as_str()).or_default() += 1;
+        }
+    }
+    let chosen = votes
+        .iter()
+        .max_by_key(|(_, n)| **n)
+        .map(|(a, _)| a.to_string())
+        .unwrap_or_else(|| {
+            c.config
+                .consumer_assignors
+                .first()
+                .cloned()
+                .unwrap_or_else(|| "uniform".into())
+        });
+    let target = if chosen == "range" {
+        assignor::range(&members, &partitions)
+    } else {
+        assignor::uniform(&members, &partitions, &g.target)
+    };
+    let epoch = g.group_epoch;
+    let changed: Vec<(String, Assignment)> = target
+        .into_iter()
+        .filter(|(m, a)| g.target.get(m) != Some(a))
+        .collect();
+    for (mid, a) in changed {
+        let value = ConsumerGroupTargetAssignmentMemberValue {
+            topic_partitions: a
+                .iter()
+                .map(|(t, ps)| TargetTopicPartitions {
+                    topic_id: *t,
+                    partitions: ps.iter().copied().collect(),
+                })
+                .collect(),
+        };
+        emit(
+            c,
+            out,
+            RecordKey::ConsumerGroupTargetAssignmentMember {
+                group: group_id.into(),
+                member_id: mid,
+            },
+            Some(RecordValue::ConsumerGroupTargetAssignmentMember(value)),
+        );
+    }
+    let value = ConsumerGroupTargetAssignmentMetadataValue {
+        assignment_epoch: epoch,
+        assignment_timestamp: now,
+    };
+    emit(
+        c,
+        out,
+        RecordKey::ConsumerGroupTargetAssignmentMetadata {
+            group: group_id.into(),
+        },
+        Some(RecordValue::ConsumerGroupTargetAssignmentMetadata(value)),
+    );
+}
+
+/// `CurrentAssignmentBuilder`: move a member one step toward the target.
+fn reconcile(
+    c: &mut Coordinator,
+    group_id: &str,
+    member_id: &str,
+    owned: Option<&Assignment>,
+    now: i64,
+    out: &mut Output,
+) {
+    let g = &c.consumer_groups[group_id];
+    let m = &g.members[member_id];
+    if m.member_epoch == STATIC_LEAVE_EPOCH {
+        return;
+    }
+    let target = g.target.get(member_id).cloned().unwrap_or_default();
+    let te = g.assignment_epoch;
+    let mut next = m.clone();
+    match m.state {
+        MemberState::UnrevokedPartitions => {
+            // Still holding what it must give up: wait (its revocation deadline runs).
+            if owned.is_none_or(|o| intersects(o, &m.pending_revocation)) {
+                return;
+            }
+            next.pending_revocation.clear();
+        }
+        _ if m.member_epoch == te && m.state == MemberState::Stable => return,
+        _ => {}
+    }
+    // Keep what is still targeted; give up the rest first (epoch held until acknowledged).
+    let mut keep = Assignment::new();
+    let mut revoke = Assignment::new();
+    for (t, ps) in &next.assigned {
+        for p in ps {
+            if target.get(t).is_some_and(|x| x.contains(p)) {
+                keep.entry(*t).or_default().insert(*p);
+            } else {
+                revoke.entry(*t).or_default().insert(*p);
+            }
+        }
+    }
+    if !revoke.is_empty() {
+        next.assigned = keep;
+        next.pending_revocation = revoke;
+        next.state = MemberState::UnrevokedPartitions;
+        c.timers.schedule(
+            TimerKey::ConsumerRevocation {
+                group: group_id.into(),
+                member: member_id.into(),
+            },
+            now + next.rebalance_timeout_ms.max(0) as i64,
+        );
+    } else {
+        c.timers.cancel(&TimerKey::ConsumerRevocation {
+            group: group_id.into(),
+            member: member_id.into(),
+        });
+        let others = g.owned_by_others(member_id);
+        let mut assigned = keep;
+        let mut unreleased = false;
+        for (t, ps) in &target {
+            for p in ps {
+                if others.contains(&(*t, *p)) {
+                    unreleased = true;
+                } else {
+                    assigned.entry(*t).or_default().insert(*p);
+                }
+            }
+        }
+        if next.member_epoch != te {
+            next.previous_member_epoch = next.member_epoch;
+            next.member_epoch = te;
+        }
+        next.assigned = assigned;
+        next.pending_revocation.clear();
+        next.state = if unreleased {
+            MemberState::UnreleasedPartitions
+        } else {
+            MemberState::Stable
+        };
+    }
+    if next != *m {
+        emit(
+            c,
+            out,
+            RecordKey::ConsumerGroupCurrentMemberAssignment {
+                group: group_id.into(),
+                member_id: member_id.into(),
+            },
+            Some(RecordValue::ConsumerGroupCurrentMemberAssignment(
+                next.assignment_value(),
+            )),
+        );
+    }
+}
+
+/// Leaving: epoch -1 removes the member; epoch -2 (static) keeps its slot and assignment until
+/// its session runs out, so the same instance can come back without a rebalance.
+fn leave(
+    c: &mut Coordinator,
+    group_id: &str,
+    r: &ConsumerGroupHeartbeatRequest,
+    now: i64,
+    out: &mut Output,
+) -> Result<ConsumerGroupHeartbeatResponse, (i16, String)> {
+    let Some(g) = c.consumer_groups.get(group_id) else {
+        return Err((
+            err(ResponseError::GroupIdNotFound),
+            format!("Group {group_id} not found."),
+        ));
+    };
+    let member_id = if r.member_id.is_empty() {
+        // A static member may leave by instance id alone.
+        r.instance_id
+            .as_ref()
+            .and_then(|i| {
+                g.members
+                    .values()
+                    .find(|m| m.instance_id.as_deref() == Some(i.as_str()))
+            })
+            .map(|m| m.member_id.clone())
+            .unwrap_or_default()
+    } else {
+        r.member_id.to_string()
+    };
+    let Some(m) = g.members.get(&member_id).cloned() else {
+        return Err((
+            err(ResponseError::UnknownMemberId),
+            format!("Member {member_id} is not a member of group {group_id}."),
+        ));
+    };
+    if r.member_epoch == STATIC_LEAVE_EPOCH {
+        if m.instance_id.as_deref() != r.instance_id.as_deref() {
+            return Err((
+                err(ResponseError::FencedInstanceId),
+                "Instance id mismatch.".into(),
+            ));
+        }
+        let mut next = m.clone();
+        next.previous_member_epoch = m.member_epoch;
+        next.member_epoch = STATIC_LEAVE_EPOCH;
+        emit(
+            c,
+            out,
+            RecordKey::ConsumerGroupCurrentMemberAssignment {
+                group: group_id.into(),
+                member_id: member_id.clone(),
+            },
+            Some(RecordValue::ConsumerGroupCurrentMemberAssignment(
+                next.assignment_value(),
+            )),
+        );
+    } else {
+        remove_member(c, group_id, &member_id, now, out);
+    }
+    Ok(ConsumerGroupHeartbeatResponse::default()
+        .with_member_id(Some(s(&member_id)))
+        .with_member_epoch(r.member_epoch)
+        .with_heartbeat_interval_ms(0))
+}
+
+/// Tombstones for one member (current assignment, target, metadata) and a new group epoch; the
+/// partitions it held are free at once.
+pub fn remove_member(
+    c: &mut Coordinator,
+    group_id: &str,
+    member_id: &str,
+    _now: i64,
+    out: &mut Output,
+) {
+    let Some(g) = c.consumer_groups.get(group_id) else {
+        return;
+    };
+    if !g.members.contains_key(member_id) {
+        return;
+    }
+    let had_target = g.target.contains_key(member_id);
+    emit(
+        c,
+        out,
+        RecordKey::ConsumerGroupCurrentMemberAssignment {
+            group: group_id.into(),
+            member_id: member_id.into(),
+        },
+        None,
+    );
+    if had_target {
+        emit(
+            c,
+            out,
+            RecordKey::ConsumerGroupTargetAssignmentMember {
+                group: group_id.into(),
+                member_id: member_id.into(),
+            },
+            None,
+        );
+    }
+    emit(
+        c,
+        out,
+        RecordKey::ConsumerGroupMemberMetadata {
+            group: group_id.into(),
+            member_id: member_id.into(),
+        },
+        None,
+    );
+    let g = &c.consumer_groups[group_id];
+    let value = ConsumerGroupMetadataValue {
+        epoch: g.group_epoch + 1,
+        metadata_hash: g.metadata_hash,
+    };
+    emit(
+        c,
+        out,
+        RecordKey::ConsumerGroupMetadata {
+            group: group_id.into(),
+        },
+        Some(RecordValue::ConsumerGroupMetadata(value)),
+    );
+    c.timers.cancel(&TimerKey::ConsumerSession {
+        group: group_id.into(),
+        member: member_id.into(),
+    });
+    c.timers.cancel(&TimerKey::ConsumerRevocation {
+        group: group_id.into(),
+        member: member_id.into(),
+    });
+    c.consumer_sent
+        .remove(&(group_id.to_string(), member_id.to_string()));
+}
+
+/// A static member rejoining while its old incarnation is parked with epoch -2: the new member
+/// id takes the old one's epoch and assignment; no rebalance for anyone else.
+#[allow(clippy::too_many_arguments)]
+fn replace_static(
+    c: &mut Coordinator,
+    group_id: &str,
+    old: ConsumerMember,
+    new_id: String,
+    ctx: &RequestContext,
+    r: &ConsumerGroupHeartbeatRequest,
+    now: i64,
+    out: &mut Output,
+) -> Result<ConsumerGroupHeartbeatResponse, (i16, String)> {
+    let target = c.consumer_groups[group_id]
+        .target
+        .get(&old.member_id)
+        .cloned();
+    let mut m = old.clone();
+    m.member_id = new_id.clone();
+    m.member_epoch = if old.previous_member_epoch >= 0 {
+        old.previous_member_epoch
+    } else {
+        0
+    };
+    m.client_id = ctx.client_id.clone();
+    m.client_host = ctx.client_host.clone();
+    if r.rebalance_timeout_ms != -1 {
+        m.rebalance_timeout_ms = r.rebalance_timeout_ms;
+    }
+    // Old incarnation out (without a new group epoch: the slot is kept), new one in.
+    emit(
+        c,
+        out,
+        RecordKey::ConsumerGroupCurrentMemberAssignment {
+            group: group_id.into(),
+            member_id: old.member_id.clone(),
+        },
+        None,
+    );
+    if target.is_some() {
+        emit(
+            c,
+            out,
+            RecordKey::ConsumerGroupTargetAssignmentMember {
+                group: group_id.into(),
+                member_id: old.member_id.clone(),
+            },
+            None,
+        );
+    }
+    emit(
+        c,
+        out,
+        RecordKey::ConsumerGroupMemberMetadata {
+            group: group_id.into(),
+            member_id: old.member_id.clone(),
+        },
+        None,
+    );
+    c.timers.cancel(&TimerKey::ConsumerSession {
+        group: group_id.into(),
+        member: old.member_id.clone(),
+    });
+    c.consumer_sent
+        .remove(&(group_id.to_string(), old.member_id.clone()));
+    emit(
+        c,
+        out,
+        RecordKey::ConsumerGroupMemberMetadata {
+            group: group_id.into(),
+            member_id: new_id.clone(),
+        },
+        Some(RecordValue::ConsumerGroupMemberMetadata(m.metadata_value())),
+    );
+    if let Some(t) = target {
+        let value = ConsumerGroupTargetAssignmentMemberValue {
+            topic_partitions: t
+                .iter()
+                .map(|(tid, ps)| TargetTopicPartitions {
+                    topic_id: *tid,
+                    partitions: ps.iter().copied().collect(),
+                })
+                .collect(),
+        };
+        emit(
+            c,
+            out,
+            RecordKey::ConsumerGroupTargetAssignmentMember {
+                group: group_id.into(),
+                member_id: new_id.clone(),
+            },
+            Some(RecordValue::ConsumerGroupTargetAssignmentMember(value)),
+        );
+    }
+    emit(
+        c,
+        out,
+        RecordKey::ConsumerGroupCurrentMemberAssignment {
+            group: group_id.into(),
+            member_id: new_id.clone(),
+        },
+        Some(RecordValue::ConsumerGroupCurrentMemberAssignment(
+            m.assignment_value(),
+        )),
+    );
+    c.timers.schedule(
+        TimerKey::ConsumerSession {
+            group: group_id.into(),
+            member: new_id.clone(),
+        },
+        now + c.config.consumer_session_timeout_ms as i64,
+    );
+    let assigned = m.assigned.clone();
+    c.consumer_sent
+        .insert((group_id.to_string(), new_id.clone()), assigned.clone());
+    Ok(ConsumerGroupHeartbeatResponse::default()
+        .with_member_id(Some(s(&new_id)))
+        .with_member_epoch(m.member_epoch)
+        .with_heartbeat_interval_ms(c.config.consumer_heartbeat_interval_ms)
+        .with_assignment(Some(
+            cgh::Assignment::default().with_topic_partitions(
+                assigned
+                    .iter()
+                    .map(|(t, ps)| {
+                        cgh::TopicPartitions::default()
+                            .with_topic_id(*t)
+                            .with_partitions(ps.iter().copied().collect())
+                    })
+                    .collect(),
+            ),
+        )))
+}
+
+/// Session expiry or a revocation that took too long: the member is fenced (removed).
+pub fn on_member_timeout(
+    c: &mut Coordinator,
+    group_id: &str,
+    member_id: &str,
+    revocation: bool,
+    now: i64,
+    out: &mut Output,
+) {
+    let Some(m) = c
+        .consumer_groups
+        .get(group_id)
+        .and_then(|g| g.members.get(member_id))
+    else {
+        return;
+    };
+    if revocation && m.state != MemberState::UnrevokedPartitions {
+        return;
+    }
+    remove_member(c, group_id, member_id, now, out);
+}
+
+/// The assignment interval passed with a newer group epoch waiting: compute the target now.
+pub fn on_assignment_due(
+    c: &mut Coordinator,
+    group_id: &str,
+    topics: Option<&TopicsSnapshot>,
+    now: i64,
+    out: &mut Output,
+) {
+    if let Some(t) = topics {
+        maybe_compute_target(c, group_id, t, now, out);
+    }
+}
+
+/// Rebuild consumer-group state from one record (types 3, 5, 6, 7, 8, 16).
+pub fn replay(c: &mut Coordinator, key: &RecordKey, value: &Option<RecordValue>) {
+    match (key, value) {
+        (
+            RecordKey::ConsumerGroupMetadata { group },
+            Some(RecordValue::ConsumerGroupMetadata(v)),
+        ) => {
+            let g = c
+                .consumer_groups
+                .entry(group.clone())
+                .or_insert_with(|| ConsumerGroup {
+                    group_id: group.clone(),
+                    ..Default::default()
+                });
+            g.group_epoch = v.epoch;
+            g.metadata_hash = v.metadata_hash;
+        }
+        (RecordKey::ConsumerGroupMetadata { group }, None) => {
+            c.consumer_groups.remove(group);
+        }
+        (
+            RecordKey::ConsumerGroupMemberMetadata { group, member_id },
+            Some(RecordValue::ConsumerGroupMemberMetadata(v)),
+        ) => {
+            let g = c
+                .consumer_groups
+                .entry(group.clone())
+                .or_insert_with(|| ConsumerGroup {
+                    group_id: group.clone(),
+                    ..Default::default()
+                });
+            let m = g
+                .members
+                .entry(member_id.clone())
+                .or_insert_with(|| ConsumerMember::new(member_id));
+            m.instance_id = v.instance_id.clone();
+            m.rack_id = v.rack_id.clone();
+            m.client_id = v.client_id.clone();
+            m.client_host = v.client_host.clone();
+            m.subscribed_topic_names = v.subscribed_topic_names.clone();
+            m.subscribed_topic_regex = v.subscribed_topic_regex.clone();
+            m.rebalance_timeout_ms = v.rebalance_timeout_ms;
+            m.server_assignor = v.server_assignor.clone();
+        }
+        (RecordKey::ConsumerGroupMemberMetadata { group, member_id }, None) => {
+            if let Some(g) = c.consumer_groups.get_mut(group) {
+                g.members.remove(member_id);
+            }
+        }
+        (
+            RecordKey::ConsumerGroupTargetAssignmentMetadata { group },
+            Some(RecordValue::ConsumerGroupTargetAssignmentMetadata(v)),
+        ) => {
+            if let Some(g) = c.consumer_groups.get_mut(group) {
+                g.assignment_epoch = v.assignment_epoch;
+                g.assignment_timestamp = v.assignment_timestamp;
+            }
+        }
+        (
+            RecordKey::ConsumerGroupTargetAssignmentMember { group, member_id },
+            Some(RecordValue::ConsumerGroupTargetAssignmentMember(v)),
+        ) => {
+            if let Some(g) = c.consumer_groups.get_mut(group) {
+                let a: Assignment = v
+                    .topic_partitions
+                    .iter()
+                    .map(|t| {
+                        (
+                            t.topic_id,
+                            t.partitions.iter().copied().collect::<BTreeSet<i32>>(),
+                        )
+                    })
+                    .filter(|(_, p)| !p.is_empty())
+                    .collect();
+                g.target.insert(member_id.clone(), a);
+            }
+        }
+        (RecordKey::ConsumerGroupTargetAssignmentMember { group, member_id }, None) => {
+            if let Some(g) = c.consumer_groups.get_mut(group) {
+                g.target.remove(member_id);
+            }
+        }
+        (
+            RecordKey::ConsumerGroupCurrentMemberAssignment { group, member_id },
+            Some(RecordValue::ConsumerGroupCurrentMemberAssignment(v)),
+        ) => {
+            if let Some(m) = c
+                .consumer_groups
+                .get_mut(group)
+                .and_then(|g| g.members.get_mut(member_id))
+            {
+                m.member_epoch = v.member_epoch;
+                m.previous_member_epoch = v.previous_member_epoch;
+                m.state = MemberState::from_i8(v.state);
+                m.assigned = from_current(&v.assigned_partitions);
+                m.pending_revocation = from_current(&v.partitions_pending_revocation);
+            }
+        }
+        (
+            RecordKey::ConsumerGroupRegularExpression { group, regex },
+            Some(RecordValue::ConsumerGroupRegularExpression(v)),
+        ) => {
+            if let Some(g) = c.consumer_groups.get_mut(group) {
+                g.regexes.insert(regex.clone(), v.topics.clone());
+            }
+        }
+        (RecordKey::ConsumerGroupRegularExpression { group, regex }, None) => {
+            if let Some(g) = c.consumer_groups.get_mut(group) {
+                g.regexes.remove(regex);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The records that rebuild a consumer group as it is (for snapshots), in Kafka's order.
+pub fn snapshot_records(g: &ConsumerGroup, out: &mut Vec<Record>) {
+    let gid = g.group_id.clone();
+    for (mid, m) in &g.members {
+        out.push(Record {
+            key: RecordKey::ConsumerGroupMemberMetadata {
+                group: gid.clone(),
+                member_id: mid.clone(),
+            },
+            value: Some(RecordValue::ConsumerGroupMemberMetadata(m.metadata_value())),
+        });
+    }
+    for (re, topics) in &g.regexes {
+        out.push(Record {
+            key: RecordKey::ConsumerGroupRegularExpression {
+                group: gid.clone(),
+                regex: re.clone(),
+            },
+            value: Some(RecordValue::ConsumerGroupRegularExpression(
+                ConsumerGroupRegularExpressionValue {
+                    topics: topics.clone(),
+                    version: 0,
+                    timestamp: 0,
+                },
+            )),
+        });
+    }
+    out.push(Record {
+        key: RecordKey::ConsumerGroupMetadata { group: gid.clone() },
+        value: Some(RecordValue::ConsumerGroupMetadata(
+            ConsumerGroupMetadataValue {
+                epoch: g.group_epoch,
+                metadata_hash: g.metadata_hash,
+            },
+        )),
+    });
+    for (mid, a) in &g.target {
+        out.push(Record {
+            key: RecordKey::ConsumerGroupTargetAssignmentMember {
+                group: gid.clone(),
+                member_id: mid.clone(),
+            },
+            value: Some(RecordValue::ConsumerGroupTargetAssignmentMember(
+                ConsumerGroupTargetAssignmentMemberValue {
+                    topic_partitions: a
+                        .iter()
+                        .map(|(t, ps)| TargetTopicPartitions {
+                            topic_id: *t,
+                            partitions: ps.iter().copied().collect(),
+                        })
+                        .collect(),
+                },
+            )),
+        });
+    }
+    out.push(Record {
+        key: RecordKey::ConsumerGroupTargetAssignmentMetadata { group: gid.clone() },
+        value: Some(RecordValue::ConsumerGroupTargetAssignmentMetadata(
+            ConsumerGroupTargetAssignmentMetadataValue {
+                assignment_epoch: g.assignment_epoch,
+                assignment_timestamp: g.assignment_timestamp,
+            },
+        )),
+    });
+    for (mid, m) in &g.members {
+        out.push(Record {
+            key: RecordKey::ConsumerGroupCurrentMemberAssignment {
+                group: gid.clone(),
+                member_id: mid.clone(),
+            },
+            value: Some(RecordValue::ConsumerGroupCurrentMemberAssignment(
+                m.assignment_value(),
+            )),
+        });
+    }
+}
+
+/// ConsumerGroupDescribe for one group.
+pub fn describe(c: &Coordinator, group_id: &str, topics: &TopicsSnapshot) -> cgd::DescribedGroup {
+    let base = cgd::DescribedGroup::default()
+        .with_group_id(GroupId(s(group_id)))
+        .with_authorized_operations(i32::MIN);
+    let Some(g) = c.consumer_groups.get(group_id) else {
+        let msg = if c.groups.contains_key(group_id) {
+            format!("Group {group_id} is not a consumer group.")
+        } else {
+            format!("Group {group_id} not found.")
+        };
+        return base
+            .with_error_code(err(ResponseError::GroupIdNotFound))
+            .with_error_message(Some(s(&msg)));
+    };
+    let describe_assignment = |a: &Assignment| {
+        cgd::Assignment::default().with_topic_partitions(
+            a.iter()
+                .map(|(t, ps)| {
+                    let name = topics
+                        .get_by_id(t)
+                        .map(|x| x.name.clone())
+                        .unwrap_or_default();
+                    cgd::TopicPartitions::default()
+                        .with_topic_id(*t)
+                        .with_topic_name(TopicName(s(&name)))
+                        .with_partitions(ps.iter().copied().collect())
+                })
+                .collect(),
+        )
+    };
+    let members = g
+        .members
+        .values()
+        .map(|m| {
+            cgd::Member::default()
+                .with_member_id(s(&m.member_id))
+                .with_instance_id(m.instance_id.as_deref().map(s))
+                .with_rack_id(m.rack_id.as_deref().map(s))
+                .with_member_epoch(m.member_epoch)
+                .with_client_id(s(&m.client_id))
+                .with_client_host(s(&m.client_host))
+                .with_subscribed_topic_names(
+                    m.subscribed_topic_names
+                        .iter()
+                        .map(|n| TopicName(s(n)))
+                        .collect(),
+                )
+                .with_subscribed_topic_regex(m.subscribed_topic_regex.as_deref().map(s))
+                .with_assignment(describe_assignment(&m.assigned))
+                .with_target_assignment(describe_assignment(
+                    g.target.get(&m.member_id).unwrap_or(&Assignment::new()),
+                ))
+                .with_member_type(1)
+        })
+        .collect();
+    let assignor = {
+        let mut votes: BTreeMap<&str, usize> = BTreeMap::new();
+        for m in g.members.values() {
+            if let Some(a) = &m.server_assignor {
+                *votes.entry(a.as_str()).or_default() += 1;
+            }
+        }
+        votes
+            .iter()
+            .max_by_key(|(_, n)| **n)
+            .map(|(a, _)| a.to_string())
+            .unwrap_or_else(|| {
+                c.config
+                    .consumer_assignors
+                    .first()
+                    .cloned()
+                    .unwrap_or_default()
+            })
+    };
+    base.with_group_state(s(g.state_name()))
+        .with_group_epoch(g.group_epoch)
+        .with_assignment_epoch(g.assignment_epoch)
+        .with_assignor_name(s(&assignor))
+        .with_members(members)
+}
+
+/// A consumer group as DescribeGroups (the classic admin API) shows it, for older tools.
+pub fn describe_classic_view(
+    g: &ConsumerGroup,
+    assignor: &str,
+    topics: &TopicsSnapshot,
+) -> describe_groups_response::DescribedGroup {
+    use kafka_protocol::protocol::Encodable;
+    let members = g
+        .members
+        .values()
+        .map(|m| {
+            let assignment = ConsumerProtocolAssignment::default().with_assigned_partitions(
+                m.assigned
+                    .iter()
+                    .filter_map(|(t, ps)| {
+                        topics.get_by_id(t).map(|x| {
+                            consumer_protocol_assignment::TopicPartition::default()
+                                .with_topic(TopicName(s(&x.name)))
+                                .with_partitions(ps.iter().copied().collect())
+                        })
+                    })
+                    .collect(),
+            );
+            let mut buf = bytes::BytesMut::new();
+            buf.extend_from_slice(&0i16.to_be_bytes());
+            let _ = assignment.encode(&mut buf, 0);
+            describe_groups_response::DescribedGroupMember::default()
+                .with_member_id(s(&m.member_id))
+                .with_group_instance_id(m.instance_id.as_deref().map(s))
+                .with_client_id(s(&m.client_id))
+                .with_client_host(s(&m.client_host))
+                .with_member_assignment(buf.freeze())
+        })
+        .collect();
+    describe_groups_response::DescribedGroup::default()
+        .with_group_id(GroupId(s(&g.group_id)))
+        .with_group_state(s(g.state_name()))
+        .with_protocol_type(s("consumer"))
+        .with_protocol_data(s(assignor))
+        .with_members(members)
+        .with_authorized_operations(i32::MIN)
+}
