@@ -31,6 +31,21 @@ def binary_path() -> Path:
 
 
 def free_port() -> int:
+    """A free port below the ephemeral range (32768+), so that a broker restarted on the same
+    port cannot find it taken by some client's outgoing connection in between. Spread by pid so
+    parallel workers (pytest-xdist) rarely probe the same ports."""
+    import os
+    import random
+
+    rng = random.Random(os.getpid() ^ int(time.time() * 1000))
+    for _ in range(200):
+        port = rng.randrange(20000, 32000)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -334,3 +349,72 @@ def confluent_topic_ids(admin, names) -> dict:
         d = fut.result(timeout=CALL_TIMEOUT_S)
         out[name] = (str(d.topic_id), len(d.partitions))
     return out
+
+
+# --------------------------------------------------------------- group test helpers
+def wait_until(predicate, timeout: float, what: str, interval: float = 0.05, step=None):
+    """Call `step()` (e.g. a bounded consumer poll) then `predicate()` until it is truthy;
+    raises AssertionError naming `what` after `timeout` seconds. Returns the truthy value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if step is not None:
+            step()
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        if step is None:
+            time.sleep(interval)
+
+
+def confluent_consumer(broker, group: str, **extra):
+    """A confluent-kafka (librdkafka) classic-protocol group consumer with bounded timeouts.
+    Keys in `extra` use librdkafka names with '_' for '.' (partition_assignment_strategy=...)."""
+    from confluent_kafka import Consumer
+
+    conf = {
+        "bootstrap.servers": broker.bootstrap,
+        "group.id": group,
+        "client.id": "ringleader-test-confluent-consumer",
+        "logger": logging.getLogger("librdkafka"),
+        "broker.address.family": "v4",
+        "enable.auto.commit": False,
+        "auto.offset.reset": "earliest",
+        "session.timeout.ms": 10000,
+        "heartbeat.interval.ms": 1000,
+        "socket.timeout.ms": 10000,
+        "socket.connection.setup.timeout.ms": 5000,
+        "reconnect.backoff.max.ms": 1000,
+    }
+    conf.update({k.replace("_", "."): v for k, v in extra.items()})
+    return Consumer(conf)
+
+
+def groups_cli(broker, *args: str, timeout: float = 30.0) -> subprocess.CompletedProcess:
+    """Run `ringleader groups --bootstrap <broker> ARGS...` (bounded); returns the CompletedProcess."""
+    argv = [str(binary_path()), "groups", "--bootstrap", broker.bootstrap, "--timeout-ms", "10000", *args]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL,
+                          env=broker_env())
+
+
+def parse_cli_table(text: str) -> list[dict]:
+    """Parse the first whitespace-aligned table (header line of UPPER-CASE column names) printed by
+    `ringleader groups` into a list of {column: value}. Column names may contain one space
+    (`COORDINATOR (ID)`), so cells are cut at the header's column start positions."""
+    lines = [ln for ln in text.splitlines()]
+    for i, ln in enumerate(lines):
+        if ln.startswith("GROUP") and ln.strip() == ln.strip().upper():
+            header = ln
+            break
+    else:
+        return []
+    starts = [m.start() for m in re.finditer(r"(?<!\S)(?!\(ID\))\S+(?: \(ID\))?", header)]
+    names = [header[s:e].strip() for s, e in zip(starts, starts[1:] + [None])]
+    rows = []
+    for ln in lines[i + 1:]:
+        if not ln.strip():
+            break
+        cells = [ln[s:e].strip() if e is not None else ln[s:].strip() for s, e in zip(starts, starts[1:] + [None])]
+        rows.append(dict(zip(names, cells)))
+    return rows
