@@ -203,6 +203,12 @@ async fn dispatch(
         Request::DeleteGroups(r) => {
             Response::DeleteGroups(groups_api::delete_groups(shard, &caller(), r, v).await)
         }
+        Request::ConsumerGroupHeartbeat(r) => Response::ConsumerGroupHeartbeat(
+            groups_api::consumer_group_heartbeat(shard, &caller(), r, v).await,
+        ),
+        Request::ConsumerGroupDescribe(r) => Response::ConsumerGroupDescribe(
+            groups_api::consumer_group_describe(shard, &caller(), r, v).await,
+        ),
         Request::ListOffsets(r) => Response::ListOffsets(data::list_offsets(b, r, v)),
         Request::Fetch(r) => {
             // With no records to return, Kafka holds a fetch for max_wait_ms; so do we, so that

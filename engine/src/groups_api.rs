@@ -176,7 +176,9 @@ pub async fn offset_fetch(
                     .map(|t| (t.name.0.to_string(), t.partition_indexes))
                     .collect()
             });
-            let fetched = fetch_one(shard, caller, v, &group, topics, g.member_epoch).await;
+            let member_id = g.member_id.as_ref().map(|m| m.to_string());
+            let fetched =
+                fetch_one(shard, caller, v, &group, topics, member_id, g.member_epoch).await;
             let mut topics_out: Vec<OffsetFetchResponseTopics> = Vec::new();
             for (t, p, off, epoch, meta, code) in fetched.partitions {
                 let part = OffsetFetchResponsePartitions::default()
@@ -209,7 +211,7 @@ pub async fn offset_fetch(
             .map(|t| (t.name.0.to_string(), t.partition_indexes))
             .collect()
     });
-    let fetched = fetch_one(shard, caller, v, &group, requested.clone(), -1).await;
+    let fetched = fetch_one(shard, caller, v, &group, requested.clone(), None, -1).await;
     let mut resp = OffsetFetchResponse::default();
     let mut topics_out: Vec<OffsetFetchResponseTopic> = Vec::new();
     let mut push = |t: &str, part: OffsetFetchResponsePartition| match topics_out
@@ -261,6 +263,7 @@ async fn fetch_one(
     v: i16,
     group: &str,
     topics: Option<Vec<(String, Vec<i32>)>>,
+    member_id: Option<String>,
     member_epoch: i32,
 ) -> FetchedOffsets {
     match call(
@@ -271,6 +274,7 @@ async fn fetch_one(
         GroupRequest::OffsetFetch {
             group: group.to_string(),
             topics,
+            member_id,
             member_epoch,
         },
     )
@@ -393,6 +397,50 @@ pub async fn delete_groups(
                 .with_group_id(g)
                 .with_error_code(code),
         );
+    }
+    resp
+}
+
+pub async fn consumer_group_heartbeat(
+    shard: &Rc<Shard>,
+    caller: &Caller,
+    r: ConsumerGroupHeartbeatRequest,
+    v: i16,
+) -> ConsumerGroupHeartbeatResponse {
+    let group = r.group_id.0.to_string();
+    match call(shard, caller, v, &group, GroupRequest::ConsumerHeartbeat(r)).await {
+        Some(GroupResponse::ConsumerHeartbeat(resp)) => resp,
+        _ => ConsumerGroupHeartbeatResponse::default().with_error_code(not_available()),
+    }
+}
+
+pub async fn consumer_group_describe(
+    shard: &Rc<Shard>,
+    caller: &Caller,
+    r: ConsumerGroupDescribeRequest,
+    v: i16,
+) -> ConsumerGroupDescribeResponse {
+    let mut resp = ConsumerGroupDescribeResponse::default();
+    for g in r.group_ids {
+        let group = g.0.to_string();
+        let d = match call(
+            shard,
+            caller,
+            v,
+            &group,
+            GroupRequest::ConsumerDescribe {
+                group: group.clone(),
+            },
+        )
+        .await
+        {
+            Some(GroupResponse::ConsumerDescribe(d)) => d,
+            _ => consumer_group_describe_response::DescribedGroup::default()
+                .with_group_id(g.clone())
+                .with_error_code(not_available())
+                .with_authorized_operations(i32::MIN),
+        };
+        resp.groups.push(d);
     }
     resp
 }

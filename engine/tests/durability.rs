@@ -6,6 +6,10 @@
 //! with the `wire` codec, and restarts it on the same data directory.
 //!
 //! `RINGLEADER_KILL_ROUNDS` raises the number of kill -9 rounds (default 5).
+//!
+//! `a_batch_recovery_truncates_is_not_half_replayed` is `#[ignore]`d: it reproduces a recovery
+//! bug (a CRC-valid batch with bad record framing is half replayed, then truncated); run it with
+//! `--ignored` once `PartitionLog::open` validates a batch before replaying it.
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::*;

@@ -294,6 +294,8 @@ mod tests {
             16 => Request::ListGroups(Default::default()),
             42 => Request::DeleteGroups(Default::default()),
             47 => Request::OffsetDelete(Default::default()),
+            68 => Request::ConsumerGroupHeartbeat(Default::default()),
+            69 => Request::ConsumerGroupDescribe(Default::default()),
             10 => Request::FindCoordinator(Default::default()),
             18 => Request::ApiVersions(Default::default()),
             19 => Request::CreateTopics(Default::default()),
@@ -307,7 +309,7 @@ mod tests {
     #[test]
     fn rejects_unknown_key_and_unsupported_version() {
         let versions = Versions::default();
-        for (key, ver) in [(999i16, 0i16), (3, 99), (11, 10), (68, 0)] {
+        for (key, ver) in [(999i16, 0i16), (3, 99), (11, 10), (68, 2)] {
             let header = RequestHeader {
                 api_key: key,
                 api_version: ver,

@@ -38,6 +38,8 @@ pub const SERVED: &[ApiRange] = &[
     r(42, 0, 2), // DeleteGroups: trunk 0-3; the crate stops at 2
     r(47, 0, 0), // OffsetDelete: trunk 0
     r(60, 0, 2), // DescribeCluster: trunk 0-2
+    r(68, 0, 1), // ConsumerGroupHeartbeat: trunk 0-1 (librdkafka needs v1)
+    r(69, 0, 1), // ConsumerGroupDescribe: trunk 0-1
 ];
 
 /// A lookup table of served versions, indexed by api key for O(1) checks on the hot path.

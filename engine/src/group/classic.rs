@@ -436,6 +436,14 @@ pub fn join(
             join_error(err(ResponseError::InvalidSessionTimeout), &member_id, v),
         );
     }
+    if c.consumer_groups.contains_key(&group_id) {
+        // The group uses the consumer protocol (no classic↔consumer migration yet).
+        return reply_join(
+            out,
+            id,
+            join_error(err(ResponseError::InconsistentGroupProtocol), &member_id, v),
+        );
+    }
     let protocols = protocols_of(&r);
     let protocol_type = r.protocol_type.to_string();
     let instance_id = r.group_instance_id.as_ref().map(|i| i.to_string());
@@ -1462,6 +1470,15 @@ pub fn describe(c: &Coordinator, group_id: &str, version: i16) -> DescribedGroup
     let base = DescribedGroup::default()
         .with_group_id(GroupId(s(group_id)))
         .with_authorized_operations(i32::MIN);
+    if let (Some(cg), Some(topics)) = (c.consumer_groups.get(group_id), c.last_topics.as_ref()) {
+        let assignor = c
+            .config
+            .consumer_assignors
+            .first()
+            .cloned()
+            .unwrap_or_default();
+        return super::consumer::describe_classic_view(cg, &assignor, topics);
+    }
     let Some(g) = c.groups.get(group_id).filter(|g| g.state != State::Dead) else {
         // v6 reports GROUP_ID_NOT_FOUND; older versions describe a "Dead" group (KIP-1043).
         return if version >= 6 {
@@ -1503,26 +1520,39 @@ pub fn describe(c: &Coordinator, group_id: &str, version: i16) -> DescribedGroup
 
 /// ListGroups over this partition, filtered by state and type (lower-cased filters).
 pub fn list(c: &Coordinator, states: &[String], types: &[String]) -> Vec<ListedGroup> {
-    if !types.is_empty() && !types.iter().any(|t| t == "classic") {
-        return Vec::new();
+    let wants_type = |t: &str| types.is_empty() || types.iter().any(|x| x == t);
+    let wants_state =
+        |st: &str| states.is_empty() || states.iter().any(|x| x.eq_ignore_ascii_case(st));
+    let mut out: Vec<ListedGroup> = Vec::new();
+    if wants_type("classic") {
+        out.extend(
+            c.groups
+                .values()
+                .filter(|g| g.state != State::Dead && wants_state(g.state.name()))
+                .map(|g| {
+                    ListedGroup::default()
+                        .with_group_id(GroupId(s(&g.group_id)))
+                        .with_protocol_type(s(g.protocol_type.as_deref().unwrap_or("")))
+                        .with_group_state(s(g.state.name()))
+                        .with_group_type(s("classic"))
+                }),
+        );
     }
-    c.groups
-        .values()
-        .filter(|g| g.state != State::Dead)
-        .filter(|g| {
-            states.is_empty()
-                || states
-                    .iter()
-                    .any(|st| st.eq_ignore_ascii_case(g.state.name()))
-        })
-        .map(|g| {
-            ListedGroup::default()
-                .with_group_id(GroupId(s(&g.group_id)))
-                .with_protocol_type(s(g.protocol_type.as_deref().unwrap_or("")))
-                .with_group_state(s(g.state.name()))
-                .with_group_type(s("classic"))
-        })
-        .collect()
+    if wants_type("consumer") {
+        out.extend(
+            c.consumer_groups
+                .values()
+                .filter(|g| wants_state(g.state_name()))
+                .map(|g| {
+                    ListedGroup::default()
+                        .with_group_id(GroupId(s(&g.group_id)))
+                        .with_protocol_type(s("consumer"))
+                        .with_group_state(s(g.state_name()))
+                        .with_group_type(s("consumer"))
+                }),
+        );
+    }
+    out
 }
 
 /// Rebuild a group from its GroupMetadata record: a group with members loads as Stable with

@@ -1108,6 +1108,50 @@ fn replace_static(
         )))
 }
 
+/// Delete an empty consumer group: tombstones in Kafka's order (`ConsumerGroup.createGroupTombstoneRecords`):
+/// target metadata (6), regexes (16), subscription metadata (4), group epoch (3).
+pub fn delete_empty(c: &mut Coordinator, group_id: &str, out: &mut Output) {
+    let Some(g) = c.consumer_groups.get(group_id) else {
+        return;
+    };
+    let regexes: Vec<String> = g.regexes.keys().cloned().collect();
+    emit(
+        c,
+        out,
+        RecordKey::ConsumerGroupTargetAssignmentMetadata {
+            group: group_id.into(),
+        },
+        None,
+    );
+    for regex in regexes {
+        emit(
+            c,
+            out,
+            RecordKey::ConsumerGroupRegularExpression {
+                group: group_id.into(),
+                regex,
+            },
+            None,
+        );
+    }
+    emit(
+        c,
+        out,
+        RecordKey::ConsumerGroupPartitionMetadata {
+            group: group_id.into(),
+        },
+        None,
+    );
+    emit(
+        c,
+        out,
+        RecordKey::ConsumerGroupMetadata {
+            group: group_id.into(),
+        },
+        None,
+    );
+}
+
 /// Session expiry or a revocation that took too long: the member is fenced (removed).
 pub fn on_member_timeout(
     c: &mut Coordinator,

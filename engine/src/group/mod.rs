@@ -119,6 +119,7 @@ pub enum GroupRequest {
     OffsetFetch {
         group: String,
         topics: Option<Vec<(String, Vec<i32>)>>,
+        member_id: Option<String>,
         member_epoch: i32,
     },
     OffsetDelete(OffsetDeleteRequest),
@@ -374,9 +375,10 @@ impl Coordinator {
             GroupRequest::OffsetFetch {
                 group,
                 topics,
+                member_id,
                 member_epoch,
             } => {
-                let resp = offsets::fetch(self, &group, topics, member_epoch);
+                let resp = offsets::fetch(self, &group, topics, member_id.as_deref(), member_epoch);
                 out.replies.push((id, GroupResponse::OffsetFetch(resp)));
             }
             GroupRequest::OffsetDelete(r) => {
@@ -403,6 +405,27 @@ impl Coordinator {
     fn delete_group(&mut self, group: &str, _now: i64, out: &mut Output) -> i16 {
         if group.is_empty() {
             return err(ResponseError::InvalidGroupId);
+        }
+        if let Some(g) = self.consumer_groups.get(group) {
+            if !g.members.is_empty() {
+                return err(ResponseError::NonEmptyGroup);
+            }
+            let offsets: Vec<(String, i32)> = self.offsets.keys_of(group);
+            for (topic, partition) in offsets {
+                self.apply(
+                    Record {
+                        key: RecordKey::OffsetCommit {
+                            group: group.to_string(),
+                            topic,
+                            partition,
+                        },
+                        value: None,
+                    },
+                    out,
+                );
+            }
+            consumer::delete_empty(self, group, out);
+            return 0;
         }
         match self.groups.get(group) {
             None => return err(ResponseError::GroupIdNotFound),

@@ -97,6 +97,27 @@ fn validate_commit(
     let generation = r.generation_id_or_member_epoch;
     let member_id = r.member_id.as_str();
     let instance_id = r.group_instance_id.as_deref();
+    if let Some(g) = c.consumer_groups.get(group_id) {
+        // `ConsumerGroup.validateOffsetCommit`: an admin commit (no member, epoch < 0) only to
+        // an empty group; a member must be known, commit with v9+, and carry its current epoch.
+        if generation < 0 && member_id.is_empty() {
+            return if g.members.is_empty() {
+                Ok(None)
+            } else {
+                Err(err(ResponseError::UnknownMemberId))
+            };
+        }
+        let Some(m) = g.members.get(member_id) else {
+            return Err(err(ResponseError::UnknownMemberId));
+        };
+        if version < 9 {
+            return Err(err(ResponseError::UnsupportedVersion));
+        }
+        if generation != m.member_epoch {
+            return Err(err(ResponseError::StaleMemberEpoch));
+        }
+        return Ok(None);
+    }
     let Some(g) = c.groups.get(group_id) else {
         if generation < 0 {
             // A standalone commit creates an empty "simple" group (`getOrMaybeCreateGroup`).
@@ -216,6 +237,7 @@ pub fn fetch(
     c: &Coordinator,
     group: &str,
     topics: Option<Vec<(String, Vec<i32>)>>,
+    member_id: Option<&str>,
     member_epoch: i32,
 ) -> FetchedOffsets {
     let mut outp = FetchedOffsets::default();
@@ -223,8 +245,25 @@ pub fn fetch(
         outp.error_code = err(ResponseError::InvalidGroupId);
         return outp;
     }
-    let exists =
-        c.groups.get(group).is_some_and(|g| g.state != State::Dead) || c.offsets.has_group(group);
+    if let Some(g) = c.consumer_groups.get(group) {
+        // A KIP-848 member fetching (v9 member id + epoch) must be current.
+        if member_epoch >= 0 {
+            match g.members.get(member_id.unwrap_or_default()) {
+                None => {
+                    outp.error_code = err(ResponseError::UnknownMemberId);
+                    return outp;
+                }
+                Some(m) if m.member_epoch != member_epoch => {
+                    outp.error_code = err(ResponseError::StaleMemberEpoch);
+                    return outp;
+                }
+                Some(_) => {}
+            }
+        }
+    }
+    let exists = c.groups.get(group).is_some_and(|g| g.state != State::Dead)
+        || c.consumer_groups.contains_key(group)
+        || c.offsets.has_group(group);
     if !exists && member_epoch >= 0 {
         outp.error_code = err(ResponseError::GroupIdNotFound);
         return outp;
@@ -278,6 +317,14 @@ pub fn delete(
         resp.error_code = err(ResponseError::InvalidGroupId);
         return resp;
     }
+    if let Some(g) = c.consumer_groups.get(&group_id) {
+        let subscribed = if g.members.is_empty() {
+            None
+        } else {
+            Some(g.subscribed_topics())
+        };
+        return delete_partitions(c, &group_id, subscribed, r.topics, out, resp);
+    }
     let Some(g) = c.groups.get(&group_id).filter(|g| g.state != State::Dead) else {
         resp.error_code = err(ResponseError::GroupIdNotFound);
         return resp;
@@ -293,7 +340,20 @@ pub fn delete(
     } else {
         g.subscribed_topics.clone()
     };
-    for t in r.topics {
+    delete_partitions(c, &group_id, subscribed, r.topics, out, resp)
+}
+
+/// Delete the requested offsets of a group, refusing topics it still subscribes to.
+fn delete_partitions(
+    c: &mut Coordinator,
+    group_id: &str,
+    subscribed: Option<std::collections::BTreeSet<String>>,
+    topics: Vec<kafka_protocol::messages::offset_delete_request::OffsetDeleteRequestTopic>,
+    out: &mut Output,
+    mut resp: OffsetDeleteResponse,
+) -> OffsetDeleteResponse {
+    let group_id = group_id.to_string();
+    for t in topics {
         let topic = t.name.0.to_string();
         let mut rt = OffsetDeleteResponseTopic::default().with_name(t.name.clone());
         for p in t.partitions {
@@ -337,9 +397,17 @@ pub fn expire(c: &mut Coordinator, now: i64, out: &mut Output) {
     let mut tombstones = Vec::new();
     for group in c.offsets.group_ids() {
         let g = c.groups.get(&group);
+        // A consumer group keeps the offsets of topics its members subscribe to; the rest (and
+        // all of an empty group's) expire `retention` after their commit.
+        let consumer_subs = c
+            .consumer_groups
+            .get(&group)
+            .map(|cg| cg.subscribed_topics());
         for ((topic, partition), v) in c.offsets.of_group(&group) {
             let expired = if v.expire_timestamp != -1 {
                 now >= v.expire_timestamp
+            } else if let Some(subs) = &consumer_subs {
+                !subs.contains(topic) && now >= v.commit_timestamp + retention
             } else {
                 match g {
                     Some(g) if g.state == State::Empty && g.protocol_type.is_some() => {
@@ -382,5 +450,14 @@ pub fn expire(c: &mut Coordinator, now: i64, out: &mut Output) {
             },
             out,
         );
+    }
+    let empty_consumer_groups: Vec<String> = c
+        .consumer_groups
+        .iter()
+        .filter(|(id, g)| g.members.is_empty() && !c.offsets.has_group(id))
+        .map(|(id, _)| id.clone())
+        .collect();
+    for group in empty_consumer_groups {
+        super::consumer::delete_empty(c, &group, out);
     }
 }

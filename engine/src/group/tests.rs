@@ -677,6 +677,7 @@ fn offsets_commit_fetch_and_errors() {
         GroupRequest::OffsetFetch {
             group: "g".into(),
             topics: Some(vec![("orders".into(), vec![0, 1, 5])]),
+            member_id: None,
             member_epoch: -1,
         },
     );
@@ -697,6 +698,7 @@ fn offsets_commit_fetch_and_errors() {
         GroupRequest::OffsetFetch {
             group: "solo".into(),
             topics: None,
+            member_id: None,
             member_epoch: -1,
         },
     );
