@@ -6,10 +6,6 @@
 //! with the `wire` codec, and restarts it on the same data directory.
 //!
 //! `RINGLEADER_KILL_ROUNDS` raises the number of kill -9 rounds (default 5).
-//!
-//! `a_batch_recovery_truncates_is_not_half_replayed` is `#[ignore]`d: it reproduces a recovery
-//! bug (a CRC-valid batch with bad record framing is half replayed, then truncated); run it with
-//! `--ignored` once `PartitionLog::open` validates a batch before replaying it.
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::*;
@@ -1026,11 +1022,9 @@ fn crc32c(data: &[u8]) -> u32 {
 
 /// A batch whose CRC is valid but whose records do not parse (it claims one record more than it
 /// holds) must be dropped whole: recovery truncates it, so none of its records may reach the
-/// group state. Today `PartitionLog::open` hands the records that do parse to the coordinator
-/// before it finds the bad one, then truncates the batch: the first restart serves offsets that
-/// are no longer on disk, the second restart serves the older ones again.
+/// group state. (Found as a bug: recovery used to replay the records that parsed before finding
+/// the bad one, so the first restart served offsets that were no longer on disk.)
 #[test]
-#[ignore = "broker bug: recovery replays a prefix of a batch it then truncates (storage/src/log.rs PartitionLog::open)"]
 fn a_batch_recovery_truncates_is_not_half_replayed() {
     let dir = data_dir("halfbatch");
     let group = "half-g";

@@ -47,9 +47,16 @@ pub struct GlommioDir {
 impl GlommioDir {
     /// Creates the directory if needed.
     pub fn new(path: impl AsRef<Path>) -> io::Result<Self> {
-        std::fs::create_dir_all(path.as_ref())?;
+        let path = path.as_ref();
+        if !path.exists() {
+            std::fs::create_dir_all(path)?;
+            // The new directory's entry must survive a power loss too.
+            if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+                std::fs::File::open(parent)?.sync_all()?;
+            }
+        }
         Ok(Self {
-            path: path.as_ref().to_path_buf(),
+            path: path.to_path_buf(),
         })
     }
     pub fn path(&self) -> &Path {

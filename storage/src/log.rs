@@ -150,6 +150,12 @@ impl<D: LogDir> PartitionLog<D> {
                                 break 'scan;
                             }
                             let batch = &buf[off..off + h.size];
+                            // Validate every record before replaying any: a batch that fails
+                            // half-way is cut from the log, so none of it may reach the caller.
+                            if let Err(e) = for_each_record(batch, &h, pos, |_, _, _, _| {}) {
+                                stop = Some(e.to_string());
+                                break 'scan;
+                            }
                             if let Err(e) = for_each_record(batch, &h, pos, &mut on_record) {
                                 stop = Some(e.to_string());
                                 break 'scan;

@@ -19,6 +19,8 @@ pub mod assignor;
 pub mod classic;
 pub mod consumer;
 
+#[cfg(test)]
+mod consumer_tests;
 pub mod offsets;
 #[cfg(test)]
 mod tests;

@@ -1,0 +1,606 @@
+//! Fake-clock tests of the KIP-848 rules (reference §5.6 and the seed's 13 steps), with the
+//! records replayed into a fresh coordinator after every scenario.
+
+use super::consumer::MemberState;
+use super::*;
+use crate::topics::TopicRegistry;
+use kafka_protocol::messages::consumer_group_heartbeat_request::TopicPartitions as ReqTp;
+use kafka_protocol::messages::offset_commit_request::{
+    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+};
+use kafka_protocol::protocol::StrBytes;
+use std::collections::BTreeSet;
+
+fn sb(s: &str) -> StrBytes {
+    StrBytes::from_string(s.to_string())
+}
+
+struct K {
+    c: Coordinator,
+    now: i64,
+    next: ReqId,
+    records: Vec<Record>,
+    reg: TopicRegistry,
+    _dir: std::path::PathBuf,
+}
+
+type Parts = Vec<(uuid::Uuid, Vec<i32>)>;
+
+impl K {
+    fn new(cfg: GroupConfig) -> Self {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static N: AtomicU64 = AtomicU64::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "rl-cg-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let reg = TopicRegistry::open(&dir, 50).unwrap();
+        reg.create("orders", 6, Default::default()).unwrap();
+        Self {
+            c: Coordinator::new(0, cfg),
+            now: 1_000_000,
+            next: 1,
+            records: Vec::new(),
+            reg,
+            _dir: dir,
+        }
+    }
+    fn cfg() -> GroupConfig {
+        GroupConfig {
+            consumer_assignment_interval_ms: 1000,
+            ..GroupConfig::default()
+        }
+    }
+    fn topic_id(&self, name: &str) -> uuid::Uuid {
+        self.reg.snapshot().get(name).unwrap().id
+    }
+    fn ctx(&self, v: i16) -> RequestContext {
+        RequestContext {
+            client_id: "c".into(),
+            client_host: "/127.0.0.1".into(),
+            api_version: v,
+            topics: self.reg.snapshot(),
+        }
+    }
+    fn send(&mut self, v: i16, req: GroupRequest) -> GroupResponse {
+        let id = self.next;
+        self.next += 1;
+        let mut out = Output::default();
+        self.c.handle(id, &self.ctx(v), req, self.now, &mut out);
+        self.c.tick(self.now, &mut out);
+        self.records.extend(out.records);
+        self.assert_single_owner();
+        out.replies
+            .into_iter()
+            .find(|(i, _)| *i == id)
+            .map(|(_, r)| r)
+            .expect("answered at once")
+    }
+    fn hb(
+        &mut self,
+        member: &str,
+        epoch: i32,
+        owned: Option<Parts>,
+    ) -> ConsumerGroupHeartbeatResponse {
+        let req = ConsumerGroupHeartbeatRequest::default()
+            .with_group_id(GroupId(sb("g")))
+            .with_member_id(sb(member))
+            .with_member_epoch(epoch)
+            .with_topic_partitions(owned.map(|o| {
+                o.into_iter()
+                    .map(|(t, p)| ReqTp::default().with_topic_id(t).with_partitions(p))
+                    .collect()
+            }));
+        match self.send(1, GroupRequest::ConsumerHeartbeat(req)) {
+            GroupResponse::ConsumerHeartbeat(r) => r,
+            other => panic!("{other:?}"),
+        }
+    }
+    fn join(
+        &mut self,
+        member: &str,
+        instance: Option<&str>,
+        topics: &[&str],
+    ) -> ConsumerGroupHeartbeatResponse {
+        let req = ConsumerGroupHeartbeatRequest::default()
+            .with_group_id(GroupId(sb("g")))
+            .with_member_id(sb(member))
+            .with_member_epoch(0)
+            .with_instance_id(instance.map(sb))
+            .with_rebalance_timeout_ms(30_000)
+            .with_subscribed_topic_names(Some(topics.iter().map(|t| TopicName(sb(t))).collect()))
+            .with_topic_partitions(Some(vec![]));
+        match self.send(1, GroupRequest::ConsumerHeartbeat(req)) {
+            GroupResponse::ConsumerHeartbeat(r) => r,
+            other => panic!("{other:?}"),
+        }
+    }
+    fn advance(&mut self, ms: i64) {
+        self.now += ms;
+        let mut out = Output::default();
+        self.c.tick(self.now, &mut out);
+        self.records.extend(out.records);
+        self.assert_single_owner();
+    }
+    fn member(&self, id: &str) -> &consumer::ConsumerMember {
+        &self.c.consumer_groups["g"].members[id]
+    }
+    /// The invariant above all: a partition is never owned by two members at once.
+    fn assert_single_owner(&self) {
+        for g in self.c.consumer_groups.values() {
+            let mut seen = BTreeSet::new();
+            for m in g.members.values() {
+                for a in [&m.assigned, &m.pending_revocation] {
+                    for (t, ps) in a {
+                        for p in ps {
+                            assert!(
+                                seen.insert((*t, *p)),
+                                "partition {t}:{p} owned twice in {:#?}",
+                                g.members
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+    fn assert_replay_matches(&self) {
+        let mut fresh = Coordinator::new(0, self.c.config.clone());
+        for r in &self.records {
+            let back = Record::decode(
+                &r.encode_key().unwrap(),
+                r.encode_value().unwrap().as_deref(),
+            )
+            .unwrap();
+            assert_eq!(&back, r);
+            fresh.replay(&back);
+        }
+        assert_eq!(fresh.durable_view(), self.c.durable_view());
+        let mut snap = Coordinator::new(0, self.c.config.clone());
+        for r in self.c.snapshot_records() {
+            snap.replay(&r);
+        }
+        assert_eq!(snap.durable_view(), self.c.durable_view());
+    }
+}
+
+fn parts(r: &ConsumerGroupHeartbeatResponse) -> Option<Vec<i32>> {
+    r.assignment.as_ref().map(|a| {
+        a.topic_partitions
+            .iter()
+            .flat_map(|t| t.partitions.iter().copied())
+            .collect()
+    })
+}
+
+#[test]
+fn seed_two_consumers_sequence() {
+    let mut k = K::new(K::cfg());
+    let t = k.topic_id("orders");
+    let a = k.join("A", None, &["orders"]);
+    assert_eq!(
+        (a.error_code, a.member_epoch, parts(&a)),
+        (0, 1, Some(vec![0, 1, 2, 3, 4, 5]))
+    );
+    assert_eq!(a.heartbeat_interval_ms, 5000);
+    let a = k.hb("A", 1, Some(vec![(t, vec![0, 1, 2, 3, 4, 5])]));
+    assert_eq!(
+        (a.error_code, parts(&a)),
+        (0, None),
+        "no change: no assignment sent"
+    );
+    // (1)-(3) B joins within the assignment interval: group epoch 2, target kept, B gets the
+    // current assignment epoch and nothing.
+    k.advance(100);
+    let b = k.join("B", None, &["orders"]);
+    assert_eq!(
+        (b.error_code, b.member_epoch, parts(&b)),
+        (0, 1, Some(vec![]))
+    );
+    let g = &k.c.consumer_groups["g"];
+    assert_eq!(
+        (g.group_epoch, g.assignment_epoch, g.state_name()),
+        (2, 1, "Assigning")
+    );
+    // (4)-(6) A's next heartbeat after the interval recomputes the target; A must revoke 3,4,5.
+    k.advance(1000);
+    let a = k.hb("A", 1, Some(vec![(t, vec![0, 1, 2, 3, 4, 5])]));
+    assert_eq!((a.member_epoch, parts(&a)), (1, Some(vec![0, 1, 2])));
+    assert_eq!(k.member("A").state, MemberState::UnrevokedPartitions);
+    // (8)-(9) B moves to epoch 2 but A still owns 3,4,5: UNRELEASED, nothing yet.
+    let b = k.hb("B", 1, Some(vec![]));
+    assert_eq!(b.member_epoch, 2);
+    assert_eq!(k.member("B").state, MemberState::UnreleasedPartitions);
+    assert!(parts(&b).is_none_or(|p| p.is_empty()));
+    // (10)-(11) A acknowledges (owns only 0,1,2): epoch 2, STABLE.
+    let a = k.hb("A", 1, Some(vec![(t, vec![0, 1, 2])]));
+    assert_eq!(a.member_epoch, 2);
+    assert_eq!(k.member("A").state, MemberState::Stable);
+    // (12)-(13) B's next heartbeat gets 3,4,5.
+    let b = k.hb("B", 2, Some(vec![]));
+    assert_eq!((b.member_epoch, parts(&b)), (2, Some(vec![3, 4, 5])));
+    assert_eq!(k.c.consumer_groups["g"].state_name(), "Stable");
+    // B leaves: A gets everything back at the next target.
+    let b = k.hb("B", -1, None);
+    assert_eq!(b.member_epoch, -1);
+    k.advance(1000);
+    let a = k.hb("A", 2, Some(vec![(t, vec![0, 1, 2])]));
+    assert_eq!(parts(&a), Some(vec![0, 1, 2, 3, 4, 5]));
+    k.assert_replay_matches();
+}
+
+#[test]
+fn lost_response_is_tolerated_and_bad_epochs_are_fenced() {
+    let mut k = K::new(K::cfg());
+    let t = k.topic_id("orders");
+    k.join("A", None, &["orders"]);
+    k.hb("A", 1, Some(vec![(t, vec![0, 1, 2, 3, 4, 5])]));
+    k.advance(1000);
+    k.join("B", None, &["orders"]);
+    k.advance(1000);
+    k.hb("A", 1, Some(vec![(t, (0..6).collect())]));
+    let a = k.hb("A", 1, Some(vec![(t, vec![0, 1, 2])]));
+    assert_eq!(a.member_epoch, 2);
+    // The response carrying epoch 2 is lost; A retries with epoch 1 owning a subset: accepted.
+    let again = k.hb("A", 1, Some(vec![(t, vec![0, 1, 2])]));
+    assert_eq!((again.error_code, again.member_epoch), (0, 2));
+    // Owning something it should not have, with the old epoch: fenced.
+    let bad = k.hb("A", 1, Some(vec![(t, vec![0, 1, 2, 5])]));
+    assert_eq!(bad.error_code, 110);
+    // An epoch from the future: fenced. An unknown member: UNKNOWN_MEMBER_ID.
+    assert_eq!(k.hb("A", 7, None).error_code, 110);
+    assert_eq!(k.hb("nobody", 1, None).error_code, 25);
+    k.assert_replay_matches();
+}
+
+#[test]
+fn zombie_commits_are_rejected() {
+    let mut k = K::new(K::cfg());
+    let t = k.topic_id("orders");
+    k.join("A", None, &["orders"]);
+    k.hb("A", 1, Some(vec![(t, (0..6).collect())]));
+    k.advance(1000);
+    k.join("B", None, &["orders"]);
+    k.advance(1000);
+    k.hb("A", 1, Some(vec![(t, (0..6).collect())]));
+    k.hb("A", 1, Some(vec![(t, vec![0, 1, 2])]));
+    assert_eq!(k.member("A").member_epoch, 2);
+    let commit = |member: &str, epoch: i32| {
+        GroupRequest::OffsetCommit(
+            OffsetCommitRequest::default()
+                .with_group_id(GroupId(sb("g")))
+                .with_member_id(sb(member))
+                .with_generation_id_or_member_epoch(epoch)
+                .with_topics(vec![OffsetCommitRequestTopic::default()
+                    .with_name(TopicName(sb("orders")))
+                    .with_partitions(vec![OffsetCommitRequestPartition::default()
+                        .with_partition_index(0)
+                        .with_committed_offset(5)])]),
+        )
+    };
+    let code = |r: GroupResponse| match r {
+        GroupResponse::OffsetCommit(r) => r.topics[0].partitions[0].error_code,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        code(k.send(9, commit("A", 1))),
+        113,
+        "a zombie with an old epoch"
+    );
+    assert_eq!(
+        code(k.send(9, commit("A", 3))),
+        113,
+        "an epoch from the future"
+    );
+    assert_eq!(
+        code(k.send(8, commit("A", 2))),
+        35,
+        "KIP-848 members commit with v9+"
+    );
+    assert_eq!(code(k.send(9, commit("ghost", 2))), 25);
+    assert_eq!(code(k.send(9, commit("A", 2))), 0);
+    k.assert_replay_matches();
+}
+
+#[test]
+fn static_member_leaves_with_minus_two_and_returns_without_a_rebalance() {
+    let mut k = K::new(K::cfg());
+    let t = k.topic_id("orders");
+    k.join("S1", Some("inst"), &["orders"]);
+    k.hb("S1", 1, Some(vec![(t, (0..6).collect())]));
+    k.advance(1000);
+    k.join("B", None, &["orders"]);
+    k.advance(1000);
+    k.hb("S1", 1, Some(vec![(t, (0..6).collect())]));
+    k.hb("S1", 1, Some(vec![(t, vec![0, 1, 2])]));
+    k.hb("B", 1, Some(vec![]));
+    k.hb("B", 2, Some(vec![]));
+    let epoch_before = k.c.consumer_groups["g"].group_epoch;
+    // While S1 is active, another incarnation of "inst" is refused.
+    assert_eq!(k.join("S2", Some("inst"), &["orders"]).error_code, 111);
+    // S1 leaves temporarily.
+    let req = ConsumerGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(sb("g")))
+        .with_member_id(sb("S1"))
+        .with_member_epoch(-2)
+        .with_instance_id(Some(sb("inst")));
+    let GroupResponse::ConsumerHeartbeat(r) = k.send(1, GroupRequest::ConsumerHeartbeat(req))
+    else {
+        panic!()
+    };
+    assert_eq!((r.error_code, r.member_epoch), (0, -2));
+    // It comes back as S2 with the same instance id: same partitions, same epoch, no new group epoch.
+    let s2 = k.join("S2", Some("inst"), &["orders"]);
+    assert_eq!(
+        (s2.error_code, s2.member_epoch, parts(&s2)),
+        (0, 2, Some(vec![0, 1, 2]))
+    );
+    assert_eq!(k.c.consumer_groups["g"].group_epoch, epoch_before);
+    assert!(!k.c.consumer_groups["g"].members.contains_key("S1"));
+    let b = k.hb("B", 2, Some(vec![(t, vec![3, 4, 5])]));
+    assert_eq!((b.error_code, parts(&b)), (0, None), "B saw nothing");
+    k.assert_replay_matches();
+}
+
+#[test]
+fn a_burst_of_joins_makes_one_new_target() {
+    let mut k = K::new(K::cfg());
+    let t = k.topic_id("orders");
+    k.join("A", None, &["orders"]);
+    k.hb("A", 1, Some(vec![(t, (0..6).collect())]));
+    let targets_before = k
+        .records
+        .iter()
+        .filter(|r| {
+            matches!(
+                r.key,
+                RecordKey::ConsumerGroupTargetAssignmentMetadata { .. }
+            )
+        })
+        .count();
+    for m in ["B", "C", "D", "E"] {
+        k.advance(50);
+        k.join(m, None, &["orders"]);
+    }
+    let g = &k.c.consumer_groups["g"];
+    assert_eq!(
+        (g.group_epoch, g.assignment_epoch),
+        (5, 1),
+        "joins inside the interval only bump the group epoch"
+    );
+    k.advance(1000);
+    let targets = k
+        .records
+        .iter()
+        .filter(|r| {
+            matches!(
+                r.key,
+                RecordKey::ConsumerGroupTargetAssignmentMetadata { .. }
+            )
+        })
+        .count();
+    assert_eq!(
+        targets,
+        targets_before + 1,
+        "one target for the whole burst"
+    );
+    let g = &k.c.consumer_groups["g"];
+    assert_eq!(g.assignment_epoch, 5);
+    let sizes: Vec<usize> = g.target.values().map(assignor::count).collect();
+    assert_eq!(sizes.iter().sum::<usize>(), 6);
+    assert!(sizes.iter().all(|s| (1..=2).contains(s)), "{sizes:?}");
+    k.assert_replay_matches();
+}
+
+#[test]
+fn regex_subscription_is_re_resolved_when_topics_appear() {
+    let mut k = K::new(K::cfg());
+    k.reg.create("orders-a", 2, Default::default()).unwrap();
+    let req = ConsumerGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(sb("g")))
+        .with_member_id(sb("R"))
+        .with_member_epoch(0)
+        .with_rebalance_timeout_ms(30_000)
+        .with_subscribed_topic_regex(Some(sb("orders-.*")))
+        .with_topic_partitions(Some(vec![]));
+    let GroupResponse::ConsumerHeartbeat(r) = k.send(1, GroupRequest::ConsumerHeartbeat(req))
+    else {
+        panic!()
+    };
+    assert_eq!((r.error_code, parts(&r).map(|p| p.len())), (0, Some(2)));
+    let a = k.topic_id("orders-a");
+    // A new matching topic: the next heartbeat re-resolves the regex and the target grows.
+    k.reg.create("orders-b", 3, Default::default()).unwrap();
+    k.advance(1000);
+    let r = k.hb("R", 1, Some(vec![(a, vec![0, 1])]));
+    assert_eq!(
+        (r.error_code, r.member_epoch, parts(&r).map(|p| p.len())),
+        (0, 2, Some(5))
+    );
+    assert_eq!(
+        k.c.consumer_groups["g"].regexes["orders-.*"],
+        vec!["orders-a".to_string(), "orders-b".to_string()]
+    );
+    // An invalid expression is refused with INVALID_REGULAR_EXPRESSION.
+    let bad = ConsumerGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(sb("g")))
+        .with_member_id(sb("X"))
+        .with_member_epoch(0)
+        .with_rebalance_timeout_ms(30_000)
+        .with_subscribed_topic_regex(Some(sb("orders-(")))
+        .with_topic_partitions(Some(vec![]));
+    let GroupResponse::ConsumerHeartbeat(r) = k.send(1, GroupRequest::ConsumerHeartbeat(bad))
+    else {
+        panic!()
+    };
+    assert_eq!(r.error_code, 128);
+    k.assert_replay_matches();
+}
+
+#[test]
+fn silent_and_stuck_members_are_fenced() {
+    let cfg = GroupConfig {
+        consumer_session_timeout_ms: 10_000,
+        ..K::cfg()
+    };
+    let mut k = K::new(cfg);
+    let t = k.topic_id("orders");
+    k.join("A", None, &["orders"]);
+    k.hb("A", 1, Some(vec![(t, (0..6).collect())]));
+    k.advance(1000);
+    k.join("B", None, &["orders"]);
+    k.advance(1000);
+    k.hb("A", 1, Some(vec![(t, (0..6).collect())]));
+    assert_eq!(k.member("A").state, MemberState::UnrevokedPartitions);
+    // A keeps heartbeating but never gives 3,4,5 up: fenced after its rebalance timeout (30 s).
+    for _ in 0..3 {
+        k.advance(8000);
+        k.hb("B", 2, Some(vec![]));
+        let r = k.hb("A", 1, Some(vec![(t, (0..6).collect())]));
+        assert_eq!(r.error_code, 0);
+    }
+    k.advance(6000);
+    k.hb("B", 2, Some(vec![]));
+    assert_eq!(
+        k.hb("A", 1, Some(vec![(t, (0..6).collect())])).error_code,
+        25,
+        "fenced members are unknown"
+    );
+    assert!(
+        !k.c.consumer_groups["g"].members.contains_key("A"),
+        "A was fenced for not revoking"
+    );
+    // B goes silent: its session expires.
+    k.advance(10_000);
+    assert!(k.c.consumer_groups["g"].members.is_empty());
+    assert_eq!(k.c.consumer_groups["g"].state_name(), "Empty");
+    k.assert_replay_matches();
+}
+
+#[test]
+fn validation_errors() {
+    let mut k = K::new(K::cfg());
+    let base = || {
+        ConsumerGroupHeartbeatRequest::default()
+            .with_group_id(GroupId(sb("g")))
+            .with_member_id(sb("M"))
+            .with_member_epoch(0)
+    };
+    let code = |k: &mut K, r: ConsumerGroupHeartbeatRequest| match k
+        .send(1, GroupRequest::ConsumerHeartbeat(r))
+    {
+        GroupResponse::ConsumerHeartbeat(r) => r.error_code,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        code(
+            &mut k,
+            base()
+                .with_subscribed_topic_names(Some(vec![]))
+                .with_topic_partitions(Some(vec![]))
+        ),
+        42,
+        "no rebalance timeout"
+    );
+    assert_eq!(
+        code(
+            &mut k,
+            base()
+                .with_rebalance_timeout_ms(1)
+                .with_topic_partitions(Some(vec![]))
+        ),
+        42,
+        "no subscription"
+    );
+    assert_eq!(
+        code(
+            &mut k,
+            base()
+                .with_member_id(sb(""))
+                .with_rebalance_timeout_ms(1)
+                .with_subscribed_topic_names(Some(vec![]))
+                .with_topic_partitions(Some(vec![]))
+        ),
+        42,
+        "v1 needs a member id"
+    );
+    assert_eq!(code(&mut k, base().with_member_epoch(-3)), 42);
+    assert_eq!(
+        code(
+            &mut k,
+            base()
+                .with_rebalance_timeout_ms(1)
+                .with_subscribed_topic_names(Some(vec![]))
+                .with_topic_partitions(Some(vec![]))
+                .with_server_assignor(Some(sb("sticky")))
+        ),
+        112
+    );
+    assert_eq!(
+        code(&mut k, base().with_member_epoch(3)),
+        69,
+        "unknown group for a non-join"
+    );
+}
+
+#[test]
+fn random_sequences_keep_single_ownership_monotonic_epochs_and_replay() {
+    // A small deterministic PRNG so failures reproduce from the seed.
+    for seed in 0..40u64 {
+        let mut x = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let mut rnd = |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        let mut k = K::new(GroupConfig {
+            consumer_assignment_interval_ms: 500,
+            ..K::cfg()
+        });
+        let names = ["m0", "m1", "m2", "m3"];
+        let mut epochs: std::collections::BTreeMap<&str, i32> = Default::default();
+        for _ in 0..120 {
+            k.advance(rnd(400) as i64);
+            let who = names[rnd(4) as usize];
+            let live =
+                k.c.consumer_groups
+                    .get("g")
+                    .and_then(|g| g.members.get(who))
+                    .cloned();
+            match (live, rnd(10)) {
+                (None, _) => {
+                    let r = k.join(who, None, &["orders"]);
+                    assert_eq!(r.error_code, 0);
+                    epochs.insert(who, r.member_epoch);
+                }
+                (Some(_), 0) => {
+                    k.hb(who, -1, None);
+                    epochs.remove(who);
+                }
+                (Some(m), _) => {
+                    // Acknowledge exactly what it was told it owns (a well-behaved client).
+                    let owned: Parts = m
+                        .assigned
+                        .iter()
+                        .map(|(t, ps)| (*t, ps.iter().copied().collect()))
+                        .collect();
+                    let r = k.hb(who, m.member_epoch, Some(owned));
+                    assert_eq!(r.error_code, 0, "seed {seed}");
+                    let prev = epochs.insert(who, r.member_epoch).unwrap_or(0);
+                    assert!(
+                        r.member_epoch >= prev,
+                        "seed {seed}: epoch went back {prev} -> {}",
+                        r.member_epoch
+                    );
+                }
+            }
+        }
+        k.assert_replay_matches();
+    }
+}
