@@ -30,6 +30,103 @@ pub fn uniform(
     partitions: &BTreeMap<Uuid, i32>,
     previous: &BTreeMap<String, Assignment>,
 ) -> BTreeMap<String, Assignment> {
+    if let Some(first) = members.first() {
+        if members.iter().all(|m| m.topics == first.topics) {
+            return uniform_homogeneous(members, partitions, previous);
+        }
+    }
+    uniform_general(members, partitions, previous)
+}
+
+/// Every member subscribes to the same topics (`UniformHomogeneousAssignmentBuilder`): with P
+/// partitions and M members each gets P/M, and P%M of them one more. Members keep what they had
+/// up to their quota (those that held more keep the extra slots first); the rest is dealt out
+/// from the unassigned list to members under quota. O(P + M log M).
+fn uniform_homogeneous(
+    members: &[AssignMember],
+    partitions: &BTreeMap<Uuid, i32>,
+    previous: &BTreeMap<String, Assignment>,
+) -> BTreeMap<String, Assignment> {
+    let topics = &members[0].topics;
+    let total: usize = partitions
+        .iter()
+        .filter(|(t, _)| topics.contains(t))
+        .map(|(_, n)| (*n).max(0) as usize)
+        .sum();
+    let m = members.len();
+    let (min_quota, mut extra) = (total / m, total % m);
+    let mut out: BTreeMap<String, Assignment> = BTreeMap::new();
+    let mut taken: hashbrown::HashSet<(Uuid, i32)> = hashbrown::HashSet::with_capacity(total);
+    let mut order: Vec<&AssignMember> = members.iter().collect();
+    // Members that held the most keep the extra slots, so fewer partitions move.
+    let held = |mm: &AssignMember| previous.get(&mm.member_id).map(count).unwrap_or(0);
+    order.sort_by(|a, b| held(b).cmp(&held(a)).then(a.member_id.cmp(&b.member_id)));
+    let mut quotas: Vec<usize> = Vec::with_capacity(m);
+    for mm in &order {
+        let quota = if extra > 0 && held(mm) > min_quota {
+            extra -= 1;
+            min_quota + 1
+        } else {
+            min_quota
+        };
+        let mut a = Assignment::new();
+        let mut n = 0;
+        if let Some(prev) = previous.get(&mm.member_id) {
+            'keep: for (t, ps) in prev {
+                let Some(&size) = partitions.get(t) else {
+                    continue;
+                };
+                if !topics.contains(t) {
+                    continue;
+                }
+                for &p in ps {
+                    if n == quota {
+                        break 'keep;
+                    }
+                    if p < size && taken.insert((*t, p)) {
+                        a.entry(*t).or_default().insert(p);
+                        n += 1;
+                    }
+                }
+            }
+        }
+        quotas.push(quota);
+        out.insert(mm.member_id.clone(), a);
+    }
+    // Extra slots not claimed by stickiness go to the first members still at the minimum.
+    for q in quotas.iter_mut() {
+        if extra == 0 {
+            break;
+        }
+        if *q == min_quota {
+            *q += 1;
+            extra -= 1;
+        }
+    }
+    let mut unassigned = partitions
+        .iter()
+        .filter(|(t, _)| topics.contains(t))
+        .flat_map(|(t, &n)| (0..n.max(0)).map(move |p| (*t, p)))
+        .filter(|tp| !taken.contains(tp));
+    for (i, mm) in order.iter().enumerate() {
+        let a = out.get_mut(&mm.member_id).expect("member");
+        let mut n = count(a);
+        while n < quotas[i] {
+            let Some((t, p)) = unassigned.next() else {
+                break;
+            };
+            a.entry(t).or_default().insert(p);
+            n += 1;
+        }
+    }
+    out
+}
+
+fn uniform_general(
+    members: &[AssignMember],
+    partitions: &BTreeMap<Uuid, i32>,
+    previous: &BTreeMap<String, Assignment>,
+) -> BTreeMap<String, Assignment> {
     let mut out: BTreeMap<String, Assignment> = members
         .iter()
         .map(|m| (m.member_id.clone(), Assignment::new()))
