@@ -4,6 +4,8 @@
 //! is encoded with `wire::encode_response` and compared with `tests/golden/<api>_vNN.hex`
 //! (the whole frame: length prefix, response header, body). `RINGLEADER_BLESS=1 cargo test -p
 //! ringleader-wire --test golden` rewrites those files; without it a mismatch fails with a hex diff.
+//! `GOLDEN_VARIANTS` adds further shapes of a served API (e.g. ConsumerGroupHeartbeat's error
+//! response with a null assignment) as `<api>_<variant>_vNN.hex`.
 //!
 //! Blessed bytes prove nothing by themselves, so every golden frame is also walked field by field
 //! by the small decoder in this file (`Walk`), written from the Kafka message schemas
@@ -885,6 +887,185 @@ fn offset_delete_response(_v: i16) -> OffsetDeleteResponse {
                 })
                 .collect(),
         )
+}
+
+// ---------------------------------------------------------------------------------------------
+// KIP-848: ConsumerGroupHeartbeat (68) and ConsumerGroupDescribe (69), both flexible from v0.
+
+const CONSUMER_GROUP: &str = "g-consumer";
+/// librdkafka makes its own 22-character member id (a base64 UUID, KIP-1082).
+const CG_MEMBER_A: &str = "Yl1eY0sZQ8S3uJ2gq3b0Zw";
+/// @platformatic/kafka uses a 36-character UUID string.
+const CG_MEMBER_B: &str = "0f6c2b8e-1d4a-4c3b-9e7f-5a6b7c8d9e0f";
+const CG_GROUP_EPOCH: i32 = 3;
+const CG_HEARTBEAT_INTERVAL: i32 = 5000;
+const CG_REBALANCE_TIMEOUT: i32 = 300_000;
+const CG_ASSIGNOR: &str = "uniform";
+const CG_REGEX: &str = "^(orders|audit-log)$";
+const FENCED_MEMBER_EPOCH: i16 = 110;
+const FENCED_MSG: &str = "The consumer group member has a greater epoch (5) than the one known \
+                          by the group coordinator (3).";
+const NOT_CONSUMER_GROUP_MSG: &str = "Group g-classic is not a consumer group.";
+
+/// (topic id, topic name, partitions) of a KIP-848 assignment.
+type CgTopic = ([u8; 16], &'static str, &'static [i32]);
+
+/// The assignment the golden heartbeat hands to member A: two topics.
+const CG_HEARTBEAT_ASSIGNMENT: &[CgTopic] = &[
+    (TOPIC_ID, TOPIC, &[0, 1, 2]),
+    (AUDIT_TOPIC_ID, AUDIT_TOPIC, &[0]),
+];
+
+/// One member of `CONSUMER_GROUP` as ConsumerGroupDescribe shows it.
+struct CgMember {
+    id: &'static str,
+    instance: Option<&'static str>,
+    rack: Option<&'static str>,
+    epoch: i32,
+    client_id: &'static str,
+    client_host: &'static str,
+    names: &'static [&'static str],
+    regex: Option<&'static str>,
+    assigned: &'static [CgTopic],
+    target: &'static [CgTopic],
+}
+
+/// A Stable group at epoch 3: A (librdkafka, names) and B (static, regex subscription); current
+/// assignments equal the targets, as in the seed's Example 2.
+const CG_MEMBERS: [CgMember; 2] = [
+    CgMember {
+        id: CG_MEMBER_A,
+        instance: None,
+        rack: Some(RACK),
+        epoch: CG_GROUP_EPOCH,
+        client_id: "rdkafka",
+        client_host: "/127.0.0.1",
+        names: &[TOPIC],
+        regex: None,
+        assigned: &[(TOPIC_ID, TOPIC, &[0, 1, 2])],
+        target: &[(TOPIC_ID, TOPIC, &[0, 1, 2])],
+    },
+    CgMember {
+        id: CG_MEMBER_B,
+        instance: Some("consumer-b-1"),
+        rack: None,
+        epoch: CG_GROUP_EPOCH,
+        client_id: "consumer-g-consumer-2",
+        client_host: "/10.0.0.7",
+        names: &[],
+        regex: Some(CG_REGEX),
+        assigned: &[
+            (TOPIC_ID, TOPIC, &[3, 4, 5]),
+            (AUDIT_TOPIC_ID, AUDIT_TOPIC, &[0]),
+        ],
+        target: &[
+            (TOPIC_ID, TOPIC, &[3, 4, 5]),
+            (AUDIT_TOPIC_ID, AUDIT_TOPIC, &[0]),
+        ],
+    },
+];
+
+fn consumer_group_heartbeat_response(_v: i16) -> ConsumerGroupHeartbeatResponse {
+    use consumer_group_heartbeat_response::*;
+    // A's first heartbeat after the target moved: its member id, epoch and a two-topic assignment.
+    ConsumerGroupHeartbeatResponse::default()
+        .with_throttle_time_ms(THROTTLE)
+        .with_error_code(0)
+        .with_error_message(None)
+        .with_member_id(Some(s(CG_MEMBER_A)))
+        .with_member_epoch(CG_GROUP_EPOCH)
+        .with_heartbeat_interval_ms(CG_HEARTBEAT_INTERVAL)
+        .with_assignment(Some(
+            Assignment::default().with_topic_partitions(
+                CG_HEARTBEAT_ASSIGNMENT
+                    .iter()
+                    .map(|&(id, _, ps)| {
+                        TopicPartitions::default()
+                            .with_topic_id(uuid(id))
+                            .with_partitions(ps.to_vec())
+                    })
+                    .collect(),
+            ),
+        ))
+}
+
+/// A zombie heartbeating with an epoch ahead of the coordinator's: FENCED_MEMBER_EPOCH with a
+/// message, no member id, epoch and interval 0, null assignment (Kafka's error response).
+fn consumer_group_heartbeat_error_response(_v: i16) -> ConsumerGroupHeartbeatResponse {
+    ConsumerGroupHeartbeatResponse::default()
+        .with_throttle_time_ms(THROTTLE)
+        .with_error_code(FENCED_MEMBER_EPOCH)
+        .with_error_message(Some(s(FENCED_MSG)))
+        .with_member_id(None)
+        .with_member_epoch(0)
+        .with_heartbeat_interval_ms(0)
+        .with_assignment(None)
+}
+
+fn consumer_group_describe_response(v: i16) -> ConsumerGroupDescribeResponse {
+    use consumer_group_describe_response::*;
+    let assignment = |topics: &[CgTopic]| {
+        Assignment::default().with_topic_partitions(
+            topics
+                .iter()
+                .map(|&(id, name, ps)| {
+                    TopicPartitions::default()
+                        .with_topic_id(uuid(id))
+                        .with_topic_name(s(name).into())
+                        .with_partitions(ps.to_vec())
+                })
+                .collect(),
+        )
+    };
+    let members = CG_MEMBERS
+        .iter()
+        .map(|m| {
+            let mut x = Member::default()
+                .with_member_id(s(m.id))
+                .with_instance_id(m.instance.map(s))
+                .with_rack_id(m.rack.map(s))
+                .with_member_epoch(m.epoch)
+                .with_client_id(s(m.client_id))
+                .with_client_host(s(m.client_host))
+                .with_subscribed_topic_names(m.names.iter().map(|n| s(n).into()).collect())
+                .with_subscribed_topic_regex(m.regex.map(s))
+                .with_assignment(assignment(m.assigned))
+                .with_target_assignment(assignment(m.target));
+            if v >= 1 {
+                x.member_type = 1; // consumer (KIP-1099); v0 keeps the default -1 off the wire
+            }
+            x
+        })
+        .collect();
+    let not_found = |group: &str, msg: &str| {
+        DescribedGroup::default()
+            .with_error_code(69)
+            .with_error_message(Some(s(msg)))
+            .with_group_id(s(group).into())
+            .with_group_state(s(""))
+            .with_group_epoch(0)
+            .with_assignment_epoch(0)
+            .with_assignor_name(s(""))
+            .with_members(vec![])
+            .with_authorized_operations(OPS_OMITTED)
+    };
+    ConsumerGroupDescribeResponse::default()
+        .with_throttle_time_ms(THROTTLE)
+        .with_groups(vec![
+            DescribedGroup::default()
+                .with_error_code(0)
+                .with_error_message(None)
+                .with_group_id(s(CONSUMER_GROUP).into())
+                .with_group_state(s("Stable"))
+                .with_group_epoch(CG_GROUP_EPOCH)
+                .with_assignment_epoch(CG_GROUP_EPOCH)
+                .with_assignor_name(s(CG_ASSIGNOR))
+                .with_members(members)
+                .with_authorized_operations(GROUP_OPS),
+            // A classic group: admin clients fall back to DescribeGroups for it.
+            not_found(GROUP, NOT_CONSUMER_GROUP_MSG),
+            not_found(UNKNOWN_GROUP, GROUP_NOT_FOUND_MSG),
+        ])
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1910,6 +2091,118 @@ fn walk_offset_delete(frame: &[u8], v: i16) {
     w.end();
 }
 
+// ConsumerGroupHeartbeatResponse.json: validVersions 0-1, flexible 0+. Assignment is a nullable
+// struct (int8 -1 = null, 1 = present) of TopicPartitions[]{TopicId, Partitions[]}.
+fn walk_consumer_group_heartbeat(frame: &[u8], v: i16) {
+    let mut w = Walk::response(frame, format!("ConsumerGroupHeartbeat v{v}"), true, true);
+    w.expect_i32("throttle_time_ms", THROTTLE);
+    w.expect_i16("error_code", 0);
+    w.expect_nstr("error_message", None);
+    w.expect_nstr("member_id", Some(CG_MEMBER_A));
+    w.expect_i32("member_epoch", CG_GROUP_EPOCH);
+    w.expect_i32("heartbeat_interval_ms", CG_HEARTBEAT_INTERVAL);
+    w.expect_i8("assignment (present)", 1);
+    w.expect_array("assignment.topic_partitions", CG_HEARTBEAT_ASSIGNMENT.len());
+    for &(id, _, ps) in CG_HEARTBEAT_ASSIGNMENT {
+        w.expect_uuid("topic_partitions.topic_id", id);
+        w.expect_i32_array("topic_partitions.partitions", ps);
+        w.expect_no_tags("topic_partitions tags");
+    }
+    w.expect_no_tags("assignment tags");
+    w.expect_no_tags("top-level tags");
+    w.end();
+}
+
+fn walk_consumer_group_heartbeat_error(frame: &[u8], v: i16) {
+    let mut w = Walk::response(
+        frame,
+        format!("ConsumerGroupHeartbeat v{v} (error)"),
+        true,
+        true,
+    );
+    w.expect_i32("throttle_time_ms", THROTTLE);
+    w.expect_i16("error_code", FENCED_MEMBER_EPOCH);
+    w.expect_nstr("error_message", Some(FENCED_MSG));
+    w.expect_nstr("member_id", None);
+    w.expect_i32("member_epoch", 0);
+    w.expect_i32("heartbeat_interval_ms", 0);
+    w.expect_i8("assignment (null)", -1);
+    w.expect_no_tags("top-level tags");
+    w.end();
+}
+
+// ConsumerGroupDescribeResponse.json (4.1): validVersions 0-1, flexible 0+. Member: MemberId
+// (string), InstanceId?, RackId?, MemberEpoch, ClientId, ClientHost, SubscribedTopicNames[],
+// SubscribedTopicRegex?, Assignment, TargetAssignment (non-null structs of
+// TopicPartitions[]{TopicId, TopicName, Partitions[]}), MemberType:int8[1+].
+fn walk_consumer_group_describe(frame: &[u8], v: i16) {
+    let mut w = Walk::response(frame, format!("ConsumerGroupDescribe v{v}"), true, true);
+    w.expect_i32("throttle_time_ms", THROTTLE);
+    w.expect_array("groups", 3);
+
+    w.expect_i16("groups[0].error_code", 0);
+    w.expect_nstr("groups[0].error_message", None);
+    w.expect_str("groups[0].group_id", CONSUMER_GROUP);
+    w.expect_str("groups[0].group_state", "Stable");
+    w.expect_i32("groups[0].group_epoch", CG_GROUP_EPOCH);
+    w.expect_i32("groups[0].assignment_epoch", CG_GROUP_EPOCH);
+    w.expect_str("groups[0].assignor_name", CG_ASSIGNOR);
+    w.expect_array("groups[0].members", CG_MEMBERS.len());
+    let walk_assignment = |w: &mut Walk, what: &str, topics: &[CgTopic]| {
+        w.expect_array(what, topics.len());
+        for &(id, name, ps) in topics {
+            w.expect_uuid("topic_partitions.topic_id", id);
+            w.expect_str("topic_partitions.topic_name", name);
+            w.expect_i32_array("topic_partitions.partitions", ps);
+            w.expect_no_tags("topic_partitions tags");
+        }
+        w.expect_no_tags("assignment tags");
+    };
+    for m in &CG_MEMBERS {
+        w.expect_str("member.member_id", m.id);
+        w.expect_nstr("member.instance_id", m.instance);
+        w.expect_nstr("member.rack_id", m.rack);
+        w.expect_i32("member.member_epoch", m.epoch);
+        w.expect_str("member.client_id", m.client_id);
+        w.expect_str("member.client_host", m.client_host);
+        w.expect_array("member.subscribed_topic_names", m.names.len());
+        for n in m.names {
+            w.expect_str("member.subscribed_topic_names[]", n);
+        }
+        w.expect_nstr("member.subscribed_topic_regex", m.regex);
+        walk_assignment(&mut w, "member.assignment.topic_partitions", m.assigned);
+        walk_assignment(
+            &mut w,
+            "member.target_assignment.topic_partitions",
+            m.target,
+        );
+        if v >= 1 {
+            w.expect_i8("member.member_type", 1);
+        }
+        w.expect_no_tags("member tags");
+    }
+    w.expect_i32("groups[0].authorized_operations", GROUP_OPS);
+    w.expect_no_tags("groups[0] tags");
+
+    for (i, group, msg) in [
+        (1, GROUP, NOT_CONSUMER_GROUP_MSG),
+        (2, UNKNOWN_GROUP, GROUP_NOT_FOUND_MSG),
+    ] {
+        w.expect_i16(&format!("groups[{i}].error_code"), 69);
+        w.expect_nstr(&format!("groups[{i}].error_message"), Some(msg));
+        w.expect_str(&format!("groups[{i}].group_id"), group);
+        w.expect_str(&format!("groups[{i}].group_state"), "");
+        w.expect_i32(&format!("groups[{i}].group_epoch"), 0);
+        w.expect_i32(&format!("groups[{i}].assignment_epoch"), 0);
+        w.expect_str(&format!("groups[{i}].assignor_name"), "");
+        w.expect_array(&format!("groups[{i}].members"), 0);
+        w.expect_i32(&format!("groups[{i}].authorized_operations"), OPS_OMITTED);
+        w.expect_no_tags(&format!("groups[{i}] tags"));
+    }
+    w.expect_no_tags("top-level tags");
+    w.end();
+}
+
 // ---------------------------------------------------------------------------------------------
 // Golden files.
 
@@ -2055,7 +2348,31 @@ const GOLDEN_APIS: &[GoldenApi] = &[
         build: |v| Response::OffsetDelete(offset_delete_response(v)),
         walk: walk_offset_delete,
     },
+    GoldenApi {
+        api_key: 68,
+        file_stem: "consumer_group_heartbeat",
+        name: "ConsumerGroupHeartbeat",
+        build: |v| Response::ConsumerGroupHeartbeat(consumer_group_heartbeat_response(v)),
+        walk: walk_consumer_group_heartbeat,
+    },
+    GoldenApi {
+        api_key: 69,
+        file_stem: "consumer_group_describe",
+        name: "ConsumerGroupDescribe",
+        build: |v| Response::ConsumerGroupDescribe(consumer_group_describe_response(v)),
+        walk: walk_consumer_group_describe,
+    },
 ];
+
+/// Further golden responses of a served API, one file per served version each
+/// (`<file_stem>_vNN.hex`): the error shapes that a single builder per API cannot show.
+const GOLDEN_VARIANTS: &[GoldenApi] = &[GoldenApi {
+    api_key: 68,
+    file_stem: "consumer_group_heartbeat_error",
+    name: "ConsumerGroupHeartbeat (FENCED_MEMBER_EPOCH)",
+    build: |v| Response::ConsumerGroupHeartbeat(consumer_group_heartbeat_error_response(v)),
+    walk: walk_consumer_group_heartbeat_error,
+}];
 
 /// Golden frames that are not a (served api, version) response.
 const EXTRA_GOLDEN: &[&str] = &["api_versions_unsupported_fallback"];
@@ -2303,6 +2620,21 @@ fn golden_offset_delete_responses() {
 }
 
 #[test]
+fn golden_consumer_group_heartbeat_responses() {
+    run_golden(golden_api(68));
+}
+
+#[test]
+fn golden_consumer_group_heartbeat_error_responses() {
+    run_golden(&GOLDEN_VARIANTS[0]);
+}
+
+#[test]
+fn golden_consumer_group_describe_responses() {
+    run_golden(golden_api(69));
+}
+
+#[test]
 fn every_served_api_has_golden_coverage_and_no_file_is_stale() {
     for r in SERVED {
         assert!(
@@ -2328,6 +2660,7 @@ fn every_served_api_has_golden_coverage_and_no_file_is_stale() {
             .unwrap_or_else(|| panic!("odd name {name}"));
         let api = GOLDEN_APIS
             .iter()
+            .chain(GOLDEN_VARIANTS)
             .find(|a| a.file_stem == api)
             .unwrap_or_else(|| panic!("{name}: unknown api"));
         let v: i16 = ver.parse().unwrap();
@@ -3487,11 +3820,188 @@ fn requests_offset_delete() {
     );
 }
 
+/// One ConsumerGroupHeartbeat request body as a client writes it (v0 has no regex field).
+struct CgHeartbeat<'a> {
+    member_id: &'a str,
+    epoch: i32,
+    instance: Option<&'a str>,
+    rack: Option<&'a str>,
+    rebalance_timeout: i32,
+    names: Option<&'a [&'a str]>,
+    regex: Option<&'a str>,
+    assignor: Option<&'a str>,
+    owned: Option<&'a [([u8; 16], &'a [i32])]>,
+}
+
+impl CgHeartbeat<'_> {
+    fn frame(&self, v: i16, client_id: &str) -> Bytes {
+        let mut e = Enc::request(68, v, CID, Some(client_id), true);
+        e.str(CONSUMER_GROUP);
+        e.str(self.member_id);
+        e.i32(self.epoch);
+        e.nstr(self.instance);
+        e.nstr(self.rack);
+        e.i32(self.rebalance_timeout);
+        e.narr(self.names.map(<[_]>::len));
+        for n in self.names.unwrap_or_default() {
+            e.str(n);
+        }
+        if v >= 1 {
+            e.nstr(self.regex);
+        }
+        e.nstr(self.assignor);
+        e.narr(self.owned.map(<[_]>::len));
+        for &(id, ps) in self.owned.unwrap_or_default() {
+            e.uuid(id);
+            e.arr(ps.len());
+            for &p in ps {
+                e.i32(p);
+            }
+            e.tags();
+        }
+        e.tags();
+        e.finish()
+    }
+
+    fn expect(&self) -> ConsumerGroupHeartbeatRequest {
+        use consumer_group_heartbeat_request::TopicPartitions;
+        ConsumerGroupHeartbeatRequest::default()
+            .with_group_id(s(CONSUMER_GROUP).into())
+            .with_member_id(s(self.member_id))
+            .with_member_epoch(self.epoch)
+            .with_instance_id(self.instance.map(s))
+            .with_rack_id(self.rack.map(s))
+            .with_rebalance_timeout_ms(self.rebalance_timeout)
+            .with_subscribed_topic_names(
+                self.names
+                    .map(|ns| ns.iter().map(|n| s(n).into()).collect()),
+            )
+            .with_subscribed_topic_regex(self.regex.map(s))
+            .with_server_assignor(self.assignor.map(s))
+            .with_topic_partitions(self.owned.map(|o| {
+                o.iter()
+                    .map(|&(id, ps)| {
+                        TopicPartitions::default()
+                            .with_topic_id(uuid(id))
+                            .with_partitions(ps.to_vec())
+                    })
+                    .collect()
+            }))
+    }
+
+    fn check(&self, v: i16, client_id: &str) {
+        check_request(
+            self.frame(v, client_id),
+            Some(client_id),
+            v,
+            Request::ConsumerGroupHeartbeat(self.expect()),
+        );
+    }
+}
+
+#[test]
+fn requests_consumer_group_heartbeat() {
+    // v0 (Java 4.0): a joining member with an empty id (the coordinator makes one), a static
+    // instance id, a rack, a named server assignor and no owned partitions.
+    CgHeartbeat {
+        member_id: "",
+        epoch: 0,
+        instance: Some("consumer-b-1"),
+        rack: Some(RACK),
+        rebalance_timeout: CG_REBALANCE_TIMEOUT,
+        names: Some(&[TOPIC, AUDIT_TOPIC]),
+        regex: None,
+        assignor: Some(CG_ASSIGNOR),
+        owned: Some(&[]),
+    }
+    .check(0, "consumer-g-consumer-2");
+
+    // v1, librdkafka 2.16 (reference §9): its own 22-char member id, epoch 0, subscribed names,
+    // regex "" (not null), server assignor null, owned partitions [].
+    let join = CgHeartbeat {
+        member_id: CG_MEMBER_A,
+        epoch: 0,
+        instance: None,
+        rack: None,
+        rebalance_timeout: CG_REBALANCE_TIMEOUT,
+        names: Some(&[TOPIC]),
+        regex: Some(""),
+        assignor: None,
+        owned: Some(&[]),
+    };
+    join.check(1, "rdkafka");
+    // The same join with a null regex (@platformatic/kafka).
+    CgHeartbeat {
+        member_id: CG_MEMBER_B,
+        regex: None,
+        ..join
+    }
+    .check(1, "platformatic-kafka");
+    // A regex subscription (librdkafka: a topic string starting with '^').
+    CgHeartbeat {
+        names: Some(&[]),
+        regex: Some("^orders-.*"),
+        ..join
+    }
+    .check(1, "rdkafka");
+    // A later heartbeat: everything unchanged is null / -1.
+    CgHeartbeat {
+        epoch: 1,
+        rebalance_timeout: -1,
+        names: None,
+        regex: None,
+        owned: None,
+        ..join
+    }
+    .check(1, "rdkafka");
+    // Acknowledging a revocation: the partitions it still owns, explicitly.
+    CgHeartbeat {
+        epoch: 2,
+        rebalance_timeout: -1,
+        names: None,
+        regex: None,
+        owned: Some(&[(TOPIC_ID, &[0, 1, 2])]),
+        ..join
+    }
+    .check(1, "rdkafka");
+    // Leaving: epoch -1.
+    CgHeartbeat {
+        epoch: -1,
+        rebalance_timeout: -1,
+        names: None,
+        regex: None,
+        owned: None,
+        ..join
+    }
+    .check(1, "rdkafka");
+}
+
+#[test]
+fn requests_consumer_group_describe() {
+    for (v, include_ops) in [(0i16, false), (1, true)] {
+        let mut e = Enc::request(69, v, CID, Some("adminclient-1"), true);
+        e.arr(2);
+        e.str(CONSUMER_GROUP);
+        e.str(GROUP);
+        e.bool(include_ops);
+        e.tags();
+        let expect = ConsumerGroupDescribeRequest::default()
+            .with_group_ids(vec![s(CONSUMER_GROUP).into(), s(GROUP).into()])
+            .with_include_authorized_operations(include_ops);
+        check_request(
+            e.finish(),
+            Some("adminclient-1"),
+            v,
+            Request::ConsumerGroupDescribe(expect),
+        );
+    }
+}
+
 #[test]
 fn request_golden_cases_cover_every_served_api() {
     // The request tests above exist for exactly these keys; a new served key needs its own.
     let covered = [
-        1i16, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 19, 20, 32, 42, 47, 60,
+        1i16, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 19, 20, 32, 42, 47, 60, 68, 69,
     ];
     for r in SERVED {
         assert!(

@@ -1470,14 +1470,19 @@ pub fn describe(c: &Coordinator, group_id: &str, version: i16) -> DescribedGroup
     let base = DescribedGroup::default()
         .with_group_id(GroupId(s(group_id)))
         .with_authorized_operations(i32::MIN);
-    if let (Some(cg), Some(topics)) = (c.consumer_groups.get(group_id), c.last_topics.as_ref()) {
-        let assignor = c
-            .config
-            .consumer_assignors
-            .first()
-            .cloned()
-            .unwrap_or_default();
-        return super::consumer::describe_classic_view(cg, &assignor, topics);
+    if c.consumer_groups.contains_key(group_id) {
+        // Kafka's DescribeGroups only describes classic groups (`GMM.describeGroups`): a
+        // consumer-protocol group is "Dead" before v6 and GROUP_ID_NOT_FOUND from v6; admin
+        // clients describe it with ConsumerGroupDescribe.
+        return if version >= 6 {
+            base.with_error_code(err(ResponseError::GroupIdNotFound))
+                .with_error_message(Some(s(&format!(
+                    "Group {group_id} is not a classic group."
+                ))))
+                .with_group_state(s("Dead"))
+        } else {
+            base.with_group_state(s("Dead"))
+        };
     }
     let Some(g) = c.groups.get(group_id).filter(|g| g.state != State::Dead) else {
         // v6 reports GROUP_ID_NOT_FOUND; older versions describe a "Dead" group (KIP-1043).
