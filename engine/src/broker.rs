@@ -43,6 +43,8 @@ pub struct Broker {
     pub port: i32,
     /// Where `__consumer_offsets-<p>` logs live; None keeps group state in memory only (tests).
     pub data_dir: Option<std::path::PathBuf>,
+    /// Where shards publish their measurements (read by `--metrics-listen`).
+    pub metrics: std::sync::Arc<crate::metrics::MetricsHub>,
 }
 
 fn s(v: impl Into<String>) -> StrBytes {

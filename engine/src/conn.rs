@@ -137,14 +137,27 @@ fn request_task(
         .rsplit_once(':')
         .map(|(ip, _)| ip.trim_matches(|c| c == '[' || c == ']').to_string())
         .unwrap_or_default();
+    let decoded_at = std::time::Instant::now();
     Some(glommio::spawn_local(async move {
         let version = header.api_version;
         let api_key = header.api_key;
+        let started = std::time::Instant::now();
         match dispatch(&shard, &peer_ip, &header, request).await {
             Ok(resp) => {
+                let ready = std::time::Instant::now();
                 let mut out = BytesMut::with_capacity(256);
                 match encode_response(header.correlation_id, version, &resp, &mut out) {
-                    Ok(()) => Outcome::Frame(out),
+                    Ok(()) => {
+                        let us = |d: std::time::Duration| d.as_micros() as u64;
+                        shard.table.metrics.borrow_mut().record_request(
+                            api_key,
+                            error_code(&resp),
+                            us(started - decoded_at),
+                            us(ready - started),
+                            us(decoded_at.elapsed()),
+                        );
+                        Outcome::Frame(out)
+                    }
                     Err(e) => {
                         tracing::error!(%peer, api_key, version, error = %e, "could not encode response; closing");
                         Outcome::Close
@@ -237,4 +250,38 @@ async fn dispatch(
             ))
         }
     })
+}
+
+/// The top-level (or first) error code of a response, for the per-API error counters.
+fn error_code(resp: &Response) -> i16 {
+    match resp {
+        Response::JoinGroup(r) => r.error_code,
+        Response::SyncGroup(r) => r.error_code,
+        Response::Heartbeat(r) => r.error_code,
+        Response::LeaveGroup(r) => r.error_code,
+        Response::ConsumerGroupHeartbeat(r) => r.error_code,
+        Response::OffsetCommit(r) => r
+            .topics
+            .iter()
+            .flat_map(|t| t.partitions.iter())
+            .map(|p| p.error_code)
+            .find(|c| *c != 0)
+            .unwrap_or(0),
+        Response::OffsetFetch(r) => {
+            if r.error_code != 0 {
+                r.error_code
+            } else {
+                r.groups
+                    .iter()
+                    .map(|g| g.error_code)
+                    .find(|c| *c != 0)
+                    .unwrap_or(0)
+            }
+        }
+        Response::ApiVersions(r) => r.error_code,
+        Response::ListGroups(r) => r.error_code,
+        Response::OffsetDelete(r) => r.error_code,
+        Response::FindCoordinator(r) => r.error_code,
+        _ => 0,
+    }
 }

@@ -18,6 +18,7 @@ pub mod dump_log;
 pub mod group;
 pub mod groups_api;
 pub mod meta;
+pub mod metrics;
 pub mod oneshot;
 pub mod partition;
 pub mod router;
@@ -51,6 +52,7 @@ pub fn open_broker(
         port,
         config,
         data_dir: Some(data_dir.to_path_buf()),
+        metrics: metrics::MetricsHub::new(),
     }))
 }
 

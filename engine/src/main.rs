@@ -40,6 +40,14 @@ enum Command {
         /// Override one config key: --set name=value (repeatable; applied after --config).
         #[arg(long = "set", value_name = "NAME=VALUE")]
         sets: Vec<String>,
+        /// Serve Prometheus metrics (latency histograms, counters) on this address. Off by default.
+        #[arg(long)]
+        metrics_listen: Option<SocketAddr>,
+    },
+    /// Print the latency and counter tables of a broker started with --metrics-listen.
+    Stats {
+        /// The broker's --metrics-listen address.
+        addr: String,
     },
     /// Inspect and manage consumer groups over the Kafka protocol (like kafka-consumer-groups.sh).
     Groups(engine::admin_cli::GroupsArgs),
@@ -67,7 +75,17 @@ fn main() -> ExitCode {
             cores,
             config,
             sets,
-        } => serve(listen, data_dir, cores, config, sets),
+            metrics_listen,
+        } => serve(listen, data_dir, cores, config, sets, metrics_listen),
+        Command::Stats { addr } => {
+            match engine::metrics::print_stats(&addr, &mut std::io::stdout().lock()) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("ringleader stats: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
         Command::Groups(args) => {
             let code = engine::admin_cli::run(&args, &mut std::io::stdout().lock());
             ExitCode::from(code.clamp(0, 255) as u8)
@@ -89,6 +107,7 @@ fn serve(
     cores: Option<usize>,
     config: Option<PathBuf>,
     sets: Vec<String>,
+    metrics_listen: Option<SocketAddr>,
 ) -> ExitCode {
     let config = match engine::config::Config::load(config.as_deref(), &sets) {
         Ok(c) => c,
@@ -146,6 +165,17 @@ fn serve(
         advertised = %format!("{}:{}", broker.host, broker.port),
         "listening on {}", server.local_addr
     );
+    if let Some(addr) = metrics_listen {
+        match engine::metrics::serve(addr, broker.metrics.clone()) {
+            Ok(local) => tracing::info!("metrics on http://{local}/metrics"),
+            Err(e) => {
+                tracing::error!("cannot serve metrics on {addr}: {e}");
+                server.shutdown();
+                let _ = server.join();
+                return ExitCode::FAILURE;
+            }
+        }
+    }
     let flag = server.shutdown_flag();
     let handle = signals.handle();
     std::thread::spawn(move || {

@@ -66,7 +66,7 @@ struct Slot {
     written_seq: u64,
     durable_seq: u64,
     /// Responses waiting for the records before them to be durable: (needed seq, request, response).
-    parked: std::collections::VecDeque<(u64, ReqId, GroupResponse)>,
+    parked: std::collections::VecDeque<(u64, ReqId, GroupResponse, std::time::Instant)>,
     /// Wakes the partition's log writer; None = memory mode (no data directory).
     doorbell: Option<glommio::channels::local_channel::LocalSender<()>>,
     memory: std::collections::VecDeque<Record>,
@@ -82,6 +82,8 @@ pub struct PartitionTable {
     waiters: RefCell<hashbrown::HashMap<ReqId, Rc<OneShot<GroupResponse>>>>,
     next_req: Cell<ReqId>,
     clock: fn() -> i64,
+    /// This shard's measurements (requests, durability waits, fsyncs, gauges).
+    pub metrics: RefCell<crate::metrics::ShardMetrics>,
 }
 
 /// Milliseconds since the Unix epoch: Kafka's commit timestamps and deadlines use wall time.
@@ -142,6 +144,7 @@ impl PartitionTable {
             waiters: RefCell::default(),
             next_req: Cell::new(1),
             clock,
+            metrics: RefCell::new(crate::metrics::ShardMetrics::default()),
         }
     }
 
@@ -272,7 +275,12 @@ impl PartitionTable {
                         if slot.durable_seq >= slot.appended_seq && slot.parked.is_empty() {
                             ready.push((id, resp));
                         } else {
-                            slot.parked.push_back((slot.appended_seq, id, resp));
+                            slot.parked.push_back((
+                                slot.appended_seq,
+                                id,
+                                resp,
+                                std::time::Instant::now(),
+                            ));
                         }
                     }
                 }
@@ -299,8 +307,16 @@ impl PartitionTable {
         {
             let mut slot = self.slots[idx].borrow_mut();
             slot.durable_seq = seq;
-            while slot.parked.front().is_some_and(|(need, _, _)| *need <= seq) {
-                let (_, id, resp) = slot.parked.pop_front().expect("front exists");
+            let mut m = self.metrics.borrow_mut();
+            while slot
+                .parked
+                .front()
+                .is_some_and(|(need, _, _, _)| *need <= seq)
+            {
+                let (_, id, resp, since) = slot.parked.pop_front().expect("front exists");
+                let _ = m
+                    .durable_wait_us
+                    .record((since.elapsed().as_micros() as u64).max(1));
                 ready.push((id, resp));
             }
         }
@@ -317,7 +333,7 @@ impl PartitionTable {
             slot.pending.clear();
             slot.written_seq = slot.appended_seq;
             slot.durable_seq = slot.appended_seq;
-            for (_, id, resp) in slot.parked.drain(..) {
+            for (_, id, resp, _) in slot.parked.drain(..) {
                 failed.push((id, crate::group::failed_response(&resp, WRITE_FAILED)));
             }
         }
@@ -341,6 +357,35 @@ impl PartitionTable {
 
     pub fn now(&self) -> i64 {
         (self.clock)()
+    }
+
+    /// Refresh the gauges (groups, members, rebalances) and hand a copy of this shard's
+    /// measurements to the hub. Called once a second by the shard.
+    pub fn publish_metrics(&self, shard: usize, hub: &crate::metrics::MetricsHub) {
+        let (mut classic, mut consumer, mut members, mut rebalances) = (0u64, 0u64, 0u64, 0u64);
+        for s in &self.slots {
+            let s = s.borrow();
+            let c = &s.coordinator;
+            classic += c.groups.len() as u64;
+            consumer += c.consumer_groups.len() as u64;
+            members += c
+                .groups
+                .values()
+                .map(|g| g.members.len() as u64)
+                .sum::<u64>();
+            members += c
+                .consumer_groups
+                .values()
+                .map(|g| g.members.len() as u64)
+                .sum::<u64>();
+            rebalances += c.rebalances;
+        }
+        let mut m = self.metrics.borrow_mut();
+        m.classic_groups = classic;
+        m.consumer_groups = consumer;
+        m.members = members;
+        m.rebalances = rebalances;
+        hub.publish(shard, m.clone());
     }
 
     /// Records produced so far across owned partitions (tests, diagnostics).
@@ -430,6 +475,7 @@ async fn log_writer(
                 slot.written_seq += n as u64;
                 (records, slot.written_seq)
             };
+            let started = std::time::Instant::now();
             let result = match encode_records(&records) {
                 Ok(kv) => {
                     let refs: Vec<(Option<&[u8]>, Option<&[u8]>)> = kv
@@ -443,9 +489,19 @@ async fn log_writer(
             match result {
                 Ok(()) => {
                     since_snapshot += records.len() as u64;
+                    {
+                        let mut m = table.metrics.borrow_mut();
+                        m.fsyncs += 1;
+                        m.records_written += records.len() as u64;
+                        let _ = m
+                            .fsync_us
+                            .record((started.elapsed().as_micros() as u64).max(1));
+                        let _ = m.batch_records.record((records.len() as u64).max(1));
+                    }
                     table.mark_durable(idx, upto);
                 }
                 Err(e) => {
+                    table.metrics.borrow_mut().write_failures += 1;
                     let partition = table.slots[idx].borrow().partition;
                     tracing::error!(partition, error = %e, "write to __consumer_offsets failed; failing waiting requests and reloading the partition");
                     table.fail_pending(idx);

@@ -139,6 +139,11 @@ async fn run_shard(
         };
         for r in table.open_logs(&data_dir, log_config).await? {
             let rep = &r.report;
+            table
+                .metrics
+                .borrow_mut()
+                .loads
+                .push((r.partition, r.millis as u64, rep.records));
             tracing::info!(
                 partition = r.partition,
                 records = rep.records,
@@ -172,7 +177,21 @@ async fn run_shard(
     }
     let listener =
         bind_shard_listener(addr).map_err(|e| anyhow::anyhow!("shard bind {addr}: {e}"))?;
+    {
+        let table = table.clone();
+        let broker = broker.clone();
+        let shutdown = shutdown.clone();
+        let shard_id = router.shard();
+        glommio::spawn_local(async move {
+            while !shutdown.load(Ordering::Acquire) {
+                table.publish_metrics(shard_id, &broker.metrics);
+                glommio::timer::sleep(Duration::from_secs(1)).await;
+            }
+        })
+        .detach();
+    }
     let shard = Rc::new(Shard {
+        table: table.clone(),
         broker,
         router,
         conns: Rc::new(ConnRegistry::default()),

@@ -13,6 +13,8 @@ pub struct Shard {
     pub broker: Arc<Broker>,
     pub router: Rc<Router>,
     pub conns: Rc<ConnRegistry>,
+    /// This shard's partitions; also where its measurements accumulate.
+    pub table: Rc<crate::partition::PartitionTable>,
 }
 
 /// The live connections of a shard, so shutdown can stop their reads and wait for them to drain.

@@ -990,6 +990,8 @@ fn complete_join(c: &mut Coordinator, group_id: &str, now: i64, out: &mut Output
         c.apply(record, out);
         return;
     }
+    c.rebalances += 1;
+    let g = c.groups.get_mut(group_id).expect("present");
     g.protocol_name = g.select_protocol();
     g.subscribed_topics = g.compute_subscribed_topics();
     g.transition(State::CompletingRebalance, now);

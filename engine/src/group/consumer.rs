@@ -731,6 +731,7 @@ fn maybe_compute_target(
             Some(RecordValue::ConsumerGroupTargetAssignmentMember(value)),
         );
     }
+    c.rebalances += 1;
     let value = ConsumerGroupTargetAssignmentMetadataValue {
         assignment_epoch: epoch,
         assignment_timestamp: now,

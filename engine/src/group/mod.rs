@@ -307,6 +307,8 @@ pub struct Coordinator {
     pub consumer_sent: HashMap<(String, String), assignor::Assignment>,
     /// The topics seen with the latest request, for deadlines that need them (a delayed target).
     pub last_topics: Option<Arc<TopicsSnapshot>>,
+    /// Completed classic join phases and consumer-group target assignments (a metric only).
+    pub rebalances: u64,
 }
 
 pub(crate) fn err(e: ResponseError) -> i16 {
@@ -322,6 +324,7 @@ impl Coordinator {
             consumer_groups: BTreeMap::new(),
             consumer_sent: HashMap::new(),
             last_topics: None,
+            rebalances: 0,
             offsets: OffsetStore::default(),
             timers: Timers::default(),
         }

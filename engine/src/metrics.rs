@@ -1,0 +1,492 @@
+//! The broker's own measurements: latency per API (queue wait, handling, total) and time parked
+//! for durability, counts per API and error code, fsyncs and batch sizes, groups and members,
+//! rebalances and partition load times.
+//!
+//! Each shard records into its own `ShardMetrics` (no sharing on the hot path) and publishes a
+//! copy once a second into its slot of a process-wide `MetricsHub`; a reader (the Prometheus
+//! endpoint behind `--metrics-listen`, read by `ringleader stats`) merges the slots. Latencies are
+//! HdrHistograms in microseconds, 3 significant digits, up to one hour.
+
+use hdrhistogram::Histogram;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::{Arc, Mutex};
+
+const MAX_US: u64 = 3_600_000_000;
+
+fn histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, MAX_US, 3).expect("valid bounds")
+}
+
+/// Latency and outcome counts of one API on one shard.
+#[derive(Clone)]
+pub struct ApiStats {
+    /// Frame decoded → handler started.
+    pub queue_us: Histogram<u64>,
+    /// Handler started → response ready (includes waiting for fsync, and for cross-shard calls).
+    pub handle_us: Histogram<u64>,
+    /// Frame decoded → response frame encoded.
+    pub total_us: Histogram<u64>,
+    pub by_error: BTreeMap<i16, u64>,
+}
+
+impl Default for ApiStats {
+    fn default() -> Self {
+        Self {
+            queue_us: histogram(),
+            handle_us: histogram(),
+            total_us: histogram(),
+            by_error: BTreeMap::new(),
+        }
+    }
+}
+
+#[derive(Clone)]
+pub struct ShardMetrics {
+    pub apis: BTreeMap<i16, ApiStats>,
+    /// Response parked waiting for its partition's records to be durable.
+    pub durable_wait_us: Histogram<u64>,
+    /// One write + fdatasync of a batch.
+    pub fsync_us: Histogram<u64>,
+    pub batch_records: Histogram<u64>,
+    pub fsyncs: u64,
+    pub records_written: u64,
+    pub write_failures: u64,
+    /// Gauges, refreshed when published.
+    pub classic_groups: u64,
+    pub consumer_groups: u64,
+    pub members: u64,
+    pub rebalances: u64,
+    /// (partition, load milliseconds, records) from start-up.
+    pub loads: Vec<(i32, u64, u64)>,
+}
+
+impl Default for ShardMetrics {
+    fn default() -> Self {
+        Self {
+            apis: BTreeMap::new(),
+            durable_wait_us: histogram(),
+            fsync_us: histogram(),
+            batch_records: Histogram::new_with_bounds(1, 1 << 24, 3).expect("valid bounds"),
+            fsyncs: 0,
+            records_written: 0,
+            write_failures: 0,
+            classic_groups: 0,
+            consumer_groups: 0,
+            members: 0,
+            rebalances: 0,
+            loads: Vec::new(),
+        }
+    }
+}
+
+impl ShardMetrics {
+    pub fn record_request(
+        &mut self,
+        api_key: i16,
+        error: i16,
+        queue_us: u64,
+        handle_us: u64,
+        total_us: u64,
+    ) {
+        let s = self.apis.entry(api_key).or_default();
+        let _ = s.queue_us.record(queue_us.clamp(1, MAX_US));
+        let _ = s.handle_us.record(handle_us.clamp(1, MAX_US));
+        let _ = s.total_us.record(total_us.clamp(1, MAX_US));
+        *s.by_error.entry(error).or_default() += 1;
+    }
+
+    fn merge(&mut self, o: &ShardMetrics) {
+        for (k, s) in &o.apis {
+            let d = self.apis.entry(*k).or_default();
+            let _ = d.queue_us.add(&s.queue_us);
+            let _ = d.handle_us.add(&s.handle_us);
+            let _ = d.total_us.add(&s.total_us);
+            for (e, n) in &s.by_error {
+                *d.by_error.entry(*e).or_default() += n;
+            }
+        }
+        let _ = self.durable_wait_us.add(&o.durable_wait_us);
+        let _ = self.fsync_us.add(&o.fsync_us);
+        let _ = self.batch_records.add(&o.batch_records);
+        self.fsyncs += o.fsyncs;
+        self.records_written += o.records_written;
+        self.write_failures += o.write_failures;
+        self.classic_groups += o.classic_groups;
+        self.consumer_groups += o.consumer_groups;
+        self.members += o.members;
+        self.rebalances += o.rebalances;
+        self.loads.extend(o.loads.iter().copied());
+    }
+}
+
+/// Where shards publish; read by the metrics endpoint.
+#[derive(Default)]
+pub struct MetricsHub {
+    slots: Mutex<BTreeMap<usize, ShardMetrics>>,
+}
+
+impl std::fmt::Debug for MetricsHub {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("MetricsHub")
+    }
+}
+
+impl MetricsHub {
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self::default())
+    }
+
+    /// Replace shard `shard`'s published copy (once a second per shard: not a hot path).
+    pub fn publish(&self, shard: usize, m: ShardMetrics) {
+        self.slots
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(shard, m);
+    }
+
+    pub fn merged(&self) -> ShardMetrics {
+        let slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+        let mut all = ShardMetrics::default();
+        for m in slots.values() {
+            all.merge(m);
+        }
+        all
+    }
+
+    /// Prometheus text exposition format (version 0.0.4).
+    pub fn render(&self) -> String {
+        render(&self.merged())
+    }
+}
+
+pub fn api_name(key: i16) -> String {
+    kafka_protocol::messages::ApiKey::try_from(key)
+        .map(|k| format!("{k:?}"))
+        .unwrap_or_else(|_| format!("Api{key}"))
+}
+
+fn summary(out: &mut String, name: &str, labels: &str, h: &Histogram<u64>) {
+    let sep = if labels.is_empty() { "" } else { "," };
+    for q in [0.5, 0.9, 0.99, 0.999, 1.0] {
+        let _ = writeln!(
+            out,
+            "{name}{{{labels}{sep}quantile=\"{q}\"}} {}",
+            h.value_at_quantile(q)
+        );
+    }
+    let sum = h.mean() * h.len() as f64;
+    let _ = writeln!(out, "{name}_sum{{{labels}}} {sum:.0}");
+    let _ = writeln!(out, "{name}_count{{{labels}}} {}", h.len());
+}
+
+pub fn render(m: &ShardMetrics) -> String {
+    let mut out = String::new();
+    out.push_str("# HELP ringleader_request_total_us Frame decoded to response encoded, microseconds.\n# TYPE ringleader_request_total_us summary\n");
+    for (k, s) in &m.apis {
+        summary(
+            &mut out,
+            "ringleader_request_total_us",
+            &format!("api=\"{}\"", api_name(*k)),
+            &s.total_us,
+        );
+    }
+    out.push_str("# HELP ringleader_request_handle_us Handler start to response ready (includes fsync waits), microseconds.\n# TYPE ringleader_request_handle_us summary\n");
+    for (k, s) in &m.apis {
+        summary(
+            &mut out,
+            "ringleader_request_handle_us",
+            &format!("api=\"{}\"", api_name(*k)),
+            &s.handle_us,
+        );
+    }
+    out.push_str("# HELP ringleader_request_queue_us Frame decoded to handler start, microseconds.\n# TYPE ringleader_request_queue_us summary\n");
+    for (k, s) in &m.apis {
+        summary(
+            &mut out,
+            "ringleader_request_queue_us",
+            &format!("api=\"{}\"", api_name(*k)),
+            &s.queue_us,
+        );
+    }
+    out.push_str("# HELP ringleader_requests_total Requests answered, by API and error code.\n# TYPE ringleader_requests_total counter\n");
+    for (k, s) in &m.apis {
+        for (e, n) in &s.by_error {
+            let _ = writeln!(
+                out,
+                "ringleader_requests_total{{api=\"{}\",error=\"{e}\"}} {n}",
+                api_name(*k)
+            );
+        }
+    }
+    out.push_str("# HELP ringleader_durable_wait_us Time a response waited for its records to be on disk, microseconds.\n# TYPE ringleader_durable_wait_us summary\n");
+    summary(
+        &mut out,
+        "ringleader_durable_wait_us",
+        "",
+        &m.durable_wait_us,
+    );
+    out.push_str("# HELP ringleader_fsync_us One batch write plus fdatasync, microseconds.\n# TYPE ringleader_fsync_us summary\n");
+    summary(&mut out, "ringleader_fsync_us", "", &m.fsync_us);
+    out.push_str("# HELP ringleader_batch_records Records per written batch.\n# TYPE ringleader_batch_records summary\n");
+    summary(&mut out, "ringleader_batch_records", "", &m.batch_records);
+    for (name, help, kind, v) in [
+        (
+            "ringleader_fsyncs_total",
+            "Batches written and synced.",
+            "counter",
+            m.fsyncs,
+        ),
+        (
+            "ringleader_records_written_total",
+            "Records written to __consumer_offsets.",
+            "counter",
+            m.records_written,
+        ),
+        (
+            "ringleader_write_failures_total",
+            "Failed batch writes.",
+            "counter",
+            m.write_failures,
+        ),
+        (
+            "ringleader_rebalances_total",
+            "Completed classic join phases and consumer-group target assignments.",
+            "counter",
+            m.rebalances,
+        ),
+        (
+            "ringleader_classic_groups",
+            "Classic groups held.",
+            "gauge",
+            m.classic_groups,
+        ),
+        (
+            "ringleader_consumer_groups",
+            "Consumer-protocol groups held.",
+            "gauge",
+            m.consumer_groups,
+        ),
+        (
+            "ringleader_members",
+            "Group members held (both protocols).",
+            "gauge",
+            m.members,
+        ),
+    ] {
+        let _ = writeln!(
+            out,
+            "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}"
+        );
+    }
+    out.push_str("# HELP ringleader_partition_load_ms Time to load a __consumer_offsets partition at start-up.\n# TYPE ringleader_partition_load_ms gauge\n");
+    for (p, ms, records) in &m.loads {
+        let _ = writeln!(
+            out,
+            "ringleader_partition_load_ms{{partition=\"{p}\",records=\"{records}\"}} {ms}"
+        );
+    }
+    out
+}
+
+/// Serve `hub` as `GET /metrics` (any path answers the same) on `addr`, on its own thread with
+/// blocking sockets: reads are rare and must never touch a shard's reactor.
+pub fn serve(
+    addr: std::net::SocketAddr,
+    hub: Arc<MetricsHub>,
+) -> std::io::Result<std::net::SocketAddr> {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind(addr)?;
+    let local = listener.local_addr()?;
+    std::thread::Builder::new().name("metrics".into()).spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut s) = stream else { continue };
+            let _ = s.set_read_timeout(Some(std::time::Duration::from_secs(2)));
+            let _ = s.set_write_timeout(Some(std::time::Duration::from_secs(2)));
+            // Read the request head (bounded); the content does not matter.
+            let mut buf = [0u8; 4096];
+            let _ = s.read(&mut buf);
+            let body = hub.render();
+            let _ = write!(
+                s,
+                "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    })?;
+    Ok(local)
+}
+
+/// `ringleader stats ADDR`: fetch the endpoint and print tables a person can read.
+pub fn print_stats(addr: &str, out: &mut dyn std::io::Write) -> Result<(), String> {
+    use std::io::{Read, Write};
+    let sock: std::net::SocketAddr = addr
+        .parse()
+        .map_err(|e| format!("bad address {addr}: {e}"))?;
+    let mut s = std::net::TcpStream::connect_timeout(&sock, std::time::Duration::from_secs(5))
+        .map_err(|e| format!("cannot connect to {addr}: {e}"))?;
+    let _ = s.set_read_timeout(Some(std::time::Duration::from_secs(10)));
+    s.write_all(b"GET /metrics HTTP/1.0\r\nHost: ringleader\r\n\r\n")
+        .map_err(|e| e.to_string())?;
+    let mut text = String::new();
+    s.take(64 << 20)
+        .read_to_string(&mut text)
+        .map_err(|e| e.to_string())?;
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or(&text);
+    let parsed = parse(body);
+    let get = |name: &str, labels: &str| {
+        parsed
+            .get(&(name.to_string(), labels.to_string()))
+            .copied()
+            .unwrap_or(0.0)
+    };
+    let mut apis: Vec<String> = parsed
+        .keys()
+        .filter(|(n, _)| n == "ringleader_request_total_us_count")
+        .map(|(_, l)| l.clone())
+        .collect();
+    apis.sort();
+    let w = |out: &mut dyn std::io::Write, s: String| {
+        out.write_all(s.as_bytes()).map_err(|e| e.to_string())
+    };
+    w(
+        out,
+        format!(
+            "{:<24} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9}\n",
+            "API (total, µs)", "COUNT", "P50", "P90", "P99", "P99.9", "MAX"
+        ),
+    )?;
+    for labels in &apis {
+        let name = labels.trim_start_matches("api=\"").trim_end_matches('"');
+        let q = |x: &str| {
+            get(
+                "ringleader_request_total_us",
+                &format!("{labels},quantile=\"{x}\""),
+            )
+        };
+        w(
+            out,
+            format!(
+                "{:<24} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9}\n",
+                name,
+                get("ringleader_request_total_us_count", labels),
+                q("0.5"),
+                q("0.9"),
+                q("0.99"),
+                q("0.999"),
+                q("1")
+            ),
+        )?;
+    }
+    let q = |n: &str, x: &str| get(n, &format!("quantile=\"{x}\""));
+    w(out, format!(
+        "\nfsyncs {}  records written {}  write failures {}\nfsync µs p50 {} p99 {} max {}   records/batch p50 {} p99 {} max {}\ndurable wait µs p50 {} p99 {} max {}\nclassic groups {}  consumer groups {}  members {}  rebalances {}\n",
+        get("ringleader_fsyncs_total", ""),
+        get("ringleader_records_written_total", ""),
+        get("ringleader_write_failures_total", ""),
+        q("ringleader_fsync_us", "0.5"),
+        q("ringleader_fsync_us", "0.99"),
+        q("ringleader_fsync_us", "1"),
+        q("ringleader_batch_records", "0.5"),
+        q("ringleader_batch_records", "0.99"),
+        q("ringleader_batch_records", "1"),
+        q("ringleader_durable_wait_us", "0.5"),
+        q("ringleader_durable_wait_us", "0.99"),
+        q("ringleader_durable_wait_us", "1"),
+        get("ringleader_classic_groups", ""),
+        get("ringleader_consumer_groups", ""),
+        get("ringleader_members", ""),
+        get("ringleader_rebalances_total", ""),
+    ))?;
+    Ok(())
+}
+
+/// (metric name, labels without braces) → value, for the lines `print_stats` reads.
+fn parse(body: &str) -> BTreeMap<(String, String), f64> {
+    let mut m = BTreeMap::new();
+    for line in body
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+    {
+        let Some((key, value)) = line.rsplit_once(' ') else {
+            continue;
+        };
+        let Ok(v) = value.parse::<f64>() else {
+            continue;
+        };
+        let (name, labels) = match key.split_once('{') {
+            Some((n, rest)) => (n.to_string(), rest.trim_end_matches('}').to_string()),
+            None => (key.to_string(), String::new()),
+        };
+        m.insert((name, labels), v);
+    }
+    m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_merges_and_parses_back() {
+        let hub = MetricsHub::new();
+        let mut a = ShardMetrics::default();
+        a.record_request(12, 0, 5, 40, 50);
+        a.record_request(12, 27, 5, 90, 100);
+        a.fsyncs = 3;
+        a.members = 2;
+        let mut b = ShardMetrics::default();
+        b.record_request(12, 0, 5, 190, 200);
+        b.fsyncs = 4;
+        b.members = 5;
+        hub.publish(0, a);
+        hub.publish(1, b);
+        let text = hub.render();
+        let parsed = parse(&text);
+        assert_eq!(
+            parsed[&(
+                "ringleader_request_total_us_count".to_string(),
+                "api=\"Heartbeat\"".to_string()
+            )],
+            3.0
+        );
+        assert_eq!(
+            parsed[&(
+                "ringleader_requests_total".to_string(),
+                "api=\"Heartbeat\",error=\"27\"".to_string()
+            )],
+            1.0
+        );
+        assert_eq!(
+            parsed[&("ringleader_fsyncs_total".to_string(), String::new())],
+            7.0
+        );
+        assert_eq!(
+            parsed[&("ringleader_members".to_string(), String::new())],
+            7.0
+        );
+        let max = parsed[&(
+            "ringleader_request_total_us".to_string(),
+            "api=\"Heartbeat\",quantile=\"1\"".to_string(),
+        )];
+        assert!((199.0..=201.0).contains(&max), "{max}");
+    }
+
+    #[test]
+    fn the_endpoint_serves_and_stats_prints() {
+        let hub = MetricsHub::new();
+        let mut a = ShardMetrics::default();
+        a.record_request(8, 0, 3, 300, 310);
+        hub.publish(0, a);
+        let addr = serve("127.0.0.1:0".parse().unwrap(), hub).unwrap();
+        let mut out = Vec::new();
+        print_stats(&addr.to_string(), &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.contains("OffsetCommit"), "{text}");
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with("OffsetCommit") && l.split_whitespace().nth(1) == Some("1")),
+            "{text}"
+        );
+    }
+}
