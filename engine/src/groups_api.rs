@@ -39,7 +39,7 @@ async fn call(
     version: i16,
     group: &str,
     req: GroupRequest,
-) -> Option<GroupResponse> {
+) -> Result<GroupResponse, i16> {
     let partition = wire::partition_for(group, shard.broker.config.offsets_topic_num_partitions);
     call_partition(shard, caller, version, partition, req).await
 }
@@ -50,7 +50,7 @@ async fn call_partition(
     version: i16,
     partition: i32,
     req: GroupRequest,
-) -> Option<GroupResponse> {
+) -> Result<GroupResponse, i16> {
     let ctx = RequestContext {
         client_id: caller.client_id.clone(),
         client_host: caller.client_host.clone(),
@@ -62,8 +62,18 @@ async fn call_partition(
         .call(partition, PartitionOp::Group { ctx, req })
         .await
     {
-        PartitionReply::Group(r) => Some(r),
-        _ => None,
+        PartitionReply::Group(r) => Ok(r),
+        PartitionReply::Loading => Err(ResponseError::CoordinatorLoadInProgress.code()),
+        _ => Err(not_available()),
+    }
+}
+
+/// The error a request gets when its partition could not answer it: still loading
+/// (COORDINATOR_LOAD_IN_PROGRESS, retriable), or unavailable (COORDINATOR_NOT_AVAILABLE).
+fn fail_code(r: &Result<GroupResponse, i16>) -> i16 {
+    match r {
+        Err(code) => *code,
+        Ok(_) => not_available(),
     }
 }
 
@@ -76,9 +86,9 @@ pub async fn join_group(
     let group = r.group_id.0.to_string();
     let member_id = r.member_id.clone();
     match call(shard, caller, v, &group, GroupRequest::Join(r)).await {
-        Some(GroupResponse::Join(resp)) => resp,
-        _ => JoinGroupResponse::default()
-            .with_error_code(not_available())
+        Ok(GroupResponse::Join(resp)) => resp,
+        other => JoinGroupResponse::default()
+            .with_error_code(fail_code(&other))
             .with_generation_id(-1)
             .with_member_id(member_id)
             .with_protocol_name(if v >= 7 { None } else { Some(s("")) }),
@@ -93,8 +103,8 @@ pub async fn sync_group(
 ) -> SyncGroupResponse {
     let group = r.group_id.0.to_string();
     match call(shard, caller, v, &group, GroupRequest::Sync(r)).await {
-        Some(GroupResponse::Sync(resp)) => resp,
-        _ => SyncGroupResponse::default().with_error_code(not_available()),
+        Ok(GroupResponse::Sync(resp)) => resp,
+        other => SyncGroupResponse::default().with_error_code(fail_code(&other)),
     }
 }
 
@@ -106,8 +116,8 @@ pub async fn heartbeat(
 ) -> HeartbeatResponse {
     let group = r.group_id.0.to_string();
     match call(shard, caller, v, &group, GroupRequest::Heartbeat(r)).await {
-        Some(GroupResponse::Heartbeat(resp)) => resp,
-        _ => HeartbeatResponse::default().with_error_code(not_available()),
+        Ok(GroupResponse::Heartbeat(resp)) => resp,
+        other => HeartbeatResponse::default().with_error_code(fail_code(&other)),
     }
 }
 
@@ -119,8 +129,8 @@ pub async fn leave_group(
 ) -> LeaveGroupResponse {
     let group = r.group_id.0.to_string();
     match call(shard, caller, v, &group, GroupRequest::Leave(r)).await {
-        Some(GroupResponse::Leave(resp)) => resp,
-        _ => LeaveGroupResponse::default().with_error_code(not_available()),
+        Ok(GroupResponse::Leave(resp)) => resp,
+        other => LeaveGroupResponse::default().with_error_code(fail_code(&other)),
     }
 }
 
@@ -132,7 +142,7 @@ pub async fn offset_commit(
 ) -> OffsetCommitResponse {
     let group = r.group_id.0.to_string();
     // There is no top-level error: a group-level failure goes into every partition.
-    let fallback = |r: &OffsetCommitRequest| {
+    let fallback = |r: &OffsetCommitRequest, code: i16| {
         OffsetCommitResponse::default().with_topics(
             r.topics
                 .iter()
@@ -145,7 +155,7 @@ pub async fn offset_commit(
                                 .map(|p| {
                                     OffsetCommitResponsePartition::default()
                                         .with_partition_index(p.partition_index)
-                                        .with_error_code(not_available())
+                                        .with_error_code(code)
                                 })
                                 .collect(),
                         )
@@ -153,10 +163,10 @@ pub async fn offset_commit(
                 .collect(),
         )
     };
-    let fb = fallback(&r);
+    let shape = OffsetCommitRequest::default().with_topics(r.topics.clone());
     match call(shard, caller, v, &group, GroupRequest::OffsetCommit(r)).await {
-        Some(GroupResponse::OffsetCommit(resp)) => resp,
-        _ => fb,
+        Ok(GroupResponse::OffsetCommit(resp)) => resp,
+        other => fallback(&shape, fail_code(&other)),
     }
 }
 
@@ -280,9 +290,9 @@ async fn fetch_one(
     )
     .await
     {
-        Some(GroupResponse::OffsetFetch(f)) => f,
-        _ => FetchedOffsets {
-            error_code: not_available(),
+        Ok(GroupResponse::OffsetFetch(f)) => f,
+        other => FetchedOffsets {
+            error_code: fail_code(&other),
             partitions: Vec::new(),
         },
     }
@@ -296,8 +306,8 @@ pub async fn offset_delete(
 ) -> OffsetDeleteResponse {
     let group = r.group_id.0.to_string();
     match call(shard, caller, v, &group, GroupRequest::OffsetDelete(r)).await {
-        Some(GroupResponse::OffsetDelete(resp)) => resp,
-        _ => OffsetDeleteResponse::default().with_error_code(not_available()),
+        Ok(GroupResponse::OffsetDelete(resp)) => resp,
+        other => OffsetDeleteResponse::default().with_error_code(fail_code(&other)),
     }
 }
 
@@ -321,10 +331,10 @@ pub async fn describe_groups(
         )
         .await
         {
-            Some(GroupResponse::Describe(d)) => d,
-            _ => DescribedGroup::default()
+            Ok(GroupResponse::Describe(d)) => d,
+            other => DescribedGroup::default()
                 .with_group_id(g.clone())
-                .with_error_code(not_available())
+                .with_error_code(fail_code(&other))
                 .with_authorized_operations(i32::MIN),
         };
         resp.groups.push(d);
@@ -362,8 +372,8 @@ pub async fn list_groups(
             types: types.clone(),
         };
         match call_partition(shard, caller, v, p, req).await {
-            Some(GroupResponse::List(groups)) => resp.groups.extend(groups),
-            _ => resp.error_code = not_available(),
+            Ok(GroupResponse::List(groups)) => resp.groups.extend(groups),
+            other => resp.error_code = fail_code(&other),
         }
     }
     resp
@@ -389,8 +399,8 @@ pub async fn delete_groups(
         )
         .await
         {
-            Some(GroupResponse::Delete(code)) => code,
-            _ => not_available(),
+            Ok(GroupResponse::Delete(code)) => code,
+            other => fail_code(&other),
         };
         resp.results.push(
             delete_groups_response::DeletableGroupResult::default()
@@ -409,8 +419,8 @@ pub async fn consumer_group_heartbeat(
 ) -> ConsumerGroupHeartbeatResponse {
     let group = r.group_id.0.to_string();
     match call(shard, caller, v, &group, GroupRequest::ConsumerHeartbeat(r)).await {
-        Some(GroupResponse::ConsumerHeartbeat(resp)) => resp,
-        _ => ConsumerGroupHeartbeatResponse::default().with_error_code(not_available()),
+        Ok(GroupResponse::ConsumerHeartbeat(resp)) => resp,
+        other => ConsumerGroupHeartbeatResponse::default().with_error_code(fail_code(&other)),
     }
 }
 
@@ -434,10 +444,10 @@ pub async fn consumer_group_describe(
         )
         .await
         {
-            Some(GroupResponse::ConsumerDescribe(d)) => d,
-            _ => consumer_group_describe_response::DescribedGroup::default()
+            Ok(GroupResponse::ConsumerDescribe(d)) => d,
+            other => consumer_group_describe_response::DescribedGroup::default()
                 .with_group_id(g.clone())
-                .with_error_code(not_available())
+                .with_error_code(fail_code(&other))
                 .with_authorized_operations(i32::MIN),
         };
         resp.groups.push(d);

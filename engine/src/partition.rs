@@ -40,6 +40,8 @@ pub enum PartitionReply {
     Group(GroupResponse),
     /// The owning shard is gone (shutting down): callers map this to COORDINATOR_NOT_AVAILABLE.
     Unavailable,
+    /// The partition is still loading its log: COORDINATOR_LOAD_IN_PROGRESS.
+    Loading,
 }
 
 /// Records kept in memory when the broker runs without a data directory (in-process tests):
@@ -59,6 +61,8 @@ struct Slot {
     /// False while the partition reloads after a failed write: its requests get
     /// COORDINATOR_NOT_AVAILABLE until it is back.
     available: bool,
+    /// True from start-up until its log is loaded: its requests get COORDINATOR_LOAD_IN_PROGRESS.
+    loading: bool,
     /// Durable mode: records produced but not yet handed to the log writer, in order.
     pending: std::collections::VecDeque<Record>,
     /// Sequence numbers of records: produced so far, taken by the writer, and durable.
@@ -125,6 +129,7 @@ impl PartitionTable {
                     partition: p,
                     coordinator,
                     available: true,
+                    loading: false,
                     pending: Default::default(),
                     appended_seq: 0,
                     written_seq: 0,
@@ -174,6 +179,7 @@ impl PartitionTable {
                 let mut slot = self.slots[idx].borrow_mut();
                 slot.coordinator = coordinator;
                 slot.doorbell = Some(tx);
+                slot.loading = false;
             }
             glommio::spawn_local(log_writer(
                 self.clone(),
@@ -192,6 +198,14 @@ impl PartitionTable {
             });
         }
         Ok(reports)
+    }
+
+    /// Mark every owned partition as loading, before the listener opens: requests arriving
+    /// before a partition's log is replayed get COORDINATOR_LOAD_IN_PROGRESS and retry.
+    pub fn begin_loading(&self) {
+        for s in &self.slots {
+            s.borrow_mut().loading = true;
+        }
     }
 
     fn slot_index(&self, partition: i32) -> Option<usize> {
@@ -223,6 +237,9 @@ impl PartitionTable {
                 Box::pin(std::future::ready(reply))
             }
             PartitionOp::Group { ctx, req } => {
+                if self.slots[idx].borrow().loading {
+                    return Box::pin(std::future::ready(PartitionReply::Loading));
+                }
                 if !self.slots[idx].borrow().available {
                     return Box::pin(std::future::ready(PartitionReply::Unavailable));
                 }
@@ -346,7 +363,10 @@ impl PartitionTable {
             let mut out = Output::default();
             {
                 let mut slot = self.slots[idx].borrow_mut();
-                if !slot.available || !slot.coordinator.next_deadline().is_some_and(|d| d <= now) {
+                if slot.loading
+                    || !slot.available
+                    || !slot.coordinator.next_deadline().is_some_and(|d| d <= now)
+                {
                     continue;
                 }
                 slot.coordinator.tick(now, &mut out);
@@ -654,5 +674,15 @@ mod tests {
             }
         );
         assert_eq!(run(51), PartitionReply::Unavailable);
+    }
+
+    #[test]
+    fn a_loading_partition_answers_load_in_progress() {
+        let t = PartitionTable::new(0, 1, 4, GroupConfig::default());
+        t.begin_loading();
+        let req = crate::group::GroupRequest::Describe { group: "g".into() };
+        let ctx = crate::group::RequestContext::default();
+        let reply = futures_lite::future::block_on(t.execute(2, PartitionOp::Group { ctx, req }));
+        assert_eq!(reply, PartitionReply::Loading);
     }
 }

@@ -131,36 +131,12 @@ async fn run_shard(
     })
     .await?;
     let table = tables.expect("join built the partition table");
-    if let Some(data_dir) = broker.data_dir.clone() {
-        let log_config = storage::log::LogConfig {
-            segment_bytes: broker.config.offsets_topic_segment_bytes.max(1) as u64,
-            read_chunk_bytes: broker.config.offsets_load_buffer_size.max(4096) as usize,
-            ..storage::log::LogConfig::default()
-        };
-        for r in table.open_logs(&data_dir, log_config).await? {
-            let rep = &r.report;
-            table
-                .metrics
-                .borrow_mut()
-                .loads
-                .push((r.partition, r.millis as u64, rep.records));
-            tracing::info!(
-                partition = r.partition,
-                records = rep.records,
-                bytes = rep.bytes,
-                batches = rep.batches,
-                segments = rep.segments,
-                millis = r.millis as u64,
-                skipped = r.skipped_records,
-                snapshot_offset = rep.snapshot.map_or(-1, |(o, _, _)| o as i64),
-                snapshot_records = rep.snapshot.map_or(0, |(_, n, _)| n),
-                "loaded __consumer_offsets-{}",
-                r.partition
-            );
-            if let Some((segment, pos, reason)) = &rep.truncated {
-                tracing::warn!(partition = r.partition, segment = %segment, position = pos, %reason, "truncated a torn or corrupt log tail");
-            }
-        }
+    // Partitions load after the listener opens: a client that connects first gets
+    // COORDINATOR_LOAD_IN_PROGRESS for a group whose partition is not loaded yet, and retries.
+    // "listening on" (the shard's readiness) is reported once every partition is loaded.
+    let data_dir = broker.data_dir.clone();
+    if data_dir.is_some() {
+        table.begin_loading();
     }
     // Deadlines (sessions, join/sync phases, retention) fire from here. Group timers are in
     // milliseconds; a 5 ms tick keeps them within a few ms of Kafka's.
@@ -196,7 +172,52 @@ async fn run_shard(
         router,
         conns: Rc::new(ConnRegistry::default()),
     });
-    let _ = ready.send(Ok(()));
+    {
+        let table = table.clone();
+        let ready = ready.clone();
+        let broker = shard.broker.clone();
+        glommio::spawn_local(async move {
+            let loaded: anyhow::Result<()> = async {
+                if let Some(data_dir) = data_dir {
+                    let log_config = storage::log::LogConfig {
+                        segment_bytes: broker.config.offsets_topic_segment_bytes.max(1) as u64,
+                        read_chunk_bytes: broker.config.offsets_load_buffer_size.max(4096) as usize,
+                        ..storage::log::LogConfig::default()
+                    };
+                    for r in table.open_logs(&data_dir, log_config).await.map_err(|e| anyhow::anyhow!("{e:#}"))? {
+                        let rep = &r.report;
+                        table
+                            .metrics
+                            .borrow_mut()
+                            .loads
+                            .push((r.partition, r.millis as u64, rep.records));
+                        tracing::info!(
+                            partition = r.partition,
+                            records = rep.records,
+                            bytes = rep.bytes,
+                            batches = rep.batches,
+                            segments = rep.segments,
+                            millis = r.millis as u64,
+                            skipped = r.skipped_records,
+                            snapshot_offset = rep.snapshot.map_or(-1, |(o, _, _)| o as i64),
+                            snapshot_records = rep.snapshot.map_or(0, |(_, n, _)| n),
+                            "loaded __consumer_offsets-{}",
+                            r.partition
+                        );
+                        if let Some((segment, pos, reason)) = &rep.truncated {
+                            tracing::warn!(partition = r.partition, segment = %segment, position = pos, %reason, "truncated a torn or corrupt log tail");
+                        }
+                    }
+
+                }
+                Ok(())
+            }
+            .await;
+            let _ = broker;
+            let _ = ready.send(loaded);
+        })
+        .detach();
+    }
 
     enum Event {
         Conn(glommio::Result<glommio::net::TcpStream, ()>),
