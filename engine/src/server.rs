@@ -268,7 +268,9 @@ fn bind_shard_listener(addr: SocketAddr) -> std::io::Result<glommio::net::TcpLis
     sock.set_reuse_address(true)?;
     sock.set_reuse_port(true)?;
     sock.bind(&addr.into())?;
-    sock.listen(1024)?;
+    // Thousands of clients may connect at once (loadgen, a restart of a big deployment); a
+    // short accept queue turns the overflow into 1 s SYN retransmits.
+    sock.listen(4096)?;
     // SAFETY: the fd is a freshly created, bound, listening TCP socket whose ownership moves to
     // the glommio listener (into_raw_fd gives it up).
     Ok(unsafe { glommio::net::TcpListener::from_raw_fd(sock.into_raw_fd()) })
