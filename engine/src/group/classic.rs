@@ -1302,37 +1302,22 @@ fn remove_member(
     out: &mut Output,
     why: &str,
 ) {
-    let g = c.groups.get_mut(group_id).expect("present");
-    let Some(m) = g.members.shift_remove(member_id) else {
+    if !c.groups[group_id].members.contains_key(member_id) {
         return;
-    };
+    }
     tracing::debug!(
         group = group_id,
         member = member_id,
         reason = why,
         "removing member"
     );
-    if let Some(p) = m.awaiting_join {
-        reply_join(
-            out,
-            p.req,
-            join_error(err(ResponseError::UnknownMemberId), member_id, p.version),
-        );
-    }
-    if let Some(p) = m.awaiting_sync {
-        reply_sync(
-            out,
-            p.req,
-            err(ResponseError::UnknownMemberId),
-            Bytes::new(),
-            None,
-        );
-    }
-    g.pending_sync.remove(member_id);
-    if g.leader.as_deref() == Some(member_id) {
-        g.leader = g.members.keys().next().cloned();
-    }
-    cancel_heartbeat(c, group_id, member_id);
+    remove_member_quietly(c, group_id, member_id, out);
+    after_members_left(c, group_id, now, out);
+}
+
+/// What a departure does to the group: a settled group rebalances; one in its join phase may
+/// now have everyone it waits for.
+fn after_members_left(c: &mut Coordinator, group_id: &str, now: i64, out: &mut Output) {
     match c.groups[group_id].state {
         State::Stable | State::CompletingRebalance => prepare_rebalance(c, group_id, now, out),
         State::PreparingRebalance => maybe_complete_join(c, group_id, now, out),
@@ -1425,11 +1410,7 @@ pub fn leave(
         );
     }
     if left {
-        match c.groups[&group_id].state {
-            State::Stable | State::CompletingRebalance => prepare_rebalance(c, &group_id, now, out),
-            State::PreparingRebalance => maybe_complete_join(c, &group_id, now, out),
-            State::Empty | State::Dead => {}
-        }
+        after_members_left(c, &group_id, now, out);
     }
     let resp = if v >= 3 {
         LeaveGroupResponse::default().with_members(results)
