@@ -194,6 +194,40 @@ impl Versions {
     }
 }
 
+impl Versions {
+    /// The APIs (and minimum versions) a KIP-848 member needs; returns what is missing.
+    /// ConsumerGroupHeartbeat names topics by id, so Metadata must be v10+ to learn them;
+    /// a consumer-protocol member's OffsetCommit/OffsetFetch carry its epoch (v9+).
+    pub fn check_consumer(&self) -> Result<(), String> {
+        for (a, min) in [
+            (Api::FindCoordinator, 0),
+            (Api::ConsumerGroupHeartbeat, 0),
+            (Api::Metadata, 10),
+            (Api::OffsetCommit, 9),
+            (Api::OffsetFetch, 9),
+        ] {
+            match self.get(a) {
+                Some(v) if v >= min => {}
+                Some(v) => {
+                    return Err(format!(
+                        "{} v{v} is the highest usable version; --protocol consumer needs v{min}+",
+                        a.name()
+                    ))
+                }
+                None => {
+                    return Err(format!(
+                        "the broker serves no {} version loadgen implements ({}-{})",
+                        a.name(),
+                        a.implemented().0,
+                        a.implemented().1
+                    ))
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 /// A readable name for an error code, e.g. `REBALANCE_IN_PROGRESS(27)`.
 pub fn error_name(code: i16) -> String {
     match code {

@@ -22,6 +22,9 @@ pub const ASSIGNOR: &str = "range";
 pub struct TopicInfo {
     pub name: StrBytes,
     pub partitions: i32,
+    /// The topic id from Metadata v10+ (nil when the broker did not say); KIP-848
+    /// ConsumerGroupHeartbeat names topics by id.
+    pub id: uuid::Uuid,
 }
 
 /// One assigned partition: (index into the topic table, partition).
@@ -145,10 +148,12 @@ mod tests {
             TopicInfo {
                 name: s("t0"),
                 partitions: 7,
+                id: uuid::Uuid::nil(),
             },
             TopicInfo {
                 name: s("t1"),
                 partitions: 2,
+                id: uuid::Uuid::nil(),
             },
         ]
     }

@@ -724,6 +724,13 @@ impl MemberMachine for ClassicMember {
     fn is_done(&self) -> bool {
         self.phase == Phase::Stopped
     }
+    fn owned_partitions(&self) -> &[Assigned] {
+        if self.phase == Phase::Stable {
+            &self.assignment
+        } else {
+            &[]
+        }
+    }
 }
 
 /// The encoded subscription every member of a run offers (all topics).
@@ -763,6 +770,7 @@ mod tests {
             let topics = vec![TopicInfo {
                 name: StrBytes::from_static_str("t0"),
                 partitions: 4,
+                id: uuid::Uuid::nil(),
             }];
             Env {
                 cfg: MemberCfg {

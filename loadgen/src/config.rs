@@ -10,7 +10,7 @@ use std::time::Duration;
 pub enum Protocol {
     /// JoinGroup / SyncGroup / Heartbeat (the classic rebalance protocol).
     Classic,
-    /// KIP-848 ConsumerGroupHeartbeat (not implemented by this build yet).
+    /// KIP-848 ConsumerGroupHeartbeat (members heartbeat at the interval the broker returns).
     Consumer,
 }
 
@@ -69,10 +69,12 @@ pub struct Args {
     #[arg(long, default_value = "loadgen-t")]
     pub topic_prefix: String,
 
-    /// Classic heartbeat interval (closed loop: a member heartbeats this long after its previous
-    /// heartbeat was sent, once its response has arrived).
-    #[arg(long, default_value_t = 3000)]
-    pub heartbeat_interval_ms: u64,
+    /// Heartbeat interval [default: 3000 for classic]. Closed loop: a member heartbeats this long
+    /// after its previous heartbeat was sent, once its response has arrived. With `--protocol
+    /// consumer` members use the interval the broker returns (`heartbeat_interval_ms` of
+    /// ConsumerGroupHeartbeat) unless this flag is given, which then overrides it.
+    #[arg(long)]
+    pub heartbeat_interval_ms: Option<u64>,
 
     /// Session timeout sent in JoinGroup.
     #[arg(long, default_value_t = 45000)]
@@ -169,6 +171,9 @@ pub struct Args {
     pub quiet: bool,
 }
 
+/// The classic default heartbeat interval.
+pub const DEFAULT_HEARTBEAT_INTERVAL_MS: u64 = 3000;
+
 fn ser_duration<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(&format_duration(*d))
 }
@@ -261,6 +266,12 @@ fn parse_api_cap(s: &str) -> Result<(String, i16), String> {
 }
 
 impl Args {
+    /// The classic heartbeat interval (the flag or 3000 ms).
+    pub fn classic_heartbeat_interval_ms(&self) -> u64 {
+        self.heartbeat_interval_ms
+            .unwrap_or(DEFAULT_HEARTBEAT_INTERVAL_MS)
+    }
+
     pub fn total_members(&self) -> usize {
         self.groups * self.members_per_group
     }
@@ -291,7 +302,7 @@ impl Args {
         if self.partitions < 1 {
             return Err("--partitions must be at least 1".into());
         }
-        if self.heartbeat_interval_ms == 0 {
+        if self.heartbeat_interval_ms == Some(0) {
             return Err("--heartbeat-interval-ms must be at least 1".into());
         }
         if self.session_timeout_ms > i32::MAX as u64 || self.rebalance_timeout_ms > i32::MAX as u64
@@ -300,6 +311,13 @@ impl Args {
         }
         if !(self.churn_per_s >= 0.0 && self.churn_per_s.is_finite()) {
             return Err("--churn-per-s must be a non-negative number".into());
+        }
+        if self.rate.is_some() && self.protocol == Protocol::Consumer {
+            return Err(
+                "--rate (open loop) is for --protocol classic only: a KIP-848 member's \
+                        heartbeats carry its state, so it never has two in flight"
+                    .into(),
+            );
         }
         if let Some(r) = self.rate {
             if !(r > 0.0 && r.is_finite()) {
@@ -362,7 +380,8 @@ mod tests {
         assert_eq!(a.protocol, Protocol::Classic);
         assert_eq!(a.total_members(), 15);
         assert_eq!(a.shared_connections(), 15);
-        assert_eq!(a.heartbeat_interval_ms, 3000);
+        assert_eq!(a.heartbeat_interval_ms, None);
+        assert_eq!(a.classic_heartbeat_interval_ms(), 3000);
         assert_eq!(a.session_timeout_ms, 45000);
         assert_eq!(a.commit_interval_ms, 5000);
         assert_eq!(a.duration, Duration::from_secs(30));

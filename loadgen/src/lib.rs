@@ -4,7 +4,8 @@
 //! Owns: the command line (`config`), start-up against the bootstrap broker — version
 //! negotiation, topic creation, coordinator lookup (`setup`) —, the member state machines
 //! (`member` is the protocol-neutral trait; `classic` the JoinGroup/SyncGroup/Heartbeat consumer;
-//! a KIP-848 member slots in beside it), the leader's range assignor and the embedded consumer
+//! `consumer` the KIP-848 ConsumerGroupHeartbeat consumer), the leader's range assignor and the
+//! embedded consumer
 //! protocol (`assign`), the event-loop workers that multiplex members over TCP connections
 //! (`worker`), latency histograms and counters (`stats`), and the reports: percentile table,
 //! `.hgrm` files, `summary.json`, `latency.svg` (`report`).
@@ -19,6 +20,7 @@ pub mod api;
 pub mod assign;
 pub mod classic;
 pub mod config;
+pub mod consumer;
 pub mod member;
 pub mod net;
 pub mod report;
@@ -29,7 +31,9 @@ pub mod timerfd;
 pub mod worker;
 
 pub use config::Args;
-pub use run::{run, Outcome, SetupError, CLASSIC_APIS, EXIT_ERRORS, EXIT_OK, EXIT_SETUP};
+pub use run::{
+    run, Outcome, SetupError, CLASSIC_APIS, CONSUMER_APIS, EXIT_ERRORS, EXIT_OK, EXIT_SETUP,
+};
 
 // Unit tests decode responses too, so they run under the same guard as the binary.
 #[cfg(test)]

@@ -7,7 +7,7 @@
 //! `classic::ClassicMember`; a KIP-848 `ConsumerGroupHeartbeat` member implements the same trait.
 
 use crate::api::{Api, Versions};
-use crate::assign::TopicInfo;
+use crate::assign::{Assigned, TopicInfo};
 use bytes::Bytes;
 use kafka_protocol::messages::GroupId;
 use wire::{Request, Response};
@@ -21,6 +21,9 @@ pub struct MemberCfg {
     pub session_timeout_ms: i32,
     pub rebalance_timeout_ms: i32,
     pub heartbeat_interval_us: Micros,
+    /// KIP-848 members: use this interval instead of the one the broker returns (the
+    /// `--heartbeat-interval-ms` flag, when given).
+    pub heartbeat_interval_override_us: Option<Micros>,
     /// 0 = never commit.
     pub commit_interval_us: Micros,
     /// Closed loop (default): each member heartbeats on its interval. Open loop (`--rate`): the
@@ -38,6 +41,7 @@ impl Default for MemberCfg {
             session_timeout_ms: 45_000,
             rebalance_timeout_ms: 300_000,
             heartbeat_interval_us: 3_000_000,
+            heartbeat_interval_override_us: None,
             commit_interval_us: 5_000_000,
             closed_loop_heartbeats: true,
             retry_backoff_us: 100_000,
@@ -105,6 +109,10 @@ pub trait MemberMachine {
     fn is_stable(&self) -> bool;
     /// Stopped after `shutdown` (nothing left in flight that matters).
     fn is_done(&self) -> bool;
+    /// The partitions the member owns right now (for the end-of-run ownership check).
+    fn owned_partitions(&self) -> &[Assigned] {
+        &[]
+    }
 }
 
 /// A tiny deterministic generator (splitmix64) so members can jitter timers without a clock or

@@ -128,6 +128,8 @@ pub struct RunInfo<'a> {
     pub rate_idle_slots: u64,
     pub started_unix_ms: u128,
     pub fatal: Vec<String>,
+    /// Who owned which partition when the run ended (`run::Ownership`), if computed.
+    pub ownership_at_end: Option<Value>,
 }
 
 impl RunInfo<'_> {
@@ -151,6 +153,12 @@ impl RunInfo<'_> {
             && self.ever_stable > 0
             && stats.total_requests() > 0
             && self.error_rate(stats) <= self.args.max_error_rate
+    }
+
+    /// Heartbeat responses in the measured window, classic and KIP-848 together.
+    fn heartbeat_responses(&self) -> u64 {
+        self.window_responses[Api::Heartbeat.index()]
+            + self.window_responses[Api::ConsumerGroupHeartbeat.index()]
     }
 
     fn per_s(&self, n: u64) -> f64 {
@@ -239,7 +247,7 @@ pub fn summary_json(info: &RunInfo, stats: &Stats) -> Value {
             "stale": stats.stale.iter().sum::<u64>(),
             "error_rate": info.error_rate(stats),
             "responses_per_s": info.per_s(total_window),
-            "heartbeats_per_s": info.per_s(info.window_responses[Api::Heartbeat.index()]),
+            "heartbeats_per_s": info.per_s(info.heartbeat_responses()),
         },
         "apis": apis,
         "rebalance_convergence_us": percentiles_json(&stats.hists[CONVERGENCE]),
@@ -255,6 +263,7 @@ pub fn summary_json(info: &RunInfo, stats: &Stats) -> Value {
         "max_error_rate": info.args.max_error_rate,
         "fatal_errors": info.fatal,
         "passed": info.passed(stats),
+        "ownership_at_end": info.ownership_at_end,
     })
 }
 
@@ -284,7 +293,7 @@ pub fn text_table(info: &RunInfo, stats: &Stats) -> String {
         "responses {} ({:.1}/s), heartbeats {:.1}/s, errors {} ({:.4}%), stable {}/{} at end ({} ever)",
         total_window,
         info.per_s(total_window),
-        info.per_s(info.window_responses[Api::Heartbeat.index()]),
+        info.per_s(info.heartbeat_responses()),
         stats.total_errors(),
         info.error_rate(stats) * 100.0,
         info.stable_at_end,
@@ -640,6 +649,7 @@ mod tests {
         let topics = vec![TopicInfo {
             name: "loadgen-t0".to_string().into(),
             partitions: 4,
+            id: uuid::Uuid::nil(),
         }];
         let mut window = [0u64; crate::api::API_COUNT];
         window[Api::Heartbeat.index()] = 100;
@@ -659,6 +669,7 @@ mod tests {
             rate_idle_slots: 0,
             started_unix_ms: 1,
             fatal: vec![],
+            ownership_at_end: None,
         };
         let v = summary_json(&info, &stats);
         assert_eq!(v["protocol"], "classic");

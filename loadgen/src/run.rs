@@ -3,6 +3,7 @@
 use crate::api::{Api, Versions, API_COUNT};
 use crate::classic::{subscription_for, ClassicMember};
 use crate::config::{Args, Protocol};
+use crate::consumer::ConsumerMember;
 use crate::member::MemberCfg;
 use crate::report::{self, RunInfo};
 use crate::setup;
@@ -24,6 +25,13 @@ pub const CLASSIC_APIS: [Api; 6] = [
     Api::OffsetCommit,
     Api::OffsetFetch,
     Api::LeaveGroup,
+];
+
+/// The APIs a KIP-848 member uses (reported even when unused).
+pub const CONSUMER_APIS: [Api; 3] = [
+    Api::ConsumerGroupHeartbeat,
+    Api::OffsetCommit,
+    Api::OffsetFetch,
 ];
 
 /// Exit codes.
@@ -81,13 +89,12 @@ fn raise_fd_limit() -> u64 {
 /// returned (the binary prints it on stdout) and the report files are written to `--out`.
 pub fn run(args: &Args) -> Result<Outcome, SetupError> {
     args.validate().map_err(SetupError)?;
-    if args.protocol == Protocol::Consumer {
-        return Err(SetupError(
-            "--protocol consumer (KIP-848 ConsumerGroupHeartbeat) is not supported by this build \
-             of loadgen yet; use --protocol classic"
-                .into(),
-        ));
-    }
+    let consumer = args.protocol == Protocol::Consumer;
+    let (hb_api, protocol_apis): (Api, &[Api]) = if consumer {
+        (Api::ConsumerGroupHeartbeat, &CONSUMER_APIS)
+    } else {
+        (Api::Heartbeat, &CLASSIC_APIS)
+    };
     let say = |msg: String| {
         if !args.quiet {
             eprintln!("loadgen: {msg}");
@@ -109,15 +116,21 @@ pub fn run(args: &Args) -> Result<Outcome, SetupError> {
         .map_err(|e| setup_err("bootstrap", e))?;
     let av = setup::api_versions(&mut client).map_err(|e| setup_err("ApiVersions", e))?;
     let versions = Versions::negotiate(&av, &args.max_api_versions);
-    versions.check_classic().map_err(|api| {
-        SetupError(format!(
-            "the broker at {} serves no {} version loadgen implements ({}-{})",
-            args.bootstrap,
-            api.name(),
-            api.implemented().0,
-            api.implemented().1
-        ))
-    })?;
+    if consumer {
+        versions
+            .check_consumer()
+            .map_err(|e| SetupError(format!("the broker at {}: {e}", args.bootstrap)))?;
+    } else {
+        versions.check_classic().map_err(|api| {
+            SetupError(format!(
+                "the broker at {} serves no {} version loadgen implements ({}-{})",
+                args.bootstrap,
+                api.name(),
+                api.implemented().0,
+                api.implemented().1
+            ))
+        })?;
+    }
     let topics = setup::ensure_topics(
         &mut client,
         &versions,
@@ -126,6 +139,14 @@ pub fn run(args: &Args) -> Result<Outcome, SetupError> {
         args.partitions,
     )
     .map_err(|e| setup_err("topics", e))?;
+    if consumer {
+        if let Some(t) = topics.iter().find(|t| t.id.is_nil()) {
+            return Err(SetupError(format!(
+                "topic {} has no topic id in the Metadata answer; --protocol consumer needs ids",
+                t.name
+            )));
+        }
+    }
     let group_names: Vec<String> = (0..args.groups)
         .map(|g| format!("{}{g}", args.group_prefix))
         .collect();
@@ -155,13 +176,21 @@ pub fn run(args: &Args) -> Result<Outcome, SetupError> {
     let cfg = MemberCfg {
         session_timeout_ms: args.session_timeout_ms as i32,
         rebalance_timeout_ms: args.rebalance_timeout_ms as i32,
-        heartbeat_interval_us: args.heartbeat_interval_ms * 1000,
+        heartbeat_interval_us: args.classic_heartbeat_interval_ms() * 1000,
+        heartbeat_interval_override_us: if consumer {
+            args.heartbeat_interval_ms.map(|ms| ms * 1000)
+        } else {
+            None
+        },
         commit_interval_us: args.commit_interval_ms * 1000,
         closed_loop_heartbeats: args.rate.is_none(),
         retry_backoff_us: 100_000,
         commit_offset_step: 10,
     };
     let subscription = subscription_for(&topics);
+    // KIP-848 member ids are made by the client; seed them per run so that two runs against the
+    // same broker do not reuse each other's ids.
+    let id_seed = fastrand::u64(..);
 
     // Members → workers: member m uses shared connection m mod C, owned by worker (m mod C) mod W.
     let mut owned: Vec<Vec<u32>> = vec![Vec::new(); cores];
@@ -190,6 +219,7 @@ pub fn run(args: &Args) -> Result<Outcome, SetupError> {
                 .map(|t| crate::assign::TopicInfo {
                     name: StrBytes::from_string(t.name.to_string()),
                     partitions: t.partitions,
+                    id: t.id,
                 })
                 .collect(),
             subscription: bytes::Bytes::copy_from_slice(&subscription),
@@ -206,14 +236,22 @@ pub fn run(args: &Args) -> Result<Outcome, SetupError> {
             ramp_us: args.ramp_up.as_micros() as u64,
             drain_us: args.drain.as_micros() as u64,
             leave_on_exit: !args.no_leave_on_exit,
+            prewarm_pool: !consumer,
             spin_us: args.spin_us,
             reports: tx.clone(),
             start: barrier.clone(),
         };
-        let h = std::thread::Builder::new()
-            .name(format!("loadgen-w{w}"))
-            .spawn(move || worker::run(ws, |g: u32| ClassicMember::new(u64::from(g))))
-            .map_err(|e| SetupError(format!("spawning a worker thread: {e}")))?;
+        let builder = std::thread::Builder::new().name(format!("loadgen-w{w}"));
+        let spawned = if consumer {
+            builder.spawn(move || {
+                worker::run(ws, |g: u32| {
+                    ConsumerMember::new(u64::from(g) ^ id_seed.rotate_left(17))
+                })
+            })
+        } else {
+            builder.spawn(move || worker::run(ws, |g: u32| ClassicMember::new(u64::from(g))))
+        };
+        let h = spawned.map_err(|e| SetupError(format!("spawning a worker thread: {e}")))?;
         handles.push(h);
     }
     drop(tx);
@@ -233,6 +271,7 @@ pub fn run(args: &Args) -> Result<Outcome, SetupError> {
     let mut pool_open = vec![0u32; cores];
     let mut pool_peak = vec![0u32; cores];
     let mut stable_at_end = vec![0u32; cores];
+    let mut owned_at_end: Vec<(u32, u16, i32)> = Vec::new();
     let mut finished = vec![false; cores];
     let mut fatal = Vec::new();
     let (mut late, mut idle) = (0u64, 0u64);
@@ -260,6 +299,7 @@ pub fn run(args: &Args) -> Result<Outcome, SetupError> {
                 idle += r.rate_idle_slots;
                 if let Some(s) = r.stable_at_end {
                     stable_at_end[w] = s;
+                    owned_at_end.extend_from_slice(&r.owned_at_end);
                 }
                 if let Some(f) = r.fatal {
                     fatal.push(f);
@@ -277,7 +317,7 @@ pub fn run(args: &Args) -> Result<Outcome, SetupError> {
                 let responses = total_stats.total_responses();
                 let dt = last_print.elapsed().as_secs_f64().max(1e-3);
                 last_print = Instant::now();
-                let h = &total_stats.hists[Api::Heartbeat.index()];
+                let h = &total_stats.hists[hb_api.index()];
                 let (p50, p99) = if !h.is_empty() {
                     (h.value_at_quantile(0.5), h.value_at_quantile(0.99))
                 } else {
@@ -312,11 +352,12 @@ pub fn run(args: &Args) -> Result<Outcome, SetupError> {
         }
     }
 
+    let ownership = ownership_at_end(&owned_at_end, args.groups, &topics);
     let info = RunInfo {
         args,
         versions: &versions,
         topics: &topics,
-        protocol_apis: &CLASSIC_APIS,
+        protocol_apis,
         duration_s: args.duration.as_secs_f64(),
         window_responses: window,
         members_total: total as u64,
@@ -328,9 +369,11 @@ pub fn run(args: &Args) -> Result<Outcome, SetupError> {
         rate_idle_slots: idle,
         started_unix_ms,
         fatal,
+        ownership_at_end: Some(ownership.to_json()),
     };
     let summary = report::summary_json(&info, &total_stats);
-    let table = report::text_table(&info, &total_stats);
+    let mut table = report::text_table(&info, &total_stats);
+    table.push_str(&ownership.line());
     let out_dir = Path::new(&args.out);
     match report::write_files(out_dir, &info, &total_stats) {
         Ok(files) => say(format!(
@@ -376,4 +419,79 @@ pub fn run(args: &Args) -> Result<Outcome, SetupError> {
         summary,
         table,
     })
+}
+
+/// Who owned which partition when the run ended (before the members left).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Ownership {
+    pub groups: u64,
+    /// Partitions per group × groups.
+    pub partitions: u64,
+    pub owned_once: u64,
+    pub unowned: u64,
+    pub owned_more_than_once: u64,
+    /// Groups in which every partition had exactly one owner.
+    pub groups_complete: u64,
+}
+
+impl Ownership {
+    fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "groups": self.groups,
+            "partitions": self.partitions,
+            "owned_exactly_once": self.owned_once,
+            "unowned": self.unowned,
+            "owned_more_than_once": self.owned_more_than_once,
+            "groups_with_every_partition_owned_once": self.groups_complete,
+        })
+    }
+
+    fn line(&self) -> String {
+        format!(
+            "ownership at end: {}/{} partitions owned exactly once ({} unowned, {} with several owners); {}/{} groups complete\n",
+            self.owned_once,
+            self.partitions,
+            self.unowned,
+            self.owned_more_than_once,
+            self.groups_complete,
+            self.groups
+        )
+    }
+}
+
+/// Count owners per (group, topic, partition).
+pub fn ownership_at_end(
+    owned: &[(u32, u16, i32)],
+    groups: usize,
+    topics: &[crate::assign::TopicInfo],
+) -> Ownership {
+    let mut base = Vec::with_capacity(topics.len());
+    let mut per_group = 0usize;
+    for t in topics {
+        base.push(per_group);
+        per_group += t.partitions.max(0) as usize;
+    }
+    let mut counts = vec![0u32; per_group * groups];
+    for &(g, t, p) in owned {
+        let (g, t) = (g as usize, t as usize);
+        if g < groups && t < topics.len() && p >= 0 && p < topics[t].partitions {
+            counts[g * per_group + base[t] + p as usize] += 1;
+        }
+    }
+    let mut o = Ownership {
+        groups: groups as u64,
+        partitions: counts.len() as u64,
+        ..Ownership::default()
+    };
+    for g in 0..groups {
+        let c = &counts[g * per_group..(g + 1) * per_group];
+        let once = c.iter().filter(|&&n| n == 1).count() as u64;
+        o.owned_once += once;
+        o.unowned += c.iter().filter(|&&n| n == 0).count() as u64;
+        o.owned_more_than_once += c.iter().filter(|&&n| n > 1).count() as u64;
+        if once == per_group as u64 {
+            o.groups_complete += 1;
+        }
+    }
+    o
 }

@@ -133,12 +133,13 @@ pub fn api_versions(client: &mut Client) -> anyhow::Result<ApiVersionsResponse> 
     bail!("ApiVersions: no version both sides support")
 }
 
-/// Look up topics; returns (name → partition count) for those that exist.
+/// Look up topics; returns (partition count, topic id) for those that exist (the id is nil
+/// before Metadata v10).
 fn topic_partitions(
     client: &mut Client,
     v: &Versions,
     names: &[String],
-) -> anyhow::Result<Vec<Option<i32>>> {
+) -> anyhow::Result<Vec<Option<(i32, uuid::Uuid)>>> {
     let version = v
         .get(Api::Metadata)
         .ok_or_else(|| anyhow!("broker serves no usable Metadata version"))?;
@@ -165,7 +166,7 @@ fn topic_partitions(
                 .iter()
                 .find(|t| t.name.as_ref().map(|x| x.0.as_str()) == Some(n.as_str()))
                 .filter(|t| t.error_code == 0 && !t.partitions.is_empty())
-                .map(|t| t.partitions.len() as i32)
+                .map(|t| (t.partitions.len() as i32, t.topic_id))
         })
         .collect())
 }
@@ -240,7 +241,8 @@ pub fn ensure_topics(
                 .zip(counts)
                 .map(|(n, p)| TopicInfo {
                     name: StrBytes::from_string(n),
-                    partitions: p.unwrap_or(partitions),
+                    partitions: p.map_or(partitions, |p| p.0),
+                    id: p.map_or(uuid::Uuid::nil(), |p| p.1),
                 })
                 .collect());
         }

@@ -140,6 +140,9 @@ pub struct IntervalReport {
     pub draining: bool,
     /// Snapshot taken when the run ended, before shutdown: stable members at that moment.
     pub stable_at_end: Option<u32>,
+    /// With `stable_at_end`: every partition the members own at that moment, as (group, topic
+    /// index, partition), one entry per owner.
+    pub owned_at_end: Vec<(u32, u16, i32)>,
     /// Last report of this worker.
     pub finished: bool,
     /// A fatal error that stopped the worker early.

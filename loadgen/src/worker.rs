@@ -64,6 +64,8 @@ pub struct WorkerSetup {
     pub ramp_us: Micros,
     pub drain_us: Micros,
     pub leave_on_exit: bool,
+    /// The members send JoinGroup/SyncGroup (classic): open the pool before the clock starts.
+    pub prewarm_pool: bool,
     /// Busy-poll this long after the last socket event while requests are in flight.
     pub spin_us: Micros,
     pub reports: Sender<IntervalReport>,
@@ -278,6 +280,7 @@ pub fn run<M: MemberMachine>(setup: WorkerSetup, make: impl Fn(u32) -> M) {
                 rate_idle_slots: 0,
                 draining: false,
                 stable_at_end: Some(0),
+                owned_at_end: Vec::new(),
                 finished: true,
                 fatal: Some(format!("worker {index}: {e:#}")),
             });
@@ -362,7 +365,7 @@ impl<M: MemberMachine> Worker<M> {
         // in the first instant overflows the broker's accept backlog, and the kernel retries a
         // dropped SYN only after a second, which would be measured as a slow rebalance. Open
         // them now, before the clock starts (idle ones are trimmed later).
-        if s.ramp_us == 0 {
+        if s.ramp_us == 0 && s.prewarm_pool {
             let want = w.slots.len().min(POOL_PREWARM_MAX);
             for k in 0..want {
                 let coord = w.coord_of(k as u32);
@@ -876,6 +879,14 @@ impl<M: MemberMachine> Worker<M> {
             .iter()
             .filter(|&&id| matches!(&self.conns[id], Some(c) if c.stream.is_some()))
             .count() as u32;
+        let owned_at_end = if stable_at_end.is_some() {
+            self.slots
+                .iter()
+                .flat_map(|s| s.m.owned_partitions().iter().map(|&(t, p)| (s.group, t, p)))
+                .collect()
+        } else {
+            Vec::new()
+        };
         let _ = tx.send(IntervalReport {
             worker: self.idx,
             stats: self.stats.take(),
@@ -889,6 +900,7 @@ impl<M: MemberMachine> Worker<M> {
             rate_idle_slots: std::mem::take(&mut self.rate_idle),
             draining,
             stable_at_end,
+            owned_at_end,
             finished,
             fatal: None,
         });
@@ -1108,6 +1120,7 @@ impl<M: MemberMachine> Worker<M> {
                         rate_idle_slots: 0,
                         draining: true,
                         stable_at_end: None,
+                        owned_at_end: Vec::new(),
                         finished: true,
                         fatal: Some(format!("worker {}: poll failed: {e}", self.idx)),
                     });

@@ -1,6 +1,8 @@
-//! A short real run: the real `ringleader` binary on a free port, and the real `loadgen` binary
-//! driving 200 classic members in 10 groups against it for a few seconds. Checks the exit code,
-//! the report files, and that every member became stable without a single error.
+//! Short real runs: the real `ringleader` binary on a free port, and the real `loadgen` binary
+//! driving 200 classic members in 10 groups, or 100 KIP-848 consumer-protocol members in 10
+//! groups, against it for a few seconds. Checks the exit code, the report files, that every
+//! member became stable without a single error, and (consumer protocol) that every partition of
+//! every group had exactly one owner when the run ended.
 //!
 //! Needs `target/release/ringleader` (CI builds release first); without it the test prints why
 //! and passes.
@@ -45,7 +47,7 @@ fn free_port() -> u16 {
         .port()
 }
 
-fn start_broker(bin: &Path, tag: &str) -> Broker {
+fn start_broker(bin: &Path, tag: &str, extra: &[&str]) -> Broker {
     let port = free_port();
     let data = std::env::temp_dir().join(format!("loadgen-real-run-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&data);
@@ -54,6 +56,7 @@ fn start_broker(bin: &Path, tag: &str) -> Broker {
         .args(["serve", "--listen", &addr, "--data-dir"])
         .arg(&data)
         .args(["--set", "group.initial.rebalance.delay.ms=0"])
+        .args(extra.iter().flat_map(|kv| ["--set", kv]))
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -88,7 +91,7 @@ fn two_hundred_classic_members_run_clean_against_the_real_broker() {
         );
         return;
     };
-    let broker = start_broker(&bin, "classic");
+    let broker = start_broker(&bin, "classic", &[]);
     let out = std::env::temp_dir().join(format!("loadgen-real-run-report-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&out);
 
@@ -183,15 +186,126 @@ fn two_hundred_classic_members_run_clean_against_the_real_broker() {
     let _ = std::fs::remove_dir_all(&out);
 }
 
+fn wait_for(mut lg: Child) -> std::process::ExitStatus {
+    let started = Instant::now();
+    loop {
+        if let Some(s) = lg.try_wait().unwrap() {
+            return s;
+        }
+        if started.elapsed() > Duration::from_secs(90) {
+            let _ = lg.kill();
+            panic!("loadgen did not finish within 90 s");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 #[test]
-fn consumer_protocol_is_refused_clearly() {
+fn hundred_consumer_protocol_members_run_clean_against_the_real_broker() {
+    let Some(bin) = broker_binary() else {
+        eprintln!("SKIPPED: target/release/ringleader not found (see the classic test)");
+        return;
+    };
+    let broker = start_broker(
+        &bin,
+        "consumer",
+        &[
+            "group.consumer.heartbeat.interval.ms=500",
+            "group.consumer.min.heartbeat.interval.ms=500",
+            "group.consumer.assignment.interval.ms=100",
+        ],
+    );
+    let out = std::env::temp_dir().join(format!(
+        "loadgen-real-run-consumer-report-{}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&out);
+    let lg = Command::new(env!("CARGO_BIN_EXE_loadgen"))
+        .args([
+            "--bootstrap",
+            &broker.addr,
+            "--protocol",
+            "consumer",
+            "--groups",
+            "10",
+            "--members-per-group",
+            "10",
+            "--topics",
+            "2",
+            "--partitions",
+            "8",
+            "--duration",
+            "4s",
+            "--commit-interval-ms",
+            "1000",
+            "--connections",
+            "16",
+            "--cores",
+            "1",
+            "--out",
+        ])
+        .arg(&out)
+        .spawn()
+        .expect("start loadgen");
+    let status = wait_for(lg);
+    assert!(status.success(), "loadgen exited with {status}");
+    for f in [
+        "consumergroupheartbeat.hgrm",
+        "offsetcommit.hgrm",
+        "offsetfetch.hgrm",
+        "rebalance.hgrm",
+        "summary.json",
+        "latency.svg",
+    ] {
+        assert!(out.join(f).exists(), "{f} missing from {}", out.display());
+    }
+    let s: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    eprintln!("{}", serde_json::to_string_pretty(&s["totals"]).unwrap());
+    eprintln!(
+        "{}",
+        serde_json::to_string_pretty(&s["ownership_at_end"]).unwrap()
+    );
+    assert_eq!(
+        s["totals"]["errors"], 0,
+        "errors: {}",
+        s["errors_by_api_and_code"]
+    );
+    assert_eq!(s["passed"], true);
+    assert_eq!(s["api_versions"]["ConsumerGroupHeartbeat"], 1);
+    assert_eq!(s["members"]["ever_stable"], 100);
+    assert_eq!(s["members"]["stable_at_end"], 100);
+    // Every partition of every group (2 topics x 8) owned by exactly one member.
+    let own = &s["ownership_at_end"];
+    assert_eq!(own["partitions"], 160);
+    assert_eq!(own["owned_exactly_once"], 160, "{own}");
+    assert_eq!(own["groups_with_every_partition_owned_once"], 10, "{own}");
+    let cgh = &s["apis"]["ConsumerGroupHeartbeat"];
+    // Joins, acks, ~3 s of 500 ms heartbeats and the leaves: ~800; allow a slow machine.
+    assert!(cgh["responses"].as_u64().unwrap() >= 300, "{cgh}");
+    assert!(s["apis"]["OffsetCommit"]["responses"].as_u64().unwrap() > 0);
+    assert_eq!(s["apis"]["OffsetFetch"]["responses"], 100, "one per member");
+    assert!(s["apis"].get("JoinGroup").is_none() || s["apis"]["JoinGroup"]["requests"] == 0);
+    assert!(s["rebalance_convergence_us"]["count"].as_u64().unwrap() >= 100);
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn open_loop_is_refused_for_the_consumer_protocol() {
     let o = Command::new(env!("CARGO_BIN_EXE_loadgen"))
-        .args(["--protocol", "consumer", "--bootstrap", "127.0.0.1:1"])
+        .args([
+            "--protocol",
+            "consumer",
+            "--rate",
+            "1000",
+            "--bootstrap",
+            "127.0.0.1:1",
+        ])
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("not supported by this build"), "{err}");
+    assert!(err.contains("--rate"), "{err}");
 }
 
 #[test]
