@@ -3,86 +3,18 @@
 
 const { test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
-const { spawn } = require('node:child_process');
 const fs = require('node:fs');
-const net = require('node:net');
-const os = require('node:os');
-const path = require('node:path');
 const { Kafka, logLevel } = require('kafkajs');
+const { withTimeout, startBroker } = require('./broker');
 
-const REPO = path.resolve(__dirname, '..', '..', '..');
-const BIN = process.env.RINGLEADER_BIN || path.join(REPO, 'target', 'release', 'ringleader');
-const START_TIMEOUT_MS = 20000;
 const NODE_ID = 1;
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.unref();
-    srv.on('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address();
-      srv.close(() => resolve(port));
-    });
-  });
-}
-
-function withTimeout(promise, ms, what) {
-  let timer;
-  const t = new Promise((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what} timed out after ${ms} ms`)), ms);
-  });
-  return Promise.race([promise, t]).finally(() => clearTimeout(timer));
-}
-
-// Starts the broker; resolves once it logs "listening on 127.0.0.1:PORT".
-async function startBroker() {
-  if (!fs.existsSync(BIN)) throw new Error(`ringleader binary not found at ${BIN} (cargo build --release)`);
-  const port = await freePort();
-  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'ringleader-node-'));
-  const addr = `127.0.0.1:${port}`;
-  const child = spawn(BIN, ['serve', '--listen', addr, '--data-dir', dataDir],
-    { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, NO_COLOR: '1' } });
-  let log = '';
-  const exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
-  await withTimeout(new Promise((resolve, reject) => {
-    const onData = (chunk) => {
-      log += chunk.toString();
-      // eslint-disable-next-line no-control-regex
-      const plain = log.replace(/\x1b\[[0-9;]*[A-Za-z]/g, '');
-      if (plain.split('\n').some((l) => l.includes('listening on') && l.includes(addr))) resolve();
-    };
-    child.stdout.on('data', onData);
-    child.stderr.on('data', onData);
-    child.on('error', reject);
-    exited.then(({ code, signal }) => reject(new Error(`ringleader exited early (code ${code}, signal ${signal}):\n${log}`)));
-  }), START_TIMEOUT_MS, 'waiting for "listening on"').catch((e) => {
-    child.kill('SIGKILL');
-    throw new Error(`${e.message}\n--- ringleader log ---\n${log}`);
-  });
-  return {
-    port,
-    bootstrap: addr,
-    dataDir,
-    child,
-    log: () => log,
-    async stop() {
-      if (child.exitCode !== null || child.signalCode !== null) return exited;
-      child.kill('SIGTERM');
-      return withTimeout(exited, 15000, 'waiting for ringleader to exit').catch((e) => {
-        child.kill('SIGKILL');
-        throw e;
-      });
-    },
-  };
-}
 
 let broker;
 let kafka;
 let admin;
 
 before(async () => {
-  broker = await startBroker();
+  broker = await startBroker([], 'ringleader-node-');
   kafka = new Kafka({
     clientId: 'ringleader-test-kafkajs',
     brokers: [broker.bootstrap],
