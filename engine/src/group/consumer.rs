@@ -220,6 +220,32 @@ fn metadata_hash(names: &BTreeSet<String>, topics: &TopicsSnapshot) -> i64 {
     h as i64
 }
 
+/// An assignment as the heartbeat response carries it.
+fn response_assignment(a: &Assignment) -> cgh::Assignment {
+    cgh::Assignment::default().with_topic_partitions(
+        a.iter()
+            .map(|(t, ps)| {
+                cgh::TopicPartitions::default()
+                    .with_topic_id(*t)
+                    .with_partitions(ps.iter().copied().collect())
+            })
+            .collect(),
+    )
+}
+
+/// An assignment as a target-assignment record (type 7) stores it.
+fn target_value(a: &Assignment) -> ConsumerGroupTargetAssignmentMemberValue {
+    ConsumerGroupTargetAssignmentMemberValue {
+        topic_partitions: a
+            .iter()
+            .map(|(t, ps)| TargetTopicPartitions {
+                topic_id: *t,
+                partitions: ps.iter().copied().collect(),
+            })
+            .collect(),
+    }
+}
+
 fn s(v: &str) -> StrBytes {
     StrBytes::from_string(v.to_string())
 }
@@ -623,18 +649,7 @@ fn heartbeat_inner(
         || last != Some(&m.assigned)
         || owned.as_ref().is_some_and(|o| o != &m.assigned)
     {
-        resp.assignment = Some(
-            cgh::Assignment::default().with_topic_partitions(
-                m.assigned
-                    .iter()
-                    .map(|(t, ps)| {
-                        cgh::TopicPartitions::default()
-                            .with_topic_id(*t)
-                            .with_partitions(ps.iter().copied().collect())
-                    })
-                    .collect(),
-            ),
-        );
+        resp.assignment = Some(response_assignment(&m.assigned));
         let assigned = m.assigned.clone();
         c.consumer_sent.insert((group_id, member_id), assigned);
     }
@@ -712,15 +727,7 @@ fn maybe_compute_target(
         .filter(|(m, a)| g.target.get(m) != Some(a))
         .collect();
     for (mid, a) in changed {
-        let value = ConsumerGroupTargetAssignmentMemberValue {
-            topic_partitions: a
-                .iter()
-                .map(|(t, ps)| TargetTopicPartitions {
-                    topic_id: *t,
-                    partitions: ps.iter().copied().collect(),
-                })
-                .collect(),
-        };
+        let value = target_value(&a);
         emit(
             c,
             out,
@@ -1051,15 +1058,7 @@ fn replace_static(
         Some(RecordValue::ConsumerGroupMemberMetadata(m.metadata_value())),
     );
     if let Some(t) = target {
-        let value = ConsumerGroupTargetAssignmentMemberValue {
-            topic_partitions: t
-                .iter()
-                .map(|(tid, ps)| TargetTopicPartitions {
-                    topic_id: *tid,
-                    partitions: ps.iter().copied().collect(),
-                })
-                .collect(),
-        };
+        let value = target_value(&t);
         emit(
             c,
             out,
@@ -1095,18 +1094,7 @@ fn replace_static(
         .with_member_id(Some(s(&new_id)))
         .with_member_epoch(m.member_epoch)
         .with_heartbeat_interval_ms(c.config.consumer_heartbeat_interval_ms)
-        .with_assignment(Some(
-            cgh::Assignment::default().with_topic_partitions(
-                assigned
-                    .iter()
-                    .map(|(t, ps)| {
-                        cgh::TopicPartitions::default()
-                            .with_topic_id(*t)
-                            .with_partitions(ps.iter().copied().collect())
-                    })
-                    .collect(),
-            ),
-        )))
+        .with_assignment(Some(response_assignment(&assigned))))
 }
 
 /// Delete an empty consumer group: tombstones in Kafka's order (`ConsumerGroup.createGroupTombstoneRecords`):
@@ -1346,15 +1334,7 @@ pub fn snapshot_records(g: &ConsumerGroup, out: &mut Vec<Record>) {
                 member_id: mid.clone(),
             },
             value: Some(RecordValue::ConsumerGroupTargetAssignmentMember(
-                ConsumerGroupTargetAssignmentMemberValue {
-                    topic_partitions: a
-                        .iter()
-                        .map(|(t, ps)| TargetTopicPartitions {
-                            topic_id: *t,
-                            partitions: ps.iter().copied().collect(),
-                        })
-                        .collect(),
-                },
+                target_value(&a),
             )),
         });
     }
