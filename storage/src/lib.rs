@@ -14,3 +14,4 @@ pub mod durable_file;
 pub mod io;
 pub mod log;
 pub mod snapshot;
+pub mod topic_log;

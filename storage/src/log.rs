@@ -5,7 +5,7 @@
 //! Group commit lives in the caller: while one `append` is in flight, new records queue up and
 //! become the next batch, so one fdatasync serves every request that arrived meanwhile.
 
-use crate::batch::{encode_batch, for_each_record, peek_batch, Peek};
+use crate::batch::{encode_batch, for_each_record, peek_batch, BatchHeader, Peek};
 use crate::io::{LogDir, LogFile};
 use std::io;
 
@@ -114,78 +114,30 @@ impl<D: LogDir> PartitionLog<D> {
             }
             let file = dir.open(&name).await?;
             let len = file.len().await?;
-            let mut pos: u64 = 0;
-            let mut buf: Vec<u8> = Vec::new();
-            let mut buf_start: u64 = 0;
-            let mut stop: Option<String> = None;
-            'scan: while pos < len {
-                // Refill: keep the unconsumed tail and read the next chunk after it.
-                let consumed = (pos - buf_start) as usize;
-                buf.drain(..consumed);
-                buf_start = pos;
-                let want = config.read_chunk_bytes.max(buf.len() + 1);
-                let read_from = buf_start + buf.len() as u64;
-                if read_from < len {
-                    let chunk = file
-                        .read_at(
-                            read_from,
-                            (want - buf.len()).min((len - read_from) as usize),
-                        )
-                        .await?;
-                    if chunk.is_empty() {
-                        stop = Some("short read".into());
-                        break;
+            let (pos, stop) = scan_batches(
+                &file,
+                len,
+                config.read_chunk_bytes,
+                config.max_batch_bytes,
+                |pos, h, batch| {
+                    if h.base_offset < next_offset {
+                        return Err(format!(
+                            "batch base offset {} goes back (expected >= {next_offset})",
+                            h.base_offset
+                        ));
                     }
-                    buf.extend_from_slice(&chunk);
-                }
-                let mut off = 0usize;
-                loop {
-                    match peek_batch(&buf[off..], pos, config.max_batch_bytes) {
-                        Ok(Peek::Batch(h)) => {
-                            if h.base_offset < next_offset {
-                                stop = Some(format!(
-                                    "batch base offset {} goes back (expected >= {next_offset})",
-                                    h.base_offset
-                                ));
-                                break 'scan;
-                            }
-                            let batch = &buf[off..off + h.size];
-                            // Validate every record before replaying any: a batch that fails
-                            // half-way is cut from the log, so none of it may reach the caller.
-                            if let Err(e) = for_each_record(batch, &h, pos, |_, _, _, _| {}) {
-                                stop = Some(e.to_string());
-                                break 'scan;
-                            }
-                            if let Err(e) = for_each_record(batch, &h, pos, &mut on_record) {
-                                stop = Some(e.to_string());
-                                break 'scan;
-                            }
-                            report.batches += 1;
-                            report.records += h.records_count as u64;
-                            report.bytes += h.size as u64;
-                            next_offset = h.last_offset() + 1;
-                            off += h.size;
-                            pos += h.size as u64;
-                        }
-                        Ok(Peek::Incomplete { needed }) => {
-                            if buf_start + (off + needed) as u64 > len {
-                                if pos < len {
-                                    stop = Some(format!(
-                                        "torn batch: {} of {needed} bytes present",
-                                        len - pos
-                                    ));
-                                }
-                                break 'scan;
-                            }
-                            break; // read more
-                        }
-                        Err(e) => {
-                            stop = Some(e.to_string());
-                            break 'scan;
-                        }
-                    }
-                }
-            }
+                    // Validate every record before replaying any: a batch that fails half-way
+                    // is cut from the log, so none of it may reach the caller.
+                    for_each_record(batch, h, pos, |_, _, _, _| {}).map_err(|e| e.to_string())?;
+                    for_each_record(batch, h, pos, &mut on_record).map_err(|e| e.to_string())?;
+                    report.batches += 1;
+                    report.records += h.records_count as u64;
+                    report.bytes += h.size as u64;
+                    next_offset = h.last_offset() + 1;
+                    Ok(())
+                },
+            )
+            .await?;
             if let Some(reason) = stop {
                 file.truncate(pos).await?;
                 file.sync().await?;
@@ -278,6 +230,67 @@ impl<D: LogDir> PartitionLog<D> {
         }
         Ok(removed)
     }
+}
+
+/// Scan the batches of one segment file (`len` bytes) from its start in large sequential reads
+/// of `chunk` bytes, calling `on_batch(position, header, bytes)` for every whole, CRC-valid
+/// batch. Stops at the first torn or corrupt batch, or when `on_batch` refuses one (`Err`
+/// with the reason). Returns the length of the valid prefix and why the scan stopped early.
+pub async fn scan_batches<F: LogFile>(
+    file: &F,
+    len: u64,
+    chunk: usize,
+    max_batch_bytes: usize,
+    mut on_batch: impl FnMut(u64, &BatchHeader, &[u8]) -> Result<(), String>,
+) -> io::Result<(u64, Option<String>)> {
+    let mut pos: u64 = 0;
+    let mut buf: Vec<u8> = Vec::new();
+    let mut buf_start: u64 = 0;
+    while pos < len {
+        // Refill: keep the unconsumed tail and read the next chunk after it.
+        let consumed = (pos - buf_start) as usize;
+        buf.drain(..consumed);
+        buf_start = pos;
+        let want = chunk.max(buf.len() + 1);
+        let read_from = buf_start + buf.len() as u64;
+        if read_from < len {
+            let data = file
+                .read_at(
+                    read_from,
+                    (want - buf.len()).min((len - read_from) as usize),
+                )
+                .await?;
+            if data.is_empty() {
+                return Ok((pos, Some("short read".into())));
+            }
+            buf.extend_from_slice(&data);
+        }
+        let mut off = 0usize;
+        loop {
+            match peek_batch(&buf[off..], pos, max_batch_bytes) {
+                Ok(Peek::Batch(h)) => {
+                    if let Err(reason) = on_batch(pos, &h, &buf[off..off + h.size]) {
+                        return Ok((pos, Some(reason)));
+                    }
+                    off += h.size;
+                    pos += h.size as u64;
+                }
+                Ok(Peek::Incomplete { needed }) => {
+                    if buf_start + (off + needed) as u64 > len {
+                        if pos < len {
+                            let reason =
+                                format!("torn batch: {} of {needed} bytes present", len - pos);
+                            return Ok((pos, Some(reason)));
+                        }
+                        return Ok((pos, None));
+                    }
+                    break; // read more
+                }
+                Err(e) => return Ok((pos, Some(e.to_string()))),
+            }
+        }
+    }
+    Ok((pos, None))
 }
 
 /// Synchronous scan of one segment file for tools (`ringleader dump-log`): calls `on_batch` for
