@@ -45,6 +45,8 @@ pub struct Broker {
     pub data_dir: Option<std::path::PathBuf>,
     /// Where shards publish their measurements (read by `--metrics-listen`).
     pub metrics: std::sync::Arc<crate::metrics::MetricsHub>,
+    /// Idempotent producer ids (InitProducerId).
+    pub producer_ids: crate::topic_data::ProducerIds,
 }
 
 fn s(v: impl Into<String>) -> StrBytes {

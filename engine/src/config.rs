@@ -440,6 +440,18 @@ impl<T: Int> Check<T> for Bounds<T> {
     }
 }
 
+/// One of a fixed set of strings (Kafka's `ValidString.in`).
+struct OneOf(&'static [&'static str]);
+impl Check<String> for OneOf {
+    fn check(&self, value: &String) -> Result<(), String> {
+        if self.0.contains(&value.as_str()) {
+            Ok(())
+        } else {
+            Err(format!("expected one of {}", self.0.join(", ")))
+        }
+    }
+}
+
 /// The classic protocol cannot be disabled (Kafka refuses to start too).
 struct ContainsClassic;
 impl Check<Vec<RebalanceProtocol>> for ContainsClassic {
@@ -699,6 +711,18 @@ config_keys! {
         "Allow DeleteTopics.";
     "delete.retention.ms" => delete_retention_ms: i64 = 86_400_000, at_least(0),
         "How long tombstones are kept on compacted topics (topic-level default).";
+
+    // --- topic data logs ---
+    "log.segment.bytes" => log_segment_bytes: i32 = 1_073_741_824, at_least(14),
+        "Segment size of topic partition logs (topic-level segment.bytes default).";
+    "log.retention.ms" => log_retention_ms: i64 = 604_800_000, at_least(-1),
+        "Delete segments whose newest record is older than this (-1: forever; topic retention.ms default). Kafka's log.retention.hours is not read.";
+    "log.retention.bytes" => log_retention_bytes: i64 = -1, at_least(-1),
+        "Delete oldest segments while a partition is larger than this (-1: no limit; topic retention.bytes default).";
+    "log.retention.check.interval.ms" => log_retention_check_interval_ms: i64 = 300_000, at_least(1),
+        "How often retention runs on topic partition logs.";
+    "log.message.timestamp.type" => log_message_timestamp_type: String = "CreateTime".to_string(), OneOf(&["CreateTime", "LogAppendTime"]),
+        "CreateTime keeps the producer's timestamps; LogAppendTime stamps batches with the broker's clock (topic message.timestamp.type default).";
 
     // --- request limits ---
     "socket.request.max.bytes" => socket_request_max_bytes: i32 = 104_857_600, at_least(1),

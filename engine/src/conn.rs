@@ -27,6 +27,8 @@ const READ_CHUNK: usize = 16 * 1024;
 /// What the writer does with one slot of the ordered queue.
 enum Outcome {
     Frame(BytesMut),
+    /// The request needs no response (Produce with acks=0).
+    Nothing,
     Close,
 }
 
@@ -51,6 +53,7 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
                         break;
                     }
                 }
+                Outcome::Nothing => {}
                 Outcome::Close => break,
             }
         }
@@ -140,11 +143,14 @@ fn request_task(
         .map(|(ip, _)| ip.trim_matches(|c| c == '[' || c == ']').to_string())
         .unwrap_or_default();
     let decoded_at = std::time::Instant::now();
+    // Kafka sends nothing back for a Produce with acks=0 (the client does not read).
+    let silent = matches!(&request, Request::Produce(r) if r.acks == 0);
     Some(glommio::spawn_local(async move {
         let version = header.api_version;
         let api_key = header.api_key;
         let started = std::time::Instant::now();
         match dispatch(&shard, &peer_ip, &header, request).await {
+            Ok(_) if silent => Outcome::Nothing,
             Ok(resp) => {
                 let ready = std::time::Instant::now();
                 let mut out = BytesMut::with_capacity(256);
@@ -224,22 +230,32 @@ async fn dispatch(
         Request::ConsumerGroupDescribe(r) => Response::ConsumerGroupDescribe(
             groups_api::consumer_group_describe(shard, &caller(), r, v).await,
         ),
-        Request::ListOffsets(r) => Response::ListOffsets(data::list_offsets(b, r, v)),
-        Request::Fetch(r) => {
-            // With no records to return, Kafka holds a fetch for max_wait_ms; so do we, so that
-            // consumers poll at their configured pace instead of spinning.
-            let plan = data::fetch(b, r, v);
-            if plan.wait_ms > 0 {
-                glommio::timer::sleep(std::time::Duration::from_millis(plan.wait_ms)).await;
-            }
-            Response::Fetch(plan.response)
+        Request::Produce(r) => Response::Produce(data::produce(shard, r, v).await),
+        Request::ListOffsets(r) => Response::ListOffsets(data::list_offsets(shard, r, v).await),
+        Request::Fetch(r) => Response::Fetch(data::fetch(shard, r, v).await),
+        Request::DeleteRecords(r) => {
+            Response::DeleteRecords(data::delete_records(shard, r, v).await)
+        }
+        Request::InitProducerId(r) => {
+            Response::InitProducerId(data::init_producer_id(shard, r, v).await)
         }
         Request::ApiVersions(r) => {
             Response::ApiVersions(api_versions::response(&r, v, &b.versions))
         }
         Request::Metadata(r) => Response::Metadata(broker::metadata(b, r, v).await),
         Request::CreateTopics(r) => Response::CreateTopics(broker::create_topics(b, r, v).await),
-        Request::DeleteTopics(r) => Response::DeleteTopics(broker::delete_topics(b, r, v).await),
+        Request::DeleteTopics(r) => {
+            let resp = broker::delete_topics(b, r, v).await;
+            // Close the deleted topics' partitions on every shard, then free their directories.
+            for s in 0..shard.router.shards() {
+                let op = crate::partition::PartitionOp::Data(crate::topic_data::DataOp::Forget);
+                shard.router.call(s as i32, op).await;
+            }
+            if let Some(dir) = &b.data_dir {
+                crate::topic_data::sweep_deleted_topics(dir, b);
+            }
+            Response::DeleteTopics(resp)
+        }
         Request::FindCoordinator(r) => Response::FindCoordinator(broker::find_coordinator(b, r, v)),
         Request::DescribeConfigs(r) => Response::DescribeConfigs(broker::describe_configs(b, r, v)),
         Request::DescribeCluster(r) => Response::DescribeCluster(broker::describe_cluster(b, r, v)),

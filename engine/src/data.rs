@@ -1,13 +1,10 @@
-//! The data path as seen by a consumer before Produce exists: ListOffsets (v1–v10) and Fetch
-//! (v4–v18).
+//! The data path's request side: Produce (v3–v13), Fetch (v4–v18), ListOffsets (v1–v10),
+//! DeleteRecords (v0–v2) and InitProducerId (v0–v5).
 //!
-//! Consumers do not stop at the group APIs: after joining they ask ListOffsets where to start
-//! (`auto.offset.reset`) and then Fetch in a loop. Ringleader does not store records yet, so every
-//! partition of every existing topic is empty: log start offset = high watermark = last stable
-//! offset = log end offset = 0, and the partition leader epoch is 0 (what Metadata reports). The
-//! answers below are what Apache Kafka gives for an empty partition on a single broker without
-//! tiered storage, so every client treats Ringleader as a broker with nothing to read yet instead
-//! of a broken one. (`__consumer_offsets` is answered the same way, empty.)
+//! Each request is checked and shaped here, in Kafka's order and with Kafka's error codes, by
+//! pure functions (`*_with`) that take the log lookups as closures, so every rule is testable
+//! without a disk or a runtime. The async handlers around them send the lookups to the shards
+//! that own the partitions (`topic_data`), run them in parallel, and feed the answers back in.
 //!
 //! Kafka source paths cited below are relative to the Apache Kafka tree (reference §0): `KafkaApis`
 //! = `core/src/main/scala/kafka/server/KafkaApis.scala`, `ReplicaManager` =
@@ -16,10 +13,13 @@
 //! `core/src/main/scala/kafka/log/UnifiedLog.scala`, `FetchRequest` / `FetchResponse` =
 //! `clients/src/main/java/org/apache/kafka/common/requests/{FetchRequest,FetchResponse}.java`.
 //!
-//! Both handlers are pure functions of (broker, request, version); Fetch returns how long to hold
-//! the response and the caller does the waiting, so no clock is read here.
+//! Fetch's pure part returns how long to hold the response; the async handler does the waiting,
+//! woken early by an append to any partition it reads.
 
 use crate::broker::Broker;
+use crate::partition::{PartitionOp, PartitionReply};
+use crate::shard::Shard;
+use crate::topic_data::{owner_shard, DataOp, DataReply, PartitionRead, ReadItem};
 use crate::topics::Topic;
 use bytes::Bytes;
 use kafka_protocol::messages::fetch_request::FetchPartition;
@@ -33,16 +33,17 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
+use std::rc::Rc;
 use std::sync::Arc;
 use uuid::Uuid;
+
+/// A ListOffsets lookup's answer: (offset, timestamp) with offset -1 when no record qualifies,
+/// or an error code.
+pub type Lookup = Result<(i64, i64), i16>;
 
 /// Every partition's leader epoch: the one Metadata reports for a partition that never changed
 /// leader.
 const LEADER_EPOCH: i32 = 0;
-/// Offsets of an empty log. They are all the same number until Produce exists.
-const LOG_START_OFFSET: i64 = 0;
-const HIGH_WATERMARK: i64 = 0;
-const LAST_STABLE_OFFSET: i64 = 0;
 
 /// "No such offset / timestamp / epoch" on the wire (`ListOffsetsResponse.UNKNOWN_OFFSET`,
 /// `UNKNOWN_TIMESTAMP`, `RecordBatch.NO_PARTITION_LEADER_EPOCH`, `FetchResponse.INVALID_*`).
@@ -143,14 +144,15 @@ fn list_offset(
     topic: Option<&Arc<Topic>>,
     req: &ListOffsetsPartition,
     version: i16,
+    lookup: &mut impl FnMut(&Arc<Topic>, i32, i64) -> Lookup,
 ) -> ListOffsetsPartitionResponse {
     let partition = req.partition_index;
     let Some(query) = offset_query(req.timestamp, version) else {
         return no_offset(partition, code(ResponseError::UnsupportedVersion));
     };
-    if has_partition(topic, partition).is_none() {
+    let Some(topic) = has_partition(topic, partition) else {
         return no_offset(partition, code(ResponseError::UnknownTopicOrPartition));
-    }
+    };
     // CurrentLeaderEpoch exists from v4; only -1 means "none" here (`ReplicaManager.fetchOffset`
     // compares with `ListOffsetsResponse.UNKNOWN_EPOCH`), so -2 is an old epoch: fenced.
     let requested =
@@ -158,25 +160,23 @@ fn list_offset(
     if let Some(e) = leader_epoch_error(requested) {
         return no_offset(partition, code(e));
     }
-    // (offset, timestamp, leader epoch). Earliest and latest carry the leader epoch of that
-    // offset, which for an empty log is the current one (the leader epoch cache holds (0, 0)
-    // from the moment the partition got its leader). Every lookup that needs a record finds
-    // none: `UnifiedLog.fetchOffsetByTimestamp` returns nothing and `ReplicaManager.fetchOffset`
-    // answers offset -1, timestamp -1 with no epoch.
+    // (offset, timestamp, leader epoch). An offset found carries the leader epoch of its
+    // record, which is 0 on this broker (the leader epoch cache holds (0, 0) from the moment the
+    // partition got its leader). When no record qualifies (a timestamp after every record, the
+    // max timestamp of an empty log) Kafka answers offset -1, timestamp -1 with no epoch
+    // (`UnifiedLog.fetchOffsetByTimestamp`, `ReplicaManager.fetchOffset`).
     let (offset, timestamp, epoch) = match query {
-        // No tiered storage: the local log starts where the log starts (`UnifiedLog`).
-        OffsetQuery::Earliest | OffsetQuery::EarliestLocal => {
-            (LOG_START_OFFSET, NO_TIMESTAMP, LEADER_EPOCH)
-        }
-        // HW for read_uncommitted, LSO for read_committed, LEO for a replica
-        // (`Partition.fetchOffsetForTimestamp`): all 0 here, so the isolation level and the
-        // replica id do not matter.
-        OffsetQuery::Latest => (HIGH_WATERMARK, NO_TIMESTAMP, LEADER_EPOCH),
         // Without remote storage Kafka answers offset -1 with epoch -1 (`UnifiedLog`).
         OffsetQuery::LatestTiered => (UNKNOWN_OFFSET, NO_TIMESTAMP, NO_EPOCH),
-        OffsetQuery::MaxTimestamp | OffsetQuery::ByTimestamp => {
-            (UNKNOWN_OFFSET, NO_TIMESTAMP, NO_EPOCH)
-        }
+        // Earliest (-2) and earliest local (-4) are the log start offset (no tiered storage);
+        // latest is the high watermark for read_uncommitted, the last stable offset for
+        // read_committed and the log end for a replica (`Partition.fetchOffsetForTimestamp`):
+        // all the same here (no transactions, every write durable before it is visible).
+        _ => match lookup(topic, partition, req.timestamp) {
+            Err(e) => return no_offset(partition, e),
+            Ok((UNKNOWN_OFFSET, _)) => (UNKNOWN_OFFSET, NO_TIMESTAMP, NO_EPOCH),
+            Ok((o, t)) => (o, t, LEADER_EPOCH),
+        },
     };
     let mut resp = no_offset(partition, 0)
         .with_offset(offset)
@@ -198,7 +198,12 @@ fn list_offset(
 /// and a lookup by timestamp (>= 0) → offset -1, timestamp -1, leader epoch -1, as Kafka answers
 /// when no record qualifies. The isolation level and replica id change nothing while every
 /// offset is 0; v10's timeout only bounds remote-storage lookups, which do not exist here.
-pub fn list_offsets(broker: &Broker, req: ListOffsetsRequest, version: i16) -> ListOffsetsResponse {
+pub fn list_offsets_with(
+    broker: &Broker,
+    req: &ListOffsetsRequest,
+    version: i16,
+    mut lookup: impl FnMut(&Arc<Topic>, i32, i64) -> Lookup,
+) -> ListOffsetsResponse {
     let snap = broker.topics.snapshot();
 
     // A partition named more than once is answered once, with INVALID_REQUEST
@@ -234,7 +239,7 @@ pub fn list_offsets(broker: &Broker, req: ListOffsetsRequest, version: i16) -> L
             let resp = if duplicated.contains(&key) {
                 no_offset(p.partition_index, code(ResponseError::InvalidRequest))
             } else {
-                list_offset(topic, p, version)
+                list_offset(topic, p, version, &mut lookup)
             };
             topics[slot].partitions.push(resp);
         }
@@ -301,7 +306,13 @@ fn read_failed(partition: i32, error: ResponseError) -> PartitionData {
 
 /// Read one known partition: leader epoch first, then the offset (`Partition.fetchRecords` →
 /// `localLogWithEpochOrThrow`, then the log read).
-fn read_partition(req: &FetchPartition, version: i16, isolation_level: i8) -> PartitionData {
+fn read_partition(
+    topic: &Arc<Topic>,
+    req: &FetchPartition,
+    version: i16,
+    isolation_level: i8,
+    reader: &mut impl FnMut(&Arc<Topic>, &FetchPartition) -> PartitionRead,
+) -> PartitionData {
     let partition = req.partition;
     // CurrentLeaderEpoch exists from v9; any negative value means "none"
     // (`FetchRequest.optionalEpoch`). So a Fetch can only be newer than our epoch 0, never
@@ -311,24 +322,28 @@ fn read_partition(req: &FetchPartition, version: i16, isolation_level: i8) -> Pa
     if let Some(e) = leader_epoch_error(requested) {
         return read_failed(partition, e);
     }
-    // The log holds offsets [0, 0): the only valid position is 0. Kafka rejects an offset above
-    // the log end or below the log start with OFFSET_OUT_OF_RANGE (`LocalLog.read`,
-    // `UnifiedLog.checkLogStartOffset`); the consumer then resets through ListOffsets.
-    if req.fetch_offset != HIGH_WATERMARK {
-        return read_failed(partition, ResponseError::OffsetOutOfRange);
+    // An offset above the high watermark or below the log start is OFFSET_OUT_OF_RANGE
+    // (`LocalLog.read`, `UnifiedLog.checkLogStartOffset`); the consumer then resets through
+    // ListOffsets.
+    let read = reader(topic, req);
+    if read.error != 0 {
+        return read_failed(
+            partition,
+            ResponseError::try_from_code(read.error).unwrap_or(ResponseError::KafkaStorageError),
+        );
     }
-    // At the log end Kafka returns empty records; the aborted-transaction list is an empty array
-    // for read_committed and null otherwise (`LocalLog.emptyFetchDataInfo`).
+    // The aborted-transaction list is an empty array for read_committed and null otherwise
+    // (`LocalLog.emptyFetchDataInfo`); there are no transactions to abort.
     let aborted = (isolation_level == READ_COMMITTED).then(Vec::new);
     PartitionData::default()
         .with_partition_index(partition)
         .with_error_code(0)
-        .with_high_watermark(HIGH_WATERMARK)
-        .with_last_stable_offset(LAST_STABLE_OFFSET)
-        .with_log_start_offset(LOG_START_OFFSET)
+        .with_high_watermark(read.high_watermark)
+        .with_last_stable_offset(read.high_watermark)
+        .with_log_start_offset(read.log_start_offset)
         .with_aborted_transactions(aborted)
         .with_preferred_read_replica(BrokerId(-1))
-        .with_records(Some(Bytes::new()))
+        .with_records(Some(read.records))
 }
 
 /// Fetch v4–v18 for partitions that hold no records.
@@ -349,7 +364,12 @@ fn read_partition(req: &FetchPartition, version: i16, isolation_level: i8) -> Pa
 /// `max_wait_ms` (clamped to [0, [`MAX_FETCH_WAIT_MS`]]). It is answered at once (0) when Kafka
 /// would: a read error on any partition, nothing readable at all, a session error, `max_wait_ms`
 /// <= 0, or `min(min_bytes, max_bytes)` <= 0 (`ReplicaManager.fetchMessages`, `KafkaApis`).
-pub fn fetch(broker: &Broker, req: FetchRequest, version: i16) -> FetchPlan {
+pub fn fetch_with(
+    broker: &Broker,
+    req: &FetchRequest,
+    version: i16,
+    mut reader: impl FnMut(&Arc<Topic>, &FetchPartition) -> PartitionRead,
+) -> FetchPlan {
     // `FetchManager.newContext` (trunk: `server/src/main/java/org/apache/kafka/server/
     // FetchManager.java`; older: `core/.../server/FetchSession.scala`): epoch 0 or -1 is a full
     // fetch (a session id named with it is closed, which for us is a no-op); anything else looks
@@ -395,6 +415,8 @@ pub fn fetch(broker: &Broker, req: FetchRequest, version: i16) -> FetchPlan {
     let mut read: Vec<Answer<'_>> = Vec::new();
     let mut rejected: Vec<Answer<'_>> = Vec::new();
     let mut read_error = false;
+    let max_bytes = req.max_bytes.max(0) as usize;
+    let mut total_bytes = 0usize;
     for (key, p) in wanted {
         let topic = match key {
             TopicKey::Id(id) => snap.get_by_id(&id),
@@ -410,15 +432,23 @@ pub fn fetch(broker: &Broker, req: FetchRequest, version: i16) -> FetchPlan {
                 p.partition,
                 ResponseError::UnknownTopicId,
             )));
-        } else if has_partition(topic, p.partition).is_none() {
+        } else if let Some(t) = has_partition(topic, p.partition) {
+            let mut data = read_partition(t, p, version, req.isolation_level, &mut reader);
+            // The response's max_bytes: the first partition with data is sent whole (KIP-74);
+            // after that a partition that would overflow is sent empty and read next time.
+            let n = data.records.as_ref().map_or(0, |r| r.len());
+            if n > 0 && total_bytes > 0 && total_bytes + n > max_bytes {
+                data.records = Some(Bytes::new());
+            } else {
+                total_bytes += n;
+            }
+            read_error |= data.error_code != 0;
+            read.push(answer(data));
+        } else {
             rejected.push(answer(unreadable(
                 p.partition,
                 ResponseError::UnknownTopicOrPartition,
             )));
-        } else {
-            let data = read_partition(p, version, req.isolation_level);
-            read_error |= data.error_code != 0;
-            read.push(answer(data));
         }
     }
 
@@ -426,7 +456,12 @@ pub fn fetch(broker: &Broker, req: FetchRequest, version: i16) -> FetchPlan {
     // readable, enough bytes are readable (0 >= min_bytes, where `KafkaApis` caps min_bytes by
     // max_bytes) or a read failed; otherwise the fetch waits in purgatory for max_wait_ms.
     let min_bytes = req.min_bytes.min(req.max_bytes);
-    let wait_ms = if read.is_empty() || read_error || req.max_wait_ms <= 0 || min_bytes <= 0 {
+    let wait_ms = if read.is_empty()
+        || read_error
+        || req.max_wait_ms <= 0
+        || min_bytes <= 0
+        || total_bytes >= min_bytes as usize
+    {
         0
     } else {
         u64::try_from(req.max_wait_ms)
@@ -471,6 +506,389 @@ pub fn fetch(broker: &Broker, req: FetchRequest, version: i16) -> FetchPlan {
     }
 }
 
+// ---------------------------------------------------------------------------------------------
+// The async handlers: the pure functions above, with lookups answered by the owning shards
+// ---------------------------------------------------------------------------------------------
+
+/// NOT_LEADER_OR_FOLLOWER: the owning shard did not answer (shutting down); clients refresh
+/// their metadata and retry.
+const NOT_LEADER: i16 = 6;
+
+/// Run `op` on shard `owner`.
+async fn call(shard: &Rc<Shard>, owner: usize, op: DataOp) -> Option<DataReply> {
+    // The route of a data operation is the owning shard's index (`Router::call` sends a route r
+    // to shard r % shards).
+    match shard.router.call(owner as i32, PartitionOp::Data(op)).await {
+        PartitionReply::Data(r) => Some(r),
+        _ => None,
+    }
+}
+
+/// Run several calls at once (each shard works on its own part); answers in the order given.
+async fn call_all(shard: &Rc<Shard>, calls: Vec<(usize, DataOp)>) -> Vec<Option<DataReply>> {
+    let tasks: Vec<_> = calls
+        .into_iter()
+        .map(|(owner, op)| {
+            let shard = shard.clone();
+            glommio::spawn_local(async move { call(&shard, owner, op).await })
+        })
+        .collect();
+    let mut out = Vec::with_capacity(tasks.len());
+    for t in tasks {
+        out.push(t.await);
+    }
+    out
+}
+
+/// ListOffsets v1–v10: [`list_offsets_with`], each partition's lookup done by its shard.
+pub async fn list_offsets(
+    shard: &Rc<Shard>,
+    req: ListOffsetsRequest,
+    version: i16,
+) -> ListOffsetsResponse {
+    let broker = &shard.broker;
+    let shards = shard.router.shards();
+    let mut wanted: Vec<(Arc<Topic>, i32, i64)> = Vec::new();
+    list_offsets_with(broker, &req, version, |t, p, ts| {
+        wanted.push((t.clone(), p, ts));
+        Ok((UNKNOWN_OFFSET, NO_TIMESTAMP))
+    });
+    let calls = wanted
+        .iter()
+        .map(|(t, p, ts)| {
+            let op = DataOp::ListOffset {
+                topic: t.clone(),
+                partition: *p,
+                timestamp: *ts,
+            };
+            (owner_shard(&t.name, *p, shards), op)
+        })
+        .collect();
+    let answers = call_all(shard, calls).await;
+    let mut found: HashMap<(Uuid, i32, i64), Lookup> = HashMap::new();
+    for ((t, p, ts), a) in wanted.iter().zip(answers) {
+        let r = match a {
+            Some(DataReply::Offset(r)) => r,
+            _ => Err(NOT_LEADER),
+        };
+        found.insert((t.id, *p, *ts), r);
+    }
+    list_offsets_with(broker, &req, version, |t, p, ts| {
+        found
+            .get(&(t.id, p, ts))
+            .cloned()
+            .unwrap_or(Err(NOT_LEADER))
+    })
+}
+
+/// Fetch v4–v18: read every partition on its shard, and while fewer than `min_bytes` came back,
+/// wait (up to `max_wait_ms`) for an append to any of them, then read again.
+pub async fn fetch(shard: &Rc<Shard>, req: FetchRequest, version: i16) -> FetchResponse {
+    let broker = shard.broker.clone();
+    let shards = shard.router.shards();
+    let started = std::time::Instant::now();
+    loop {
+        let mut items: Vec<ReadItem> = Vec::new();
+        let first = fetch_with(&broker, &req, version, |t, p| {
+            items.push(ReadItem {
+                topic: t.clone(),
+                partition: p.partition,
+                offset: p.fetch_offset,
+                max_bytes: p.partition_max_bytes,
+            });
+            PartitionRead {
+                error: 0,
+                high_watermark: 0,
+                log_start_offset: 0,
+                records: Bytes::new(),
+            }
+        });
+        if items.is_empty() {
+            return first.response; // nothing to read: the answer does not depend on the logs
+        }
+        let mut by_owner: HashMap<usize, Vec<ReadItem>> = HashMap::new();
+        let mut waits: HashMap<usize, Vec<(Arc<Topic>, i32, i64)>> = HashMap::new();
+        for it in items {
+            let owner = owner_shard(&it.topic.name, it.partition, shards);
+            waits
+                .entry(owner)
+                .or_default()
+                .push((it.topic.clone(), it.partition, it.offset));
+            by_owner.entry(owner).or_default().push(it);
+        }
+        let mut keys: Vec<Vec<(Uuid, i32)>> = Vec::new();
+        let calls: Vec<(usize, DataOp)> = by_owner
+            .into_iter()
+            .map(|(owner, items)| {
+                keys.push(items.iter().map(|i| (i.topic.id, i.partition)).collect());
+                (owner, DataOp::Read { items })
+            })
+            .collect();
+        let answers = call_all(shard, calls).await;
+        let mut reads: HashMap<(Uuid, i32), PartitionRead> = HashMap::new();
+        for (keys, a) in keys.into_iter().zip(answers) {
+            let results = match a {
+                Some(DataReply::Read(r)) => r,
+                _ => Vec::new(),
+            };
+            let mut results = results.into_iter();
+            for k in keys {
+                let r = results.next().unwrap_or_else(|| PartitionRead {
+                    error: NOT_LEADER,
+                    high_watermark: -1,
+                    log_start_offset: -1,
+                    records: Bytes::new(),
+                });
+                reads.insert(k, r);
+            }
+        }
+        let plan = fetch_with(&broker, &req, version, |t, p| {
+            reads
+                .get(&(t.id, p.partition))
+                .cloned()
+                .unwrap_or(PartitionRead {
+                    error: NOT_LEADER,
+                    high_watermark: -1,
+                    log_start_offset: -1,
+                    records: Bytes::new(),
+                })
+        });
+        let elapsed = started.elapsed().as_millis() as u64;
+        if plan.wait_ms <= elapsed {
+            return plan.response;
+        }
+        wait_for_append(shard, waits, plan.wait_ms - elapsed).await;
+        if started.elapsed().as_millis() as u64 >= plan.wait_ms {
+            // Timed out: one last read so the answer carries the current high watermarks.
+            let plan = fetch_with(&broker, &req, version, |t, p| {
+                reads.remove(&(t.id, p.partition)).unwrap_or(PartitionRead {
+                    error: NOT_LEADER,
+                    high_watermark: -1,
+                    log_start_offset: -1,
+                    records: Bytes::new(),
+                })
+            });
+            return plan.response;
+        }
+    }
+}
+
+/// Wait until any shard reports an append to one of its partitions, or `timeout_ms`.
+async fn wait_for_append(
+    shard: &Rc<Shard>,
+    waits: HashMap<usize, Vec<(Arc<Topic>, i32, i64)>>,
+    timeout_ms: u64,
+) {
+    let done = crate::oneshot::OneShot::<()>::new();
+    for (owner, items) in waits {
+        let shard = shard.clone();
+        let done = done.clone();
+        glommio::spawn_local(async move {
+            call(&shard, owner, DataOp::Wait { items, timeout_ms }).await;
+            done.complete(());
+        })
+        .detach();
+    }
+    let timeout = glommio::timer::sleep(std::time::Duration::from_millis(timeout_ms));
+    futures_lite::future::or(done.wait(), timeout).await;
+}
+
+/// Produce v3–v13. Per partition, in Kafka's order (`ReplicaManager.appendRecords`,
+/// `KafkaApis.handleProduceRequest`): unknown topic (id) → UNKNOWN_TOPIC_OR_PARTITION
+/// (UNKNOWN_TOPIC_ID from v13), the internal topic → INVALID_TOPIC_EXCEPTION, acks other than
+/// 0/1/-1 → INVALID_REQUIRED_ACKS, then the shard validates and appends (`topic_data`).
+/// Transactions are not supported: transactional batches get INVALID_RECORD.
+pub async fn produce(shard: &Rc<Shard>, req: ProduceRequest, version: i16) -> ProduceResponse {
+    use kafka_protocol::messages::produce_response::{
+        PartitionProduceResponse, TopicProduceResponse,
+    };
+    let snap = shard.broker.topics.snapshot();
+    let shards = shard.router.shards();
+    let by_id = version >= 13;
+    let acks_ok = matches!(req.acks, 0 | 1 | -1);
+    // (topic index, partition index, early error or the call's position)
+    let mut slots: Vec<(usize, i32, Result<usize, i16>)> = Vec::new();
+    let mut calls: Vec<(usize, DataOp)> = Vec::new();
+    for (ti, t) in req.topic_data.iter().enumerate() {
+        let topic = if by_id {
+            snap.get_by_id(&t.topic_id)
+        } else {
+            snap.get(t.name.0.as_str())
+        };
+        for p in &t.partition_data {
+            let early = match topic {
+                None if by_id => Err(code(ResponseError::UnknownTopicId)),
+                None => Err(code(ResponseError::UnknownTopicOrPartition)),
+                Some(t) if p.index < 0 || p.index >= t.partitions => {
+                    Err(code(ResponseError::UnknownTopicOrPartition))
+                }
+                Some(t) if t.internal => Err(code(ResponseError::InvalidTopicException)),
+                Some(_) if !acks_ok => Err(code(ResponseError::InvalidRequiredAcks)),
+                Some(t) => {
+                    calls.push((
+                        owner_shard(&t.name, p.index, shards),
+                        DataOp::Append {
+                            topic: t.clone(),
+                            partition: p.index,
+                            records: p.records.clone().unwrap_or_default(),
+                        },
+                    ));
+                    Ok(calls.len() - 1)
+                }
+            };
+            slots.push((ti, p.index, early));
+        }
+    }
+    let answers = call_all(shard, calls).await;
+    let mut responses: Vec<TopicProduceResponse> = req
+        .topic_data
+        .iter()
+        .map(|t| {
+            let mut r = TopicProduceResponse::default();
+            if by_id {
+                r.topic_id = t.topic_id;
+            } else {
+                r.name = t.name.clone();
+            }
+            r
+        })
+        .collect();
+    for (ti, index, slot) in slots {
+        let (error, message, base, append_time, start) = match slot {
+            Err(e) => (e, None, -1, -1, -1),
+            Ok(i) => match &answers[i] {
+                Some(DataReply::Append(a)) => (
+                    a.error,
+                    a.message.clone(),
+                    a.base_offset,
+                    a.log_append_time,
+                    a.log_start_offset,
+                ),
+                _ => (NOT_LEADER, None, -1, -1, -1),
+            },
+        };
+        let mut pr = PartitionProduceResponse::default()
+            .with_index(index)
+            .with_error_code(error)
+            .with_base_offset(base)
+            .with_log_append_time_ms(append_time);
+        // Fields the crate only encodes from the version that introduced them.
+        if version >= 5 {
+            pr.log_start_offset = start;
+        }
+        if version >= 8 {
+            pr.error_message = message.map(StrBytes::from_string);
+        }
+        responses[ti].partition_responses.push(pr);
+    }
+    ProduceResponse::default()
+        .with_throttle_time_ms(0)
+        .with_responses(responses)
+}
+
+/// DeleteRecords v0–v2: move each partition's log start offset (-1 = the high watermark) and
+/// free the segments before it. An offset beyond the high watermark is OFFSET_OUT_OF_RANGE.
+pub async fn delete_records(
+    shard: &Rc<Shard>,
+    req: DeleteRecordsRequest,
+    _version: i16,
+) -> DeleteRecordsResponse {
+    use kafka_protocol::messages::delete_records_response::{
+        DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
+    };
+    let snap = shard.broker.topics.snapshot();
+    let shards = shard.router.shards();
+    let mut slots: Vec<(usize, i32, Result<usize, i16>)> = Vec::new();
+    let mut calls = Vec::new();
+    for (ti, t) in req.topics.iter().enumerate() {
+        let topic = snap.get(t.name.0.as_str());
+        for p in &t.partitions {
+            let early = match has_partition(topic, p.partition_index) {
+                None => Err(code(ResponseError::UnknownTopicOrPartition)),
+                Some(t) if t.internal => Err(code(ResponseError::PolicyViolation)),
+                Some(t) => {
+                    calls.push((
+                        owner_shard(&t.name, p.partition_index, shards),
+                        DataOp::DeleteRecords {
+                            topic: t.clone(),
+                            partition: p.partition_index,
+                            offset: p.offset,
+                        },
+                    ));
+                    Ok(calls.len() - 1)
+                }
+            };
+            slots.push((ti, p.partition_index, early));
+        }
+    }
+    let answers = call_all(shard, calls).await;
+    let mut topics: Vec<DeleteRecordsTopicResult> = req
+        .topics
+        .iter()
+        .map(|t| DeleteRecordsTopicResult::default().with_name(t.name.clone()))
+        .collect();
+    for (ti, index, slot) in slots {
+        let result = match slot {
+            Err(e) => Err(e),
+            Ok(i) => match &answers[i] {
+                Some(DataReply::Deleted(r)) => *r,
+                _ => Err(NOT_LEADER),
+            },
+        };
+        let (low, error) = match result {
+            Ok(low) => (low, 0),
+            Err(e) => (UNKNOWN_OFFSET, e),
+        };
+        topics[ti].partitions.push(
+            DeleteRecordsPartitionResult::default()
+                .with_partition_index(index)
+                .with_low_watermark(low)
+                .with_error_code(error),
+        );
+    }
+    DeleteRecordsResponse::default()
+        .with_throttle_time_ms(0)
+        .with_topics(topics)
+}
+
+/// InitProducerId v0–v5 for idempotent producers: a new producer id with epoch 0, or (v3+, the
+/// producer names its id and epoch after a fatal sequence error) the same id with the epoch
+/// bumped (KIP-360). Transactional ids need a transaction coordinator, which this broker does
+/// not have (FindCoordinator answers COORDINATOR_NOT_AVAILABLE for them): same answer here.
+pub async fn init_producer_id(
+    shard: &Rc<Shard>,
+    req: InitProducerIdRequest,
+    _version: i16,
+) -> InitProducerIdResponse {
+    let resp = InitProducerIdResponse::default()
+        .with_throttle_time_ms(0)
+        .with_producer_id(ProducerId(-1))
+        .with_producer_epoch(-1);
+    if req.transactional_id.is_some() {
+        return resp.with_error_code(code(ResponseError::CoordinatorNotAvailable));
+    }
+    if req.producer_id.0 >= 0 && req.producer_epoch >= 0 && req.producer_epoch < i16::MAX - 1 {
+        return resp
+            .with_error_code(0)
+            .with_producer_id(req.producer_id)
+            .with_producer_epoch(req.producer_epoch + 1);
+    }
+    let broker = shard.broker.clone();
+    let id = glommio::executor()
+        .spawn_blocking(move || broker.producer_ids.next())
+        .await;
+    match id {
+        Ok(id) => resp
+            .with_error_code(0)
+            .with_producer_id(ProducerId(id))
+            .with_producer_epoch(0),
+        Err(e) => {
+            tracing::error!(error = %e, "could not reserve producer ids");
+            resp.with_error_code(code(ResponseError::KafkaStorageError))
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -510,6 +928,74 @@ mod tests {
             dir,
             orders,
         }
+    }
+
+    /// The answers of an empty log: start = high watermark = 0, no record for any timestamp.
+    fn empty_log(_: &Arc<Topic>, _: i32, ts: i64) -> Lookup {
+        match ts {
+            LATEST_TIMESTAMP | EARLIEST_TIMESTAMP | EARLIEST_LOCAL_TIMESTAMP => {
+                Ok((0, NO_TIMESTAMP))
+            }
+            _ => Ok((UNKNOWN_OFFSET, NO_TIMESTAMP)),
+        }
+    }
+
+    fn list_offsets(b: &Broker, req: ListOffsetsRequest, v: i16) -> ListOffsetsResponse {
+        list_offsets_with(b, &req, v, empty_log)
+    }
+
+    /// Fetch against empty logs: offset 0 reads nothing, anything else is out of range.
+    fn fetch(b: &Broker, req: FetchRequest, v: i16) -> FetchPlan {
+        fetch_with(b, &req, v, |_, p| PartitionRead {
+            error: if p.fetch_offset == 0 { 0 } else { 1 },
+            high_watermark: 0,
+            log_start_offset: 0,
+            records: Bytes::new(),
+        })
+    }
+
+    #[test]
+    fn records_read_are_returned_with_the_logs_offsets_and_capped_by_max_bytes() {
+        let tb = broker("records");
+        // Partition 0 has 300 bytes, partition 1 has 300 bytes; response max_bytes 400: the
+        // first is sent whole, the second would overflow and is sent empty.
+        let mut req = fetch_req(11, vec![("orders", tb.orders, vec![(0, 0), (1, 0)])], 500);
+        req.max_bytes = 400;
+        let plan = fetch_with(&tb.broker, &req, 11, |_, _| PartitionRead {
+            error: 0,
+            high_watermark: 7,
+            log_start_offset: 2,
+            records: Bytes::from(vec![1u8; 300]),
+        });
+        assert_eq!(plan.wait_ms, 0, "min_bytes is met: answer at once");
+        let parts = &plan.response.responses[0].partitions;
+        assert_eq!(parts[0].records.as_ref().map(|r| r.len()), Some(300));
+        assert_eq!(
+            (
+                parts[0].high_watermark,
+                parts[0].last_stable_offset,
+                parts[0].log_start_offset
+            ),
+            (7, 7, 2)
+        );
+        assert_eq!(parts[1].records.as_ref().map(|r| r.len()), Some(0));
+        encodes_fetch(&plan.response, 11);
+    }
+
+    #[test]
+    fn list_offsets_by_timestamp_reports_the_found_record_with_epoch_zero() {
+        let tb = broker("lo-found");
+        let resp = list_offsets_with(
+            &tb.broker,
+            &lo_req(&[("orders", &[(0, 1_000)])]),
+            7,
+            |_, _, _| Ok((42, 1_234)),
+        );
+        let p = &resp.topics[0].partitions[0];
+        assert_eq!(
+            (p.error_code, p.offset, p.timestamp, p.leader_epoch),
+            (0, 42, 1_234, 0)
+        );
     }
 
     fn name(n: &str) -> TopicName {

@@ -24,6 +24,7 @@ pub mod partition;
 pub mod router;
 pub mod server;
 pub mod shard;
+pub mod topic_data;
 pub mod topics;
 
 use std::path::Path;
@@ -53,6 +54,8 @@ pub fn open_broker(
         config,
         data_dir: Some(data_dir.to_path_buf()),
         metrics: metrics::MetricsHub::new(),
+        producer_ids: topic_data::ProducerIds::open(Some(data_dir))
+            .map_err(|e| anyhow::anyhow!("cannot read the producer id block: {e}"))?,
     }))
 }
 

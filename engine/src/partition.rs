@@ -28,6 +28,9 @@ pub enum PartitionOp {
         ctx: RequestContext,
         req: GroupRequest,
     },
+    /// Topic data (Produce, Fetch, ...): executed by the shard's `topic_data::DataStore`; the
+    /// route is the owning shard (`topic_data::owner_shard`), not a partition.
+    Data(crate::topic_data::DataOp),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -38,6 +41,7 @@ pub enum PartitionReply {
         ops_served: u64,
     },
     Group(GroupResponse),
+    Data(crate::topic_data::DataReply),
     /// The owning shard is gone (shutting down): callers map this to COORDINATOR_NOT_AVAILABLE.
     Unavailable,
     /// The partition is still loading its log: COORDINATOR_LOAD_IN_PROGRESS.
@@ -226,6 +230,8 @@ impl PartitionTable {
             return Box::pin(std::future::ready(PartitionReply::Unavailable));
         };
         match op {
+            // Routed to the shard's DataStore before reaching here (server.rs).
+            PartitionOp::Data(_) => Box::pin(std::future::ready(PartitionReply::Unavailable)),
             PartitionOp::Status => {
                 let mut slot = self.slots[idx].borrow_mut();
                 slot.ops_served += 1;

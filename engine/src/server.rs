@@ -10,7 +10,7 @@
 //! from their connections, let in-flight requests finish and their responses be written, then exit.
 
 use crate::broker::Broker;
-use crate::partition::PartitionTable;
+use crate::partition::{PartitionOp, PartitionReply, PartitionTable};
 use crate::router::{self, LocalExec, Router};
 use crate::shard::{ConnRegistry, Shard};
 use glommio::{LocalExecutorBuilder, Placement};
@@ -124,13 +124,39 @@ async fn run_shard(
 ) -> anyhow::Result<()> {
     let group_config = crate::group::GroupConfig::from_config(&broker.config);
     let mut tables = None;
+    let exec_broker = broker.clone();
     let router = Router::join(mesh, |shard, shards| -> LocalExec {
         let table = Rc::new(PartitionTable::new(shard, shards, partitions, group_config));
-        tables = Some(table.clone());
-        Rc::new(move |p, op| table.execute(p, op))
+        let store = crate::topic_data::DataStore::new(exec_broker, shard);
+        tables = Some((table.clone(), store.clone()));
+        Rc::new(move |p, op| match op {
+            PartitionOp::Data(op) => {
+                let fut = store.execute(op);
+                Box::pin(async move { PartitionReply::Data(fut.await) })
+            }
+            op => table.execute(p, op),
+        })
     })
     .await?;
-    let table = tables.expect("join built the partition table");
+    let (table, store) = tables.expect("join built the partition table");
+    if router.shard() == 0 {
+        if let Some(dir) = &broker.data_dir {
+            crate::topic_data::sweep_deleted_topics(dir, &broker);
+        }
+    }
+    // Topic retention (and closing partitions of deleted topics) runs on every shard.
+    {
+        let store = store.clone();
+        let shutdown = shutdown.clone();
+        let every = Duration::from_millis(broker.config.log_retention_check_interval_ms as u64);
+        glommio::spawn_local(async move {
+            while !shutdown.load(Ordering::Acquire) {
+                glommio::timer::sleep(every).await;
+                store.apply_retention().await;
+            }
+        })
+        .detach();
+    }
     // Partitions load after the listener opens: a client that connects first gets
     // COORDINATOR_LOAD_IN_PROGRESS for a group whose partition is not loaded yet, and retries.
     // "listening on" (the shard's readiness) is reported once every partition is loaded.

@@ -44,12 +44,25 @@ pub fn response(
         .map(|r| {
             ApiVersion::default()
                 .with_api_key(r.api_key)
-                .with_min_version(r.min)
+                .with_min_version(advertised_min(r))
                 .with_max_version(r.max)
         })
         .collect();
     resp
 }
+
+/// Kafka advertises Produce with min version 0 although it rejects v0–2, because librdkafka
+/// would otherwise refuse to produce (KAFKA-18659; `ApiKeys.java`
+/// `PRODUCE_API_VERSIONS_RESPONSE_MIN_VERSION`). Requests below 3 are still closed.
+fn advertised_min(r: &crate::versions::ApiRange) -> i16 {
+    if r.api_key == PRODUCE_KEY {
+        0
+    } else {
+        r.min
+    }
+}
+
+const PRODUCE_KEY: i16 = 0;
 
 /// The answer to an ApiVersions request whose version we do not know: a v0 response with
 /// UNSUPPORTED_VERSION listing only ApiVersions' own range, without parsing the body (the client

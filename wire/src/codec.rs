@@ -89,6 +89,7 @@ apis! {
     ApiVersions = 18: ApiVersionsRequest, ApiVersionsResponse;
     CreateTopics = 19: CreateTopicsRequest, CreateTopicsResponse;
     DeleteTopics = 20: DeleteTopicsRequest, DeleteTopicsResponse;
+    DeleteRecords = 21: DeleteRecordsRequest, DeleteRecordsResponse;
     InitProducerId = 22: InitProducerIdRequest, InitProducerIdResponse;
     OffsetForLeaderEpoch = 23: OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse;
     AddOffsetsToTxn = 25: AddOffsetsToTxnRequest, AddOffsetsToTxnResponse;
@@ -281,6 +282,7 @@ mod tests {
 
     fn request_default(api_key: i16) -> Request {
         match api_key {
+            0 => Request::Produce(Default::default()),
             1 => Request::Fetch(Default::default()),
             2 => Request::ListOffsets(Default::default()),
             3 => Request::Metadata(Default::default()),
@@ -300,6 +302,8 @@ mod tests {
             18 => Request::ApiVersions(Default::default()),
             19 => Request::CreateTopics(Default::default()),
             20 => Request::DeleteTopics(Default::default()),
+            21 => Request::DeleteRecords(Default::default()),
+            22 => Request::InitProducerId(Default::default()),
             32 => Request::DescribeConfigs(Default::default()),
             60 => Request::DescribeCluster(Default::default()),
             k => panic!("add a default request for key {k}"),

@@ -19,7 +19,8 @@ const fn r(api_key: i16, min: i16, max: i16) -> ApiRange {
 
 /// Versions served by this build. Each line cites the trunk range (reference §1.1/§7) it follows.
 pub const SERVED: &[ApiRange] = &[
-    r(1, 4, 18), // Fetch: trunk 4-18 (empty partitions until the data path lands)
+    r(0, 3, 13), // Produce: trunk 3-13 (advertised with min 0, see api_versions)
+    r(1, 4, 18), // Fetch: trunk 4-18
     r(2, 1, 10), // ListOffsets: trunk 1-11; the crate stops at 10
     r(3, 0, 13), // Metadata: trunk 0-13
     r(8, 2, 9),  // OffsetCommit: trunk 2-10; the crate's request struct stops at 9
@@ -34,6 +35,8 @@ pub const SERVED: &[ApiRange] = &[
     r(18, 0, 4), // ApiVersions: trunk 0-5; the crate stops at 4 (v5 is 4.4+ KIP-1242)
     r(19, 2, 7), // CreateTopics: trunk 2-7
     r(20, 1, 6), // DeleteTopics: trunk 1-6
+    r(21, 0, 2), // DeleteRecords: trunk 0-2
+    r(22, 0, 5), // InitProducerId: trunk 0-6; v6 (KIP-939 2PC) is unstable and the crate stops at 5
     r(32, 1, 4), // DescribeConfigs: trunk 1-4
     r(42, 0, 2), // DeleteGroups: trunk 0-3; the crate stops at 2
     r(47, 0, 0), // OffsetDelete: trunk 0
@@ -114,6 +117,10 @@ mod tests {
         assert!(!v.supports(3, 14));
         assert!(!v.supports(-1, 0));
         assert!(!v.supports(9999, 0));
-        assert_eq!(v.list().first().map(|r| r.api_key), Some(1));
+        assert!(
+            !v.supports(0, 2),
+            "Produce v0-2 are closed even though min 0 is advertised"
+        );
+        assert_eq!(v.list().first().map(|r| r.api_key), Some(0));
     }
 }

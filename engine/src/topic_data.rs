@@ -1,0 +1,805 @@
+//! Topic partition data on the shard that owns it: the log of each partition
+//! (`storage::topic_log`), its writer task (group commit), and the operations the data-path APIs
+//! send it (append, read, wait for data, offsets, delete records, forget deleted topics).
+//!
+//! Ownership: partition `p` of topic `t` lives on shard `(abs(java_hash(t)) + p) % shards`, so a
+//! topic's partitions spread over the cores, and it is touched by no other thread. Requests reach
+//! it through [`crate::router::Router::call`] with that shard index as the route.
+//!
+//! Durability: a produced batch is staged in memory, the partition's writer task writes every
+//! staged batch with one write and one fdatasync, and only then does the high watermark move,
+//! the producer get its answer and fetchers see the records. With one broker, acks=1 and acks=-1
+//! both answer once the batch is on disk (a stronger promise than Kafka's acks=1). A failed write
+//! fails the waiting producers with KAFKA_STORAGE_ERROR (retriable) and reopens the log from disk,
+//! so nothing unacknowledged is ever presented as written.
+//!
+//! Partitions open on first use (one sequential scan of their segments, logged with what it
+//! found and whether a torn tail was cut) and stay open.
+
+use crate::broker::Broker;
+use crate::oneshot::OneShot;
+use crate::topics::Topic;
+use bytes::Bytes;
+use std::cell::{Cell, RefCell};
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::rc::{Rc, Weak};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use storage::io::GlommioDir;
+use storage::topic_log::{Read, TopicLog, TopicLogConfig};
+use uuid::Uuid;
+
+/// KAFKA_STORAGE_ERROR: the disk failed; clients retry.
+pub const STORAGE_ERROR: i16 = 56;
+/// OFFSET_OUT_OF_RANGE.
+pub const OFFSET_OUT_OF_RANGE: i16 = 1;
+/// UNKNOWN_TOPIC_OR_PARTITION.
+pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+/// INVALID_RECORD.
+pub const INVALID_RECORD: i16 = 87;
+/// File Kafka writes in every partition directory naming the topic id it belongs to.
+const PARTITION_METADATA: &str = "partition.metadata";
+
+/// The shard that owns partition `partition` of `topic`.
+pub fn owner_shard(topic: &str, partition: i32, shards: usize) -> usize {
+    let h = wire::partition::java_string_hash(topic).unsigned_abs() as usize;
+    (h + partition.max(0) as usize) % shards.max(1)
+}
+
+/// An operation on topic data, executed by the owning shard.
+#[derive(Debug)]
+pub enum DataOp {
+    /// One partition's records of a Produce request (one batch, as v3+ requires).
+    Append {
+        topic: Arc<Topic>,
+        partition: i32,
+        records: Bytes,
+    },
+    /// Reads of several partitions owned by this shard.
+    Read { items: Vec<ReadItem> },
+    /// Return once any of these partitions holds data after the given offset, or after the
+    /// timeout (a Fetch waiting for min_bytes).
+    Wait {
+        items: Vec<(Arc<Topic>, i32, i64)>,
+        timeout_ms: u64,
+    },
+    /// ListOffsets for one partition; `timestamp` is the request's (-1, -2, -3, -4 or >= 0).
+    ListOffset {
+        topic: Arc<Topic>,
+        partition: i32,
+        timestamp: i64,
+    },
+    /// DeleteRecords for one partition; -1 means the high watermark.
+    DeleteRecords {
+        topic: Arc<Topic>,
+        partition: i32,
+        offset: i64,
+    },
+    /// Close the partitions of topics that no longer exist and remove their directories.
+    Forget,
+}
+
+#[derive(Debug)]
+pub struct ReadItem {
+    pub topic: Arc<Topic>,
+    pub partition: i32,
+    pub offset: i64,
+    pub max_bytes: i32,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum DataReply {
+    Append(AppendOutcome),
+    Read(Vec<PartitionRead>),
+    Waited,
+    /// (offset, timestamp), offset -1 when no record qualifies; or an error code.
+    Offset(Result<(i64, i64), i16>),
+    /// The new log start offset, or an error code.
+    Deleted(Result<i64, i16>),
+    Forgotten,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct AppendOutcome {
+    pub error: i16,
+    pub message: Option<String>,
+    pub base_offset: i64,
+    pub log_append_time: i64,
+    pub log_start_offset: i64,
+}
+
+impl AppendOutcome {
+    fn failed(error: i16, message: Option<String>) -> Self {
+        Self {
+            error,
+            message,
+            base_offset: -1,
+            log_append_time: -1,
+            log_start_offset: -1,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct PartitionRead {
+    pub error: i16,
+    pub high_watermark: i64,
+    pub log_start_offset: i64,
+    pub records: Bytes,
+}
+
+impl PartitionRead {
+    fn failed(error: i16) -> Self {
+        Self {
+            error,
+            high_watermark: -1,
+            log_start_offset: -1,
+            records: Bytes::new(),
+        }
+    }
+}
+
+/// A set of waiters woken together. Holds them weakly: a waiter that gave up (timed out) is gone
+/// from the list at the next registration, so the list is bounded by live waiters.
+#[derive(Default)]
+struct Notify {
+    waiters: RefCell<Vec<Weak<OneShot<()>>>>,
+}
+
+impl Notify {
+    fn register(&self) -> Rc<OneShot<()>> {
+        let w = OneShot::new();
+        let mut ws = self.waiters.borrow_mut();
+        ws.retain(|w| w.strong_count() > 0);
+        ws.push(Rc::downgrade(&w));
+        w
+    }
+    fn notify_all(&self) {
+        let ws = std::mem::take(&mut *self.waiters.borrow_mut());
+        for w in ws {
+            if let Some(w) = w.upgrade() {
+                w.complete(());
+            }
+        }
+    }
+}
+
+/// Effective per-topic settings: the topic's overrides, else the broker's defaults.
+#[derive(Debug, Clone, Copy)]
+struct TopicSettings {
+    segment_bytes: u64,
+    max_message_bytes: usize,
+    retention_ms: i64,
+    retention_bytes: i64,
+    log_append_time: bool,
+}
+
+impl TopicSettings {
+    fn of(topic: &Topic, broker: &Broker) -> Self {
+        let c = &broker.config;
+        let get = |k: &str| topic.configs.get(k).and_then(|v| v.parse::<i64>().ok());
+        Self {
+            segment_bytes: get("segment.bytes")
+                .unwrap_or(c.log_segment_bytes as i64)
+                .max(14) as u64,
+            max_message_bytes: get("max.message.bytes")
+                .unwrap_or(c.message_max_bytes as i64)
+                .max(0) as usize,
+            retention_ms: get("retention.ms").unwrap_or(c.log_retention_ms),
+            retention_bytes: get("retention.bytes").unwrap_or(c.log_retention_bytes),
+            log_append_time: topic
+                .configs
+                .get("message.timestamp.type")
+                .unwrap_or(&c.log_message_timestamp_type)
+                == "LogAppendTime",
+        }
+    }
+    fn log_config(&self) -> TopicLogConfig {
+        TopicLogConfig {
+            segment_bytes: self.segment_bytes,
+            max_message_bytes: self.max_message_bytes,
+            ..TopicLogConfig::default()
+        }
+    }
+}
+
+struct DataPartition {
+    topic: Arc<Topic>,
+    partition: i32,
+    dir: GlommioDir,
+    log: RefCell<TopicLog<GlommioDir>>,
+    /// Woken when the high watermark moves or a write fails.
+    changed: Notify,
+    /// Wakes the writer task.
+    kick: Notify,
+    /// Failed writes so far: a producer waiting across a failure gets STORAGE_ERROR.
+    failures: Cell<u64>,
+    closed: Cell<bool>,
+}
+
+enum Slot {
+    Opening(Rc<Notify>),
+    Ready(Rc<DataPartition>),
+}
+
+/// The topic partitions one shard owns.
+pub struct DataStore {
+    broker: Arc<Broker>,
+    shard: usize,
+    data_dir: PathBuf,
+    parts: RefCell<hashbrown::HashMap<(Uuid, i32), Slot>>,
+}
+
+fn storage_error(e: impl std::fmt::Display) -> i16 {
+    tracing::error!(error = %e, "topic data storage error");
+    STORAGE_ERROR
+}
+
+impl DataStore {
+    pub fn new(broker: Arc<Broker>, shard: usize) -> Rc<Self> {
+        let data_dir = broker.data_dir.clone().unwrap_or_else(|| {
+            std::env::temp_dir().join(format!("ringleader-{}", std::process::id()))
+        });
+        Rc::new(Self {
+            broker,
+            shard,
+            data_dir,
+            parts: RefCell::default(),
+        })
+    }
+
+    pub fn execute(self: &Rc<Self>, op: DataOp) -> Pin<Box<dyn Future<Output = DataReply>>> {
+        let me = self.clone();
+        Box::pin(async move {
+            match op {
+                DataOp::Append {
+                    topic,
+                    partition,
+                    records,
+                } => DataReply::Append(me.append(topic, partition, records).await),
+                DataOp::Read { items } => {
+                    let mut out = Vec::with_capacity(items.len());
+                    for it in items {
+                        out.push(me.read(&it).await);
+                    }
+                    DataReply::Read(out)
+                }
+                DataOp::Wait { items, timeout_ms } => {
+                    me.wait(items, timeout_ms).await;
+                    DataReply::Waited
+                }
+                DataOp::ListOffset {
+                    topic,
+                    partition,
+                    timestamp,
+                } => DataReply::Offset(me.list_offset(topic, partition, timestamp).await),
+                DataOp::DeleteRecords {
+                    topic,
+                    partition,
+                    offset,
+                } => DataReply::Deleted(me.delete_records(topic, partition, offset).await),
+                DataOp::Forget => {
+                    me.forget_deleted();
+                    DataReply::Forgotten
+                }
+            }
+        })
+    }
+
+    /// The open partition, opening it (and waiting for a concurrent open) as needed.
+    async fn partition(
+        self: &Rc<Self>,
+        topic: &Arc<Topic>,
+        partition: i32,
+    ) -> Result<Rc<DataPartition>, i16> {
+        let key = (topic.id, partition);
+        loop {
+            let wait = match self.parts.borrow().get(&key) {
+                Some(Slot::Ready(p)) => return Ok(p.clone()),
+                Some(Slot::Opening(n)) => Some(n.register()),
+                None => None,
+            };
+            match wait {
+                Some(w) => w.wait().await,
+                None => break,
+            }
+        }
+        let opening = Rc::new(Notify::default());
+        self.parts
+            .borrow_mut()
+            .insert(key, Slot::Opening(opening.clone()));
+        let result = self.open_partition(topic, partition).await;
+        let mut parts = self.parts.borrow_mut();
+        let out = match result {
+            Ok(p) => {
+                parts.insert(key, Slot::Ready(p.clone()));
+                Ok(p)
+            }
+            Err(code) => {
+                parts.remove(&key);
+                Err(code)
+            }
+        };
+        drop(parts);
+        opening.notify_all();
+        out
+    }
+
+    async fn open_partition(
+        self: &Rc<Self>,
+        topic: &Arc<Topic>,
+        partition: i32,
+    ) -> Result<Rc<DataPartition>, i16> {
+        let settings = TopicSettings::of(topic, &self.broker);
+        let path = partition_dir(&self.data_dir, &topic.name, partition);
+        let dir = prepare_dir(&path, topic.id).map_err(storage_error)?;
+        let started = std::time::Instant::now();
+        let (log, rep) = TopicLog::open(dir.clone(), settings.log_config())
+            .await
+            .map_err(storage_error)?;
+        tracing::info!(
+            shard = self.shard,
+            batches = rep.batches,
+            bytes = rep.bytes,
+            segments = rep.segments,
+            log_start_offset = rep.log_start_offset,
+            next_offset = rep.next_offset,
+            millis = started.elapsed().as_millis() as u64,
+            "loaded {}-{}",
+            topic.name,
+            partition
+        );
+        if let Some((segment, pos, reason)) = &rep.truncated {
+            tracing::warn!(
+                topic = %topic.name,
+                partition,
+                segment = %segment,
+                position = pos,
+                %reason,
+                "truncated a torn or corrupt log tail"
+            );
+        }
+        let p = Rc::new(DataPartition {
+            topic: topic.clone(),
+            partition,
+            dir,
+            log: RefCell::new(log),
+            changed: Notify::default(),
+            kick: Notify::default(),
+            failures: Cell::new(0),
+            closed: Cell::new(false),
+        });
+        glommio::spawn_local(writer(Rc::downgrade(&p), settings.log_config())).detach();
+        Ok(p)
+    }
+
+    async fn append(
+        self: &Rc<Self>,
+        topic: Arc<Topic>,
+        partition: i32,
+        records: Bytes,
+    ) -> AppendOutcome {
+        let settings = TopicSettings::of(&topic, &self.broker);
+        // Produce v3+ carries exactly one batch per partition (`ProduceRequest.validateRecords`).
+        let one_batch = records.len() >= 12 && {
+            let len = i32::from_be_bytes(records[8..12].try_into().expect("4 bytes"));
+            len >= 0 && 12 + len as usize == records.len()
+        };
+        if !one_batch {
+            return AppendOutcome::failed(
+                INVALID_RECORD,
+                Some("produce requests must carry exactly one record batch".into()),
+            );
+        }
+        let p = match self.partition(&topic, partition).await {
+            Ok(p) => p,
+            Err(code) => return AppendOutcome::failed(code, None),
+        };
+        let mut batch = records.to_vec();
+        let failures = p.failures.get();
+        let staged = loop {
+            let now = crate::partition::wall_clock_ms();
+            let r = p
+                .log
+                .borrow_mut()
+                .stage(&mut batch, now, settings.log_append_time);
+            match r {
+                Ok(s) => break s,
+                Err(storage::topic_log::AppendError::Busy) => {
+                    // Too much waiting for the disk: wait for the flush in flight.
+                    let w = p.changed.register();
+                    p.kick.notify_all();
+                    w.wait().await;
+                    if p.failures.get() != failures {
+                        return AppendOutcome::failed(STORAGE_ERROR, None);
+                    }
+                }
+                Err(e) => return AppendOutcome::failed(e.code(), Some(e.message())),
+            }
+        };
+        p.kick.notify_all();
+        // Answer once the batch (or, for a retried duplicate, the original) is durable.
+        loop {
+            if p.failures.get() != failures {
+                return AppendOutcome::failed(STORAGE_ERROR, None);
+            }
+            if p.log.borrow().high_watermark() > staged.last_offset {
+                break;
+            }
+            let w = p.changed.register();
+            w.wait().await;
+        }
+        let log = p.log.borrow();
+        AppendOutcome {
+            error: 0,
+            message: None,
+            base_offset: staged.base_offset as i64,
+            log_append_time: staged.log_append_time,
+            log_start_offset: log.log_start_offset() as i64,
+        }
+    }
+
+    async fn read(self: &Rc<Self>, it: &ReadItem) -> PartitionRead {
+        let p = match self.partition(&it.topic, it.partition).await {
+            Ok(p) => p,
+            Err(code) => return PartitionRead::failed(code),
+        };
+        if it.offset < 0 {
+            return PartitionRead::failed(OFFSET_OUT_OF_RANGE);
+        }
+        let (plan, hw, start) = {
+            let log = p.log.borrow();
+            let max = it.max_bytes.max(0) as usize;
+            (
+                log.read(it.offset as u64, max, true),
+                log.high_watermark() as i64,
+                log.log_start_offset() as i64,
+            )
+        };
+        let records = match plan {
+            Read::OutOfRange => return PartitionRead::failed(OFFSET_OUT_OF_RANGE),
+            Read::Empty => Bytes::new(),
+            Read::Data(plan) => match plan.read().await {
+                Ok(b) => Bytes::from(b),
+                Err(e) => return PartitionRead::failed(storage_error(e)),
+            },
+        };
+        PartitionRead {
+            error: 0,
+            high_watermark: hw,
+            log_start_offset: start,
+            records,
+        }
+    }
+
+    async fn wait(self: &Rc<Self>, items: Vec<(Arc<Topic>, i32, i64)>, timeout_ms: u64) {
+        let done = OneShot::<()>::new();
+        let mut waiters = Vec::new();
+        for (topic, partition, offset) in &items {
+            let Ok(p) = self.partition(topic, *partition).await else {
+                return;
+            };
+            if p.log.borrow().high_watermark() as i64 > *offset {
+                return;
+            }
+            waiters.push(p.changed.register());
+        }
+        // Whichever partition changes first ends the wait; the rest are dropped (and pruned).
+        for w in waiters {
+            let done = done.clone();
+            glommio::spawn_local(async move {
+                w.wait().await;
+                done.complete(());
+            })
+            .detach();
+        }
+        let timeout = glommio::timer::sleep(Duration::from_millis(timeout_ms));
+        futures_lite::future::or(done.wait(), timeout).await;
+    }
+
+    async fn list_offset(
+        self: &Rc<Self>,
+        topic: Arc<Topic>,
+        partition: i32,
+        timestamp: i64,
+    ) -> Result<(i64, i64), i16> {
+        let p = self.partition(&topic, partition).await?;
+        let found = match timestamp {
+            -1 => Some((p.log.borrow().high_watermark(), -1)),
+            -2 | -4 => Some((p.log.borrow().log_start_offset(), -1)),
+            -3 => TopicLog::max_timestamp(&p.log)
+                .await
+                .map_err(storage_error)?,
+            t if t >= 0 => TopicLog::offset_for_timestamp(&p.log, t)
+                .await
+                .map_err(storage_error)?,
+            _ => None,
+        };
+        Ok(found.map_or((-1, -1), |(o, t)| (o as i64, t)))
+    }
+
+    async fn delete_records(
+        self: &Rc<Self>,
+        topic: Arc<Topic>,
+        partition: i32,
+        offset: i64,
+    ) -> Result<i64, i16> {
+        let p = self.partition(&topic, partition).await?;
+        let hw = p.log.borrow().high_watermark() as i64;
+        let target = if offset == -1 { hw } else { offset };
+        if target < 0 || target > hw {
+            return Err(OFFSET_OUT_OF_RANGE);
+        }
+        TopicLog::delete_records(&p.log, target as u64)
+            .await
+            .map(|o| o as i64)
+            .map_err(storage_error)
+    }
+
+    /// Close partitions of deleted topics (a topic recreated with the same name has a new id)
+    /// and remove their directories.
+    fn forget_deleted(&self) {
+        let snap = self.broker.topics.snapshot();
+        let gone: Vec<(Uuid, i32)> = self
+            .parts
+            .borrow()
+            .iter()
+            .filter(|((id, _), slot)| {
+                snap.get_by_id(id).is_none() && matches!(slot, Slot::Ready(_))
+            })
+            .map(|(k, _)| *k)
+            .collect();
+        for key in gone {
+            if let Some(Slot::Ready(p)) = self.parts.borrow_mut().remove(&key) {
+                p.closed.set(true);
+                p.kick.notify_all();
+                p.changed.notify_all();
+                let path = p.dir.path().to_path_buf();
+                if let Err(e) = std::fs::remove_dir_all(&path) {
+                    tracing::warn!(path = %path.display(), error = %e, "could not remove a deleted partition");
+                }
+            }
+        }
+    }
+
+    /// Retention for every open partition of this shard.
+    pub async fn apply_retention(self: &Rc<Self>) {
+        let parts: Vec<Rc<DataPartition>> = self
+            .parts
+            .borrow()
+            .values()
+            .filter_map(|s| match s {
+                Slot::Ready(p) => Some(p.clone()),
+                Slot::Opening(_) => None,
+            })
+            .collect();
+        let snap = self.broker.topics.snapshot();
+        for p in parts {
+            // Settings may have changed since the partition opened; read them from the registry.
+            let Some(topic) = snap.get_by_id(&p.topic.id) else {
+                continue;
+            };
+            let s = TopicSettings::of(topic, &self.broker);
+            if s.retention_ms < 0 && s.retention_bytes < 0 {
+                continue;
+            }
+            let now = crate::partition::wall_clock_ms();
+            match TopicLog::apply_retention(&p.log, now, s.retention_ms, s.retention_bytes).await {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(
+                    topic = %p.topic.name,
+                    partition = p.partition,
+                    segments = n,
+                    log_start_offset = p.log.borrow().log_start_offset(),
+                    "retention removed segments"
+                ),
+                Err(e) => {
+                    tracing::error!(topic = %p.topic.name, partition = p.partition, error = %e, "retention failed")
+                }
+            }
+        }
+    }
+}
+
+/// The partition's writer: flush whatever is staged, wake the waiters, repeat. One flush at a
+/// time per partition; batches staged meanwhile form the next write (group commit).
+async fn writer(part: Weak<DataPartition>, config: TopicLogConfig) {
+    loop {
+        let Some(p) = part.upgrade() else { return };
+        if p.closed.get() {
+            return;
+        }
+        if !p.log.borrow().has_pending() {
+            let w = p.kick.register();
+            drop(p);
+            w.wait().await;
+            continue;
+        }
+        match TopicLog::flush(&p.log).await {
+            Ok(_) => p.changed.notify_all(),
+            Err(e) => {
+                tracing::error!(
+                    topic = %p.topic.name,
+                    partition = p.partition,
+                    error = %e,
+                    "write failed; failing the waiting producers and reloading the partition"
+                );
+                p.failures.set(p.failures.get() + 1);
+                p.changed.notify_all();
+                // Reopen from disk until it works: what is there is exactly what was durable.
+                let mut backoff = Duration::from_millis(50);
+                loop {
+                    if p.closed.get() {
+                        return;
+                    }
+                    match TopicLog::open(p.dir.clone(), config.clone()).await {
+                        Ok((log, _)) => {
+                            *p.log.borrow_mut() = log;
+                            break;
+                        }
+                        Err(e) => {
+                            tracing::error!(topic = %p.topic.name, partition = p.partition, error = %e, "reload failed; retrying");
+                            glommio::timer::sleep(backoff).await;
+                            backoff = (backoff * 2).min(Duration::from_secs(5));
+                        }
+                    }
+                }
+                p.changed.notify_all();
+            }
+        }
+    }
+}
+
+pub fn partition_dir(data_dir: &Path, topic: &str, partition: i32) -> PathBuf {
+    data_dir.join(format!("{topic}-{partition}"))
+}
+
+/// Kafka's `partition.metadata`: "version: 0\ntopic_id: <base64url id>".
+fn metadata_text(id: Uuid) -> String {
+    format!("version: 0\ntopic_id: {}\n", base64_url(id.as_bytes()))
+}
+
+fn base64_url(b: &[u8]) -> String {
+    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut out = String::new();
+    for c in b.chunks(3) {
+        let n = (c[0] as u32) << 16
+            | (*c.get(1).unwrap_or(&0) as u32) << 8
+            | *c.get(2).unwrap_or(&0) as u32;
+        let chars = c.len() + 1;
+        for i in 0..chars {
+            out.push(A[(n >> (18 - 6 * i) & 63) as usize] as char);
+        }
+    }
+    out
+}
+
+/// The partition directory for `topic_id`, created with its metadata file. A directory left by
+/// a deleted topic of the same name (another id) is removed first.
+fn prepare_dir(path: &Path, topic_id: Uuid) -> std::io::Result<GlommioDir> {
+    let meta = path.join(PARTITION_METADATA);
+    let want = metadata_text(topic_id);
+    match std::fs::read_to_string(&meta) {
+        Ok(text) if text == want => return GlommioDir::new(path),
+        Ok(_) => {
+            tracing::warn!(path = %path.display(), "removing the data of a deleted topic with the same name");
+            std::fs::remove_dir_all(path)?;
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    let dir = GlommioDir::new(path)?;
+    storage::durable_file::write_atomic(&meta, want.as_bytes())?;
+    Ok(dir)
+}
+
+/// Remove partition directories whose topic no longer exists (deleted while the broker was
+/// down, or before its partitions were opened). Only directories carrying our
+/// `partition.metadata` are considered.
+pub fn sweep_deleted_topics(data_dir: &Path, broker: &Broker) {
+    let snap = broker.topics.snapshot();
+    let live: std::collections::HashSet<String> =
+        snap.iter().map(|t| metadata_text(t.id)).collect();
+    let Ok(entries) = std::fs::read_dir(data_dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let path = e.path();
+        let Ok(text) = std::fs::read_to_string(path.join(PARTITION_METADATA)) else {
+            continue;
+        };
+        if !live.contains(&text) {
+            tracing::info!(path = %path.display(), "removing the partition of a deleted topic");
+            if let Err(e) = std::fs::remove_dir_all(&path) {
+                tracing::warn!(path = %path.display(), error = %e, "could not remove");
+            }
+        }
+    }
+}
+
+/// Producer ids for InitProducerId, unique across restarts: ids are handed out from blocks whose
+/// end is made durable (`DATA/producer-id-block`) before any id of the block is used.
+#[derive(Debug)]
+pub struct ProducerIds {
+    path: Option<PathBuf>,
+    state: Mutex<(i64, i64)>, // (next, end of the reserved block)
+}
+
+const PRODUCER_ID_BLOCK: i64 = 1000;
+
+impl ProducerIds {
+    pub fn open(data_dir: Option<&Path>) -> std::io::Result<Self> {
+        let path = data_dir.map(|d| d.join("producer-id-block"));
+        let start = match &path {
+            Some(p) => storage::durable_file::read(p)?
+                .and_then(|b| String::from_utf8(b).ok())
+                .and_then(|s| s.trim().parse::<i64>().ok())
+                .unwrap_or(0),
+            None => 0,
+        };
+        Ok(Self {
+            path,
+            state: Mutex::new((start, start)),
+        })
+    }
+
+    /// The next producer id. Blocking when a new block must be reserved: call off the reactor.
+    pub fn next(&self) -> std::io::Result<i64> {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if st.0 >= st.1 {
+            let end = st.1 + PRODUCER_ID_BLOCK;
+            if let Some(p) = &self.path {
+                storage::durable_file::write_atomic(p, end.to_string().as_bytes())?;
+            }
+            st.1 = end;
+        }
+        let id = st.0;
+        st.0 += 1;
+        Ok(id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partition_metadata_matches_kafkas_encoding() {
+        // Kafka writes the topic id in URL-safe base64 without padding (`Uuid.toString`).
+        let id = Uuid::from_bytes([0xfb; 16]);
+        assert_eq!(
+            metadata_text(id),
+            "version: 0\ntopic_id: -_v7-_v7-_v7-_v7-_v7-w\n"
+        );
+        assert_eq!(base64_url(b"Man"), "TWFu");
+        assert_eq!(base64_url(b"Ma"), "TWE");
+    }
+
+    #[test]
+    fn producer_ids_survive_a_restart_without_reuse() {
+        let dir = std::env::temp_dir().join(format!("rl-pid-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let a = ProducerIds::open(Some(&dir)).unwrap();
+        let first: Vec<i64> = (0..3).map(|_| a.next().unwrap()).collect();
+        assert_eq!(first, vec![0, 1, 2]);
+        drop(a);
+        let b = ProducerIds::open(Some(&dir)).unwrap();
+        assert_eq!(
+            b.next().unwrap(),
+            PRODUCER_ID_BLOCK,
+            "a restart skips the rest of the block"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn partitions_of_a_topic_spread_over_shards() {
+        let owners: std::collections::HashSet<usize> =
+            (0..6).map(|p| owner_shard("orders", p, 2)).collect();
+        assert_eq!(owners.len(), 2);
+        assert_eq!(owner_shard("orders", 3, 1), 0);
+    }
+}
