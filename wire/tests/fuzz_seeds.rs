@@ -1,10 +1,12 @@
 //! Seed corpus for `fuzz/fuzz_targets/frame_decode.rs`: a few valid request frames (length
 //! prefix included) per api key the codec knows, plus some realistic group requests and a
-//! multi-frame stream. `RINGLEADER_BLESS=1 cargo test -p ringleader-wire --test fuzz_seeds`
-//! rewrites `fuzz/seeds/frame_decode/`; without it this test checks that the committed seeds are
-//! the ones this file produces (so they keep decoding as the codec evolves).
+//! multi-frame stream of them, and realistic data-path requests (Produce with a record batch,
+//! InitProducerId, DeleteRecords).
+//! `RINGLEADER_BLESS=1 cargo test -p ringleader-wire --test fuzz_seeds` rewrites
+//! `fuzz/seeds/frame_decode/`; without it this test checks that the committed seeds are the ones
+//! this file produces (so they keep decoding as the codec evolves).
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use wire::codec::{encode_request, KNOWN_API_KEYS};
@@ -34,6 +36,7 @@ fn default_request(api_key: i16) -> Request {
         18 => Request::ApiVersions(Default::default()),
         19 => Request::CreateTopics(Default::default()),
         20 => Request::DeleteTopics(Default::default()),
+        21 => Request::DeleteRecords(Default::default()),
         22 => Request::InitProducerId(Default::default()),
         23 => Request::OffsetForLeaderEpoch(Default::default()),
         25 => Request::AddOffsetsToTxn(Default::default()),
@@ -126,6 +129,94 @@ fn group_requests() -> Vec<(&'static str, i16, Request)> {
     ]
 }
 
+/// An uncompressed record batch of two keyed records from an idempotent producer.
+fn record_batch() -> Bytes {
+    use wire::kafka_protocol::records::*;
+    let records: Vec<Record> = [
+        ("order-1001", "{\"id\":1001}"),
+        ("order-1002", "{\"id\":1002}"),
+    ]
+    .iter()
+    .enumerate()
+    .map(|(i, (k, v))| Record {
+        transactional: false,
+        control: false,
+        delete_horizon: false,
+        partition_leader_epoch: NO_PARTITION_LEADER_EPOCH,
+        producer_id: 4001,
+        producer_epoch: 0,
+        timestamp_type: TimestampType::Creation,
+        offset: i as i64,
+        sequence: i as i32,
+        timestamp: 1_700_000_000_000 + i as i64,
+        key: Some(Bytes::from_static(k.as_bytes())),
+        value: Some(Bytes::from_static(v.as_bytes())),
+        headers: Default::default(),
+    })
+    .collect();
+    let mut out = BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut out,
+        &records,
+        &RecordEncodeOptions {
+            version: 2,
+            compression: Compression::None,
+        },
+    )
+    .expect("record batch encodes");
+    out.freeze()
+}
+
+/// Realistic data-path traffic: (name, version, request).
+fn data_path_requests() -> Vec<(&'static str, i16, Request)> {
+    use delete_records_request::*;
+    use produce_request::*;
+    vec![
+        (
+            "init_producer_id",
+            5,
+            Request::InitProducerId(
+                InitProducerIdRequest::default()
+                    .with_transactional_id(None)
+                    .with_transaction_timeout_ms(i32::MAX),
+            ),
+        ),
+        (
+            "produce",
+            10,
+            Request::Produce(
+                ProduceRequest::default()
+                    .with_transactional_id(None)
+                    .with_acks(-1)
+                    .with_timeout_ms(30_000)
+                    .with_topic_data(vec![TopicProduceData::default()
+                        .with_name(TopicName(s("orders")))
+                        .with_partition_data(vec![PartitionProduceData::default()
+                            .with_index(0)
+                            .with_records(Some(record_batch()))])]),
+            ),
+        ),
+        (
+            "delete_records",
+            2,
+            Request::DeleteRecords(
+                DeleteRecordsRequest::default()
+                    .with_topics(vec![DeleteRecordsTopic::default()
+                        .with_name(TopicName(s("orders")))
+                        .with_partitions(vec![
+                            DeleteRecordsPartition::default()
+                                .with_partition_index(0)
+                                .with_offset(17),
+                            DeleteRecordsPartition::default()
+                                .with_partition_index(1)
+                                .with_offset(-1),
+                        ])])
+                    .with_timeout_ms(30_000),
+            ),
+        ),
+    ]
+}
+
 fn frame(api_key: i16, version: i16, req: &Request, cid: i32) -> Option<Vec<u8>> {
     let header = RequestHeader {
         api_key,
@@ -157,6 +248,10 @@ fn seeds() -> BTreeMap<String, Vec<u8>> {
         out.insert(format!("k{:02}_v{v:02}_{name}.bin", req.api_key()), f);
     }
     out.insert("stream_group_requests.bin".into(), stream);
+    for (i, (name, v, req)) in data_path_requests().iter().enumerate() {
+        let f = frame(req.api_key(), *v, req, 200 + i as i32).expect("data-path seed encodes");
+        out.insert(format!("k{:02}_v{v:02}_{name}.bin", req.api_key()), f);
+    }
     out
 }
 

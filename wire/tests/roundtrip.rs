@@ -428,6 +428,99 @@ fn offset_commit(v: i16) -> impl Strategy<Value = Request> {
         )
 }
 
+fn produce(v: i16) -> impl Strategy<Value = Request> {
+    use produce_request::*;
+    let flex = v >= 9;
+    // Records are opaque to the codec: arbitrary bytes, or null (nullable in every version).
+    let partition = (
+        any::<i32>(),
+        option::of(vec(any::<u8>(), 0..64).prop_map(Bytes::from)),
+        tags(flex),
+    )
+        .prop_map(|(index, records, t)| {
+            PartitionProduceData::default()
+                .with_index(index)
+                .with_records(records)
+                .with_unknown_tagged_fields(t)
+        });
+    let topic = (topic_name(), uuid(), vec(partition, 0..3), tags(flex)).prop_map(
+        move |(name, id, partitions, t)| {
+            let mut topic = TopicProduceData::default()
+                .with_partition_data(partitions)
+                .with_unknown_tagged_fields(t);
+            if v <= 12 {
+                topic.name = name;
+            } else {
+                topic.topic_id = id;
+            }
+            topic
+        },
+    );
+    (
+        option::of(string().prop_map(TransactionalId)),
+        any::<i16>(),
+        any::<i32>(),
+        vec(topic, 0..3),
+        tags(flex),
+    )
+        .prop_map(|(txn, acks, timeout, topics, t)| {
+            Request::Produce(
+                ProduceRequest::default()
+                    .with_transactional_id(txn)
+                    .with_acks(acks)
+                    .with_timeout_ms(timeout)
+                    .with_topic_data(topics)
+                    .with_unknown_tagged_fields(t),
+            )
+        })
+}
+
+fn delete_records(v: i16) -> impl Strategy<Value = Request> {
+    use delete_records_request::*;
+    let flex = v >= 2;
+    let partition = (any::<i32>(), any::<i64>(), tags(flex)).prop_map(|(index, offset, t)| {
+        DeleteRecordsPartition::default()
+            .with_partition_index(index)
+            .with_offset(offset)
+            .with_unknown_tagged_fields(t)
+    });
+    let topic = (topic_name(), vec(partition, 0..4), tags(flex)).prop_map(|(name, p, t)| {
+        DeleteRecordsTopic::default()
+            .with_name(name)
+            .with_partitions(p)
+            .with_unknown_tagged_fields(t)
+    });
+    (vec(topic, 0..3), any::<i32>(), tags(flex)).prop_map(|(topics, timeout, t)| {
+        Request::DeleteRecords(
+            DeleteRecordsRequest::default()
+                .with_topics(topics)
+                .with_timeout_ms(timeout)
+                .with_unknown_tagged_fields(t),
+        )
+    })
+}
+
+fn init_producer_id(v: i16) -> impl Strategy<Value = Request> {
+    (
+        option::of(string().prop_map(TransactionalId)),
+        any::<i32>(),
+        any::<i64>(),
+        any::<i16>(),
+        tags(v >= 2),
+    )
+        .prop_map(move |(txn, timeout, id, epoch, t)| {
+            let mut r = InitProducerIdRequest::default()
+                .with_transactional_id(txn)
+                .with_transaction_timeout_ms(timeout)
+                .with_unknown_tagged_fields(t);
+            if v >= 3 {
+                r.producer_id = ProducerId(id);
+                r.producer_epoch = epoch;
+            }
+            Request::InitProducerId(r)
+        })
+}
+
 /// Any of the requests above, at any of its versions.
 fn any_request() -> impl Strategy<Value = (i16, Request)> {
     prop_oneof![
@@ -441,6 +534,9 @@ fn any_request() -> impl Strategy<Value = (i16, Request)> {
         versioned(8, offset_commit),
         versioned(12, heartbeat),
         versioned(68, consumer_group_heartbeat),
+        versioned(0, produce),
+        versioned(21, delete_records),
+        versioned(22, init_producer_id),
     ]
 }
 
@@ -562,6 +658,24 @@ proptest! {
         round_trip(v, req, h)?;
     }
 
+    #[test]
+    fn produce_round_trips((v, req) in versioned(0, produce), h in header_parts()) {
+        round_trip(v, req, h)?;
+    }
+
+    #[test]
+    fn delete_records_round_trips((v, req) in versioned(21, delete_records), h in header_parts()) {
+        round_trip(v, req, h)?;
+    }
+
+    #[test]
+    fn init_producer_id_round_trips(
+        (v, req) in versioned(22, init_producer_id),
+        h in header_parts(),
+    ) {
+        round_trip(v, req, h)?;
+    }
+
     /// Several frames back to back, delivered in arbitrary pieces, come out whole and in order.
     #[test]
     fn split_frames_decode_identically(
@@ -670,6 +784,25 @@ fn huge_length_claims_are_errors() {
             ],
         ),
         (3, 13, &[0xfe, 0xff, 0xff, 0xff, 0x0f]),
+        // Produce v9: null transactional id, acks -1, timeout 30000, then topic_data.
+        (
+            0,
+            9,
+            &[
+                0, 0xff, 0xff, 0, 0, 0x75, 0x30, 0xff, 0xff, 0xff, 0xff, 0x0f,
+            ],
+        ),
+        // Produce v3: one topic "o" with one partition whose records claim i32::MAX bytes.
+        (
+            0,
+            3,
+            &[
+                0xff, 0xff, 0xff, 0xff, 0, 0, 0x75, 0x30, 0, 0, 0, 1, 0, 1, b'o', 0, 0, 0, 1, 0, 0,
+                0, 0, 0x7f, 0xff, 0xff, 0xff,
+            ],
+        ),
+        // DeleteRecords v0: topics claiming i32::MAX entries.
+        (21, 0, &[0x7f, 0xff, 0xff, 0xff]),
     ];
     for &(key, v, body) in cases {
         let header = RequestHeader {
