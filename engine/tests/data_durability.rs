@@ -83,8 +83,12 @@ fn produce_until_broken(
 
 /// Every record of `partition` from offset 0, with Fetch v11.
 fn read_partition(c: &mut Client, partition: i32) -> Vec<(i64, String)> {
+    read_partition_from(c, partition, 0)
+}
+
+fn read_partition_from(c: &mut Client, partition: i32, from: i64) -> Vec<(i64, String)> {
     let mut out = Vec::new();
-    let mut offset = 0i64;
+    let mut offset = from;
     loop {
         let req = Request::Fetch(
             FetchRequest::default()
@@ -237,6 +241,112 @@ fn a_corrupt_tail_segment_is_truncated_on_restart_and_reported() {
         panic!("Produce")
     };
     assert_eq!(r.responses[0].partition_responses[0].base_offset, 12);
+    drop(broker);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn create_topic_with(c: &mut Client, name: &str, partitions: i32, configs: &[(&str, &str)]) {
+    use create_topics_request::{CreatableTopic, CreatableTopicConfig};
+    let req = Request::CreateTopics(CreateTopicsRequest::default().with_topics(vec![
+        CreatableTopic::default()
+            .with_name(TopicName(s(name)))
+            .with_num_partitions(partitions)
+            .with_replication_factor(1)
+            .with_configs(
+                configs
+                    .iter()
+                    .map(|(k, v)| {
+                        CreatableTopicConfig::default()
+                            .with_name(s(k))
+                            .with_value(Some(s(v)))
+                    })
+                    .collect(),
+            ),
+    ]));
+    let Response::CreateTopics(r) = c.call(7, req) else {
+        panic!("CreateTopics")
+    };
+    assert_eq!(r.topics[0].error_code, 0, "CreateTopics {name}");
+}
+
+fn earliest_offset(c: &mut Client, topic: &str) -> i64 {
+    let req = Request::ListOffsets(
+        ListOffsetsRequest::default()
+            .with_replica_id(BrokerId(-1))
+            .with_topics(vec![list_offsets_request::ListOffsetsTopic::default()
+                .with_name(TopicName(s(topic)))
+                .with_partitions(vec![
+                    list_offsets_request::ListOffsetsPartition::default()
+                        .with_partition_index(0)
+                        .with_timestamp(-2),
+                ])]),
+    );
+    let Response::ListOffsets(r) = c.call(7, req) else {
+        panic!("ListOffsets")
+    };
+    let p = &r.topics[0].partitions[0];
+    assert_eq!(p.error_code, 0);
+    p.offset
+}
+
+#[test]
+fn retention_removes_old_segments_and_topic_deletion_frees_the_directory() {
+    let dir = data_dir("data-retention");
+    let broker = Broker::start(&dir, &["log.retention.check.interval.ms=200"]);
+    let mut c = Client::connect(broker.addr);
+    // Records are stamped 2023 (produce_request), so with retention.ms of an hour every closed
+    // segment is expired; small segments so there are closed ones.
+    create_topic_with(
+        &mut c,
+        TOPIC,
+        1,
+        &[("retention.ms", "3600000"), ("segment.bytes", "1024")],
+    );
+    for b in 0..40 {
+        let values: Vec<String> = (0..5).map(|i| format!("b{b}-{i}")).collect();
+        let Response::Produce(r) = c.call(9, produce_request(0, &values)) else {
+            panic!("Produce")
+        };
+        assert_eq!(r.responses[0].partition_responses[0].error_code, 0);
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let start = loop {
+        let start = earliest_offset(&mut c, TOPIC);
+        if start > 0 || Instant::now() > deadline {
+            break start;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(
+        start > 0 && start < 200,
+        "log start moved by retention: {start}"
+    );
+    let got = read_partition_from(&mut c, 0, start);
+    assert_eq!(
+        got.last().map(|r| r.0),
+        Some(199),
+        "the active segment stays"
+    );
+    assert!(
+        !broker.log_lines("retention removed segments").is_empty(),
+        "{}",
+        broker.log_text()
+    );
+    let part_dir = dir.join(format!("{TOPIC}-0"));
+    assert!(part_dir.exists());
+    let req = Request::DeleteTopics(
+        DeleteTopicsRequest::default()
+            .with_topic_names(vec![TopicName(s(TOPIC))])
+            .with_timeout_ms(5000),
+    );
+    let Response::DeleteTopics(r) = c.call(4, req) else {
+        panic!("DeleteTopics")
+    };
+    assert_eq!(r.responses[0].error_code, 0);
+    assert!(
+        !part_dir.exists(),
+        "the deleted topic's partition directory is removed"
+    );
     drop(broker);
     let _ = std::fs::remove_dir_all(&dir);
 }
