@@ -41,15 +41,17 @@ use wire::records::{
 #[derive(clap::Args, Debug, Clone)]
 pub struct DumpLogArgs {
     /// A segment file (`<20-digit base offset>.log`) or a partition directory
-    /// (`DATA/__consumer_offsets-<p>`: all its `.log` segments in offset order).
+    /// (`DATA/__consumer_offsets-<p>` or `DATA/<topic>-<p>`: all its `.log` segments in offset
+    /// order). `__consumer_offsets` records are decoded as group records; a topic's records are
+    /// printed as text with `--print-data-log`.
     pub path: PathBuf,
     /// Check every batch (length, magic, CRC-32C, record framing, offsets going forward) as the
     /// broker's recovery does, without printing records. Prints `OK: N batches, M records, B
     /// bytes`, or `CORRUPT at byte offset X of FILE: reason` and exits 1.
     #[arg(long)]
     pub verify: bool,
-    /// Print record contents. Always on (records are always decoded as `__consumer_offsets`
-    /// records, which implies it in kafka-dump-log.sh too); accepted so its command lines work.
+    /// Print record keys and values of a topic's data log. `__consumer_offsets` records are always
+    /// decoded (which implies it in kafka-dump-log.sh too).
     #[arg(long)]
     pub print_data_log: bool,
     /// Accepted for kafka-dump-log.sh compatibility: records are always decoded this way.
@@ -92,6 +94,8 @@ fn run_buffered(args: &DumpLogArgs, out: &mut dyn Write, err: &mut dyn Write) ->
         let mut scan = Scanner {
             out: &mut *out,
             verify: args.verify,
+            offsets_topic: is_offsets_log(file),
+            print_data: args.print_data_log,
             file,
             expected: segment_base(file).unwrap_or(0).max(totals.next_offset),
             totals: &mut totals,
@@ -168,6 +172,13 @@ fn write_failed(e: io::Error, err: &mut dyn Write) -> i32 {
 }
 
 /// The base offset in a segment file's name (`<20 digits>.log`).
+/// Whether a segment belongs to `__consumer_offsets` (its directory is `__consumer_offsets-<p>`).
+fn is_offsets_log(file: &Path) -> bool {
+    file.parent()
+        .and_then(|d| d.file_name())
+        .is_none_or(|n| n.to_string_lossy().starts_with("__consumer_offsets-"))
+}
+
 fn segment_base(path: &Path) -> Option<u64> {
     let stem = path.file_name()?.to_str()?.strip_suffix(".log")?;
     (stem.len() == 20 && stem.bytes().all(|b| b.is_ascii_digit()))
@@ -236,6 +247,10 @@ struct Totals {
 struct Scanner<'a> {
     out: &'a mut dyn Write,
     verify: bool,
+    /// A `__consumer_offsets` log (records decoded as group records) or a topic's data log
+    /// (records printed as bytes, with `--print-data-log`; compressed batches as batches only).
+    offsets_topic: bool,
+    print_data: bool,
     file: &'a Path,
     expected: u64,
     totals: &'a mut Totals,
@@ -326,14 +341,19 @@ impl Scanner<'_> {
             return;
         }
         let mut recs = Vec::with_capacity((h.records_count as usize).min(bytes.len() / 7));
-        let framing = for_each_record(bytes, h, pos, |offset, timestamp, k, v| {
-            recs.push(Rec {
-                offset,
-                timestamp,
-                key: k.map(<[u8]>::to_vec),
-                value: v.map(<[u8]>::to_vec),
+        let compressed_data = !self.offsets_topic && h.attributes & 0x07 != 0;
+        let framing = if compressed_data {
+            Ok(()) // the CRC covers it; its records are not decompressed here
+        } else {
+            for_each_record(bytes, h, pos, |offset, timestamp, k, v| {
+                recs.push(Rec {
+                    offset,
+                    timestamp,
+                    key: k.map(<[u8]>::to_vec),
+                    value: v.map(<[u8]>::to_vec),
+                })
             })
-        });
+        };
         if let Err(e) = self.emit(pos, h, bytes, &recs) {
             self.write_error = Some(e);
             return;
@@ -354,7 +374,7 @@ impl Scanner<'_> {
         let info = BatchInfo::read(bytes);
         let control = h.attributes & 0x20 != 0;
         if self.verify {
-            if !control {
+            if !control && self.offsets_topic {
                 for r in recs {
                     if let Some(problem) = undecodable(r) {
                         writeln!(
@@ -414,6 +434,18 @@ impl Scanner<'_> {
             );
             if control {
                 line.push_str(&control_record(r));
+            } else if !self.offsets_topic {
+                if self.print_data {
+                    let text = |b: &Option<Vec<u8>>| {
+                        b.as_deref().map_or("null".to_string(), |b| {
+                            String::from_utf8_lossy(b).into_owned()
+                        })
+                    };
+                    line.push_str(" key: ");
+                    line.push_str(&text(&r.key));
+                    line.push_str(" payload: ");
+                    line.push_str(&text(&r.value));
+                }
             } else {
                 let (key, payload) = parse_record(r.offset, r.key.as_deref(), r.value.as_deref());
                 line.push_str(" key: ");
