@@ -1390,10 +1390,45 @@ mod tests {
     fn tmpdir(tag: &str) -> Tmp {
         static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let d = std::env::temp_dir().join(format!("rl-dump-{tag}-{}-{n}", std::process::id()));
+        // Named like a partition of the offsets topic, whose records are decoded as group records.
+        let d = std::env::temp_dir().join(format!(
+            "__consumer_offsets-{n}-rl-dump-{tag}-{}",
+            std::process::id()
+        ));
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(&d).unwrap();
         Tmp(d)
+    }
+
+    #[test]
+    fn a_topic_data_log_prints_keys_and_values_as_text() {
+        let root = tmpdir("topic");
+        let d = root.0.join("orders-0");
+        std::fs::create_dir_all(&d).unwrap();
+        let mut b = Vec::new();
+        storage::batch::encode_batch(
+            7,
+            1_000,
+            &[(Some(b"k1"), Some(b"hello")), (None, None)],
+            &mut b,
+        );
+        std::fs::write(d.join("00000000000000000007.log"), &b).unwrap();
+        let args = DumpLogArgs {
+            path: d.clone(),
+            verify: false,
+            print_data_log: true,
+            offsets_decoder: false,
+        };
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        assert_eq!(run(&args, &mut out, &mut err), EXIT_OK);
+        let out = String::from_utf8(out).unwrap();
+        assert!(out.contains("| offset: 7 CreateTime: 1000 keySize: 2 valueSize: 5 sequence: 0 key: k1 payload: hello"), "{out}");
+        assert!(out.contains("| offset: 8 CreateTime: 1000 keySize: -1 valueSize: -1 sequence: 1 key: null payload: null"), "{out}");
+        let (code, out, _) = run_on(&d, true);
+        assert_eq!(
+            (code, out.trim()),
+            (EXIT_OK, "OK: 1 batches, 2 records, 82 bytes")
+        );
     }
 
     fn commit(group: &str, partition: i32, offset: i64) -> (Vec<u8>, Option<Vec<u8>>) {
