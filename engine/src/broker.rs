@@ -47,6 +47,8 @@ pub struct Broker {
     pub metrics: std::sync::Arc<crate::metrics::MetricsHub>,
     /// Idempotent producer ids (InitProducerId).
     pub producer_ids: crate::topic_data::ProducerIds,
+    /// `max.connections` / `max.connections.per.ip` accounting across shards.
+    pub connections: std::sync::Arc<crate::limits::ConnectionLimits>,
 }
 
 fn s(v: impl Into<String>) -> StrBytes {

@@ -729,6 +729,12 @@ config_keys! {
         "Largest request (frame) the broker accepts.";
     "message.max.bytes" => message_max_bytes: i32 = 1_048_588, at_least(0),
         "Largest record batch the broker accepts (topic max.message.bytes default).";
+    "max.connections" => max_connections: i32 = i32::MAX, at_least(0),
+        "Most client connections the broker holds; a connection over the limit is closed at accept.";
+    "max.connections.per.ip" => max_connections_per_ip: i32 = i32::MAX, at_least(0),
+        "Most connections from one IP address; more are closed at accept (Kafka's TooManyConnectionsException).";
+    "connections.max.idle.ms" => connections_max_idle_ms: i64 = 600_000, at_least(1),
+        "Close a connection that has sent no complete request for this long (a half-sent frame does not count as activity, so a slow sender is closed too).";
     "queued.max.requests" => queued_max_requests: i32 = 500, at_least(1),
         "Requests queued before the network layer stops reading.";
 

@@ -32,7 +32,13 @@ enum Outcome {
     Close,
 }
 
-pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
+/// Largest buffer growth reserved ahead of the bytes of a frame: a client that announces a large
+/// frame and sends it slowly gets memory as its bytes arrive, not all at once.
+const MAX_RESERVE: usize = 1 << 20;
+
+/// Serve one connection until the peer closes, a bad frame arrives, or it has sent no complete
+/// request for `connections.max.idle.ms`. `_slot` holds its place under the connection limits.
+pub async fn serve(shard: Rc<Shard>, stream: TcpStream, _slot: crate::limits::Slot) {
     let peer = stream
         .peer_addr()
         .map(|a| a.to_string())
@@ -61,6 +67,8 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
     });
 
     let frames = wire::FrameDecoder::new(shard.broker.config.socket_request_max_bytes);
+    let idle = std::time::Duration::from_millis(shard.broker.config.connections_max_idle_ms as u64);
+    let mut last_request = std::time::Instant::now();
     let mut buf = BytesMut::with_capacity(4096);
     let mut scratch = vec![0u8; READ_CHUNK];
     'read: loop {
@@ -88,18 +96,30 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
             if tx.send(task).await.is_err() {
                 break 'read; // writer gone: the peer stopped reading
             }
+            last_request = std::time::Instant::now();
         }
         if let Ok(needed) = frames.bytes_needed(&buf) {
             buf.reserve(
                 needed
                     .saturating_sub(buf.len())
-                    .min(frames.max_frame_bytes() as usize),
+                    .min(frames.max_frame_bytes() as usize)
+                    .min(MAX_RESERVE),
             );
         }
-        match rd.read(&mut scratch).await {
-            Ok(0) => break,
-            Ok(n) => buf.extend_from_slice(&scratch[..n]),
-            Err(e) => {
+        let Some(left) = idle.checked_sub(last_request.elapsed()) else {
+            tracing::debug!(%peer, "closing connection: idle for connections.max.idle.ms");
+            break;
+        };
+        let read = async { Some(rd.read(&mut scratch).await) };
+        let timeout = async {
+            glommio::timer::sleep(left).await;
+            None
+        };
+        match futures_lite::future::or(read, timeout).await {
+            None => continue, // re-check the idle deadline
+            Some(Ok(0)) => break,
+            Some(Ok(n)) => buf.extend_from_slice(&scratch[..n]),
+            Some(Err(e)) => {
                 tracing::debug!(%peer, error = %e, "read failed; closing");
                 break;
             }

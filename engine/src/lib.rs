@@ -17,6 +17,7 @@ pub mod data;
 pub mod dump_log;
 pub mod group;
 pub mod groups_api;
+pub mod limits;
 pub mod meta;
 pub mod metrics;
 pub mod oneshot;
@@ -56,6 +57,7 @@ pub fn open_broker(
         metrics: metrics::MetricsHub::new(),
         producer_ids: topic_data::ProducerIds::open(Some(data_dir))
             .map_err(|e| anyhow::anyhow!("cannot read the producer id block: {e}"))?,
+        connections: Default::default(),
     }))
 }
 

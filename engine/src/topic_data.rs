@@ -475,7 +475,6 @@ impl DataStore {
     }
 
     async fn wait(self: &Rc<Self>, items: Vec<(Arc<Topic>, i32, i64)>, timeout_ms: u64) {
-        let done = OneShot::<()>::new();
         let mut waiters = Vec::new();
         for (topic, partition, offset) in &items {
             let Ok(p) = self.partition(topic, *partition).await else {
@@ -484,19 +483,20 @@ impl DataStore {
             if p.log.borrow().high_watermark() as i64 > *offset {
                 return;
             }
-            waiters.push(p.changed.register());
+            waiters.push(Box::pin(p.changed.register().wait()));
         }
-        // Whichever partition changes first ends the wait; the rest are dropped (and pruned).
-        for w in waiters {
-            let done = done.clone();
-            glommio::spawn_local(async move {
-                w.wait().await;
-                done.complete(());
-            })
-            .detach();
-        }
+        // Whichever partition changes first ends the wait. All the waiters are dropped when this
+        // returns, so a timed-out wait leaves nothing behind (the Notify lists prune them).
+        let any = futures_lite::future::poll_fn(|cx| {
+            for w in waiters.iter_mut() {
+                if w.as_mut().poll(cx).is_ready() {
+                    return std::task::Poll::Ready(());
+                }
+            }
+            std::task::Poll::Pending
+        });
         let timeout = glommio::timer::sleep(Duration::from_millis(timeout_ms));
-        futures_lite::future::or(done.wait(), timeout).await;
+        futures_lite::future::or(any, timeout).await;
     }
 
     async fn list_offset(

@@ -249,6 +249,10 @@ impl<D: LogDir + Clone> TopicLog<D> {
                 dir.remove(&name).await?;
                 continue;
             }
+            // A segment holds offsets from its base on: a batch below it (the base offset is
+            // not covered by the CRC) is corrupt, and keeping it would let the next roll reuse
+            // this segment's name and truncate it.
+            next_offset = next_offset.max(base);
             let file = dir.open(&name).await?;
             let len = file.len().await?;
             let mut entries = Vec::new();
@@ -288,7 +292,6 @@ impl<D: LogDir + Clone> TopicLog<D> {
                 report.truncated = Some((name.clone(), valid, reason));
                 cut = true;
             }
-            next_offset = next_offset.max(base);
             segments.push(Segment {
                 base,
                 file: Rc::new(file),
@@ -301,12 +304,11 @@ impl<D: LogDir + Clone> TopicLog<D> {
             dir.sync_dir().await?;
         }
         let first = segments.first().map_or(next_offset, |s| s.base);
-        let mut log_start = stored_start.unwrap_or(first).max(first);
-        // An empty log whose segments were all removed still remembers where it ended.
-        if segments.is_empty() {
-            next_offset = next_offset.max(log_start);
-        }
-        log_start = log_start.min(next_offset);
+        let log_start = stored_start.unwrap_or(first).max(first);
+        // A log that ends before its stored start (its segments were removed, or recovery cut
+        // its tail) continues from the start, as Kafka's LogLoader does: offsets below the start
+        // are never served, so new records must not get them.
+        next_offset = next_offset.max(log_start);
         report.segments = segments.len();
         report.log_start_offset = log_start;
         report.next_offset = next_offset;
@@ -484,58 +486,83 @@ impl<D: LogDir + Clone> TopicLog<D> {
         })
     }
 
-    /// Write everything staged with one write and one fdatasync, then make it readable. Returns
-    /// the new high watermark, or `None` when nothing was staged. Only one flush may run at a
-    /// time (the caller's writer task). On error the log must be reopened.
+    /// Write everything staged, then make it readable: one write and one fdatasync per segment
+    /// touched (a new segment is started before any batch that would take the active one past
+    /// `segment.bytes`, as Kafka rolls). Returns the new high watermark, or `None` when nothing
+    /// was staged. Only one flush may run at a time (the caller's writer task). On error the log
+    /// must be reopened.
     pub async fn flush(this: &RefCell<Self>) -> io::Result<Option<u64>> {
-        let (bytes, entries, roll, dir_file) = {
+        let (bytes, entries, segment_bytes) = {
             let mut me = this.borrow_mut();
             if me.pending.is_empty() {
                 return Ok(None);
             }
             let bytes = std::mem::take(&mut me.pending);
             let entries = std::mem::take(&mut me.pending_entries);
-            let roll = match me.segments.last() {
+            (bytes, entries, me.config.segment_bytes)
+        };
+        let mut hw = None;
+        let mut start = 0;
+        while start < entries.len() {
+            let active = this
+                .borrow()
+                .segments
+                .last()
+                .map(|s| (s.file.clone(), s.size));
+            let roll = match &active {
                 None => true,
-                Some(s) => s.size > 0 && s.size + bytes.len() as u64 > me.config.segment_bytes,
+                Some((_, size)) => *size > 0 && size + entries[start].size as u64 > segment_bytes,
             };
-            let file = me.segments.last().map(|s| (s.file.clone(), s.size));
-            (bytes, entries, roll, file)
-        };
-        let (file, pos) = if roll {
-            let base = entries[0].base;
-            let name = segment_name(base);
-            // The directory handle is cloned so no borrow is held across the await.
-            let dir = this.borrow().dir.clone();
-            let file = Rc::new(dir.open(&name).await?);
-            // A leftover file with this name (from a cut) must not keep stale bytes.
-            file.truncate(0).await?;
-            dir.sync_dir().await?;
-            this.borrow_mut().segments.push(Segment {
-                base,
-                file: file.clone(),
-                size: 0,
-                entries: Vec::new(),
-                max_ts: i64::MIN,
-            });
-            (file, 0)
-        } else {
-            dir_file.expect("a segment exists when not rolling")
-        };
-        let len = bytes.len() as u64;
-        file.write_at(pos, bytes).await?;
-        file.sync().await?;
-        let mut me = this.borrow_mut();
-        let seg = me.segments.last_mut().expect("the segment just written");
-        for mut e in entries {
-            e.pos += pos;
-            seg.max_ts = seg.max_ts.max(e.max_ts);
-            seg.entries.push(e);
+            let mut size = if roll {
+                0
+            } else {
+                active.as_ref().map_or(0, |a| a.1)
+            };
+            let mut end = start;
+            while end < entries.len()
+                && (end == start || size + entries[end].size as u64 <= segment_bytes)
+            {
+                size += entries[end].size as u64;
+                end += 1;
+            }
+            let (file, pos) = if roll {
+                let base = entries[start].base;
+                // The directory handle is cloned so no borrow is held across the await.
+                let dir = this.borrow().dir.clone();
+                let file = Rc::new(dir.open(&segment_name(base)).await?);
+                // A leftover file with this name (from a cut) must not keep stale bytes.
+                file.truncate(0).await?;
+                dir.sync_dir().await?;
+                this.borrow_mut().segments.push(Segment {
+                    base,
+                    file: file.clone(),
+                    size: 0,
+                    entries: Vec::new(),
+                    max_ts: i64::MIN,
+                });
+                (file, 0)
+            } else {
+                active.expect("a segment exists when not rolling")
+            };
+            let from = entries[start].pos as usize;
+            let last = &entries[end - 1];
+            let to = last.pos as usize + last.size as usize;
+            file.write_at(pos, bytes[from..to].to_vec()).await?;
+            file.sync().await?;
+            let mut me = this.borrow_mut();
+            let seg = me.segments.last_mut().expect("the segment just written");
+            for e in &entries[start..end] {
+                let mut e = *e;
+                e.pos = e.pos - from as u64 + pos;
+                seg.max_ts = seg.max_ts.max(e.max_ts);
+                seg.entries.push(e);
+            }
+            seg.size = pos + (to - from) as u64;
+            me.high_watermark = last.last + 1;
+            hw = Some(me.high_watermark);
+            start = end;
         }
-        seg.size = pos + len;
-        let hw = seg.entries.last().map_or(seg.base, |e| e.last + 1);
-        me.high_watermark = hw;
-        Ok(Some(hw))
+        Ok(hw)
     }
 
     /// Whole batches starting with the one that holds `offset`, up to `max_bytes` (the first
@@ -881,6 +908,31 @@ mod tests {
     }
 
     #[test]
+    fn one_flush_of_many_batches_rolls_at_segment_bytes() {
+        let dir = MemDir::new();
+        let (log, _) = open(&dir);
+        for i in 0..30 {
+            stage(&log, producer_batch(3, i, -1, -1, 0)).unwrap();
+        }
+        assert_eq!(block_on(TopicLog::flush(&log)).unwrap(), Some(90));
+        let names = block_on(dir.list()).unwrap();
+        let sizes: Vec<usize> = names
+            .iter()
+            .filter(|n| n.ends_with(".log"))
+            .map(|n| dir.with_file(n, |b| b.len()).unwrap())
+            .collect();
+        assert!(sizes.len() > 3, "rolled: {sizes:?}");
+        assert!(
+            sizes.iter().all(|&s| s <= 400),
+            "no segment past segment.bytes: {sizes:?}"
+        );
+        drop(log);
+        let (log, rep) = open(&dir);
+        assert_eq!((rep.next_offset, rep.truncated), (90, None));
+        assert_eq!(read_all(&log, 0).len(), 90);
+    }
+
+    #[test]
     fn validation_maps_to_kafka_errors() {
         let dir = MemDir::new();
         let (log, _) = open(&dir);
@@ -1052,6 +1104,70 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_batch_below_its_segments_base_is_cut_and_the_next_roll_keeps_the_log() {
+        // fuzz/topic_log_recovery: segment 10 held a CRC-valid batch at offset 2 (the base
+        // offset is outside the CRC). Recovery indexed it and set the next offset to 10, so the
+        // next flush rolled to a segment named 10 -- the same file -- and truncated it.
+        let dir = MemDir::new();
+        let mut seg0 = producer_batch(2, 0, -1, -1, 0);
+        let mut seg10 = producer_batch(1, 0, -1, -1, 0);
+        seg10[0..8].copy_from_slice(&2i64.to_be_bytes());
+        block_on(async {
+            for (name, bytes) in [(segment_name(0), &mut seg0), (segment_name(10), &mut seg10)] {
+                let f = dir.open(&name).await?;
+                f.write_at(0, bytes.clone()).await?;
+                f.sync().await?;
+            }
+            dir.sync_dir().await
+        })
+        .unwrap();
+        let cfg = TopicLogConfig {
+            segment_bytes: 100,
+            ..small()
+        };
+        let (log, rep) = block_on(TopicLog::open(dir.clone(), cfg.clone())).unwrap();
+        let (seg, pos, reason) = rep.truncated.unwrap();
+        assert_eq!((seg, pos), (segment_name(10), 0));
+        assert!(reason.contains("goes back"), "{reason}");
+        assert_eq!(rep.next_offset, 10);
+        let log = RefCell::new(log);
+        assert_eq!(stage(&log, producer_batch(1, 0, -1, -1, 0)).unwrap().base_offset, 10);
+        block_on(TopicLog::flush(&log)).unwrap();
+        drop(log);
+        let (log, rep) = block_on(TopicLog::open(dir.clone(), cfg)).unwrap();
+        assert_eq!((rep.truncated, rep.next_offset), (None, 11));
+        let offsets: Vec<u64> = read_all(&RefCell::new(log), 0).iter().map(|r| r.0).collect();
+        assert_eq!(offsets, [0, 1, 10]);
+    }
+
+    #[test]
+    fn a_log_that_ends_before_its_stored_start_continues_from_the_start() {
+        // fuzz/topic_log_recovery: the log start was 4 (DeleteRecords) but recovery cut the log
+        // back to offset 2. The start was clamped to 2, the next batch got offsets 2..=3, and
+        // after a restart the start was 4 again: the acknowledged batch was out of range.
+        let dir = MemDir::new();
+        let (log, _) = open(&dir);
+        for _ in 0..3 {
+            stage(&log, producer_batch(2, 0, -1, -1, 0)).unwrap();
+            block_on(TopicLog::flush(&log)).unwrap();
+        }
+        assert_eq!(block_on(TopicLog::delete_records(&log, 4)).unwrap(), 4);
+        drop(log);
+        let name = segment_name(0);
+        let one_batch = producer_batch(2, 0, -1, -1, 0).len();
+        dir.with_file(&name, |b| b.truncate(one_batch + 5));
+        let (log, rep) = open(&dir);
+        assert!(rep.truncated.is_some());
+        assert_eq!((rep.log_start_offset, rep.next_offset), (4, 4));
+        assert_eq!(stage(&log, producer_batch(2, 0, -1, -1, 0)).unwrap().base_offset, 4);
+        block_on(TopicLog::flush(&log)).unwrap();
+        drop(log);
+        let (log, rep) = open(&dir);
+        assert_eq!((rep.log_start_offset, rep.next_offset), (4, 6));
+        assert_eq!(read_all(&log, 4).iter().map(|r| r.0).collect::<Vec<_>>(), [4, 5]);
     }
 
     #[test]
