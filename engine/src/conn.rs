@@ -32,6 +32,36 @@ enum Outcome {
     Close,
 }
 
+/// Bad-input warnings a shard logs per second; the rest are counted and reported with the next
+/// one, so a flood of garbage connections cannot turn into a flood of log lines.
+const WARNINGS_PER_SECOND: u32 = 10;
+
+thread_local! {
+    static WARN_WINDOW: std::cell::Cell<(u64, u32, u64)> = const { std::cell::Cell::new((0, 0, 0)) };
+}
+
+/// `Some(suppressed since the last logged line)` when this warning may be logged.
+fn warn_budget() -> Option<u64> {
+    let second = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    WARN_WINDOW.with(|w| {
+        let (sec, logged, suppressed) = w.get();
+        let (logged, suppressed) = if sec == second {
+            (logged, suppressed)
+        } else {
+            (0, suppressed)
+        };
+        if logged < WARNINGS_PER_SECOND {
+            w.set((second, logged + 1, 0));
+            Some(suppressed)
+        } else {
+            w.set((second, logged, suppressed + 1));
+            None
+        }
+    })
+}
+
 /// Largest buffer growth reserved ahead of the bytes of a frame: a client that announces a large
 /// frame and sends it slowly gets memory as its bytes arrive, not all at once.
 const MAX_RESERVE: usize = 1 << 20;
@@ -77,7 +107,9 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream, _slot: crate::limits::Sl
                 Ok(Some(f)) => f,
                 Ok(None) => break,
                 Err(e) => {
-                    tracing::warn!(%peer, error = %e, "closing connection: bad frame");
+                    if let Some(suppressed) = warn_budget() {
+                        tracing::warn!(%peer, error = %e, suppressed, "closing connection: bad frame");
+                    }
                     let _ = tx
                         .send(glommio::spawn_local(async { Outcome::Close }))
                         .await;
@@ -152,7 +184,9 @@ fn request_task(
         Ok(ok) => ok,
         Err((header, e)) => {
             let cid = header.map(|h| h.correlation_id);
-            tracing::warn!(%peer, correlation_id = ?cid, error = %e, "closing connection: undecodable request");
+            if let Some(suppressed) = warn_budget() {
+                tracing::warn!(%peer, correlation_id = ?cid, error = %e, suppressed, "closing connection: undecodable request");
+            }
             return None;
         }
     };
