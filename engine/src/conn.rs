@@ -354,6 +354,26 @@ fn error_code(resp: &Response) -> i16 {
         Response::ListGroups(r) => r.error_code,
         Response::OffsetDelete(r) => r.error_code,
         Response::FindCoordinator(r) => r.error_code,
+        Response::Produce(r) => r
+            .responses
+            .iter()
+            .flat_map(|t| t.partition_responses.iter())
+            .map(|p| p.error_code)
+            .find(|c| *c != 0)
+            .unwrap_or(0),
+        Response::Fetch(r) => {
+            if r.error_code != 0 {
+                r.error_code
+            } else {
+                r.responses
+                    .iter()
+                    .flat_map(|t| t.partitions.iter())
+                    .map(|p| p.error_code)
+                    .find(|c| *c != 0)
+                    .unwrap_or(0)
+            }
+        }
+        Response::InitProducerId(r) => r.error_code,
         _ => 0,
     }
 }
