@@ -332,6 +332,11 @@ impl DataStore {
         topic: &Arc<Topic>,
         partition: i32,
     ) -> Result<Rc<DataPartition>, i16> {
+        // Never open the coordinator's own directories as a topic log: its recovery would
+        // truncate segments the coordinator is writing.
+        if topic.internal {
+            return Err(UNKNOWN_TOPIC_OR_PARTITION);
+        }
         let settings = TopicSettings::of(topic, &self.broker);
         let path = partition_dir(&self.data_dir, &topic.name, partition);
         let dir = prepare_dir(&path, topic.id).map_err(storage_error)?;
@@ -442,6 +447,20 @@ impl DataStore {
     }
 
     async fn read(self: &Rc<Self>, it: &ReadItem) -> PartitionRead {
+        if it.topic.internal {
+            // `__consumer_offsets` belongs to the group coordinator (`partition.rs`), whose
+            // records are not served to consumers: it reads as an empty topic.
+            return if it.offset == 0 {
+                PartitionRead {
+                    error: 0,
+                    high_watermark: 0,
+                    log_start_offset: 0,
+                    records: Bytes::new(),
+                }
+            } else {
+                PartitionRead::failed(OFFSET_OUT_OF_RANGE)
+            };
+        }
         let p = match self.partition(&it.topic, it.partition).await {
             Ok(p) => p,
             Err(code) => return PartitionRead::failed(code),
@@ -477,8 +496,13 @@ impl DataStore {
     async fn wait(self: &Rc<Self>, items: Vec<(Arc<Topic>, i32, i64)>, timeout_ms: u64) {
         let mut waiters = Vec::new();
         for (topic, partition, offset) in &items {
+            // A partition that cannot change (internal, or failing to open) is not waited on;
+            // the timeout still bounds the wait, so a fetch never spins.
+            if topic.internal {
+                continue;
+            }
             let Ok(p) = self.partition(topic, *partition).await else {
-                return;
+                continue;
             };
             if p.log.borrow().high_watermark() as i64 > *offset {
                 return;
@@ -505,6 +529,14 @@ impl DataStore {
         partition: i32,
         timestamp: i64,
     ) -> Result<(i64, i64), i16> {
+        if topic.internal {
+            // Read as empty, like Fetch (see `read`).
+            return Ok(if matches!(timestamp, -1 | -2 | -4) {
+                (0, -1)
+            } else {
+                (-1, -1)
+            });
+        }
         let p = self.partition(&topic, partition).await?;
         let found = match timestamp {
             -1 => Some((p.log.borrow().high_watermark(), -1)),

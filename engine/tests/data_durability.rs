@@ -350,3 +350,50 @@ fn retention_removes_old_segments_and_topic_deletion_frees_the_directory() {
     drop(broker);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn fetching_the_offsets_topic_reads_empty_and_never_touches_the_coordinators_files() {
+    let dir = data_dir("data-internal");
+    let broker = Broker::start(&dir, &[]);
+    let mut c = Client::connect(broker.addr);
+    let parts: Vec<fetch_request::FetchPartition> = (0..50)
+        .map(|p| {
+            fetch_request::FetchPartition::default()
+                .with_partition(p)
+                .with_fetch_offset(0)
+                .with_partition_max_bytes(1 << 20)
+        })
+        .collect();
+    let started = Instant::now();
+    let req = Request::Fetch(
+        FetchRequest::default()
+            .with_replica_id(BrokerId(-1))
+            .with_max_wait_ms(300)
+            .with_min_bytes(1)
+            .with_max_bytes(1 << 20)
+            .with_topics(vec![fetch_request::FetchTopic::default()
+                .with_topic(TopicName(s("__consumer_offsets")))
+                .with_partitions(parts)]),
+    );
+    let Response::Fetch(r) = c.call(11, req) else {
+        panic!("Fetch")
+    };
+    assert!(
+        started.elapsed() >= Duration::from_millis(250),
+        "an empty fetch waits max_wait_ms instead of spinning or answering at once"
+    );
+    for p in &r.responses[0].partitions {
+        assert_eq!((p.error_code, p.high_watermark), (0, 0));
+        assert_eq!(p.records.as_ref().map(|r| r.len()), Some(0));
+    }
+    for p in 0..50 {
+        let d = dir.join(format!("__consumer_offsets-{p}"));
+        assert!(
+            !d.join("partition.metadata").exists(),
+            "the coordinator's directory {} was opened as a topic log",
+            d.display()
+        );
+    }
+    drop(broker);
+    let _ = std::fs::remove_dir_all(&dir);
+}
