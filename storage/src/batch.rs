@@ -182,6 +182,16 @@ pub fn peek_batch(buf: &[u8], pos: u64, max_batch: usize) -> Result<Peek, BatchE
     if records_count < 0 || last_offset_delta < 0 {
         return Err(corrupt(pos, "negative record count or offset delta"));
     }
+    // Offsets are i64 in the format; a last offset past i64::MAX cannot be written back.
+    if base_offset
+        .checked_add(i64::from(last_offset_delta))
+        .is_none()
+    {
+        return Err(corrupt(
+            pos,
+            format!("last offset {base_offset} + {last_offset_delta} is past i64::MAX"),
+        ));
+    }
     Ok(Peek::Batch(BatchHeader {
         base_offset: base_offset as u64,
         size,
@@ -340,6 +350,27 @@ mod tests {
             }
         );
         assert_eq!(recs[1].value, None);
+    }
+
+    #[test]
+    fn a_last_offset_past_i64_max_is_corrupt() {
+        // fuzz/log_recovery: a CRC-valid batch at base i64::MAX - 1 with three records (the
+        // base offset is outside the CRC) was accepted, its last offset past i64::MAX.
+        let mut out = Vec::new();
+        encode_batch(
+            i64::MAX as u64 - 1,
+            1,
+            &[(Some(b"a"), None), (Some(b"b"), None), (Some(b"c"), None)],
+            &mut out,
+        );
+        let err = peek_batch(&out, 0, 1 << 20).unwrap_err();
+        assert!(err.to_string().contains("past i64::MAX"), "{err}");
+        out.clear();
+        encode_batch(i64::MAX as u64, 1, &[(Some(b"a"), None)], &mut out);
+        let Ok(Peek::Batch(h)) = peek_batch(&out, 0, 1 << 20) else {
+            panic!("a batch whose last offset is i64::MAX is valid")
+        };
+        assert_eq!(h.last_offset(), i64::MAX as u64);
     }
 
     #[test]

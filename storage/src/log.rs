@@ -71,7 +71,8 @@ impl<D: LogDir> PartitionLog<D> {
     /// Open (or create) the log in `dir`, calling `on_record(offset, timestamp, key, value)` for
     /// every record of every valid batch in order. A torn or corrupt batch ends the log: its
     /// segment is truncated there and later segments are removed, so what remains is exactly a
-    /// prefix of what was written.
+    /// prefix of what was written. A valid batch is whole, CRC-valid, has records that all parse,
+    /// and offsets that neither go back nor fall below its segment's base offset.
     pub async fn open(
         dir: D,
         config: LogConfig,
@@ -112,6 +113,10 @@ impl<D: LogDir> PartitionLog<D> {
                 dir.remove(&name).await?;
                 continue;
             }
+            // A segment holds offsets from its base on: a batch below it (the base offset is
+            // not covered by the CRC) is corrupt, and keeping it would let the next roll reuse
+            // this segment's name and truncate it.
+            next_offset = next_offset.max(base);
             let file = dir.open(&name).await?;
             let len = file.len().await?;
             let (pos, stop) = scan_batches(
@@ -143,9 +148,6 @@ impl<D: LogDir> PartitionLog<D> {
                 file.sync().await?;
                 report.truncated = Some((name.clone(), pos, reason));
                 cut = true;
-            }
-            if next_offset < base {
-                next_offset = base;
             }
             segments.push(Segment {
                 base_offset: base,
@@ -188,6 +190,16 @@ impl<D: LogDir> PartitionLog<D> {
     ) -> io::Result<(u64, u64)> {
         if records.is_empty() {
             return Ok((self.next_offset, self.next_offset));
+        }
+        // Offsets are i64 on disk: a batch past i64::MAX would be written and then lost as
+        // corrupt by the next recovery. (Only a corrupt log gets this far.)
+        let last = self.next_offset.checked_add(records.len() as u64 - 1);
+        if last.is_none_or(|l| l > i64::MAX as u64) {
+            return Err(io::Error::other(format!(
+                "offsets exhausted: {} records at offset {}",
+                records.len(),
+                self.next_offset
+            )));
         }
         let mut batch = Vec::with_capacity(64 + records.len() * 64);
         encode_batch(self.next_offset, timestamp, records, &mut batch);
@@ -418,6 +430,74 @@ mod tests {
                 assert_eq!(log.next_offset(), seen.len() as u64);
             }
         }
+    }
+
+    fn put_file(dir: &MemDir, name: &str, bytes: Vec<u8>) {
+        block_on(async {
+            let f = dir.open(name).await?;
+            f.write_at(0, bytes).await?;
+            f.sync().await?;
+            dir.sync_dir().await
+        })
+        .unwrap();
+    }
+
+    #[test]
+    fn a_batch_below_its_segments_base_is_cut_and_the_next_roll_keeps_the_log() {
+        // fuzz/log_recovery: segment 10 held a CRC-valid batch at offset 2 (the base offset is
+        // outside the CRC). Recovery replayed it and set the next offset to 10, so the first
+        // append rolled to a segment named 10 -- the same file -- and truncated it: a record
+        // that recovery had replayed was gone after the next restart.
+        let dir = MemDir::new();
+        let mut seg0 = Vec::new();
+        encode_batch(
+            0,
+            1,
+            &[(Some(b"a"), Some(b"1")), (Some(b"b"), Some(b"2"))],
+            &mut seg0,
+        );
+        put_file(&dir, &segment_name(0), seg0);
+        let mut seg10 = Vec::new();
+        encode_batch(2, 1, &[(Some(b"c"), Some(b"3"))], &mut seg10);
+        put_file(&dir, &segment_name(10), seg10);
+        let cfg = LogConfig {
+            segment_bytes: 100,
+            ..LogConfig::default()
+        };
+        let (mut log, rep, seen) = open(&dir, cfg.clone());
+        assert_eq!(seen.iter().map(|r| r.0).collect::<Vec<_>>(), [0, 1]);
+        let (seg, pos, reason) = rep.truncated.unwrap();
+        assert_eq!((seg, pos), (segment_name(10), 0));
+        assert!(reason.contains("goes back"), "{reason}");
+        assert_eq!(log.next_offset(), 10);
+        assert_eq!(
+            block_on(log.append(&[(Some(b"d"), None)], 2)).unwrap(),
+            (10, 10)
+        );
+        drop(log);
+        let (log, rep, seen) = open(&dir, cfg);
+        assert_eq!(rep.truncated, None);
+        assert_eq!(seen.iter().map(|r| r.0).collect::<Vec<_>>(), [0, 1, 10]);
+        assert_eq!(log.next_offset(), 11);
+    }
+
+    #[test]
+    fn appends_stop_at_i64_max_instead_of_writing_a_batch_recovery_drops() {
+        // fuzz/log_recovery: a log recovered with a batch at offset i64::MAX appended its next
+        // batch at offset 2^63, encoded as a negative offset, which the next recovery cut: an
+        // acknowledged append was lost.
+        let dir = MemDir::new();
+        let mut seg = Vec::new();
+        encode_batch(i64::MAX as u64, 1, &[(Some(b"a"), Some(b"1"))], &mut seg);
+        put_file(&dir, &segment_name(0), seg);
+        let (mut log, rep, seen) = open(&dir, LogConfig::default());
+        assert_eq!((rep.truncated, seen.len()), (None, 1));
+        assert_eq!(log.next_offset(), i64::MAX as u64 + 1);
+        let err = block_on(log.append(&[(Some(b"b"), None)], 2)).unwrap_err();
+        assert!(err.to_string().contains("offsets exhausted"), "{err}");
+        drop(log);
+        let (_, rep, seen) = open(&dir, LogConfig::default());
+        assert_eq!((rep.truncated, seen.len()), (None, 1));
     }
 
     #[test]

@@ -42,22 +42,28 @@ fn parse_name(name: &str) -> Option<u64> {
 /// Write a snapshot covering offsets up to and including `offset`. Blocking file I/O: call it
 /// off the reactor (it runs rarely, every `offsets.snapshot.interval.records` records).
 pub fn write(dir: &Path, offset: u64, records: &[SnapshotRecord]) -> io::Result<PathBuf> {
+    let all = encode(offset, records)?;
+    let path = dir.join(snapshot_name(offset));
+    crate::durable_file::write_atomic(&path, &all)?;
+    Ok(path)
+}
+
+/// The bytes of a snapshot file covering offsets up to and including `offset`: header, then the
+/// archive of `records`.
+pub fn encode(offset: u64, records: &[SnapshotRecord]) -> io::Result<Vec<u8>> {
     let body = SnapshotBody {
         records: records.to_vec(),
     };
     let bytes = rkyv::to_bytes::<rkyv::rancor::Error>(&body)
         .map_err(|e| io::Error::other(e.to_string()))?;
-    let mut header = Vec::with_capacity(HEADER_LEN);
-    header.extend_from_slice(MAGIC);
-    header.extend_from_slice(&FORMAT_VERSION.to_be_bytes());
-    header.extend_from_slice(&offset.to_be_bytes());
-    header.extend_from_slice(&(bytes.len() as u64).to_be_bytes());
-    header.extend_from_slice(&crc32c::crc32c(&bytes).to_be_bytes());
-    let mut all = header;
+    let mut all = Vec::with_capacity(HEADER_LEN + bytes.len());
+    all.extend_from_slice(MAGIC);
+    all.extend_from_slice(&FORMAT_VERSION.to_be_bytes());
+    all.extend_from_slice(&offset.to_be_bytes());
+    all.extend_from_slice(&(bytes.len() as u64).to_be_bytes());
+    all.extend_from_slice(&crc32c::crc32c(&bytes).to_be_bytes());
     all.extend_from_slice(&bytes);
-    let path = dir.join(snapshot_name(offset));
-    crate::durable_file::write_atomic(&path, &all)?;
-    Ok(path)
+    Ok(all)
 }
 
 /// A validated snapshot held in memory; records are read in place from the archive.
@@ -89,6 +95,13 @@ impl Snapshot {
 /// Read and validate one snapshot file.
 pub fn read(path: &Path) -> Result<Snapshot, String> {
     let data = std::fs::read(path).map_err(|e| e.to_string())?;
+    parse(&data, path)
+}
+
+/// Validate the bytes of a snapshot file (read from `path`, which only names it in the result):
+/// header, CRC, then rkyv's bytecheck of the archive. The bytes are untrusted: any content gives
+/// a snapshot or an error.
+pub fn parse(data: &[u8], path: &Path) -> Result<Snapshot, String> {
     if data.len() < HEADER_LEN || &data[..8] != MAGIC {
         return Err("bad magic".into());
     }
@@ -97,20 +110,19 @@ pub fn read(path: &Path) -> Result<Snapshot, String> {
         return Err(format!("unknown format version {version}"));
     }
     let offset = u64::from_be_bytes(data[12..20].try_into().expect("8 bytes"));
-    let len = u64::from_be_bytes(data[20..28].try_into().expect("8 bytes")) as usize;
+    let len = u64::from_be_bytes(data[20..28].try_into().expect("8 bytes"));
     let crc = u32::from_be_bytes(data[28..32].try_into().expect("4 bytes"));
-    if data.len() != HEADER_LEN + len {
-        return Err(format!(
-            "length {} does not match header {len}",
-            data.len() - HEADER_LEN
-        ));
+    // Compared without adding to the untrusted length: HEADER_LEN + len can overflow.
+    let body_len = data.len() - HEADER_LEN;
+    if body_len as u64 != len {
+        return Err(format!("length {body_len} does not match header {len}"));
     }
     let body_bytes = &data[HEADER_LEN..];
     if crc32c::crc32c(body_bytes) != crc {
         return Err("CRC mismatch".into());
     }
     // rkyv needs its archive aligned; the file read gives no such guarantee.
-    let mut body = AlignedVec::with_capacity(len);
+    let mut body = AlignedVec::with_capacity(body_len);
     body.extend_from_slice(body_bytes);
     rkyv::access::<ArchivedSnapshotBody, rkyv::rancor::Error>(&body)
         .map_err(|e| format!("archive invalid: {e}"))?;
@@ -203,5 +215,21 @@ mod tests {
         assert!(bad[0].1.contains("CRC"));
         assert_eq!(remove_older(&dir, 999).unwrap(), 1);
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_huge_length_in_the_header_is_an_error_not_an_overflow() {
+        // fuzz/snapshot_read: a header claiming a body of u64::MAX bytes made `HEADER_LEN + len`
+        // overflow (a panic where overflow checks are on, as in debug builds and tests).
+        let mut data = b"RLSNAP01".to_vec();
+        data.extend_from_slice(&FORMAT_VERSION.to_be_bytes());
+        data.extend_from_slice(&0u64.to_be_bytes());
+        data.extend_from_slice(&u64::MAX.to_be_bytes());
+        data.extend_from_slice(&0u32.to_be_bytes());
+        let err = parse(&data, Path::new("x.snapshot")).err().unwrap();
+        assert!(err.contains("does not match header"), "{err}");
+        // A correct header over the same body length still parses.
+        let ok = encode(7, &[]).unwrap();
+        assert_eq!(parse(&ok, Path::new("y.snapshot")).unwrap().offset, 7);
     }
 }

@@ -243,16 +243,18 @@ impl<D: LogDir + Clone> TopicLog<D> {
         let mut next_offset = bases.first().copied().unwrap_or(0);
         let mut cut = false;
         let max_batch = config.max_message_bytes.max(1 << 20) * 4;
-        for base in bases {
+        for (i, &base) in bases.iter().enumerate() {
             let name = segment_name(base);
             if cut {
                 dir.remove(&name).await?;
                 continue;
             }
-            // A segment holds offsets from its base on: a batch below it (the base offset is
-            // not covered by the CRC) is corrupt, and keeping it would let the next roll reuse
-            // this segment's name and truncate it.
+            // A segment holds the offsets from its base up to the next segment's base: a batch
+            // outside them (the base offset is not covered by the CRC) is corrupt. One below
+            // would let the next roll reuse this segment's name and truncate it; one at or past
+            // the next base could not be found by `read`, which picks the segment by base.
             next_offset = next_offset.max(base);
+            let limit = bases.get(i + 1).copied();
             let file = dir.open(&name).await?;
             let len = file.len().await?;
             let mut entries = Vec::new();
@@ -267,6 +269,13 @@ impl<D: LogDir + Clone> TopicLog<D> {
                         return Err(format!(
                             "batch base offset {} goes back (expected >= {next_offset})",
                             h.base_offset
+                        ));
+                    }
+                    if let Some(limit) = limit.filter(|&l| h.last_offset() >= l) {
+                        return Err(format!(
+                            "batch offsets {}..={} reach the next segment's base {limit}",
+                            h.base_offset,
+                            h.last_offset()
                         ));
                     }
                     let max_ts = be_i64(b, 35);
@@ -374,6 +383,14 @@ impl<D: LogDir + Clone> TopicLog<D> {
             }
             Err(e) => return Err(AppendError::Corrupt(e.to_string())),
         };
+        // Codecs 0-4: none, gzip, snappy, lz4, zstd. Anything else no consumer can read
+        // (Kafka: `CompressionType.forId` fails, CORRUPT_MESSAGE).
+        if h.attributes & ATTR_COMPRESSION > 4 {
+            return Err(AppendError::Corrupt(format!(
+                "unknown compression codec {}",
+                h.attributes & ATTR_COMPRESSION
+            )));
+        }
         if h.attributes & ATTR_CONTROL != 0 {
             return Err(AppendError::Invalid(
                 "control batches may only be written by the broker".into(),
@@ -450,6 +467,15 @@ impl<D: LogDir + Clone> TopicLog<D> {
             && !self.pending.is_empty()
         {
             return Err(AppendError::Busy);
+        }
+        // Offsets are i64 on disk: a batch past i64::MAX would be written and then lost as
+        // corrupt by the next recovery. (Only a corrupt log gets this far.)
+        let last = self.next_offset.checked_add(h.last_offset_delta as u64);
+        if last.is_none_or(|l| l > i64::MAX as u64) {
+            return Err(AppendError::Invalid(format!(
+                "offsets exhausted: {} records at offset {}",
+                h.records_count, self.next_offset
+            )));
         }
         let base = self.next_offset;
         batch[0..8].copy_from_slice(&(base as i64).to_be_bytes());
@@ -952,6 +978,11 @@ mod tests {
             tiny.stage(&mut big.clone(), 0, false).unwrap_err().code(),
             10
         );
+        let mut codec7 = producer_batch(1, 0, -1, -1, 0);
+        codec7[22] |= 0x07;
+        let crc = crc32c::crc32c(&codec7[CRC_START..]);
+        codec7[17..21].copy_from_slice(&crc.to_be_bytes());
+        assert_eq!(stage(&log, codec7).unwrap_err().code(), 2);
         let mut short = producer_batch(2, 0, -1, -1, 0);
         short.pop();
         assert_eq!(stage(&log, short).unwrap_err().code(), 2);
@@ -1134,13 +1165,85 @@ mod tests {
         assert!(reason.contains("goes back"), "{reason}");
         assert_eq!(rep.next_offset, 10);
         let log = RefCell::new(log);
-        assert_eq!(stage(&log, producer_batch(1, 0, -1, -1, 0)).unwrap().base_offset, 10);
+        assert_eq!(
+            stage(&log, producer_batch(1, 0, -1, -1, 0))
+                .unwrap()
+                .base_offset,
+            10
+        );
         block_on(TopicLog::flush(&log)).unwrap();
         drop(log);
         let (log, rep) = block_on(TopicLog::open(dir.clone(), cfg)).unwrap();
         assert_eq!((rep.truncated, rep.next_offset), (None, 11));
-        let offsets: Vec<u64> = read_all(&RefCell::new(log), 0).iter().map(|r| r.0).collect();
+        let offsets: Vec<u64> = read_all(&RefCell::new(log), 0)
+            .iter()
+            .map(|r| r.0)
+            .collect();
         assert_eq!(offsets, [0, 1, 10]);
+    }
+
+    #[test]
+    fn a_batch_past_the_next_segments_base_is_cut() {
+        // fuzz/topic_log_recovery: a batch in segment 0 whose offsets (outside the CRC) reached
+        // the base of the next segment was kept, and `read` (which picks the segment by base)
+        // answered an offset of it with the next segment's batches or nothing at all.
+        let dir = MemDir::new();
+        let mut seg0 = producer_batch(2, 0, -1, -1, 0);
+        let mut far = producer_batch(1, 0, -1, -1, 0);
+        far[0..8].copy_from_slice(&(1i64 << 40).to_be_bytes());
+        seg0.extend_from_slice(&far);
+        let mut seg10 = producer_batch(1, 0, -1, -1, 0);
+        seg10[0..8].copy_from_slice(&10i64.to_be_bytes());
+        block_on(async {
+            for (name, bytes) in [(segment_name(0), &seg0), (segment_name(10), &seg10)] {
+                let f = dir.open(&name).await?;
+                f.write_at(0, bytes.clone()).await?;
+                f.sync().await?;
+            }
+            dir.sync_dir().await
+        })
+        .unwrap();
+        let (log, rep) = open(&dir);
+        let (seg, pos, reason) = rep.truncated.unwrap();
+        assert_eq!(
+            (seg, pos),
+            (segment_name(0), (seg0.len() - far.len()) as u64)
+        );
+        assert!(reason.contains("next segment"), "{reason}");
+        assert_eq!(rep.next_offset, 2);
+        assert_eq!(
+            log.borrow().segment_count(),
+            1,
+            "the segment after the cut is removed"
+        );
+        assert_eq!(
+            read_all(&log, 0).iter().map(|r| r.0).collect::<Vec<_>>(),
+            [0, 1]
+        );
+    }
+
+    #[test]
+    fn staging_stops_at_i64_max_instead_of_writing_a_batch_recovery_drops() {
+        // fuzz/topic_log_recovery: a log recovered with a batch at offset i64::MAX staged its
+        // next batch at offset 2^63, encoded as a negative offset, which the next recovery cut.
+        let dir = MemDir::new();
+        let mut seg = producer_batch(1, 0, -1, -1, 0);
+        seg[0..8].copy_from_slice(&i64::MAX.to_be_bytes());
+        block_on(async {
+            let f = dir.open(&segment_name(0)).await?;
+            f.write_at(0, seg).await?;
+            f.sync().await?;
+            dir.sync_dir().await
+        })
+        .unwrap();
+        let (log, rep) = open(&dir);
+        assert_eq!(
+            (rep.truncated, rep.next_offset),
+            (None, i64::MAX as u64 + 1)
+        );
+        let err = stage(&log, producer_batch(1, 0, -1, -1, 0)).unwrap_err();
+        assert!(err.message().contains("offsets exhausted"), "{err:?}");
+        assert!(!log.borrow().has_pending());
     }
 
     #[test]
@@ -1162,12 +1265,20 @@ mod tests {
         let (log, rep) = open(&dir);
         assert!(rep.truncated.is_some());
         assert_eq!((rep.log_start_offset, rep.next_offset), (4, 4));
-        assert_eq!(stage(&log, producer_batch(2, 0, -1, -1, 0)).unwrap().base_offset, 4);
+        assert_eq!(
+            stage(&log, producer_batch(2, 0, -1, -1, 0))
+                .unwrap()
+                .base_offset,
+            4
+        );
         block_on(TopicLog::flush(&log)).unwrap();
         drop(log);
         let (log, rep) = open(&dir);
         assert_eq!((rep.log_start_offset, rep.next_offset), (4, 6));
-        assert_eq!(read_all(&log, 4).iter().map(|r| r.0).collect::<Vec<_>>(), [4, 5]);
+        assert_eq!(
+            read_all(&log, 4).iter().map(|r| r.0).collect::<Vec<_>>(),
+            [4, 5]
+        );
     }
 
     #[test]

@@ -1,10 +1,20 @@
-//! Seed corpus for `fuzz/fuzz_targets/frame_decode.rs`: a few valid request frames (length
-//! prefix included) per api key the codec knows, plus some realistic group requests and a
-//! multi-frame stream of them, and realistic data-path requests (Produce with a record batch,
-//! InitProducerId, DeleteRecords).
+//! Seed corpora for the wire fuzz targets in `fuzz/fuzz_targets/`:
+//!
+//! - `frame_decode`: a few valid request frames (length prefix included) per api key the codec
+//!   knows, plus some realistic group requests and a multi-frame stream of them, and realistic
+//!   data-path requests (Produce with a record batch, InitProducerId, DeleteRecords);
+//! - `request_decode`: the same requests as bodies behind the target's two selector bytes (index
+//!   in `SERVED`, version - min; see `fuzz/src/served.rs`), at the lowest and highest served
+//!   version of every served key, and the realistic ones;
+//! - `response_decode`: the golden response frames of `wire/tests/golden/*.hex` (lowest and
+//!   highest version of each file stem) without their length prefix, behind the same selector;
+//! - `offsets_record`: `__consumer_offsets` keys of every record type and values of every type at
+//!   every version, behind the target's selector byte (even: key; odd: value of type index
+//!   `b >> 1`).
+//!
 //! `RINGLEADER_BLESS=1 cargo test -p ringleader-wire --test fuzz_seeds` rewrites
-//! `fuzz/seeds/frame_decode/`; without it this test checks that the committed seeds are the ones
-//! this file produces (so they keep decoding as the codec evolves).
+//! `fuzz/seeds/<target>/`; without it this test checks that the committed seeds are the ones this
+//! file produces (so they keep decoding as the codec evolves).
 
 use bytes::{Bytes, BytesMut};
 use std::collections::BTreeMap;
@@ -12,6 +22,8 @@ use std::path::PathBuf;
 use wire::codec::{encode_request, KNOWN_API_KEYS};
 use wire::kafka_protocol::messages::*;
 use wire::kafka_protocol::protocol::StrBytes;
+use wire::records::*;
+use wire::versions::SERVED;
 use wire::{Request, RequestHeader};
 
 fn s(v: &str) -> StrBytes {
@@ -229,15 +241,16 @@ fn frame(api_key: i16, version: i16, req: &Request, cid: i32) -> Option<Vec<u8>>
     Some(out.to_vec())
 }
 
-fn seeds() -> BTreeMap<String, Vec<u8>> {
-    let mut out = BTreeMap::new();
+type Seeds = BTreeMap<String, Vec<u8>>;
+
+fn frame_seeds(out: &mut Seeds) {
     for &key in KNOWN_API_KEYS {
         let range = ApiKey::try_from(key).unwrap().valid_versions();
         let req = default_request(key);
         // The crate claims a few versions its structs refuse (OffsetCommit 10, ...): skip those.
         for v in [range.min, range.max] {
             if let Some(f) = frame(key, v, &req, 1) {
-                out.insert(format!("k{key:02}_v{v:02}_default.bin"), f);
+                out.insert(format!("frame_decode/k{key:02}_v{v:02}_default.bin"), f);
             }
         }
     }
@@ -245,50 +258,346 @@ fn seeds() -> BTreeMap<String, Vec<u8>> {
     for (i, (name, v, req)) in group_requests().iter().enumerate() {
         let f = frame(req.api_key(), *v, req, 100 + i as i32).expect("group seed encodes");
         stream.extend_from_slice(&f);
-        out.insert(format!("k{:02}_v{v:02}_{name}.bin", req.api_key()), f);
+        out.insert(
+            format!("frame_decode/k{:02}_v{v:02}_{name}.bin", req.api_key()),
+            f,
+        );
     }
-    out.insert("stream_group_requests.bin".into(), stream);
+    out.insert("frame_decode/stream_group_requests.bin".into(), stream);
     for (i, (name, v, req)) in data_path_requests().iter().enumerate() {
         let f = frame(req.api_key(), *v, req, 200 + i as i32).expect("data-path seed encodes");
-        out.insert(format!("k{:02}_v{v:02}_{name}.bin", req.api_key()), f);
+        out.insert(
+            format!("frame_decode/k{:02}_v{v:02}_{name}.bin", req.api_key()),
+            f,
+        );
     }
+}
+
+/// The two selector bytes of `request_decode` / `response_decode` for a served key and version.
+fn selector(api_key: i16, version: i16) -> Option<[u8; 2]> {
+    let i = SERVED.iter().position(|r| r.api_key == api_key)?;
+    let r = SERVED[i];
+    (r.min..=r.max)
+        .contains(&version)
+        .then(|| [i as u8, (version - r.min) as u8])
+}
+
+fn request_seeds(out: &mut Seeds) {
+    let mut add = |name: &str, v: i16, req: &Request| {
+        let key = req.api_key();
+        let sel = selector(key, v).expect("a served version");
+        let mut body = BytesMut::new();
+        req.encode_body(v, &mut body).expect("seed request encodes");
+        out.insert(
+            format!("request_decode/k{key:02}_v{v:02}_{name}.bin"),
+            [&sel[..], &body].concat(),
+        );
+    };
+    for r in SERVED {
+        let req = default_request(r.api_key);
+        add("default", r.min, &req);
+        add("default", r.max, &req);
+    }
+    for (name, v, req) in group_requests().iter().chain(&data_path_requests()) {
+        add(name, *v, req);
+    }
+}
+
+/// The bytes of a hex dump written by `wire/tests/golden.rs` (`#` comments, offset column).
+fn parse_hex(text: &str) -> Vec<u8> {
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .flat_map(|l| l.split_whitespace().skip(1))
+        .map(|h| u8::from_str_radix(h, 16).expect("hex byte"))
+        .collect()
+}
+
+/// Api key of a golden file stem (`<api>[_<variant>]`).
+fn golden_api_key(stem: &str) -> i16 {
+    const STEMS: &[(&str, i16)] = &[
+        ("produce", 0),
+        ("fetch", 1),
+        ("list_offsets", 2),
+        ("metadata", 3),
+        ("offset_commit", 8),
+        ("offset_fetch", 9),
+        ("find_coordinator", 10),
+        ("join_group", 11),
+        ("heartbeat", 12),
+        ("leave_group", 13),
+        ("sync_group", 14),
+        ("describe_groups", 15),
+        ("list_groups", 16),
+        ("api_versions", 18),
+        ("create_topics", 19),
+        ("delete_topics", 20),
+        ("delete_records", 21),
+        ("init_producer_id", 22),
+        ("describe_configs", 32),
+        ("delete_groups", 42),
+        ("offset_delete", 47),
+        ("describe_cluster", 60),
+        ("consumer_group_heartbeat", 68),
+        ("consumer_group_describe", 69),
+    ];
+    STEMS
+        .iter()
+        .filter(|(s, _)| stem == *s || stem.strip_prefix(s).is_some_and(|r| r.starts_with('_')))
+        .max_by_key(|(s, _)| s.len())
+        .unwrap_or_else(|| panic!("golden file stem {stem} has no api key here"))
+        .1
+}
+
+fn response_seeds(out: &mut Seeds) {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden");
+    // stem → version → frame without its length prefix
+    let mut by_stem: BTreeMap<String, BTreeMap<i16, Vec<u8>>> = BTreeMap::new();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let name = entry.unwrap().file_name().into_string().unwrap();
+        let Some(stem) = name.strip_suffix(".hex") else {
+            continue;
+        };
+        let bytes = parse_hex(&std::fs::read_to_string(dir.join(&name)).unwrap());
+        let (stem, v) = match stem.rsplit_once("_v") {
+            Some((s, v)) if v.parse::<i16>().is_ok() => (s.to_string(), v.parse().unwrap()),
+            // The KIP-511 fallback: an ApiVersions v0 response.
+            _ => (stem.to_string(), 0),
+        };
+        by_stem
+            .entry(stem)
+            .or_default()
+            .insert(v, bytes[4..].to_vec());
+    }
+    for (stem, versions) in by_stem {
+        let key = golden_api_key(&stem);
+        let (lo, hi) = (
+            versions.first_key_value().unwrap(),
+            versions.last_key_value().unwrap(),
+        );
+        for (v, frame) in [lo, hi] {
+            let sel = selector(key, *v).expect("golden versions are served");
+            out.insert(
+                format!("response_decode/{stem}_v{v:02}.bin"),
+                [&sel[..], frame].concat(),
+            );
+        }
+    }
+}
+
+/// The record types of `offsets_record`'s value selector, in its order.
+const VALUE_TYPES: [i16; 10] = [0, 1, 2, 3, 4, 5, 6, 7, 8, 16];
+
+fn offsets_record_seeds(out: &mut Seeds) {
+    let g = || "group-1".to_string();
+    let m = || "member-Qk9ZcW1u".to_string();
+    let topic_id = uuid::Uuid::from_bytes([7; 16]);
+    let keys = [
+        RecordKey::LegacyOffsetCommit {
+            group: g(),
+            topic: "orders".into(),
+            partition: 3,
+        },
+        RecordKey::OffsetCommit {
+            group: g(),
+            topic: "orders".into(),
+            partition: 3,
+        },
+        RecordKey::GroupMetadata { group: g() },
+        RecordKey::ConsumerGroupMetadata { group: g() },
+        RecordKey::ConsumerGroupPartitionMetadata { group: g() },
+        RecordKey::ConsumerGroupMemberMetadata {
+            group: g(),
+            member_id: m(),
+        },
+        RecordKey::ConsumerGroupTargetAssignmentMetadata { group: g() },
+        RecordKey::ConsumerGroupTargetAssignmentMember {
+            group: g(),
+            member_id: m(),
+        },
+        RecordKey::ConsumerGroupCurrentMemberAssignment {
+            group: g(),
+            member_id: m(),
+        },
+        RecordKey::ConsumerGroupRegularExpression {
+            group: g(),
+            regex: "orders-.*".into(),
+        },
+    ];
+    for k in &keys {
+        let t = k.record_type();
+        out.insert(
+            format!("offsets_record/key_t{t:02}.bin"),
+            [&[0u8][..], &k.to_bytes().unwrap()].concat(),
+        );
+    }
+    let tps = |epochs: bool| CurrentTopicPartitions {
+        topic_id,
+        partitions: vec![0, 2],
+        assignment_epochs: epochs.then(|| vec![4, 5]),
+    };
+    let values = [
+        RecordValue::LegacyOffsetCommit(LegacyOffsetCommitValue {
+            offset: 100,
+            metadata: "m".into(),
+            commit_timestamp: 1_700_000_000_000,
+        }),
+        RecordValue::OffsetCommit(OffsetCommitValue {
+            offset: 100,
+            leader_epoch: 2,
+            metadata: String::new(),
+            commit_timestamp: 1_700_000_000_000,
+            expire_timestamp: -1,
+            topic_id,
+        }),
+        RecordValue::GroupMetadata(GroupMetadataValue {
+            protocol_type: "consumer".into(),
+            generation: 3,
+            protocol: Some("range".into()),
+            leader: Some(m()),
+            current_state_timestamp: 1_700_000_000_000,
+            members: vec![
+                GroupMetadataMember {
+                    member_id: m(),
+                    group_instance_id: Some("instance-1".into()),
+                    client_id: "rdkafka".into(),
+                    client_host: "/127.0.0.1".into(),
+                    rebalance_timeout: 300_000,
+                    session_timeout: 45_000,
+                    subscription: vec![0, 1, 0, 0, 0, 1, 0, 6, b'o', b'r', b'd', b'e', b'r', b's'],
+                    assignment: vec![0, 1, 0, 0, 0, 0],
+                },
+                GroupMetadataMember::default(),
+            ],
+        }),
+        RecordValue::ConsumerGroupMetadata(ConsumerGroupMetadataValue {
+            epoch: 5,
+            metadata_hash: 0x1234_5678_9abc,
+        }),
+        RecordValue::ConsumerGroupPartitionMetadata(ConsumerGroupPartitionMetadataValue {
+            topics: vec![TopicMetadata {
+                topic_id,
+                topic_name: "orders".into(),
+                num_partitions: 3,
+                partition_metadata: vec![PartitionMetadata {
+                    partition: 0,
+                    racks: vec!["rack-a".into()],
+                }],
+            }],
+        }),
+        RecordValue::ConsumerGroupMemberMetadata(ConsumerGroupMemberMetadataValue {
+            instance_id: Some("instance-1".into()),
+            rack_id: None,
+            client_id: "rdkafka".into(),
+            client_host: "/127.0.0.1".into(),
+            subscribed_topic_names: vec!["orders".into()],
+            subscribed_topic_regex: None,
+            rebalance_timeout_ms: 300_000,
+            server_assignor: Some("uniform".into()),
+            classic_member_metadata: Some(ClassicMemberMetadata {
+                session_timeout_ms: 45_000,
+                supported_protocols: vec![ClassicProtocol {
+                    name: "range".into(),
+                    metadata: vec![0, 1],
+                }],
+            }),
+        }),
+        RecordValue::ConsumerGroupTargetAssignmentMetadata(
+            ConsumerGroupTargetAssignmentMetadataValue {
+                assignment_epoch: 5,
+                assignment_timestamp: 1_700_000_000_000,
+            },
+        ),
+        RecordValue::ConsumerGroupTargetAssignmentMember(
+            ConsumerGroupTargetAssignmentMemberValue {
+                topic_partitions: vec![TargetTopicPartitions {
+                    topic_id,
+                    partitions: vec![0, 1, 2],
+                }],
+            },
+        ),
+        RecordValue::ConsumerGroupCurrentMemberAssignment(
+            ConsumerGroupCurrentMemberAssignmentValue {
+                member_epoch: 5,
+                previous_member_epoch: 4,
+                state: member_state::UNREVOKED_PARTITIONS,
+                assigned_partitions: vec![tps(true)],
+                partitions_pending_revocation: vec![tps(false)],
+            },
+        ),
+        RecordValue::ConsumerGroupRegularExpression(ConsumerGroupRegularExpressionValue {
+            topics: vec!["orders-eu".into(), "orders-us".into()],
+            version: 42,
+            timestamp: 1_700_000_000_000,
+        }),
+    ];
+    for v in &values {
+        let t = v.record_type();
+        let idx = VALUE_TYPES.iter().position(|&x| x == t).unwrap() as u8;
+        // Every version the type has: 0..=4 for offset commits and group metadata, else 0.
+        for version in 0..=4 {
+            let mut bytes = Vec::new();
+            if v.encode_version(version, &mut bytes).is_err() {
+                continue;
+            }
+            out.insert(
+                format!("offsets_record/value_t{t:02}_v{version}.bin"),
+                [&[1 | (idx << 1)][..], &bytes].concat(),
+            );
+        }
+    }
+}
+
+fn seeds() -> Seeds {
+    let mut out = Seeds::new();
+    frame_seeds(&mut out);
+    request_seeds(&mut out);
+    response_seeds(&mut out);
+    offsets_record_seeds(&mut out);
     out
 }
 
-fn seed_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fuzz/seeds/frame_decode")
+const TARGETS: [&str; 4] = [
+    "frame_decode",
+    "request_decode",
+    "response_decode",
+    "offsets_record",
+];
+
+fn seed_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fuzz/seeds")
 }
 
 #[test]
 fn fuzz_seeds_are_current() {
     let want = seeds();
-    let dir = seed_dir();
+    let root = seed_root();
     if std::env::var("RINGLEADER_BLESS").is_ok_and(|v| v == "1") {
-        std::fs::create_dir_all(&dir).unwrap();
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            std::fs::remove_file(entry.unwrap().path()).unwrap();
+        for t in TARGETS {
+            let dir = root.join(t);
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir).unwrap();
         }
         for (name, bytes) in &want {
-            std::fs::write(dir.join(name), bytes).unwrap();
+            std::fs::write(root.join(name), bytes).unwrap();
         }
         return;
     }
-    let mut have = BTreeMap::new();
-    for entry in std::fs::read_dir(&dir).expect("fuzz/seeds/frame_decode exists") {
-        let entry = entry.unwrap();
-        let name = entry.file_name().into_string().unwrap();
-        have.insert(name, std::fs::read(entry.path()).unwrap());
+    let mut have = Seeds::new();
+    for t in TARGETS {
+        let dir = root.join(t);
+        for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+            let entry = entry.unwrap();
+            let name = format!("{t}/{}", entry.file_name().into_string().unwrap());
+            have.insert(name, std::fs::read(entry.path()).unwrap());
+        }
     }
-    let want_names: Vec<_> = want.keys().collect();
-    let have_names: Vec<_> = have.keys().collect();
+    let bless = "run RINGLEADER_BLESS=1 cargo test -p ringleader-wire --test fuzz_seeds";
     assert_eq!(
-        have_names, want_names,
-        "seed files differ; run RINGLEADER_BLESS=1 cargo test -p ringleader-wire --test fuzz_seeds"
+        have.keys().collect::<Vec<_>>(),
+        want.keys().collect::<Vec<_>>(),
+        "seed files differ; {bless}"
     );
     for (name, bytes) in &want {
-        assert_eq!(
-            &have[name], bytes,
-            "{name} is stale; run RINGLEADER_BLESS=1 cargo test -p ringleader-wire --test fuzz_seeds"
-        );
+        assert!(&have[name] == bytes, "{name} is stale; {bless}");
     }
 }
