@@ -25,6 +25,7 @@ pub mod partition;
 pub mod router;
 pub mod server;
 pub mod shard;
+pub mod sim;
 pub mod topic_data;
 pub mod topics;
 

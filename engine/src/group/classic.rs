@@ -538,8 +538,12 @@ fn remove_if_empty_new(c: &mut Coordinator, group_id: &str) {
     }
 }
 
-fn new_member_id(prefix: &str) -> String {
-    format!("{prefix}-{}", uuid::Uuid::new_v4())
+fn new_member_id(c: &mut Coordinator, prefix: &str) -> String {
+    let id = match c.member_ids.as_mut() {
+        Some(ids) => ids.next_uuid(),
+        None => uuid::Uuid::new_v4(),
+    };
+    format!("{prefix}-{id}")
 }
 
 /// §5.5.2–3: a dynamic member gets an id; from v4 it must come back with it (MEMBER_ID_REQUIRED).
@@ -551,7 +555,7 @@ fn join_new_dynamic_member(
     out: &mut Output,
 ) {
     let parked = member.awaiting_join.expect("join parks");
-    member.member_id = new_member_id(&member.client_id);
+    member.member_id = new_member_id(c, &member.client_id);
     if parked.version >= 4 {
         let g = c.groups.get_mut(group_id).expect("present");
         g.pending_members.insert(member.member_id.clone());
@@ -584,7 +588,7 @@ fn join_new_static_member(
     now: i64,
     out: &mut Output,
 ) {
-    member.member_id = new_member_id(iid);
+    member.member_id = new_member_id(c, iid);
     let existing = c.groups[group_id].static_member(iid).map(str::to_string);
     match existing {
         None => add_member_and_rebalance(c, group_id, member, now, out),
@@ -1564,9 +1568,25 @@ pub fn replay_metadata(c: &mut Coordinator, group_id: &str, v: &GroupMetadataVal
     let mut members = IndexMap::new();
     for rm in &v.members {
         let prev = g.members.shift_remove(&rm.member_id);
+        // A record stores only the selected protocol's metadata, so a member this coordinator
+        // already knows keeps its other protocols; but the record's metadata wins for the
+        // selected one. (Keeping the old metadata made a replay of the log hold a member's
+        // subscription from an older record: stale subscribed topics after every restart.)
+        let recorded = |proto: &String| (proto.clone(), Bytes::from(rm.subscription.clone()));
         let protocols = match (&v.protocol, prev.as_ref()) {
-            (_, Some(p)) => p.protocols.clone(),
-            (Some(proto), None) => vec![(proto.clone(), Bytes::from(rm.subscription.clone()))],
+            (Some(proto), Some(p)) if p.supports(proto) => p
+                .protocols
+                .iter()
+                .map(|(n, m)| {
+                    if n == proto {
+                        recorded(proto)
+                    } else {
+                        (n.clone(), m.clone())
+                    }
+                })
+                .collect(),
+            (None, Some(p)) => p.protocols.clone(),
+            (Some(proto), _) => vec![recorded(proto)],
             (None, None) => Vec::new(),
         };
         members.insert(

@@ -498,8 +498,11 @@ fn heartbeat_inner(
                 return Err((err(ResponseError::FencedMemberEpoch), format!("The consumer group member has a greater epoch ({epoch}) than the one known by the group coordinator ({}).", m.member_epoch)));
             }
             if epoch < m.member_epoch {
-                // Tolerated only as a retry after a lost response (`throwIfMemberEpochIsInvalid`).
-                let owned_ok = owned_of(r).is_none_or(|o| subset(&o, &m.assigned));
+                // Tolerated only as a retry after a lost response (`throwIfMemberEpochIsInvalid`),
+                // which carries what the member owns (Kafka's `isSubset` refuses null). Without
+                // it the member may have missed the response that moved it (a stale request's):
+                // accepted, it would keep its old partitions and never be sent the new ones.
+                let owned_ok = owned_of(r).is_some_and(|o| subset(&o, &m.assigned));
                 if epoch != m.previous_member_epoch || !owned_ok {
                     return Err((err(ResponseError::FencedMemberEpoch), format!("The consumer group member has a smaller epoch ({epoch}) than the one known by the group coordinator ({}).", m.member_epoch)));
                 }
@@ -642,16 +645,18 @@ fn heartbeat_inner(
         .with_member_id(Some(s(&member_id)))
         .with_member_epoch(m.member_epoch)
         .with_heartbeat_interval_ms(interval);
-    // The assignment is sent on join, when it changed, or when the member reports something
-    // else than what it should own (a full request after a lost response).
-    let last = c.consumer_sent.get(&(group_id.clone(), member_id.clone()));
-    if r.member_epoch == 0
-        || last != Some(&m.assigned)
-        || owned.as_ref().is_some_and(|o| o != &m.assigned)
-    {
-        resp.assignment = Some(response_assignment(&m.assigned));
-        let assigned = m.assigned.clone();
-        c.consumer_sent.insert((group_id, member_id), assigned);
+    // The assignment is sent on join and for as long as the member has not reported owning
+    // exactly it. Sending it only when it changed (or to a full request) lost it for good when
+    // the response that carried it never reached the member — a stale request (a timed-out
+    // retry processed late) can make that change — and the member kept heartbeating with
+    // partitions assigned to it that it never consumed.
+    let assigned = m.assigned.clone();
+    let key = (group_id, member_id);
+    if let Some(o) = owned {
+        c.consumer_sent.insert(key.clone(), o);
+    }
+    if r.member_epoch == 0 || c.consumer_sent.get(&key) != Some(&assigned) {
+        resp.assignment = Some(response_assignment(&assigned));
     }
     Ok(resp)
 }

@@ -257,6 +257,69 @@ fn lost_response_is_tolerated_and_bad_epochs_are_fenced() {
 }
 
 #[test]
+fn a_previous_epoch_without_owned_partitions_is_fenced() {
+    // Found by the simulator (engine/src/sim): a delayed duplicate of an old heartbeat moved A
+    // to a new epoch with more partitions, and its response (the only one carrying them) went
+    // to a request A no longer waited for. A's next heartbeat, with the previous epoch and no
+    // owned partitions, was accepted and answered without the assignment: A kept consuming its
+    // old partitions and the new ones stayed unconsumed. Kafka fences such a heartbeat.
+    let mut k = K::new(K::cfg());
+    let t = k.topic_id("orders");
+    k.join("A", None, &["orders"]);
+    k.hb("A", 1, Some(vec![(t, (0..6).collect())]));
+    k.advance(1000);
+    k.join("B", None, &["orders"]);
+    k.advance(1000);
+    k.hb("A", 1, Some(vec![(t, (0..6).collect())]));
+    k.hb("A", 1, Some(vec![(t, vec![0, 1, 2])]));
+    assert_eq!(k.member("A").member_epoch, 2);
+    let r = k.hb("A", 1, None);
+    assert_eq!(
+        r.error_code, 110,
+        "a previous-epoch heartbeat must show its owned partitions to be taken as a retry"
+    );
+    let r = k.hb("A", 1, Some(vec![(t, vec![0, 1, 2])]));
+    assert_eq!(
+        (r.error_code, r.member_epoch),
+        (0, 2),
+        "with them it is a retry"
+    );
+}
+
+#[test]
+fn an_assignment_is_resent_until_the_member_reports_owning_it() {
+    // Found by the simulator (engine/src/sim): the response that handed B the partitions A had
+    // just released went to a stale request of B's that B no longer waited for. The assignment
+    // was only sent when it changed, so B's next heartbeats (epoch unchanged, nothing new to
+    // report) were answered without it: B never consumed those partitions.
+    let mut k = K::new(K::cfg());
+    let t = k.topic_id("orders");
+    k.join("A", None, &["orders"]);
+    k.hb("A", 1, Some(vec![(t, (0..6).collect())]));
+    k.advance(1000);
+    let b = k.join("B", None, &["orders"]);
+    assert_eq!((b.error_code, b.member_epoch), (0, 2));
+    k.hb("A", 1, Some(vec![(t, (0..6).collect())]));
+    k.hb("B", 2, Some(vec![]));
+    assert_eq!(k.member("B").state, MemberState::UnreleasedPartitions);
+    k.hb("A", 1, Some(vec![(t, vec![0, 1, 2])]));
+    // A stale heartbeat of B's is processed now: it takes 3,4,5 — but B never sees the answer.
+    let lost = k.hb("B", 2, None);
+    assert_eq!(parts(&lost), Some(vec![3, 4, 5]));
+    assert_eq!(k.member("B").state, MemberState::Stable);
+    // B's own next heartbeat reports nothing new; the answer must carry the assignment.
+    let b = k.hb("B", 2, None);
+    assert_eq!(
+        parts(&b),
+        Some(vec![3, 4, 5]),
+        "the assignment must be resent until B reports owning it"
+    );
+    let b = k.hb("B", 2, Some(vec![(t, vec![3, 4, 5])]));
+    assert_eq!(parts(&b), None, "acknowledged: no more resending");
+    assert_eq!(parts(&k.hb("B", 2, None)), None);
+}
+
+#[test]
 fn zombie_commits_are_rejected() {
     let mut k = K::new(K::cfg());
     let t = k.topic_id("orders");
@@ -478,6 +541,47 @@ fn silent_and_stuck_members_are_fenced() {
     assert!(k.c.consumer_groups["g"].members.is_empty());
     assert_eq!(k.c.consumer_groups["g"].state_name(), "Empty");
     k.assert_replay_matches();
+}
+
+#[test]
+fn members_loaded_from_the_log_still_time_out() {
+    // Found by the simulator (engine/src/sim): after a restart, consumer-protocol members
+    // loaded from the log had no session deadline, so a member whose client died before the
+    // restart stayed in the group with its partitions forever. Kafka's `onLoaded` schedules
+    // every loaded member's session, and the revocation deadline of a member still revoking.
+    let cfg = GroupConfig {
+        consumer_session_timeout_ms: 10_000,
+        ..K::cfg()
+    };
+    let mut k = K::new(cfg);
+    let t = k.topic_id("orders");
+    k.join("A", None, &["orders"]);
+    k.hb("A", 1, Some(vec![(t, (0..6).collect())]));
+    k.advance(1000);
+    k.join("B", None, &["orders"]);
+    k.advance(1000);
+    k.hb("A", 1, Some(vec![(t, (0..6).collect())]));
+    assert_eq!(k.member("A").state, MemberState::UnrevokedPartitions);
+    // Restart: a fresh coordinator from the records.
+    let mut fresh = Coordinator::new(0, k.c.config.clone());
+    for r in &k.records {
+        fresh.replay(r);
+    }
+    fresh.on_loaded(k.now);
+    k.c = fresh;
+    // B keeps heartbeating; A (revoking) never comes back: its revocation deadline (30 s) or
+    // session (10 s) removes it and B gets everything.
+    for _ in 0..4 {
+        k.advance(4000);
+        k.hb("B", 2, Some(vec![]));
+    }
+    assert!(
+        !k.c.consumer_groups["g"].members.contains_key("A"),
+        "a loaded member that never heartbeats again must be fenced"
+    );
+    k.advance(1000);
+    let b = k.hb("B", 2, Some(vec![]));
+    assert_eq!(parts(&b), Some(vec![0, 1, 2, 3, 4, 5]));
 }
 
 #[test]

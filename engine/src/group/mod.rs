@@ -302,13 +302,48 @@ pub struct Coordinator {
     pub consumer_groups: BTreeMap<String, consumer::ConsumerGroup>,
     pub offsets: OffsetStore,
     pub timers: Timers,
-    /// The assignment last sent to each consumer-protocol member (not durable: after a restart
-    /// every member is sent its assignment again, which clients accept).
+    /// What each consumer-protocol member last reported owning; its assignment is sent until
+    /// the two agree (not durable: after a restart every member is sent its assignment again,
+    /// which clients accept).
     pub consumer_sent: HashMap<(String, String), assignor::Assignment>,
     /// The topics seen with the latest request, for deadlines that need them (a delayed target).
     pub last_topics: Option<Arc<TopicsSnapshot>>,
     /// Completed classic join phases and consumer-group target assignments (a metric only).
     pub rebalances: u64,
+    /// Where new classic member ids come from: `None` draws random UUIDs, as Kafka does; the
+    /// simulator (`crate::sim`) sets a seeded sequence so that a seed replays exactly: ids are
+    /// in responses, records and traces, and they order timers due in the same millisecond.
+    pub member_ids: Option<SeededIds>,
+}
+
+/// A deterministic stream of version-4-shaped UUIDs for classic member ids. Give every
+/// coordinator instance (every load of a partition) a fresh seed, so ids never repeat.
+#[derive(Debug, Clone)]
+pub struct SeededIds {
+    seed: u64,
+    next: u64,
+}
+
+impl SeededIds {
+    pub fn new(seed: u64) -> Self {
+        Self { seed, next: 0 }
+    }
+
+    pub fn next_uuid(&mut self) -> uuid::Uuid {
+        // SplitMix64 over (seed, counter): distinct counters give unrelated ids.
+        let mix = |mut z: u64| {
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            z ^ (z >> 31)
+        };
+        self.next += 1;
+        let a = mix(self.seed ^ self.next.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        let b = mix(a ^ self.seed.rotate_left(32));
+        let mut bytes = [0u8; 16];
+        bytes[..8].copy_from_slice(&a.to_be_bytes());
+        bytes[8..].copy_from_slice(&b.to_be_bytes());
+        uuid::Builder::from_random_bytes(bytes).into_uuid()
+    }
 }
 
 pub(crate) fn err(e: ResponseError) -> i16 {
@@ -325,6 +360,7 @@ impl Coordinator {
             consumer_sent: HashMap::new(),
             last_topics: None,
             rebalances: 0,
+            member_ids: None,
             offsets: OffsetStore::default(),
             timers: Timers::default(),
         }
@@ -507,8 +543,35 @@ impl Coordinator {
     }
 
     /// After a load from the log: members' sessions start now, as Kafka's `onLoaded` reschedules
-    /// every loaded member's heartbeat.
+    /// every loaded member's heartbeat — classic and consumer-protocol members alike, plus the
+    /// revocation deadline of a consumer member still revoking (without them, a member whose
+    /// client died before a restart kept its partitions forever).
     pub fn on_loaded(&mut self, now: i64) {
+        let consumer_session = self.config.consumer_session_timeout_ms as i64;
+        let mut consumer_timers = Vec::new();
+        for (g, grp) in &self.consumer_groups {
+            for m in grp.members.values() {
+                consumer_timers.push((
+                    TimerKey::ConsumerSession {
+                        group: g.clone(),
+                        member: m.member_id.clone(),
+                    },
+                    now + consumer_session,
+                ));
+                if m.state == consumer::MemberState::UnrevokedPartitions {
+                    consumer_timers.push((
+                        TimerKey::ConsumerRevocation {
+                            group: g.clone(),
+                            member: m.member_id.clone(),
+                        },
+                        now + m.rebalance_timeout_ms.max(0) as i64,
+                    ));
+                }
+            }
+        }
+        for (key, deadline) in consumer_timers {
+            self.timers.schedule(key, deadline);
+        }
         let sessions: Vec<(String, String, i64)> = self
             .groups
             .iter()

@@ -339,6 +339,43 @@ fn seed_two_consumers_then_one_leaves() {
 }
 
 #[test]
+fn replay_keeps_a_members_new_subscription() {
+    // Found by the simulator (engine/src/sim): a member rejoined with a new subscription, the
+    // generation's record carried it, but replaying the log kept the member's subscription from
+    // the older record (replay preferred what an earlier record had put in memory). After a
+    // restart the group then reported stale subscribed topics (offset expiry keys on them).
+    let mut h = H::new(H::default_cfg());
+    let (a, b, gen) = two_member_stable(&mut h, "g");
+    let new_sub = H::join_req("g", &b, None, &["orders", "other"]);
+    let jb = h.send(5, "B", new_sub);
+    assert!(
+        h.take(jb).is_none(),
+        "a changed subscription starts a rebalance"
+    );
+    assert_eq!(h.heartbeat("g", &a, gen), 27);
+    let ja = h.join(5, "g", &a);
+    let (ra, rb) = (h.join_resp(ja), h.join_resp(jb));
+    assert_eq!((ra.generation_id, rb.generation_id), (gen + 1, gen + 1));
+    let sb_ = h.sync("g", &b, gen + 1, &[]);
+    let sa = h.sync("g", &a, gen + 1, &[(&a, b"0"), (&b, b"1")]);
+    assert_eq!(h.sync_resp(sa).error_code, 0);
+    assert_eq!(h.sync_resp(sb_).error_code, 0);
+    let mut fresh = Coordinator::new(0, h.c.config.clone());
+    for r in &h.records {
+        fresh.replay(r);
+    }
+    let topics = fresh.groups["g"]
+        .subscribed_topics
+        .clone()
+        .unwrap_or_default();
+    assert!(
+        topics.contains("other"),
+        "after a replay the group must subscribe to what its last record says: {topics:?}"
+    );
+    h.assert_replay_matches();
+}
+
+#[test]
 fn initial_delay_rearms_while_members_arrive() {
     let cfg = GroupConfig {
         initial_rebalance_delay_ms: 3000,

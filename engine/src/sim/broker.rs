@@ -1,0 +1,751 @@
+//! The simulated broker: per `__consumer_offsets` partition, the real coordinator and the real
+//! segment log on a fault-injecting in-memory disk, with group commit as `partition.rs` does it.
+//!
+//! This mirrors `partition.rs` step for step (that code is tied to glommio tasks and io_uring
+//! files, so it cannot run here): `deliver` parks a response until every record produced before
+//! it is durable, one writer batch is in flight at a time, a failed append fails every waiting
+//! request with NOT_COORDINATOR and reloads the partition from disk, snapshots are taken when
+//! nothing is pending, and loading replays snapshot + log and calls `on_loaded`.
+
+use super::world::{Ev, Reply, ReqMsg, World};
+use crate::group::{
+    failed_response, Coordinator, GroupRequest, GroupResponse, Output, ReqId, RequestContext,
+};
+use futures_lite::future::block_on;
+use std::collections::VecDeque;
+use storage::io::MemDir;
+use storage::log::PartitionLog;
+use wire::records::Record;
+
+/// `partition.rs`: Kafka maps a failed coordinator write to NOT_COORDINATOR.
+const WRITE_FAILED: i16 = 16;
+const COORDINATOR_NOT_AVAILABLE: i16 = 15;
+const COORDINATOR_LOAD_IN_PROGRESS: i16 = 14;
+/// `partition::MAX_RECORDS_PER_BATCH`.
+const MAX_RECORDS_PER_BATCH: usize = crate::partition::MAX_RECORDS_PER_BATCH;
+/// The broker's deadline ticker runs every 5 ms.
+const TICK_MS: i64 = 5;
+
+/// What the oracle needs to know about a request when its response is released.
+#[derive(Debug, Clone)]
+pub(super) struct Route {
+    pub client: usize,
+    pub corr: u64,
+    pub group: usize,
+    pub kind: RouteKind,
+    /// A second copy of a request already processed: the coordinator handles it again (a
+    /// stale retry arriving late), but its answer goes to a connection the client abandoned.
+    pub ghost: bool,
+}
+
+#[derive(Debug, Clone)]
+pub(super) enum RouteKind {
+    /// (topic, partition, offset) per committed partition.
+    Commit(Vec<(String, i32, i64)>),
+    Sync {
+        generation: i32,
+    },
+    Join,
+    ConsumerHeartbeat {
+        member: String,
+    },
+    Other,
+}
+
+/// A snapshot as the simulator keeps it: written atomically (the real one is tmp + fsync +
+/// rename + dir fsync), so a crash leaves the previous one or this one.
+#[derive(Debug, Clone)]
+pub(super) struct Snap {
+    pub offset: u64,
+    pub records: Vec<storage::snapshot::SnapshotRecord>,
+}
+
+/// One batch of records in flight to the disk.
+#[derive(Debug)]
+pub(super) struct InFlight {
+    pub records: Vec<Record>,
+    pub upto: u64,
+}
+
+pub(super) struct Slot {
+    pub partition: i32,
+    pub dir: MemDir,
+    pub coordinator: Option<Coordinator>,
+    pub log: Option<PartitionLog<MemDir>>,
+    pub snapshot: Option<Snap>,
+    /// False from a failed write until the reload succeeds (requests: COORDINATOR_NOT_AVAILABLE).
+    pub available: bool,
+    /// Requests before this time get COORDINATOR_LOAD_IN_PROGRESS (the partition is loading).
+    pub loading_until: i64,
+    pub pending: VecDeque<Record>,
+    pub appended_seq: u64,
+    pub written_seq: u64,
+    pub durable_seq: u64,
+    pub parked: VecDeque<(u64, ReqId, GroupResponse)>,
+    pub in_flight: Option<InFlight>,
+    pub writer_scheduled: bool,
+    pub since_snapshot: u64,
+    pub disk_failing: bool,
+    pub tick_at: Option<i64>,
+    /// Increments with every load (start, restart, reload): one "uptime" of the coordinator.
+    pub load: u64,
+    /// The oracle's view of the log: `shadow` is the state every acknowledged response relies on
+    /// (replayed from the batches whose append succeeded); `tail` holds batches that may or may
+    /// not be on disk (a failed append that left bytes behind, the batch cut by a crash).
+    pub shadow: Coordinator,
+    pub tail: Vec<Vec<Record>>,
+    pub next_d_check: i64,
+    /// What the last load's recovery found (for failure messages).
+    pub last_report: Option<storage::log::RecoveryReport>,
+    /// After a failed append: the offset its batch started at, which the reload cuts back to.
+    pub discard_from: Option<u64>,
+}
+
+impl Slot {
+    pub fn new(partition: i32) -> Self {
+        Self {
+            partition,
+            dir: MemDir::new(),
+            coordinator: None,
+            log: None,
+            snapshot: None,
+            available: false,
+            loading_until: 0,
+            pending: VecDeque::new(),
+            appended_seq: 0,
+            written_seq: 0,
+            durable_seq: 0,
+            parked: VecDeque::new(),
+            in_flight: None,
+            writer_scheduled: false,
+            since_snapshot: 0,
+            disk_failing: false,
+            tick_at: None,
+            load: 0,
+            shadow: Coordinator::new(partition, Default::default()),
+            tail: Vec::new(),
+            next_d_check: 0,
+            last_report: None,
+            discard_from: None,
+        }
+    }
+}
+
+/// The writer's append (`log_writer`): the records encoded as `partition.rs::encode_records`
+/// does, as one batch, with one write and one fsync.
+fn append(
+    log: &mut PartitionLog<MemDir>,
+    records: &[Record],
+    now: i64,
+) -> std::io::Result<(u64, u64)> {
+    let encoded: Vec<(Vec<u8>, Option<Vec<u8>>)> = records
+        .iter()
+        .map(|r| {
+            (
+                r.encode_key().expect("coordinator records encode"),
+                r.encode_value().expect("coordinator records encode"),
+            )
+        })
+        .collect();
+    let refs: Vec<_> = encoded
+        .iter()
+        .map(|(k, v)| (Some(k.as_slice()), v.as_deref()))
+        .collect();
+    block_on(log.append(&refs, now))
+}
+
+/// A record's value in a trace line.
+fn brief_value(v: &Option<wire::records::RecordValue>) -> String {
+    use wire::records::RecordValue as V;
+    match v {
+        None => "tombstone".into(),
+        Some(V::GroupMetadata(g)) => format!(
+            "generation {} leader {:?} members {:?}",
+            g.generation,
+            g.leader,
+            g.members
+                .iter()
+                .map(|m| (
+                    m.member_id.clone(),
+                    crate::group::classic::decode_subscription_topics(&m.subscription)
+                ))
+                .collect::<Vec<_>>()
+        ),
+        Some(V::OffsetCommit(o)) => format!("offset {}", o.offset),
+        Some(other) => format!("{other:?}"),
+    }
+}
+
+/// The ticker's next firing at or after `t`.
+fn ceil_tick(t: i64) -> i64 {
+    (t + TICK_MS - 1) / TICK_MS * TICK_MS
+}
+
+impl World {
+    /// `partition.rs::load_partition`: the newest snapshot, then the log after it, then
+    /// `on_loaded`. Records that do not decode are counted; the simulator treats any as a bug.
+    pub(super) fn load_partition(
+        &mut self,
+        s: usize,
+    ) -> std::io::Result<(Coordinator, PartitionLog<MemDir>)> {
+        let slot = &self.slots[s];
+        let mut c = Coordinator::new(slot.partition, self.p.gcfg.clone());
+        c.member_ids = Some(crate::group::SeededIds::new(self.rng.next_u64()));
+        let mut skipped = 0u64;
+        let mut start = 0;
+        if let Some(snap) = &slot.snapshot {
+            for r in &snap.records {
+                match Record::decode(&r.key, Some(&r.value)) {
+                    Ok(rec) => c.replay(&rec),
+                    Err(_) => skipped += 1,
+                }
+            }
+            start = snap.offset + 1;
+        }
+        let result = block_on(PartitionLog::open_from(
+            slot.dir.clone(),
+            self.p.log_cfg.clone(),
+            start,
+            |_, _, k, v| match k.map(|k| Record::decode(k, v)) {
+                Some(Ok(rec)) => c.replay(&rec),
+                _ => skipped += 1,
+            },
+        ));
+        let (log, report) = result?;
+        self.slots[s].last_report = Some(report);
+        if skipped > 0 {
+            self.fail(format!(
+                "partition {s}: {skipped} records written by the coordinator did not decode"
+            ));
+        }
+        c.on_loaded(self.now);
+        Ok((c, log))
+    }
+
+    /// The first load of an empty disk at the start of the run.
+    pub(super) fn load_at_start(&mut self, s: usize) {
+        let (c, log) = self
+            .load_partition(s)
+            .expect("an empty, healthy in-memory disk loads");
+        let slot = &mut self.slots[s];
+        slot.shadow = c.clone();
+        slot.coordinator = Some(c);
+        slot.log = Some(log);
+        slot.available = true;
+        slot.load = 1;
+        self.schedule_tick(s);
+    }
+
+    pub(super) fn on_request(&mut self, m: ReqMsg) {
+        if !self.broker_up || m.incarnation != self.incarnation {
+            // Sent to a process that is gone: the connection was reset.
+            self.stats.dropped += 1;
+            return;
+        }
+        self.stats.requests += 1;
+        let ghost = !self.clients[m.client].note_processed(m.corr);
+        let s = self.groups[m.group].partition;
+        let load = self.slots[s].load;
+        if self.now < self.slots[s].loading_until || !self.slots[s].available {
+            if !ghost {
+                let code = if self.slots[s].available {
+                    COORDINATOR_LOAD_IN_PROGRESS
+                } else {
+                    COORDINATOR_NOT_AVAILABLE
+                };
+                self.send_reply(m.client, m.corr, Reply::Err(code), load);
+            }
+            return;
+        }
+        let id = self.next_req;
+        self.next_req += 1;
+        let kind = match &m.req {
+            GroupRequest::OffsetCommit(r) => RouteKind::Commit(
+                r.topics
+                    .iter()
+                    .flat_map(|t| {
+                        t.partitions.iter().map(move |p| {
+                            (t.name.to_string(), p.partition_index, p.committed_offset)
+                        })
+                    })
+                    .collect(),
+            ),
+            GroupRequest::Sync(r) => RouteKind::Sync {
+                generation: r.generation_id,
+            },
+            GroupRequest::Join(_) => RouteKind::Join,
+            GroupRequest::ConsumerHeartbeat(r) => RouteKind::ConsumerHeartbeat {
+                member: r.member_id.to_string(),
+            },
+            _ => RouteKind::Other,
+        };
+        self.routes.insert(
+            id,
+            Route {
+                client: m.client,
+                corr: m.corr,
+                group: m.group,
+                kind,
+                ghost,
+            },
+        );
+        let ctx = RequestContext {
+            client_id: self.clients[m.client].client_id.clone(),
+            client_host: "/10.0.0.1".into(),
+            api_version: m.version,
+            topics: self.topics.clone(),
+        };
+        let fetch_group = match &m.req {
+            GroupRequest::OffsetFetch { group, .. } => Some(group.clone()),
+            _ => None,
+        };
+        let mut out = Output::default();
+        {
+            let c = self.slots[s]
+                .coordinator
+                .as_mut()
+                .expect("an available partition has a coordinator");
+            c.handle(id, &ctx, m.req, self.now, &mut out);
+            // Deadlines already due fire now, not a tick later (`PartitionTable::execute`).
+            if c.next_deadline().is_some_and(|d| d <= self.now) {
+                c.tick(self.now, &mut out);
+            }
+        }
+        self.touched.insert(m.group);
+        self.after_handle(s, id, fetch_group.as_deref(), &out);
+        self.deliver(s, out);
+        self.schedule_tick(s);
+    }
+
+    /// `PartitionTable::deliver`: records first, then responses, each released only once every
+    /// record produced before it in this partition is durable.
+    pub(super) fn deliver(&mut self, s: usize, mut out: Output) {
+        // The coordinator may list replies in hash-set order (members removed together); the
+        // order does not matter to the broker, but the simulator must not depend on it.
+        out.replies.sort_by_key(|(id, _)| *id);
+        for r in &out.records {
+            self.touch_record_group(r);
+            if self.cfg.trace {
+                let line = format!("p{s} record {:?} = {}", r.key, brief_value(&r.value));
+                self.trace(|| line);
+            }
+        }
+        let mut ready = Vec::new();
+        {
+            let slot = &mut self.slots[s];
+            if !out.records.is_empty() {
+                slot.appended_seq += out.records.len() as u64;
+                slot.pending.extend(out.records);
+            }
+            for (id, resp) in out.replies {
+                if slot.durable_seq >= slot.appended_seq && slot.parked.is_empty() {
+                    ready.push((id, resp));
+                } else {
+                    slot.parked.push_back((slot.appended_seq, id, resp));
+                }
+            }
+        }
+        self.kick_writer(s);
+        for (id, resp) in ready {
+            self.release(s, id, resp);
+        }
+    }
+
+    fn touch_record_group(&mut self, r: &Record) {
+        use wire::records::RecordKey as K;
+        let g = match &r.key {
+            K::OffsetCommit { group, .. }
+            | K::GroupMetadata { group }
+            | K::ConsumerGroupMetadata { group }
+            | K::ConsumerGroupMemberMetadata { group, .. }
+            | K::ConsumerGroupTargetAssignmentMetadata { group }
+            | K::ConsumerGroupTargetAssignmentMember { group, .. }
+            | K::ConsumerGroupCurrentMemberAssignment { group, .. }
+            | K::ConsumerGroupRegularExpression { group, .. } => group,
+            _ => return,
+        };
+        if let Some(i) = self.group_index(g) {
+            self.touched.insert(i);
+        }
+    }
+
+    pub(super) fn group_index(&self, name: &str) -> Option<usize> {
+        name.strip_prefix("group-")
+            .and_then(|n| n.parse::<usize>().ok())
+            .filter(|i| *i < self.groups.len())
+    }
+
+    /// A response leaves the broker: the oracle learns what was acknowledged, then the network
+    /// carries it.
+    pub(super) fn release(&mut self, s: usize, id: ReqId, resp: GroupResponse) {
+        let Some(route) = self.routes.remove(&id) else {
+            return;
+        };
+        self.stats.responses += 1;
+        self.touched.insert(route.group);
+        self.on_release(s, &route, &resp);
+        if !route.ghost {
+            let load = self.slots[s].load;
+            self.send_reply(route.client, route.corr, Reply::Resp(resp), load);
+        }
+    }
+
+    fn kick_writer(&mut self, s: usize) {
+        let slot = &mut self.slots[s];
+        if slot.in_flight.is_none() && !slot.writer_scheduled && !slot.pending.is_empty() {
+            slot.writer_scheduled = true;
+            let inc = self.incarnation;
+            // The writer task runs after the current request: records produced at this same
+            // instant by other requests join the batch.
+            self.push(self.now, Ev::WriterStart { p: s, inc });
+        }
+    }
+
+    /// `log_writer`: take everything waiting (up to the batch limit) as one batch.
+    pub(super) fn writer_start(&mut self, s: usize) {
+        let slot = &mut self.slots[s];
+        slot.writer_scheduled = false;
+        if slot.in_flight.is_some() || slot.pending.is_empty() || !slot.available {
+            return;
+        }
+        let n = slot.pending.len().min(MAX_RECORDS_PER_BATCH);
+        let records: Vec<Record> = slot.pending.drain(..n).collect();
+        slot.written_seq += n as u64;
+        slot.in_flight = Some(InFlight {
+            records,
+            upto: slot.written_seq,
+        });
+        let mut latency = self.rng.range(0, self.p.fsync_max_ms + 1);
+        if self.rng.chance(0.01) {
+            latency += self.rng.range(50, 400); // an occasional slow fsync
+        }
+        let inc = self.incarnation;
+        self.push(self.now + latency, Ev::WriterDone { p: s, inc });
+    }
+
+    /// The write + fdatasync of the batch in flight completes (or fails).
+    pub(super) fn writer_done(&mut self, s: usize) {
+        let Some(batch) = self.slots[s].in_flight.take() else {
+            return;
+        };
+        let now = self.now;
+        let log = self.slots[s]
+            .log
+            .as_mut()
+            .expect("a writing partition has a log");
+        let end = log.next_offset();
+        let result = append(log, &batch.records, now);
+        if self.cfg.trace {
+            let segs = self.slots[s].log.as_ref().map_or(0, |l| l.segment_count());
+            let line = format!(
+                "p{s}: append of {} records -> {result:?} ({segs} segments)",
+                batch.records.len()
+            );
+            self.trace(|| line);
+        }
+        match result {
+            Ok(_) => {
+                self.stats.batches += 1;
+                self.stats.records += batch.records.len() as u64;
+                let slot = &mut self.slots[s];
+                slot.since_snapshot += batch.records.len() as u64;
+                // Every earlier batch is now something acknowledged responses rely on: a
+                // batch left on disk by a failed append, then this one.
+                for b in std::mem::take(&mut slot.tail) {
+                    for r in &b {
+                        slot.shadow.replay(r);
+                    }
+                }
+                for r in &batch.records {
+                    slot.shadow.replay(r);
+                }
+                self.mark_durable(s, batch.upto);
+                if self.slots[s].pending.is_empty() {
+                    self.maybe_snapshot(s);
+                } else {
+                    self.writer_start(s);
+                }
+            }
+            Err(e) => {
+                self.stats.failed_writes += 1;
+                self.trace(|| format!("p{s}: append failed ({e}); failing waiting requests"));
+                self.fail_pending(s);
+                // The batch may have reached the file without its fsync: the reload cuts it.
+                self.slots[s].tail.push(batch.records);
+                self.slots[s].discard_from = Some(end);
+                self.slots[s].coordinator = None;
+                self.slots[s].log = None;
+                self.try_reload(s);
+            }
+        }
+    }
+
+    fn mark_durable(&mut self, s: usize, seq: u64) {
+        let mut ready = Vec::new();
+        {
+            let slot = &mut self.slots[s];
+            slot.durable_seq = seq;
+            while slot.parked.front().is_some_and(|(need, _, _)| *need <= seq) {
+                let (_, id, resp) = slot.parked.pop_front().expect("front exists");
+                ready.push((id, resp));
+            }
+        }
+        for (id, resp) in ready {
+            self.release(s, id, resp);
+        }
+    }
+
+    /// `fail_pending`: nothing that waited on the failed write (or came after it) may be
+    /// acknowledged; the partition is unavailable until reloaded.
+    fn fail_pending(&mut self, s: usize) {
+        let failed: Vec<(ReqId, GroupResponse)> = {
+            let slot = &mut self.slots[s];
+            slot.available = false;
+            slot.pending.clear();
+            slot.written_seq = slot.appended_seq;
+            slot.durable_seq = slot.appended_seq;
+            slot.parked
+                .drain(..)
+                .map(|(_, id, resp)| (id, failed_response(&resp, WRITE_FAILED)))
+                .collect()
+        };
+        for (id, resp) in failed {
+            self.release(s, id, resp);
+        }
+    }
+
+    /// `reload_until_ok`: reload from disk, retrying every second while it fails.
+    pub(super) fn try_reload(&mut self, s: usize) {
+        let cut = match self.slots[s].discard_from {
+            Some(end) => block_on(crate::partition::discard_unacknowledged(
+                &self.slots[s].dir,
+                &self.p.log_cfg,
+                end,
+            ))
+            .map(|_| ()),
+            None => Ok(()),
+        };
+        match cut.and_then(|()| self.load_partition(s)) {
+            Ok((c, log)) => {
+                self.stats.reloads += 1;
+                self.trace(|| format!("p{s}: reloaded after a failed write"));
+                self.slots[s].coordinator = Some(c);
+                self.slots[s].log = Some(log);
+                self.slots[s].available = true;
+                self.slots[s].discard_from = None;
+                self.after_load(s, false);
+                self.schedule_tick(s);
+                self.kick_writer(s);
+            }
+            Err(e) => {
+                self.trace(|| format!("p{s}: reload failed ({e}); retrying in 1 s"));
+                let inc = self.incarnation;
+                self.push(self.now + 1000, Ev::ReloadRetry { p: s, inc });
+            }
+        }
+    }
+
+    /// `log_writer` after its loop: nothing pending, so the coordinator's state is exactly the
+    /// log's — the moment to snapshot once enough records have accumulated.
+    fn maybe_snapshot(&mut self, s: usize) {
+        let interval = self.p.gcfg.snapshot_interval_records.max(1);
+        let slot = &mut self.slots[s];
+        if slot.since_snapshot < interval {
+            return;
+        }
+        slot.since_snapshot = 0;
+        let log = slot.log.as_mut().expect("a writing partition has a log");
+        let Some(covered) = log.next_offset().checked_sub(1) else {
+            return;
+        };
+        let records = slot
+            .coordinator
+            .as_ref()
+            .expect("a writing partition has a coordinator")
+            .snapshot_records()
+            .iter()
+            .map(|r| storage::snapshot::SnapshotRecord {
+                key: r.encode_key().expect("snapshot records encode"),
+                value: r
+                    .encode_value()
+                    .expect("snapshot records encode")
+                    .unwrap_or_default(),
+            })
+            .collect();
+        slot.snapshot = Some(Snap {
+            offset: covered,
+            records,
+        });
+        // What the snapshot covers is durable now, whatever the log's fsyncs did.
+        for b in std::mem::take(&mut slot.tail) {
+            for r in &b {
+                slot.shadow.replay(r);
+            }
+        }
+        // A failure here only leaves redundant segments behind (logged as a warning).
+        let _ = block_on(log.remove_segments_before(covered + 1));
+        self.stats.snapshots += 1;
+        self.trace(|| format!("p{s}: snapshot at offset {covered}"));
+    }
+
+    pub(super) fn schedule_tick(&mut self, s: usize) {
+        let Some(d) = self.slots[s]
+            .coordinator
+            .as_ref()
+            .and_then(|c| c.next_deadline())
+        else {
+            return;
+        };
+        let at = ceil_tick(d.max(self.now + 1));
+        if self.slots[s].tick_at.is_none_or(|t| at < t) {
+            self.slots[s].tick_at = Some(at);
+            let inc = self.incarnation;
+            self.push(at, Ev::Tick { p: s, inc });
+        }
+    }
+
+    /// The 5 ms ticker (`PartitionTable::tick`): fire due deadlines of an available partition.
+    pub(super) fn on_tick(&mut self, s: usize) {
+        if self.slots[s].tick_at != Some(self.now) {
+            return; // superseded by an earlier tick
+        }
+        self.slots[s].tick_at = None;
+        let slot = &mut self.slots[s];
+        if !slot.available || self.now < slot.loading_until {
+            let inc = self.incarnation;
+            if slot.available {
+                let at = ceil_tick(slot.loading_until);
+                slot.tick_at = Some(at);
+                self.push(at, Ev::Tick { p: s, inc });
+            }
+            return;
+        }
+        let mut out = Output::default();
+        if let Some(c) = slot.coordinator.as_mut() {
+            if c.next_deadline().is_some_and(|d| d <= self.now) {
+                c.tick(self.now, &mut out);
+            }
+        }
+        // Groups the tick changed show up in its records and replies (`deliver`, `release`);
+        // a classic member removed without a record can only shrink what is checked.
+        self.after_handle(s, 0, None, &out);
+        self.deliver(s, out);
+        self.schedule_tick(s);
+    }
+
+    /// A disk starts failing: every operation after the next few fails, until healed.
+    pub(super) fn disk_fault(&mut self, s: usize) {
+        if !self.broker_up || self.slots[s].disk_failing {
+            return;
+        }
+        self.stats.disk_faults += 1;
+        let ops = self.rng.below(6);
+        self.slots[s].dir.fail_after(ops);
+        self.slots[s].disk_failing = true;
+        let heal = self.rng.range(1, self.p.heal_max_ms + 1);
+        let inc = self.incarnation;
+        self.push(self.now + heal, Ev::DiskHeal { p: s, inc });
+        self.trace(|| format!("p{s}: disk fails after {ops} more operations"));
+    }
+
+    pub(super) fn disk_heal(&mut self, s: usize) {
+        self.slots[s].dir.heal();
+        self.slots[s].disk_failing = false;
+    }
+
+    /// Power loss: every partition's unsynced bytes are torn at a random point (a batch in
+    /// flight may have been cut after any of its I/O operations), memory is gone, and every
+    /// connection is reset.
+    pub(super) fn crash(&mut self) {
+        self.stats.broker_crashes += 1;
+        self.trace(|| "broker crash".into());
+        for s in 0..self.slots.len() {
+            if let Some(batch) = self.slots[s].in_flight.take() {
+                // The append was under way: cut it after a random number of its operations.
+                let ops = self.rng.below(6);
+                self.slots[s].dir.fail_after(ops);
+                let now = self.now;
+                if let Some(log) = self.slots[s].log.as_mut() {
+                    let _ = append(log, &batch.records, now);
+                }
+                self.slots[s].tail.push(batch.records);
+            }
+            let mode = self.rng.below(4);
+            let mut rng = self.rng.clone();
+            self.slots[s].dir.crash(|_, unsynced| match mode {
+                0 => 0,
+                1 => unsynced,
+                _ => rng.below(unsynced as u64 + 1) as usize,
+            });
+            self.rng = rng;
+            let slot = &mut self.slots[s];
+            slot.coordinator = None;
+            slot.log = None;
+            slot.available = false;
+            slot.pending.clear();
+            slot.parked.clear();
+            slot.writer_scheduled = false;
+            slot.disk_failing = false;
+            slot.tick_at = None;
+            slot.appended_seq = 0;
+            slot.written_seq = 0;
+            slot.durable_seq = 0;
+            slot.since_snapshot = 0;
+            slot.discard_from = None;
+        }
+        // Responses that were waiting die with the process.
+        self.routes.clear();
+        self.broker_up = false;
+        self.incarnation += 1;
+        let down = self.rng.range(1, self.p.down_max_ms + 1);
+        self.push(self.now + down, Ev::Restart);
+        for g in 0..self.groups.len() {
+            self.touched.insert(g);
+        }
+    }
+
+    /// The process starts again: every partition loads from its disk (and is "loading" for a
+    /// moment, answering COORDINATOR_LOAD_IN_PROGRESS).
+    pub(super) fn restart(&mut self) {
+        self.broker_up = true;
+        self.trace(|| "broker restart".into());
+        for s in 0..self.slots.len() {
+            match self.load_partition(s) {
+                Ok((c, log)) => {
+                    self.slots[s].coordinator = Some(c);
+                    self.slots[s].log = Some(log);
+                    self.slots[s].available = true;
+                    self.slots[s].loading_until = self.now + self.rng.range(0, 300);
+                    // `log_writer` starts counting toward the next snapshot from the log's end.
+                    let covered = self.slots[s].snapshot.as_ref().map_or(0, |x| x.offset + 1);
+                    self.slots[s].since_snapshot = self.slots[s]
+                        .log
+                        .as_ref()
+                        .map_or(0, |l| l.next_offset())
+                        .saturating_sub(covered);
+                    self.after_load(s, true);
+                    self.schedule_tick(s);
+                }
+                Err(e) => {
+                    // A crash heals the disk, so loading cannot fail on I/O here.
+                    self.fail(format!("partition {s} failed to load after a restart: {e}"));
+                }
+            }
+        }
+        for g in 0..self.groups.len() {
+            self.touched.insert(g);
+        }
+    }
+
+    /// Whether the partition is quiet: nothing pending or in flight, no fault armed, loaded.
+    pub(super) fn quiescent(&self, s: usize) -> bool {
+        let slot = &self.slots[s];
+        self.broker_up
+            && slot.available
+            && slot.coordinator.is_some()
+            && slot.pending.is_empty()
+            && slot.in_flight.is_none()
+            && !slot.writer_scheduled
+            && !slot.disk_failing
+    }
+}

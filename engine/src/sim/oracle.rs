@@ -1,0 +1,926 @@
+//! The invariants, checked after every step (for the groups the step touched), at every load of
+//! a partition, at quiescent points, and after the settle phase.
+//!
+//! (a) **Single ownership (KIP-848).** The coordinator never lists a partition in two members'
+//!     assigned ∪ pending-revocation sets. And for every client *in good standing* — the
+//!     coordinator would accept its next heartbeat: it knows the member id and the client's
+//!     epoch is the member's epoch, or the previous one with owned ⊆ assigned (a lost response)
+//!     — everything the client owns (was told and has not yet revoked) is in that member's
+//!     assigned ∪ pending-revocation set. Together: no partition is owned by two members in good
+//!     standing at once; a partition is handed on only after its previous owner acknowledged the
+//!     revocation or was fenced. A fenced member (session or revocation timeout, or a stale
+//!     request that reset it) may still believe it owns partitions until its next heartbeat —
+//!     exactly as in Kafka, where the guarantee against such zombies is that their commits are
+//!     refused (STALE_MEMBER_EPOCH / UNKNOWN_MEMBER_ID), not that they stop reading at once.
+//!     Classic groups get the analogous check: members of the current generation hold
+//!     disjoint assignments.
+//! (b) **Epochs never go back.** Within one load of a partition, a classic group's generation
+//!     and a consumer group's group epoch, assignment epoch and each member's epoch never
+//!     decrease (and member epoch ≤ assignment epoch ≤ group epoch). Across crashes and reloads
+//!     they never fall below what was acknowledged: a released SyncGroup makes its generation
+//!     durable, a released heartbeat its member epoch. Clients: a KIP-848 member never accepts
+//!     a smaller member epoch than one it accepted before, over its whole life (rejoins and
+//!     broker crashes included); a classic member never gets a smaller generation from the
+//!     same coordinator load, and no released JoinGroup carries a generation below the last
+//!     acknowledged one. (A classic generation that was never synced is not durable in Kafka
+//!     either — `completeClassicGroupJoin` writes nothing — so a crash may hand it out again.)
+//! (c) **Acknowledged commits survive.** After every crash + restart and every reload after a
+//!     failed write, OffsetFetch through the coordinator returns, per group and partition, the
+//!     last acknowledged (released, error-free) commit, or a commit applied after it whose
+//!     response was never released (it may have landed). Between loads, OffsetFetch returns
+//!     exactly the last commit the coordinator applied.
+//! (d) **Replay reproduces the state.** At quiescent points (nothing pending or in flight),
+//!     replaying the partition's snapshot + log from the disk into a fresh coordinator gives the
+//!     live coordinator's `durable_view()` (when its classic groups are Stable or Empty; the
+//!     last written GroupMetadata otherwise), and so does replaying `snapshot_records()`. After
+//!     a crash or reload, the loaded state equals the replay of a prefix of the records that
+//!     includes every batch some released response relied on.
+//! (e) **Convergence.** After the fault-free settle phase every group is stable with exactly its
+//!     live clients as members, every subscribed partition owned by exactly one of them, and
+//!     client and coordinator agreeing on generations, epochs and assignments.
+
+use super::broker::{Route, RouteKind};
+use super::clients::{CState, Phase, Proto};
+use super::world::{Protocol, World};
+use crate::group::classic::State;
+use crate::group::{Coordinator, GroupRequest, GroupResponse, Output, RequestContext};
+use std::collections::{BTreeMap, BTreeSet};
+use uuid::Uuid;
+use wire::records::GroupMetadataValue;
+
+/// Where recovery cut a log: (segment file, byte position, reason).
+type Truncation = (String, u64, String);
+
+/// The commits of one (group, topic, partition), in the order the coordinator applied them.
+#[derive(Debug, Default)]
+struct History {
+    values: Vec<i64>,
+    index: BTreeMap<i64, usize>,
+    last_acked: Option<usize>,
+    /// What the coordinator holds in memory now (None: nothing committed).
+    expected: Option<i64>,
+}
+
+/// Watermarks of one group within one load of its partition.
+#[derive(Debug, Default, Clone)]
+struct Watermark {
+    load: u64,
+    generation: i32,
+    group_epoch: i32,
+    assignment_epoch: i32,
+    members: BTreeMap<String, i32>,
+}
+
+#[derive(Debug, Default)]
+pub(super) struct Oracle {
+    commits: BTreeMap<(usize, String, i32), History>,
+    /// Classic: the highest generation a released, successful SyncGroup acknowledged.
+    synced_generation: BTreeMap<usize, i32>,
+    /// Consumer: the highest member epoch a released heartbeat carried, per group and member.
+    acked_epoch: BTreeMap<usize, i32>,
+    acked_member_epoch: BTreeMap<(usize, String), i32>,
+    uptime: BTreeMap<usize, Watermark>,
+}
+
+/// A state projection that is exact at any moment: classic groups by their last written
+/// GroupMetadata (the in-memory group may be mid-rebalance, which no record describes), consumer
+/// groups and offsets as `durable_view` gives them.
+type Projection = (
+    Vec<(String, GroupMetadataValue)>,
+    Vec<(String, String, i32, wire::records::OffsetCommitValue)>,
+    Vec<crate::group::consumer::ConsumerGroup>,
+);
+
+fn projection(c: &Coordinator) -> Projection {
+    let (_, offsets, consumer) = c.durable_view();
+    let classic = c
+        .groups
+        .iter()
+        .filter_map(|(id, g)| g.last_record.clone().map(|v| (id.clone(), v)))
+        .collect();
+    (classic, offsets, consumer)
+}
+
+/// Whether `durable_view()` (which describes classic groups by their in-memory state) is
+/// meaningful: every classic group is settled in a state its last record describes.
+fn classic_settled(c: &Coordinator) -> bool {
+    c.groups
+        .values()
+        .all(|g| matches!(g.state, State::Stable | State::Empty | State::Dead))
+}
+
+/// The first difference between two projections, for failure messages.
+fn diff(a: &Projection, b: &Projection) -> String {
+    let ca: BTreeMap<_, _> = a.0.iter().cloned().collect();
+    let cb: BTreeMap<_, _> = b.0.iter().cloned().collect();
+    for k in ca.keys().chain(cb.keys()) {
+        if ca.get(k) != cb.get(k) {
+            return format!(
+                "classic group {k}: {:?} vs {:?}",
+                ca.get(k).map(|v| (v.generation, v.members.len())),
+                cb.get(k).map(|v| (v.generation, v.members.len()))
+            );
+        }
+    }
+    if a.1 != b.1 {
+        let sa: BTreeSet<_> = a.1.iter().map(|o| (&o.0, &o.1, o.2, o.3.offset)).collect();
+        let sb: BTreeSet<_> = b.1.iter().map(|o| (&o.0, &o.1, o.2, o.3.offset)).collect();
+        return format!(
+            "offsets differ: only left {:?}, only right {:?}",
+            sa.difference(&sb).take(3).collect::<Vec<_>>(),
+            sb.difference(&sa).take(3).collect::<Vec<_>>()
+        );
+    }
+    let ga: BTreeMap<_, _> = a.2.iter().map(|g| (g.group_id.clone(), g)).collect();
+    let gb: BTreeMap<_, _> = b.2.iter().map(|g| (g.group_id.clone(), g)).collect();
+    for k in ga.keys().chain(gb.keys()) {
+        let (x, y) = (ga.get(k), gb.get(k));
+        if x != y {
+            let brief = |g: Option<&&crate::group::consumer::ConsumerGroup>| {
+                g.map(|g| {
+                    (
+                        g.group_epoch,
+                        g.assignment_epoch,
+                        g.members
+                            .values()
+                            .map(|m| (m.member_id.clone(), m.member_epoch))
+                            .collect::<Vec<_>>(),
+                    )
+                })
+            };
+            return format!("consumer group {k}: {:?} vs {:?}", brief(x), brief(y));
+        }
+    }
+    "no difference".into()
+}
+
+impl World {
+    /// Right after the coordinator handled a request (or a tick): commits it applied, and
+    /// (c) exact OffsetFetch answers between loads.
+    pub(super) fn after_handle(
+        &mut self,
+        _s: usize,
+        id: crate::group::ReqId,
+        fetch_group: Option<&str>,
+        out: &Output,
+    ) {
+        let Some(route) = self.routes.get(&id).cloned() else {
+            return;
+        };
+        let Some((_, resp)) = out.replies.iter().find(|(i, _)| *i == id) else {
+            return;
+        };
+        match (resp, &route.kind) {
+            (GroupResponse::OffsetCommit(r), RouteKind::Commit(parts)) => {
+                for t in &r.topics {
+                    for p in &t.partitions {
+                        if p.error_code != 0 {
+                            continue;
+                        }
+                        let Some(offset) = parts
+                            .iter()
+                            .find(|(tt, pp, _)| tt == t.name.as_str() && *pp == p.partition_index)
+                            .map(|x| x.2)
+                        else {
+                            continue;
+                        };
+                        let h = self
+                            .oracle
+                            .commits
+                            .entry((route.group, t.name.to_string(), p.partition_index))
+                            .or_default();
+                        h.index.insert(offset, h.values.len());
+                        h.values.push(offset);
+                        h.expected = Some(offset);
+                    }
+                }
+            }
+            (GroupResponse::OffsetFetch(f), _) if fetch_group.is_some() && f.error_code == 0 => {
+                for (t, p, offset, _, _, code) in &f.partitions {
+                    if *code != 0 {
+                        continue;
+                    }
+                    self.stats.checks += 1;
+                    let expected = self
+                        .oracle
+                        .commits
+                        .get(&(route.group, t.clone(), *p))
+                        .and_then(|h| h.expected)
+                        .unwrap_or(-1);
+                    if *offset != expected {
+                        let g = self.groups[route.group].name.clone();
+                        return self.fail(format!(
+                            "(c) OffsetFetch {g} {t}-{p} returned {offset}, but the last commit \
+                             the coordinator applied is {expected}"
+                        ));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// A response leaves the broker: it is acknowledged (everything before it is durable).
+    pub(super) fn on_release(&mut self, _s: usize, route: &Route, resp: &GroupResponse) {
+        let g = route.group;
+        match (resp, &route.kind) {
+            (GroupResponse::OffsetCommit(r), RouteKind::Commit(parts)) => {
+                for t in &r.topics {
+                    for p in &t.partitions {
+                        if p.error_code != 0 {
+                            continue;
+                        }
+                        let Some(offset) = parts
+                            .iter()
+                            .find(|(tt, pp, _)| tt == t.name.as_str() && *pp == p.partition_index)
+                            .map(|x| x.2)
+                        else {
+                            continue;
+                        };
+                        if let Some(h) =
+                            self.oracle
+                                .commits
+                                .get_mut(&(g, t.name.to_string(), p.partition_index))
+                        {
+                            if let Some(&i) = h.index.get(&offset) {
+                                h.last_acked = Some(h.last_acked.map_or(i, |a| a.max(i)));
+                                self.stats.acked_commits += 1;
+                            }
+                        }
+                    }
+                }
+            }
+            (GroupResponse::Sync(r), RouteKind::Sync { generation }) if r.error_code == 0 => {
+                let e = self
+                    .oracle
+                    .synced_generation
+                    .entry(g)
+                    .or_insert(*generation);
+                *e = (*e).max(*generation);
+            }
+            (GroupResponse::Join(r), RouteKind::Join) if r.error_code == 0 => {
+                self.stats.checks += 1;
+                let synced = self.oracle.synced_generation.get(&g).copied().unwrap_or(0);
+                if r.generation_id < synced {
+                    let name = self.groups[g].name.clone();
+                    self.fail(format!(
+                        "(b) {name}: a JoinGroup response carries generation {}, below the \
+                         acknowledged (synced) generation {synced}",
+                        r.generation_id
+                    ));
+                }
+            }
+            (GroupResponse::ConsumerHeartbeat(r), RouteKind::ConsumerHeartbeat { member })
+                if r.error_code == 0 && r.member_epoch > 0 =>
+            {
+                let e = self.oracle.acked_epoch.entry(g).or_default();
+                *e = (*e).max(r.member_epoch);
+                let m = self
+                    .oracle
+                    .acked_member_epoch
+                    .entry((g, member.clone()))
+                    .or_default();
+                *m = (*m).max(r.member_epoch);
+            }
+            _ => {}
+        }
+    }
+
+    /// A partition was loaded (restart after a crash, or reload after a failed write): (d) the
+    /// state is a prefix replay, (b) nothing acknowledged went back, (c) acknowledged commits
+    /// are there.
+    pub(super) fn after_load(&mut self, s: usize, after_crash: bool) {
+        self.slots[s].load += 1;
+        let loaded = projection(self.slots[s].coordinator.as_ref().expect("just loaded"));
+        // (d) Which prefix of the unacknowledged tail did the disk keep?
+        let mut base = self.slots[s].shadow.clone();
+        let tail = std::mem::take(&mut self.slots[s].tail);
+        let mut matched = None;
+        self.stats.checks += 1;
+        if projection(&base) == loaded {
+            matched = Some(0);
+        }
+        for (j, batch) in tail.iter().enumerate() {
+            for r in batch {
+                base.replay(r);
+            }
+            if projection(&base) == loaded {
+                matched = Some(j + 1);
+            }
+        }
+        let Some(kept) = matched else {
+            let shadow = projection(&self.slots[s].shadow);
+            return self.fail(format!(
+                "(d) partition {s} loaded a state that is no prefix of its log ({} unacknowledged \
+                 batches after the acknowledged state); first difference from the acknowledged \
+                 state: {}; recovery: {:?}",
+                tail.len(),
+                diff(&loaded, &shadow),
+                self.slots[s].last_report
+            ));
+        };
+        if after_crash {
+            // After a crash the disk holds only durable bytes: the loaded state is the new
+            // acknowledged base.
+            self.slots[s].shadow = self.slots[s].coordinator.clone().expect("loaded");
+        } else if kept > 0 {
+            // The failed batch reached the file without its fsync: serving it would answer
+            // clients from state a power loss can still take back.
+            return self.fail(format!(
+                "(d) partition {s}: the reload after a failed write replayed {kept} batch(es) \
+                 that were never acknowledged as durable"
+            ));
+        }
+        self.check_load_epochs(s);
+        self.check_load_commits(s);
+        let groups: Vec<usize> = (0..self.groups.len())
+            .filter(|g| self.groups[*g].partition == s)
+            .collect();
+        for g in groups {
+            self.oracle.uptime.remove(&g);
+            self.touched.insert(g);
+        }
+    }
+
+    /// (b) after a load: nothing acknowledged went back.
+    fn check_load_epochs(&mut self, s: usize) {
+        let c = self.slots[s].coordinator.as_ref().expect("loaded");
+        let mut failures = Vec::new();
+        for (g, spec) in self.groups.iter().enumerate() {
+            if spec.partition != s {
+                continue;
+            }
+            match spec.protocol {
+                Protocol::Classic => {
+                    let synced = self.oracle.synced_generation.get(&g).copied().unwrap_or(0);
+                    let generation = c.groups.get(&spec.name).map_or(0, |x| x.generation);
+                    if generation < synced {
+                        failures.push(format!(
+                            "(b) {} loaded at generation {generation}, below the acknowledged \
+                             generation {synced}",
+                            spec.name
+                        ));
+                    }
+                }
+                Protocol::Consumer => {
+                    let acked = self.oracle.acked_epoch.get(&g).copied().unwrap_or(0);
+                    let (ge, ae) = c
+                        .consumer_groups
+                        .get(&spec.name)
+                        .map_or((0, 0), |x| (x.group_epoch, x.assignment_epoch));
+                    if ae < acked || ge < ae {
+                        failures.push(format!(
+                            "(b) {} loaded with group epoch {ge} / assignment epoch {ae}, but \
+                             member epoch {acked} was acknowledged",
+                            spec.name
+                        ));
+                    }
+                    if let Some(cg) = c.consumer_groups.get(&spec.name) {
+                        for m in cg.members.values() {
+                            let acked = self
+                                .oracle
+                                .acked_member_epoch
+                                .get(&(g, m.member_id.clone()))
+                                .copied()
+                                .unwrap_or(0);
+                            if m.member_epoch >= 0 && m.member_epoch < acked {
+                                failures.push(format!(
+                                    "(b) {} member {} loaded at epoch {}, below its acknowledged \
+                                     epoch {acked}",
+                                    spec.name, m.member_id, m.member_epoch
+                                ));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        self.stats.checks += 1;
+        if let Some(f) = failures.into_iter().next() {
+            self.fail(f);
+        }
+    }
+
+    /// (c) after a load: OffsetFetch through the coordinator returns the last acknowledged
+    /// commit, or a later one that may have landed.
+    fn check_load_commits(&mut self, s: usize) {
+        let groups: Vec<usize> = (0..self.groups.len())
+            .filter(|g| self.groups[*g].partition == s)
+            .collect();
+        for g in groups {
+            let name = self.groups[g].name.clone();
+            let ctx = RequestContext {
+                client_id: "oracle".into(),
+                client_host: "/127.0.0.1".into(),
+                api_version: 8,
+                topics: self.topics.clone(),
+            };
+            let mut out = Output::default();
+            let c = self.slots[s].coordinator.as_mut().expect("loaded");
+            c.handle(
+                u64::MAX,
+                &ctx,
+                GroupRequest::OffsetFetch {
+                    group: name.clone(),
+                    topics: None,
+                    member_id: None,
+                    member_epoch: -1,
+                },
+                self.now,
+                &mut out,
+            );
+            let fetched: BTreeMap<(String, i32), i64> = match out.replies.pop() {
+                Some((_, GroupResponse::OffsetFetch(f))) if f.error_code == 0 => f
+                    .partitions
+                    .iter()
+                    .map(|(t, p, o, ..)| ((t.clone(), *p), *o))
+                    .collect(),
+                other => {
+                    return self.fail(format!("(c) OffsetFetch {name} after a load: {other:?}"))
+                }
+            };
+            if !out.records.is_empty() {
+                return self.fail(format!("(c) OffsetFetch {name} produced records"));
+            }
+            let keys: Vec<(String, i32)> = self
+                .oracle
+                .commits
+                .range((g, String::new(), i32::MIN)..)
+                .take_while(|((gg, _, _), _)| *gg == g)
+                .map(|((_, t, p), _)| (t.clone(), *p))
+                .collect();
+            for (t, p) in fetched.keys() {
+                if !keys.contains(&(t.clone(), *p)) {
+                    return self.fail(format!(
+                        "(c) {name} {t}-{p} has a committed offset nobody committed"
+                    ));
+                }
+            }
+            for (t, p) in keys {
+                self.stats.checks += 1;
+                let value = fetched.get(&(t.clone(), p)).copied();
+                let h = self
+                    .oracle
+                    .commits
+                    .get_mut(&(g, t.clone(), p))
+                    .expect("listed");
+                let ok = match (value, h.last_acked) {
+                    (None, None) => true,
+                    (None, Some(_)) => false,
+                    (Some(v), acked) => h
+                        .index
+                        .get(&v)
+                        .is_some_and(|&i| acked.is_none_or(|a| i >= a)),
+                };
+                if !ok {
+                    let acked = h.last_acked.map(|i| h.values[i]);
+                    let later = h
+                        .last_acked
+                        .map(|a| h.values[a + 1..].to_vec())
+                        .unwrap_or_else(|| h.values.clone());
+                    return self.fail(format!(
+                        "(c) after a load, {name} {t}-{p} has offset {value:?}, but commit \
+                         {acked:?} was acknowledged (later commits applied: {later:?})"
+                    ));
+                }
+                h.expected = value;
+            }
+        }
+    }
+
+    /// After each step: the touched groups, and (d) for quiescent partitions now and then.
+    pub(super) fn check_touched(&mut self) {
+        let touched: Vec<usize> = self.touched.iter().copied().collect();
+        let mut parts = BTreeSet::new();
+        for g in touched {
+            self.check_group(g);
+            parts.insert(self.groups[g].partition);
+            if self.failure.is_some() {
+                return;
+            }
+        }
+        for s in parts {
+            if self.quiescent(s) && self.now >= self.slots[s].next_d_check {
+                let gap = self.rng.range(500, 5000);
+                self.slots[s].next_d_check = self.now + gap;
+                self.check_replay(s);
+            }
+        }
+    }
+
+    pub(super) fn check_all(&mut self) {
+        for g in 0..self.groups.len() {
+            self.check_group(g);
+        }
+        for s in 0..self.slots.len() {
+            if self.quiescent(s) {
+                self.check_replay(s);
+            }
+        }
+    }
+
+    /// (a) and (b) for one group.
+    fn check_group(&mut self, g: usize) {
+        if !self.broker_up {
+            return;
+        }
+        let s = self.groups[g].partition;
+        let load = self.slots[s].load;
+        let Some(c) = self.slots[s].coordinator.as_ref() else {
+            return;
+        };
+        let name = &self.groups[g].name;
+        let mut failures: Vec<String> = Vec::new();
+        let wm = self
+            .oracle
+            .uptime
+            .get(&g)
+            .filter(|w| w.load == load)
+            .cloned();
+        let mut next = Watermark {
+            load,
+            ..Default::default()
+        };
+        match self.groups[g].protocol {
+            Protocol::Consumer => {
+                let Some(cg) = c.consumer_groups.get(name) else {
+                    if let Some(w) = wm.filter(|w| w.group_epoch > 0) {
+                        failures.push(format!(
+                            "(b) {name} vanished after reaching group epoch {}",
+                            w.group_epoch
+                        ));
+                    }
+                    return self.report(failures);
+                };
+                // (a) coordinator side: one holder per partition.
+                let mut holder: BTreeMap<(Uuid, i32), &str> = BTreeMap::new();
+                for m in cg.members.values() {
+                    for a in [&m.assigned, &m.pending_revocation] {
+                        for (t, ps) in a {
+                            for p in ps {
+                                if let Some(other) = holder.insert((*t, *p), &m.member_id) {
+                                    failures.push(format!(
+                                        "(a) {name}: partition {t}:{p} is held by both {other} \
+                                         and {} in the coordinator",
+                                        m.member_id
+                                    ));
+                                }
+                            }
+                        }
+                    }
+                }
+                // (b) epochs within this load.
+                next.group_epoch = cg.group_epoch;
+                next.assignment_epoch = cg.assignment_epoch;
+                if cg.assignment_epoch > cg.group_epoch {
+                    failures.push(format!(
+                        "(b) {name}: assignment epoch {} is ahead of group epoch {}",
+                        cg.assignment_epoch, cg.group_epoch
+                    ));
+                }
+                for m in cg.members.values() {
+                    next.members.insert(m.member_id.clone(), m.member_epoch);
+                    if m.member_epoch > cg.assignment_epoch {
+                        failures.push(format!(
+                            "(b) {name}: member {} has epoch {} beyond the assignment epoch {}",
+                            m.member_id, m.member_epoch, cg.assignment_epoch
+                        ));
+                    }
+                }
+                if let Some(w) = &wm {
+                    if cg.group_epoch < w.group_epoch || cg.assignment_epoch < w.assignment_epoch {
+                        failures.push(format!(
+                            "(b) {name}: epochs went back from {}/{} to {}/{}",
+                            w.group_epoch, w.assignment_epoch, cg.group_epoch, cg.assignment_epoch
+                        ));
+                    }
+                    for (id, e) in &w.members {
+                        if let Some(m) = cg.members.get(id) {
+                            if m.member_epoch >= 0 && m.member_epoch < *e {
+                                failures.push(format!(
+                                    "(b) {name}: member {id} epoch went back from {e} to {}",
+                                    m.member_epoch
+                                ));
+                            }
+                        }
+                    }
+                }
+                // (a) client side: members in good standing own only what the coordinator
+                // lists for them, so no two own the same partition.
+                let mut owners: BTreeMap<(Uuid, i32), usize> = BTreeMap::new();
+                for &ci in &self.groups[g].clients {
+                    let cl = &self.clients[ci];
+                    let Proto::Consumer(x) = &cl.proto else {
+                        continue;
+                    };
+                    if cl.phase != Phase::Active || x.owned.is_empty() {
+                        continue;
+                    }
+                    let Some(m) = cg.members.get(&x.member_id) else {
+                        continue; // fenced: unknown member
+                    };
+                    let subset = x
+                        .owned
+                        .iter()
+                        .all(|(t, ps)| m.assigned.get(t).is_some_and(|a| ps.is_subset(a)));
+                    let good =
+                        m.member_epoch == x.epoch || (x.epoch == m.previous_member_epoch && subset);
+                    if !good {
+                        continue;
+                    }
+                    for (t, ps) in &x.owned {
+                        for p in ps {
+                            let listed = m.assigned.get(t).is_some_and(|a| a.contains(p))
+                                || m.pending_revocation.get(t).is_some_and(|a| a.contains(p));
+                            if !listed {
+                                failures.push(format!(
+                                    "(a) {name}: client c{ci} (member {}, epoch {}) owns {t}:{p}, \
+                                     which the coordinator does not list for it (member epoch {}, \
+                                     assigned {:?}, revoking {:?})",
+                                    x.member_id,
+                                    x.epoch,
+                                    m.member_epoch,
+                                    m.assigned,
+                                    m.pending_revocation
+                                ));
+                            }
+                            if let Some(other) = owners.insert((*t, *p), ci) {
+                                failures.push(format!(
+                                    "(a) {name}: partition {t}:{p} is owned by clients c{other} \
+                                     and c{ci}, both in good standing"
+                                ));
+                            }
+                        }
+                    }
+                }
+            }
+            Protocol::Classic => {
+                let Some(cg) = c.groups.get(name) else {
+                    return;
+                };
+                next.generation = cg.generation;
+                if let Some(w) = &wm {
+                    if cg.generation < w.generation {
+                        failures.push(format!(
+                            "(b) {name}: generation went back from {} to {}",
+                            w.generation, cg.generation
+                        ));
+                    }
+                }
+                // (a) for classic: members of the current generation hold disjoint partitions.
+                let mut owners: BTreeMap<(Uuid, i32), usize> = BTreeMap::new();
+                for &ci in &self.groups[g].clients {
+                    let cl = &self.clients[ci];
+                    let Proto::Classic(x) = &cl.proto else {
+                        continue;
+                    };
+                    if cl.phase != Phase::Active
+                        || x.state != CState::Stable
+                        || x.generation != cg.generation
+                        || !cg.members.contains_key(&x.member_id)
+                    {
+                        continue;
+                    }
+                    for tp in self.client_owned(ci) {
+                        if let Some(other) = owners.insert(tp, ci) {
+                            failures.push(format!(
+                                "(a) {name}: partition {}:{} is owned by clients c{other} and c{ci} \
+                                 of the current generation {}",
+                                tp.0, tp.1, cg.generation
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+        self.stats.checks += 3;
+        self.oracle.uptime.insert(g, next);
+        self.report(failures);
+    }
+
+    fn report(&mut self, failures: Vec<String>) {
+        if let Some(f) = failures.into_iter().next() {
+            self.fail(f);
+        }
+    }
+
+    /// (d) at a quiescent point: the disk (snapshot + log) replays to the live state, and so do
+    /// the live coordinator's snapshot records.
+    fn check_replay(&mut self, s: usize) {
+        let (fresh, truncated) = match self.replay_from_disk(s) {
+            Ok(x) => x,
+            Err(e) => {
+                return self.fail(format!("(d) partition {s}: replaying the disk failed: {e}"))
+            }
+        };
+        let live = self.slots[s].coordinator.as_ref().expect("quiescent");
+        self.stats.checks += 3;
+        if let Some(t) = truncated {
+            return self.fail(format!(
+                "(d) partition {s}: at a quiescent point the log has a torn tail: {t:?}"
+            ));
+        }
+        let (pl, pf) = (projection(live), projection(&fresh));
+        if pl != pf {
+            return self.fail(format!(
+                "(d) partition {s}: replaying the disk does not give the live state: {}",
+                diff(&pl, &pf)
+            ));
+        }
+        if classic_settled(live) {
+            let (a, b) = (live.durable_view(), fresh.durable_view());
+            if a != b {
+                let la: BTreeMap<_, _> = a.0.into_iter().collect();
+                let lb: BTreeMap<_, _> = b.0.into_iter().collect();
+                let first = la
+                    .keys()
+                    .chain(lb.keys())
+                    .find(|k| la.get(*k) != lb.get(*k))
+                    .map(|k| format!("{k}: live {:?}\n  replayed {:?}", la.get(k), lb.get(k)));
+                return self.fail(format!(
+                    "(d) partition {s}: durable_view() of the live coordinator differs from the \
+                     replay of its disk: {}",
+                    first.unwrap_or_else(|| "(in offsets or consumer groups)".into())
+                ));
+            }
+        }
+        let mut snap = Coordinator::new(live.partition, live.config.clone());
+        for r in live.snapshot_records() {
+            snap.replay(&r);
+        }
+        if projection(&snap) != pl {
+            return self.fail(format!(
+                "(d) partition {s}: replaying snapshot_records() does not give the live state: {}",
+                diff(&pl, &projection(&snap))
+            ));
+        }
+        if self.slots[s].tail.is_empty() && projection(&self.slots[s].shadow) != pl {
+            let d = diff(&pl, &projection(&self.slots[s].shadow));
+            self.fail(format!(
+                "(d) partition {s}: the live state differs from the acknowledged records: {d}"
+            ));
+        }
+    }
+
+    /// What a restart would load right now (without changing the disk: the log is quiescent,
+    /// so opening it finds nothing to cut).
+    fn replay_from_disk(&mut self, s: usize) -> std::io::Result<(Coordinator, Option<Truncation>)> {
+        use futures_lite::future::block_on;
+        let slot = &self.slots[s];
+        let mut c = Coordinator::new(slot.partition, self.p.gcfg.clone());
+        let mut start = 0;
+        if let Some(snap) = &slot.snapshot {
+            for r in &snap.records {
+                if let Ok(rec) = wire::records::Record::decode(&r.key, Some(&r.value)) {
+                    c.replay(&rec);
+                }
+            }
+            start = snap.offset + 1;
+        }
+        let (_, report) = block_on(storage::log::PartitionLog::open_from(
+            slot.dir.clone(),
+            self.p.log_cfg.clone(),
+            start,
+            |_, _, k, v| {
+                if let Some(Ok(rec)) = k.map(|k| wire::records::Record::decode(k, v)) {
+                    c.replay(&rec);
+                }
+            },
+        ))?;
+        Ok((c, report.truncated))
+    }
+
+    /// (e) After the settle phase: every group converged.
+    pub(super) fn check_converged(&mut self) {
+        if !self.broker_up {
+            return self.fail("(e) the broker is still down after the settle phase".into());
+        }
+        for s in 0..self.slots.len() {
+            if !self.quiescent(s) || !self.slots[s].parked.is_empty() {
+                return self.fail(format!(
+                    "(e) partition {s} is not quiet after the settle phase (available {}, \
+                     pending {}, parked {})",
+                    self.slots[s].available,
+                    self.slots[s].pending.len(),
+                    self.slots[s].parked.len()
+                ));
+            }
+        }
+        for g in 0..self.groups.len() {
+            self.stats.checks += 1;
+            let f = self.converged(g);
+            if let Err(msg) = f {
+                let name = self.groups[g].name.clone();
+                return self.fail(format!("(e) {name} did not converge: {msg}"));
+            }
+        }
+    }
+
+    pub(super) fn converged(&self, g: usize) -> Result<(), String> {
+        let spec = &self.groups[g];
+        let c = self.slots[spec.partition]
+            .coordinator
+            .as_ref()
+            .expect("quiescent partitions have coordinators");
+        let live: Vec<usize> = spec
+            .clients
+            .iter()
+            .copied()
+            .filter(|ci| self.clients[*ci].phase == Phase::Active)
+            .collect();
+        let mut owned_union: BTreeSet<(Uuid, i32)> = BTreeSet::new();
+        let mut wanted: BTreeSet<String> = BTreeSet::new();
+        match spec.protocol {
+            Protocol::Consumer => {
+                let members: BTreeMap<String, &crate::group::consumer::ConsumerMember> = c
+                    .consumer_groups
+                    .get(&spec.name)
+                    .map(|cg| cg.members.iter().map(|(k, v)| (k.clone(), v)).collect())
+                    .unwrap_or_default();
+                let mut expect = BTreeSet::new();
+                for &ci in &live {
+                    let Proto::Consumer(x) = &self.clients[ci].proto else {
+                        continue;
+                    };
+                    expect.insert(x.member_id.clone());
+                    wanted.extend(x.subscription.iter().cloned());
+                    let Some(m) = members.get(&x.member_id) else {
+                        return Err(format!(
+                            "live client c{ci} ({}) is not a member",
+                            x.member_id
+                        ));
+                    };
+                    if m.member_epoch != x.epoch
+                        || m.assigned != x.owned
+                        || !m.pending_revocation.is_empty()
+                        || m.state != crate::group::consumer::MemberState::Stable
+                    {
+                        return Err(format!(
+                            "client c{ci} (epoch {}, owns {:?}) and member {} (epoch {}, state \
+                             {:?}, assigned {:?}) disagree",
+                            x.epoch, x.owned, m.member_id, m.member_epoch, m.state, m.assigned
+                        ));
+                    }
+                    owned_union.extend(self.client_owned(ci));
+                }
+                let actual: BTreeSet<String> = members.keys().cloned().collect();
+                if actual != expect {
+                    return Err(format!("members {actual:?}, live clients {expect:?}"));
+                }
+                if let Some(cg) = c.consumer_groups.get(&spec.name) {
+                    if !cg.members.is_empty() && cg.assignment_epoch != cg.group_epoch {
+                        return Err(format!(
+                            "group epoch {} but assignment epoch {}",
+                            cg.group_epoch, cg.assignment_epoch
+                        ));
+                    }
+                }
+            }
+            Protocol::Classic => {
+                let group = c.groups.get(&spec.name);
+                let members: BTreeSet<String> = group
+                    .map(|x| x.members.keys().cloned().collect())
+                    .unwrap_or_default();
+                let mut expect = BTreeSet::new();
+                for &ci in &live {
+                    let Proto::Classic(x) = &self.clients[ci].proto else {
+                        continue;
+                    };
+                    expect.insert(x.member_id.clone());
+                    wanted.extend(x.subscription.iter().cloned());
+                    let gen = group.map_or(-1, |x| x.generation);
+                    if x.state != CState::Stable || x.generation != gen {
+                        return Err(format!(
+                            "client c{ci} ({}) is {:?} at generation {}, the group at {gen} ({:?})",
+                            x.member_id,
+                            x.state,
+                            x.generation,
+                            group.map(|x| x.state)
+                        ));
+                    }
+                    owned_union.extend(self.client_owned(ci));
+                }
+                if members != expect {
+                    return Err(format!("members {members:?}, live clients {expect:?}"));
+                }
+                if !live.is_empty() && group.is_some_and(|x| x.state != State::Stable) {
+                    return Err(format!("state {:?}", group.map(|x| x.state)));
+                }
+            }
+        }
+        let all: BTreeSet<(Uuid, i32)> = wanted
+            .iter()
+            .filter_map(|t| self.topics.get(t))
+            .flat_map(|t| (0..t.partitions).map(move |p| (t.id, p)))
+            .collect();
+        if owned_union != all {
+            return Err(format!(
+                "owned partitions {} of {} subscribed (missing {:?})",
+                owned_union.len(),
+                all.len(),
+                all.difference(&owned_union).take(5).collect::<Vec<_>>()
+            ));
+        }
+        Ok(())
+    }
+}
