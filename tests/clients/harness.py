@@ -418,3 +418,29 @@ def parse_cli_table(text: str) -> list[dict]:
         cells = [ln[s:e].strip() if e is not None else ln[s:].strip() for s, e in zip(starts, starts[1:] + [None])]
         rows.append(dict(zip(names, cells)))
     return rows
+
+
+# --- confluent-kafka consumer helpers shared by the group and data-path tests ---
+def assigned(consumer) -> list[int]:
+    return sorted(tp.partition for tp in consumer.assignment())
+
+
+def close_quietly(*consumers):
+    for c in consumers:
+        try:
+            c.close()
+        except RuntimeError:
+            pass  # already closed
+
+
+def committed(consumer, topic: str, partitions) -> dict[int, int]:
+    res = consumer.committed([_tp(topic, p) for p in partitions], timeout=CALL_TIMEOUT_S)
+    for tp in res:
+        assert tp.error is None, tp
+    return {tp.partition: tp.offset for tp in res}
+
+
+def _tp(topic: str, partition: int):
+    from confluent_kafka import TopicPartition  # the raw-protocol tests do not need the client
+
+    return TopicPartition(topic, partition)

@@ -23,7 +23,7 @@ import pytest
 
 from confluent_kafka import Consumer, ConsumerGroupState, ConsumerGroupType, TopicPartition
 
-from harness import (CALL_TIMEOUT_S, Reader, confluent_admin, confluent_consumer, confluent_create, connect,
+from harness import (CALL_TIMEOUT_S, assigned, close_quietly, committed, Reader, confluent_admin, confluent_consumer, confluent_create, connect,
                      kstring, recv_frame, request_frame, wait_until)
 
 ALL6 = [0, 1, 2, 3, 4, 5]
@@ -113,25 +113,6 @@ def poll_for(seconds: float, *consumers):
     step = poll_all(*consumers)
     while time.monotonic() < deadline:
         step()
-
-
-def assigned(consumer) -> list[int]:
-    return sorted(tp.partition for tp in consumer.assignment())
-
-
-def close_quietly(*consumers):
-    for c in consumers:
-        try:
-            c.close()
-        except RuntimeError:
-            pass  # already closed
-
-
-def committed(consumer, topic: str, partitions) -> dict[int, int]:
-    res = consumer.committed([TopicPartition(topic, p) for p in partitions], timeout=CALL_TIMEOUT_S)
-    for tp in res:
-        assert tp.error is None, tp
-    return {tp.partition: tp.offset for tp in res}
 
 
 def describe(admin, group: str):

@@ -44,7 +44,7 @@ from confluent_kafka import (OFFSET_BEGINNING, TIMESTAMP_CREATE_TIME, TIMESTAMP_
                              KafkaError, KafkaException, Producer, TopicPartition)
 from confluent_kafka.admin import ConfigResource, NewTopic, OffsetSpec, ResourceType
 
-from harness import (CALL_TIMEOUT_S, confluent_admin, confluent_consumer, confluent_create, confluent_topics,
+from harness import (CALL_TIMEOUT_S, assigned, close_quietly, committed, confluent_admin, confluent_consumer, confluent_create, confluent_topics,
                      wait_until)
 
 ALL6 = [0, 1, 2, 3, 4, 5]
@@ -173,25 +173,6 @@ def create_topic(admin, name: str, partitions: int, config: dict | None = None) 
     fs = admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1,
                                        config=dict(config or {}))], request_timeout=15, operation_timeout=10)
     fs[name].result(timeout=CALL_TIMEOUT_S)
-
-
-def close_quietly(*consumers):
-    for c in consumers:
-        try:
-            c.close()
-        except RuntimeError:
-            pass  # already closed
-
-
-def committed(consumer, topic: str, partitions) -> dict[int, int]:
-    res = consumer.committed([TopicPartition(topic, p) for p in partitions], timeout=CALL_TIMEOUT_S)
-    for tp in res:
-        assert tp.error is None, tp
-    return {tp.partition: tp.offset for tp in res}
-
-
-def assigned(consumer) -> list[int]:
-    return sorted(tp.partition for tp in consumer.assignment())
 
 
 def kill9(broker) -> None:

@@ -3,7 +3,6 @@
 
 const { test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
-const fs = require('node:fs');
 const { Kafka, logLevel } = require('kafkajs');
 const { withTimeout, startBroker } = require('./broker');
 
@@ -29,12 +28,7 @@ before(async () => {
 
 after(async () => {
   if (admin) await withTimeout(admin.disconnect(), 10000, 'admin.disconnect').catch(() => {});
-  if (broker) {
-    const { code, signal } = await broker.stop();
-    fs.rmSync(broker.dataDir, { recursive: true, force: true });
-    assert.equal(signal, null, `ringleader killed by ${signal}\n${broker.log()}`);
-    assert.equal(code, 0, `ringleader exit code ${code} on SIGTERM\n${broker.log()}`);
-  }
+  if (broker) await broker.stopCleanly();
 });
 
 test('createTopics then fetchTopicMetadata shows partitions and leader', { timeout: 60000 }, async () => {

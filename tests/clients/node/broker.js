@@ -3,6 +3,7 @@
 // data directory, wait for its "listening on" line, stop it with SIGTERM.
 
 const { spawn } = require('node:child_process');
+const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const net = require('node:net');
 const os = require('node:os');
@@ -75,7 +76,24 @@ async function startBroker(sets = [], tmpPrefix = 'ringleader-node-') {
         throw e;
       });
     },
+    // SIGTERM, remove the data dir, and require a clean exit (0, not killed by a signal).
+    async stopCleanly() {
+      const { code, signal } = await this.stop();
+      fs.rmSync(dataDir, { recursive: true, force: true });
+      assert.equal(signal, null, `ringleader killed by ${signal}\n${log.slice(-6000)}`);
+      assert.equal(code, 0, `ringleader exit code ${code} on SIGTERM\n${log.slice(-6000)}`);
+    },
   };
 }
 
-module.exports = { freePort, withTimeout, sleep, startBroker };
+// CreateTopics through a kafkajs admin, waiting for leaders.
+async function createTopic(admin, topic, numPartitions) {
+  const created = await withTimeout(admin.createTopics({
+    topics: [{ topic, numPartitions, replicationFactor: 1 }],
+    waitForLeaders: true,
+    timeout: 10000,
+  }), 30000, `createTopics ${topic}`);
+  assert.equal(created, true, `topic ${topic} not created`);
+}
+
+module.exports = { freePort, withTimeout, sleep, startBroker, createTopic };

@@ -5,9 +5,8 @@
 
 const { test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
-const fs = require('node:fs');
 const { Kafka, CompressionTypes, logLevel } = require('kafkajs');
-const { withTimeout, sleep, startBroker } = require('./broker');
+const { withTimeout, sleep, startBroker, createTopic: createTopicWith } = require('./broker');
 
 let broker;
 let kafka;
@@ -29,22 +28,10 @@ before(async () => {
 
 after(async () => {
   if (admin) await withTimeout(admin.disconnect(), 10000, 'admin.disconnect').catch(() => {});
-  if (broker) {
-    const { code, signal } = await broker.stop();
-    fs.rmSync(broker.dataDir, { recursive: true, force: true });
-    assert.equal(signal, null, `ringleader killed by ${signal}\n${broker.log()}`);
-    assert.equal(code, 0, `ringleader exit code ${code} on SIGTERM\n${broker.log()}`);
-  }
+  if (broker) await broker.stopCleanly();
 });
 
-async function createTopic(topic, numPartitions) {
-  const created = await withTimeout(admin.createTopics({
-    topics: [{ topic, numPartitions, replicationFactor: 1 }],
-    waitForLeaders: true,
-    timeout: 10000,
-  }), 30000, `createTopics ${topic}`);
-  assert.equal(created, true, `topic ${topic} not created`);
-}
+const createTopic = (topic, numPartitions) => createTopicWith(admin, topic, numPartitions);
 
 // Sends `messages` in chunks (one Produce request each) with acks=-1; returns [{partition, baseOffset}].
 async function produce(topic, messages, { compression = CompressionTypes.None, chunk = 25 } = {}) {

@@ -2,13 +2,12 @@
 // kafkajs 2.2.4 as a classic group consumer against a real `ringleader serve`: JoinGroup v5
 // (MEMBER_ID_REQUIRED then rejoin), SyncGroup v3, Heartbeat v3, OffsetCommit v5, OffsetFetch v4,
 // LeaveGroup v3 on disconnect; admin DescribeGroups v2, ListGroups v2, DeleteGroups v1.
-// Partitions are always empty (no Produce yet), so eachMessage is never called.
+// These tests produce nothing, so eachMessage is never called (data_path.test.js reads records).
 
 const { test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
-const fs = require('node:fs');
 const { Kafka, logLevel } = require('kafkajs');
-const { withTimeout, sleep, startBroker } = require('./broker');
+const { withTimeout, sleep, startBroker, createTopic: createTopicWith } = require('./broker');
 
 let broker;
 let kafka;
@@ -30,22 +29,10 @@ before(async () => {
 
 after(async () => {
   if (admin) await withTimeout(admin.disconnect(), 10000, 'admin.disconnect').catch(() => {});
-  if (broker) {
-    const { code, signal } = await broker.stop();
-    fs.rmSync(broker.dataDir, { recursive: true, force: true });
-    assert.equal(signal, null, `ringleader killed by ${signal}\n${broker.log()}`);
-    assert.equal(code, 0, `ringleader exit code ${code} on SIGTERM\n${broker.log()}`);
-  }
+  if (broker) await broker.stopCleanly();
 });
 
-async function createTopic(topic, numPartitions) {
-  const created = await withTimeout(admin.createTopics({
-    topics: [{ topic, numPartitions, replicationFactor: 1 }],
-    waitForLeaders: true,
-    timeout: 10000,
-  }), 30000, `createTopics ${topic}`);
-  assert.equal(created, true, `topic ${topic} not created`);
-}
+const createTopic = (topic, numPartitions) => createTopicWith(admin, topic, numPartitions);
 
 function newConsumer(groupId) {
   return kafka.consumer({
