@@ -664,8 +664,7 @@ pub async fn discard_unacknowledged<D: storage::io::LogDir>(
         .list()
         .await?
         .iter()
-        .filter(|n| storage::log::is_segment_file(n))
-        .filter_map(|n| n[..20].parse().ok())
+        .filter_map(|n| storage::log::parse_segment_name(n))
         .collect();
     bases.sort_unstable();
     let (mut bytes, mut files) = (0u64, 0usize);

@@ -33,7 +33,8 @@ pub fn segment_name(base_offset: u64) -> String {
     format!("{base_offset:020}.log")
 }
 
-fn parse_segment_name(name: &str) -> Option<u64> {
+/// The base offset a segment file name (`<20-digit base offset>.log`) stands for.
+pub fn parse_segment_name(name: &str) -> Option<u64> {
     let stem = name.strip_suffix(".log")?;
     (stem.len() == 20 && stem.bytes().all(|b| b.is_ascii_digit()))
         .then(|| stem.parse().ok())

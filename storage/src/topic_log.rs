@@ -20,7 +20,7 @@
 
 use crate::batch::{for_each_record, peek_batch, BatchHeader, Peek, BATCH_OVERHEAD, LOG_OVERHEAD};
 use crate::io::{LogDir, LogFile};
-use crate::log::{scan_batches, segment_name};
+use crate::log::{parse_segment_name, scan_batches, segment_name};
 use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
 use std::io;
@@ -222,15 +222,7 @@ impl<D: LogDir + Clone> TopicLog<D> {
     /// producer state.
     pub async fn open(dir: D, config: TopicLogConfig) -> io::Result<(Self, TopicRecovery)> {
         let names = dir.list().await?;
-        let mut bases: Vec<u64> = names
-            .iter()
-            .filter_map(|n| {
-                let stem = n.strip_suffix(".log")?;
-                (stem.len() == 20 && stem.bytes().all(|b| b.is_ascii_digit()))
-                    .then(|| stem.parse().ok())
-                    .flatten()
-            })
-            .collect();
+        let mut bases: Vec<u64> = names.iter().filter_map(|n| parse_segment_name(n)).collect();
         bases.sort_unstable();
         let stored_start = if names.iter().any(|n| n == START_FILE) {
             read_start_file(&dir).await?
