@@ -52,6 +52,11 @@ pub struct ShardMetrics {
     pub fsyncs: u64,
     pub records_written: u64,
     pub write_failures: u64,
+    /// One slice of a compaction pass (the longest a pass holds up its partition's writes).
+    pub compaction_slice_us: Histogram<u64>,
+    pub compaction_passes: u64,
+    /// Log bytes a compaction pass removed (before minus after).
+    pub compaction_bytes_removed: u64,
     /// Gauges, refreshed when published.
     pub classic_groups: u64,
     pub consumer_groups: u64,
@@ -71,6 +76,9 @@ impl Default for ShardMetrics {
             fsyncs: 0,
             records_written: 0,
             write_failures: 0,
+            compaction_slice_us: histogram(),
+            compaction_passes: 0,
+            compaction_bytes_removed: 0,
             classic_groups: 0,
             consumer_groups: 0,
             members: 0,
@@ -112,6 +120,9 @@ impl ShardMetrics {
         self.fsyncs += o.fsyncs;
         self.records_written += o.records_written;
         self.write_failures += o.write_failures;
+        let _ = self.compaction_slice_us.add(&o.compaction_slice_us);
+        self.compaction_passes += o.compaction_passes;
+        self.compaction_bytes_removed += o.compaction_bytes_removed;
         self.classic_groups += o.classic_groups;
         self.consumer_groups += o.consumer_groups;
         self.members += o.members;
@@ -230,6 +241,13 @@ pub fn render(m: &ShardMetrics) -> String {
     summary(&mut out, "ringleader_fsync_us", "", &m.fsync_us);
     out.push_str("# HELP ringleader_batch_records Records per written batch.\n# TYPE ringleader_batch_records summary\n");
     summary(&mut out, "ringleader_batch_records", "", &m.batch_records);
+    out.push_str("# HELP ringleader_compaction_slice_us One slice of a __consumer_offsets compaction pass, microseconds.\n# TYPE ringleader_compaction_slice_us summary\n");
+    summary(
+        &mut out,
+        "ringleader_compaction_slice_us",
+        "",
+        &m.compaction_slice_us,
+    );
     for (name, help, kind, v) in [
         (
             "ringleader_fsyncs_total",
@@ -248,6 +266,18 @@ pub fn render(m: &ShardMetrics) -> String {
             "Failed batch writes.",
             "counter",
             m.write_failures,
+        ),
+        (
+            "ringleader_compaction_passes_total",
+            "Completed compaction passes over __consumer_offsets partitions.",
+            "counter",
+            m.compaction_passes,
+        ),
+        (
+            "ringleader_compaction_bytes_removed_total",
+            "Log bytes removed by compaction.",
+            "counter",
+            m.compaction_bytes_removed,
         ),
         (
             "ringleader_rebalances_total",

@@ -14,6 +14,7 @@ use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
+use storage::compact::{CompactConfig, Compaction};
 use storage::io::GlommioDir;
 use storage::log::{LogConfig, PartitionLog};
 use wire::records::Record;
@@ -51,6 +52,10 @@ pub enum PartitionReply {
 /// Records kept in memory when the broker runs without a data directory (in-process tests):
 /// bounded, oldest dropped first.
 pub const IN_MEMORY_MAX_RECORDS: usize = 1 << 16;
+
+/// Bytes a compaction slice reads: about a millisecond of work, so a pass never holds a
+/// partition's writes up for longer than that (measured in docs/performance.md).
+pub const COMPACTION_SLICE_BYTES: usize = 256 * 1024;
 
 /// Largest number of records written as one batch; more waiting records form the next batch.
 pub const MAX_RECORDS_PER_BATCH: usize = 4096;
@@ -489,54 +494,47 @@ async fn log_writer(
     let mut since_snapshot = log
         .next_offset()
         .saturating_sub(storage::snapshot::latest_offset(dir.path()).map_or(0, |o| o + 1));
-    while doorbell.recv().await.is_some() {
-        loop {
-            let (records, upto) = {
-                let mut slot = table.slots[idx].borrow_mut();
-                if slot.pending.is_empty() {
-                    break;
-                }
-                let n = slot.pending.len().min(MAX_RECORDS_PER_BATCH);
-                let records: Vec<Record> = slot.pending.drain(..n).collect();
-                slot.written_seq += n as u64;
-                (records, slot.written_seq)
-            };
-            let started = std::time::Instant::now();
-            // Where this batch starts: everything before it is durable, so a failed append is
-            // undone by cutting the log back to here.
-            let end = log.next_offset();
-            let result = match encode_records(&records) {
-                Ok(kv) => {
-                    let refs: Vec<(Option<&[u8]>, Option<&[u8]>)> = kv
-                        .iter()
-                        .map(|(k, v)| (Some(k.as_slice()), v.as_deref()))
-                        .collect();
-                    log.append(&refs, table.now()).await.map(|_| ())
-                }
-                Err(e) => Err(std::io::Error::other(e)),
-            };
-            match result {
-                Ok(()) => {
-                    since_snapshot += records.len() as u64;
-                    {
-                        let mut m = table.metrics.borrow_mut();
-                        m.fsyncs += 1;
-                        m.records_written += records.len() as u64;
-                        let _ = m
-                            .fsync_us
-                            .record((started.elapsed().as_micros() as u64).max(1));
-                        let _ = m.batch_records.record((records.len() as u64).max(1));
-                    }
-                    table.mark_durable(idx, upto);
-                }
-                Err(e) => {
-                    table.metrics.borrow_mut().write_failures += 1;
-                    let partition = table.slots[idx].borrow().partition;
-                    tracing::error!(partition, error = %e, "write to __consumer_offsets failed; failing waiting requests and reloading the partition");
-                    table.fail_pending(idx);
-                    log = reload_until_ok(&table, idx, &dir, &log_config, end).await;
-                }
-            }
+    let compact_config = CompactConfig {
+        delete_retention_ms: table.config.delete_retention_ms,
+        slice_bytes: COMPACTION_SLICE_BYTES,
+    };
+    // A compaction pass starts after the log rolls a segment (so a closed segment is new) or
+    // once a tombstone kept by the last pass has expired; `None` for the roll count makes the
+    // first wake-up after opening the log check the segments it found.
+    let mut compaction: Option<Compaction> = None;
+    let mut rolls_at_last_pass: Option<u64> = None;
+    let mut tombstone_due: Option<i64> = None;
+    loop {
+        if compaction.is_none()
+            && (rolls_at_last_pass != Some(log.rolls())
+                || tombstone_due.is_some_and(|t| t <= table.now()))
+        {
+            rolls_at_last_pass = Some(log.rolls());
+            tombstone_due = None;
+            compaction = log.start_compaction(
+                compact_config.clone(),
+                table.now(),
+                storage::snapshot::latest_offset(dir.path()),
+            );
+        }
+        // With a pass under way the writer does not sleep: it looks for pending records
+        // between slices, so a request waits for at most one slice.
+        if compaction.is_none() && doorbell.recv().await.is_none() {
+            break;
+        }
+        if write_pending(
+            &table,
+            idx,
+            &mut log,
+            &dir,
+            &log_config,
+            &mut since_snapshot,
+        )
+        .await
+        {
+            // A reload replaced the log: a pass over the old one is void.
+            compaction = None;
+            rolls_at_last_pass = None;
         }
         // Nothing is pending now, so the coordinator's state is exactly the durable records:
         // the moment to snapshot it, if enough records have accumulated.
@@ -547,7 +545,115 @@ async fn log_writer(
                 tracing::warn!(partition, error = %e, "snapshot failed; the log still holds everything");
             }
         }
+        if let Some(c) = compaction.as_mut() {
+            let started = std::time::Instant::now();
+            let result = log.compact_slice(c).await;
+            let _ = table
+                .metrics
+                .borrow_mut()
+                .compaction_slice_us
+                .record((started.elapsed().as_micros() as u64).max(1));
+            let partition = table.slots[idx].borrow().partition;
+            match result {
+                Ok(false) => {}
+                Ok(true) => {
+                    let st = &c.stats;
+                    tombstone_due = st.next_tombstone_expiry;
+                    {
+                        let mut m = table.metrics.borrow_mut();
+                        m.compaction_passes += 1;
+                        m.compaction_bytes_removed += st.bytes_before - st.bytes_after;
+                    }
+                    tracing::info!(
+                        partition,
+                        keys = st.keys,
+                        records_read = st.records_read,
+                        records_kept = st.records_kept,
+                        tombstones_removed = st.tombstones_removed,
+                        bytes_before = st.bytes_before,
+                        bytes_after = st.bytes_after,
+                        segments_rewritten = st.segments_cleaned,
+                        segments_removed = st.segments_removed,
+                        "compacted __consumer_offsets partition"
+                    );
+                    compaction = None;
+                }
+                Err(e) => {
+                    // The log is whole (a segment is only ever replaced by an atomic rename);
+                    // the next roll tries again.
+                    tracing::warn!(partition, error = %e, "compaction pass abandoned");
+                    compaction = None;
+                }
+            }
+            // Let the shard's requests run before the next slice.
+            futures_lite::future::yield_now().await;
+        }
     }
+}
+
+/// Write every pending record of partition `idx` (group commit: one batch, one write, one
+/// fdatasync per round) and release the responses that waited for them. After a failed write
+/// the waiting requests fail and the partition is reloaded into `log`; returns whether that
+/// happened.
+async fn write_pending(
+    table: &Rc<PartitionTable>,
+    idx: usize,
+    log: &mut PartitionLog<GlommioDir>,
+    dir: &GlommioDir,
+    log_config: &LogConfig,
+    since_snapshot: &mut u64,
+) -> bool {
+    let mut reloaded = false;
+    loop {
+        let (records, upto) = {
+            let mut slot = table.slots[idx].borrow_mut();
+            if slot.pending.is_empty() {
+                break;
+            }
+            let n = slot.pending.len().min(MAX_RECORDS_PER_BATCH);
+            let records: Vec<Record> = slot.pending.drain(..n).collect();
+            slot.written_seq += n as u64;
+            (records, slot.written_seq)
+        };
+        let started = std::time::Instant::now();
+        // Where this batch starts: everything before it is durable, so a failed append is
+        // undone by cutting the log back to here.
+        let end = log.next_offset();
+        let result = match encode_records(&records) {
+            Ok(kv) => {
+                let refs: Vec<(Option<&[u8]>, Option<&[u8]>)> = kv
+                    .iter()
+                    .map(|(k, v)| (Some(k.as_slice()), v.as_deref()))
+                    .collect();
+                log.append(&refs, table.now()).await.map(|_| ())
+            }
+            Err(e) => Err(std::io::Error::other(e)),
+        };
+        match result {
+            Ok(()) => {
+                *since_snapshot += records.len() as u64;
+                {
+                    let mut m = table.metrics.borrow_mut();
+                    m.fsyncs += 1;
+                    m.records_written += records.len() as u64;
+                    let _ = m
+                        .fsync_us
+                        .record((started.elapsed().as_micros() as u64).max(1));
+                    let _ = m.batch_records.record((records.len() as u64).max(1));
+                }
+                table.mark_durable(idx, upto);
+            }
+            Err(e) => {
+                table.metrics.borrow_mut().write_failures += 1;
+                let partition = table.slots[idx].borrow().partition;
+                tracing::error!(partition, error = %e, "write to __consumer_offsets failed; failing waiting requests and reloading the partition");
+                table.fail_pending(idx);
+                *log = reload_until_ok(table, idx, dir, log_config, end).await;
+                reloaded = true;
+            }
+        }
+    }
+    reloaded
 }
 
 /// Write a snapshot of partition `idx` covering everything durable, then drop what it makes

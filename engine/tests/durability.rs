@@ -858,3 +858,129 @@ fn a_batch_recovery_truncates_is_not_half_replayed() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+// ------------------------------------------------------------------------------------------------
+// Compaction
+// ------------------------------------------------------------------------------------------------
+
+const COMPACTED_LINE: &str = "compacted __consumer_offsets partition";
+
+/// Every record of a partition directory, segment by segment, in offset order.
+fn partition_records(partition_dir: &Path) -> Batches {
+    let mut segs: Vec<PathBuf> = std::fs::read_dir(partition_dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "log"))
+        .collect();
+    segs.sort();
+    segs.iter().flat_map(|p| batches_of(p)).collect()
+}
+
+#[test]
+fn compaction_keeps_each_keys_last_commit_and_drops_deleted_groups() {
+    let dir = data_dir("compaction");
+    let topic = "orders";
+    let partitions: Vec<i32> = (0..10).collect();
+    // One offsets partition, tiny segments so the log rolls often, no snapshots (compaction
+    // alone keeps the log small), tombstones removable at once.
+    let sets = [
+        "offsets.topic.num.partitions=1",
+        "offsets.topic.segment.bytes=8192",
+        "offsets.snapshot.interval.records=1000000000",
+        "log.cleaner.delete.retention.ms=0",
+    ];
+    let mut broker = Broker::start(&dir, &sets);
+    let mut c = Client::connect(broker.addr);
+    create_topic(&mut c, topic, 10);
+    let commit = |c: &mut Client, group: &str, offset: i64| {
+        let offsets: Vec<(i32, i64)> = partitions.iter().map(|p| (*p, offset)).collect();
+        let errs = commit_errors(c.call(8, commit_request(group, -1, "", topic, &offsets)));
+        assert!(errs.iter().all(|(_, e)| *e == 0), "{group}: {errs:?}");
+    };
+    // Groups that get deleted: their commits become tombstones, then go entirely.
+    let gone: Vec<String> = (0..5).map(|i| format!("gone-{i}")).collect();
+    for g in &gone {
+        commit(&mut c, g, 7);
+    }
+    for round in 0..150 {
+        commit(&mut c, "keep", round);
+    }
+    let Response::DeleteGroups(r) = c.call(
+        2,
+        Request::DeleteGroups(
+            DeleteGroupsRequest::default()
+                .with_groups_names(gone.iter().map(|g| GroupId(s(g))).collect()),
+        ),
+    ) else {
+        panic!("DeleteGroups")
+    };
+    assert!(r.results.iter().all(|x| x.error_code == 0), "{r:?}");
+    let written = 5 * 10 + 150 * 10 + 5 * 10;
+    let mut last = 0;
+    for round in 150..400 {
+        commit(&mut c, "keep", round);
+        last = round;
+    }
+    // Passes run after rolls; wait for one that removed the deleted groups' tombstones.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let tombstones_removed = |lines: &[String]| -> u64 {
+        lines
+            .iter()
+            .filter_map(|l| {
+                l.split_whitespace()
+                    .find_map(|w| w.strip_prefix("tombstones_removed="))
+                    .and_then(|n| n.parse::<u64>().ok())
+            })
+            .sum()
+    };
+    while tombstones_removed(&broker.log_lines(COMPACTED_LINE)) < 50 {
+        assert!(
+            Instant::now() < deadline,
+            "no compaction removed the tombstones:\n{}",
+            broker.log_lines(COMPACTED_LINE).join("\n")
+        );
+        // More commits roll more segments, which start more passes.
+        last += 1;
+        commit(&mut c, "keep", last);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let pdir = dir.join("__consumer_offsets-0");
+    let on_disk = partition_records(&pdir);
+    let records: usize = on_disk.iter().map(|b| b.2.len()).sum();
+    assert!(
+        records < (written + 250 * 10) / 4,
+        "compaction left {records} records of about {}",
+        written + 250 * 10
+    );
+    // Offsets are never reused: batches keep their base offsets and go up.
+    let bases: Vec<u64> = on_disk
+        .iter()
+        .map(|b| b.2.first().map_or(0, |r| r.offset))
+        .collect();
+    assert!(bases.windows(2).all(|w| w[0] < w[1]));
+    for g in &gone {
+        assert!(
+            offsets_after(&on_disk, g, topic).is_empty(),
+            "{g}'s records are all gone from the log"
+        );
+    }
+    // The files are whole Kafka batches (`dump-log --verify` checks every CRC).
+    let (code, _) = dump_log(&["--verify".as_ref(), pdir.as_os_str()]);
+    assert_eq!(code, 0, "dump-log --verify of a compacted partition");
+
+    // Restart from the compacted log alone: the same committed offsets.
+    broker.kill9();
+    let broker = Broker::start(&dir, &sets);
+    let mut c = Client::connect(broker.addr);
+    let keep = fetch_offsets(&mut c, "keep", topic, &partitions);
+    assert!(
+        keep.len() == 10 && keep.values().all(|o| *o == last),
+        "last commits survive compaction and restart: {keep:?}"
+    );
+    for g in &gone {
+        let got = fetch_offsets(&mut c, g, topic, &partitions);
+        assert!(got.values().all(|o| *o == -1), "{g} stays deleted: {got:?}");
+    }
+    drop(broker);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -74,8 +74,11 @@ fn every_invariant_holds_over_many_seeds() {
         failures.join("\n\n")
     );
     assert!(
-        total.broker_crashes > 0 && total.failed_writes > 0 && total.snapshots > 0,
-        "the seeds must exercise crashes, failed writes and snapshots: {total}"
+        total.broker_crashes > 0
+            && total.failed_writes > 0
+            && total.snapshots > 0
+            && total.compactions > 0,
+        "the seeds must exercise crashes, failed writes, snapshots and compaction: {total}"
     );
 }
 

@@ -210,6 +210,17 @@ pub fn for_each_record(
     pos: u64,
     mut f: impl FnMut(u64, i64, Option<&[u8]>, Option<&[u8]>),
 ) -> Result<(), BatchError> {
+    for_each_record_span(batch, header, pos, |_, o, t, k, v| f(o, t, k, v))
+}
+
+/// Like [`for_each_record`], also passing each record's byte range within the batch (its
+/// length varint included), so compaction can copy kept records verbatim.
+pub fn for_each_record_span(
+    batch: &[u8],
+    header: &BatchHeader,
+    pos: u64,
+    mut f: impl FnMut(std::ops::Range<usize>, u64, i64, Option<&[u8]>, Option<&[u8]>),
+) -> Result<(), BatchError> {
     if header.attributes & 0x07 != 0 {
         return Err(corrupt(
             pos,
@@ -224,6 +235,7 @@ pub fn for_each_record(
     let end = header.size;
     let bad = |what: &str| corrupt(pos, format!("record: {what}"));
     for _ in 0..header.records_count {
+        let rec_start = p;
         let len = get_varint(batch, &mut p, 5).ok_or_else(|| bad("length"))?;
         if len < 0 || p + len as usize > end {
             return Err(bad("length past the batch"));
@@ -256,6 +268,7 @@ pub fn for_each_record(
         // Headers are not used by the coordinator; skip to the record's end.
         p = rec_end;
         f(
+            rec_start..rec_end,
             header.base_offset + off_delta as u64,
             base_ts.wrapping_add(ts_delta),
             key.map(|(a, b)| &batch[a..b]),
@@ -263,6 +276,49 @@ pub fn for_each_record(
         );
     }
     Ok(())
+}
+
+/// Append to `out` the batch `batch` with only the records `keep(offset, timestamp, key, value)`
+/// accepts, as Kafka's log cleaner rewrites a v2 batch (`MemoryRecords.filterTo`): the same
+/// header — base offset, last offset delta, base timestamp, producer fields — so every kept
+/// record keeps its offset and the next batch still follows; record count, max timestamp and
+/// CRC recomputed. Kept records are copied verbatim (their deltas are relative to the unchanged
+/// base). Writes nothing when no record is kept. Returns (kept, dropped).
+pub fn retain_records(
+    batch: &[u8],
+    header: &BatchHeader,
+    pos: u64,
+    mut keep: impl FnMut(u64, i64, Option<&[u8]>, Option<&[u8]>) -> bool,
+    out: &mut Vec<u8>,
+) -> Result<(usize, usize), BatchError> {
+    let mut spans: Vec<(std::ops::Range<usize>, i64)> = Vec::new();
+    let mut dropped = 0usize;
+    for_each_record_span(batch, header, pos, |span, offset, ts, k, v| {
+        if keep(offset, ts, k, v) {
+            spans.push((span, ts));
+        } else {
+            dropped += 1;
+        }
+    })?;
+    if spans.is_empty() {
+        return Ok((0, dropped));
+    }
+    let start = out.len();
+    out.extend_from_slice(&batch[..BATCH_OVERHEAD]);
+    for (span, _) in &spans {
+        out.extend_from_slice(&batch[span.clone()]);
+    }
+    let length = (out.len() - start - LOG_OVERHEAD) as i32;
+    out[start + 8..start + 12].copy_from_slice(&length.to_be_bytes());
+    // LogAppendTime batches carry the append time as their max timestamp; keep it.
+    if header.attributes & 0x08 == 0 {
+        let max_ts = spans.iter().map(|(_, t)| *t).max().expect("non-empty");
+        out[start + 35..start + 43].copy_from_slice(&max_ts.to_be_bytes());
+    }
+    out[start + 57..start + 61].copy_from_slice(&(spans.len() as i32).to_be_bytes());
+    let crc = crc32c::crc32c(&out[start + CRC_START..]);
+    out[start + 17..start + 21].copy_from_slice(&crc.to_be_bytes());
+    Ok((spans.len(), dropped))
 }
 
 /// Decode the records of a batch into owned values (tools and tests).

@@ -30,6 +30,9 @@ pub trait LogDir {
     /// File names in the directory (not paths).
     async fn list(&self) -> io::Result<Vec<String>>;
     async fn remove(&self, name: &str) -> io::Result<()>;
+    /// Atomically replace `to` with `from` (rename(2)); durable once the directory is synced.
+    /// Handles opened on the old `to` keep reading the old file.
+    async fn rename(&self, from: &str, to: &str) -> io::Result<()>;
     /// Make creations and removals of files durable (fsync of the directory).
     async fn sync_dir(&self) -> io::Result<()>;
 }
@@ -128,6 +131,9 @@ impl LogDir for GlommioDir {
     async fn remove(&self, name: &str) -> io::Result<()> {
         std::fs::remove_file(self.path.join(name))
     }
+    async fn rename(&self, from: &str, to: &str) -> io::Result<()> {
+        std::fs::rename(self.path.join(from), self.path.join(to))
+    }
     async fn sync_dir(&self) -> io::Result<()> {
         std::fs::File::open(&self.path)?.sync_all()
     }
@@ -145,6 +151,10 @@ struct MemDisk {
     files: BTreeMap<String, MemFileState>,
     /// Names whose creation is durable (directory synced since).
     durable_names: std::collections::BTreeSet<String>,
+    /// Renames not yet made durable by a directory sync, oldest first: (from, to, what `to`
+    /// was before, if it was durable). A crash undoes them — rename(2) is atomic, so after power
+    /// loss a directory shows either the old entry or the new one; this model picks the old.
+    unsynced_renames: Vec<(String, String, Option<MemFileState>)>,
     /// Operations left before every further operation fails (None = never fail).
     fail_after: Option<u64>,
     ops: u64,
@@ -191,6 +201,20 @@ impl MemDir {
     /// Files never made durable by a directory sync may vanish.
     pub fn crash(&self, mut torn: impl FnMut(&str, usize) -> usize) {
         let mut d = self.disk.borrow_mut();
+        while let Some((from, to, old_to)) = d.unsynced_renames.pop() {
+            if let Some(moved) = d.files.remove(&to) {
+                d.files.insert(from, moved);
+            }
+            match old_to {
+                Some(old) => {
+                    d.files.insert(to.clone(), old);
+                    d.durable_names.insert(to);
+                }
+                None => {
+                    d.durable_names.remove(&to);
+                }
+            }
+        }
         let durable_names = d.durable_names.clone();
         d.files.retain(|name, _| durable_names.contains(name));
         for (name, f) in d.files.iter_mut() {
@@ -292,10 +316,29 @@ impl LogDir for MemDir {
         d.durable_names.remove(name);
         Ok(())
     }
+    async fn rename(&self, from: &str, to: &str) -> io::Result<()> {
+        let mut d = self.disk.borrow_mut();
+        d.tick()?;
+        let moved = d
+            .files
+            .remove(from)
+            .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
+        let old_to = d.files.insert(to.to_string(), moved);
+        let old_durable = old_to
+            .filter(|_| d.durable_names.contains(to))
+            .map(|mut f| {
+                f.live = f.durable.clone();
+                f
+            });
+        d.unsynced_renames
+            .push((from.to_string(), to.to_string(), old_durable));
+        Ok(())
+    }
     async fn sync_dir(&self) -> io::Result<()> {
         let mut d = self.disk.borrow_mut();
         d.tick()?;
         d.durable_names = d.files.keys().cloned().collect();
+        d.unsynced_renames.clear();
         Ok(())
     }
 }

@@ -41,10 +41,11 @@ pub fn parse_segment_name(name: &str) -> Option<u64> {
         .flatten()
 }
 
-struct Segment<F> {
-    base_offset: u64,
-    file: F,
-    size: u64,
+pub(crate) struct Segment<F> {
+    pub(crate) base_offset: u64,
+    pub(crate) file: F,
+    /// Bytes of whole, durable batches (appends update it only after their fdatasync).
+    pub(crate) size: u64,
 }
 
 /// What recovery found.
@@ -62,10 +63,12 @@ pub struct RecoveryReport {
 }
 
 pub struct PartitionLog<D: LogDir> {
-    dir: D,
-    config: LogConfig,
-    segments: Vec<Segment<D::File>>,
+    pub(crate) dir: D,
+    pub(crate) config: LogConfig,
+    pub(crate) segments: Vec<Segment<D::File>>,
     next_offset: u64,
+    /// Segments created by appends since open (compaction starts a pass after a roll).
+    rolls: u64,
 }
 
 impl<D: LogDir> PartitionLog<D> {
@@ -103,6 +106,13 @@ impl<D: LogDir> PartitionLog<D> {
             .filter_map(|n| parse_segment_name(n))
             .collect();
         bases.sort_unstable();
+        // A compaction interrupted before its rename leaves a `.cleaned` file: the segment it
+        // was made from is still whole, so the leftover is dropped.
+        for name in dir.list().await? {
+            if name.ends_with(crate::compact::CLEANED_SUFFIX) {
+                dir.remove(&name).await?;
+            }
+        }
         let mut report = RecoveryReport::default();
         let mut segments = Vec::new();
         let mut next_offset = bases.first().copied().unwrap_or(0);
@@ -167,6 +177,7 @@ impl<D: LogDir> PartitionLog<D> {
                 config,
                 segments,
                 next_offset,
+                rolls: 0,
             },
             report,
         ))
@@ -179,6 +190,19 @@ impl<D: LogDir> PartitionLog<D> {
 
     pub fn segment_count(&self) -> usize {
         self.segments.len()
+    }
+
+    /// How many segments appends have rolled to since the log was opened.
+    pub fn rolls(&self) -> u64 {
+        self.rolls
+    }
+
+    /// (base offset, bytes) of each segment, oldest first.
+    pub fn segments(&self) -> Vec<(u64, u64)> {
+        self.segments
+            .iter()
+            .map(|s| (s.base_offset, s.size))
+            .collect()
     }
 
     /// Append `records` as one batch, durably: one write, one fdatasync. Returns the first and
@@ -218,6 +242,7 @@ impl<D: LogDir> PartitionLog<D> {
                 file,
                 size: 0,
             });
+            self.rolls += 1;
         }
         let seg = self.segments.last_mut().expect("an active segment");
         let len = batch.len() as u64;

@@ -1188,13 +1188,7 @@ pub fn replay(c: &mut Coordinator, key: &RecordKey, value: &Option<RecordValue>)
             RecordKey::ConsumerGroupMetadata { group },
             Some(RecordValue::ConsumerGroupMetadata(v)),
         ) => {
-            let g = c
-                .consumer_groups
-                .entry(group.clone())
-                .or_insert_with(|| ConsumerGroup {
-                    group_id: group.clone(),
-                    ..Default::default()
-                });
+            let g = persisted_group(c, group);
             g.group_epoch = v.epoch;
             g.metadata_hash = v.metadata_hash;
         }
@@ -1205,13 +1199,7 @@ pub fn replay(c: &mut Coordinator, key: &RecordKey, value: &Option<RecordValue>)
             RecordKey::ConsumerGroupMemberMetadata { group, member_id },
             Some(RecordValue::ConsumerGroupMemberMetadata(v)),
         ) => {
-            let g = c
-                .consumer_groups
-                .entry(group.clone())
-                .or_insert_with(|| ConsumerGroup {
-                    group_id: group.clone(),
-                    ..Default::default()
-                });
+            let g = persisted_group(c, group);
             let m = g
                 .members
                 .entry(member_id.clone())
@@ -1234,29 +1222,28 @@ pub fn replay(c: &mut Coordinator, key: &RecordKey, value: &Option<RecordValue>)
             RecordKey::ConsumerGroupTargetAssignmentMetadata { group },
             Some(RecordValue::ConsumerGroupTargetAssignmentMetadata(v)),
         ) => {
-            if let Some(g) = c.consumer_groups.get_mut(group) {
-                g.assignment_epoch = v.assignment_epoch;
-                g.assignment_timestamp = v.assignment_timestamp;
-            }
+            let g = persisted_group(c, group);
+            g.assignment_epoch = v.assignment_epoch;
+            g.assignment_timestamp = v.assignment_timestamp;
         }
         (
             RecordKey::ConsumerGroupTargetAssignmentMember { group, member_id },
             Some(RecordValue::ConsumerGroupTargetAssignmentMember(v)),
         ) => {
-            if let Some(g) = c.consumer_groups.get_mut(group) {
-                let a: Assignment = v
-                    .topic_partitions
-                    .iter()
-                    .map(|t| {
-                        (
-                            t.topic_id,
-                            t.partitions.iter().copied().collect::<BTreeSet<i32>>(),
-                        )
-                    })
-                    .filter(|(_, p)| !p.is_empty())
-                    .collect();
-                g.target.insert(member_id.clone(), a);
-            }
+            let a: Assignment = v
+                .topic_partitions
+                .iter()
+                .map(|t| {
+                    (
+                        t.topic_id,
+                        t.partitions.iter().copied().collect::<BTreeSet<i32>>(),
+                    )
+                })
+                .filter(|(_, p)| !p.is_empty())
+                .collect();
+            persisted_group(c, group)
+                .target
+                .insert(member_id.clone(), a);
         }
         (RecordKey::ConsumerGroupTargetAssignmentMember { group, member_id }, None) => {
             if let Some(g) = c.consumer_groups.get_mut(group) {
@@ -1267,25 +1254,25 @@ pub fn replay(c: &mut Coordinator, key: &RecordKey, value: &Option<RecordValue>)
             RecordKey::ConsumerGroupCurrentMemberAssignment { group, member_id },
             Some(RecordValue::ConsumerGroupCurrentMemberAssignment(v)),
         ) => {
-            if let Some(m) = c
-                .consumer_groups
-                .get_mut(group)
-                .and_then(|g| g.members.get_mut(member_id))
-            {
-                m.member_epoch = v.member_epoch;
-                m.previous_member_epoch = v.previous_member_epoch;
-                m.state = MemberState::from_i8(v.state);
-                m.assigned = from_current(&v.assigned_partitions);
-                m.pending_revocation = from_current(&v.partitions_pending_revocation);
-            }
+            // `getOrCreateUninitializedMember`: in a compacted log the member's metadata
+            // record may come later.
+            let m = persisted_group(c, group)
+                .members
+                .entry(member_id.clone())
+                .or_insert_with(|| ConsumerMember::new(member_id));
+            m.member_epoch = v.member_epoch;
+            m.previous_member_epoch = v.previous_member_epoch;
+            m.state = MemberState::from_i8(v.state);
+            m.assigned = from_current(&v.assigned_partitions);
+            m.pending_revocation = from_current(&v.partitions_pending_revocation);
         }
         (
             RecordKey::ConsumerGroupRegularExpression { group, regex },
             Some(RecordValue::ConsumerGroupRegularExpression(v)),
         ) => {
-            if let Some(g) = c.consumer_groups.get_mut(group) {
-                g.regexes.insert(regex.clone(), v.topics.clone());
-            }
+            persisted_group(c, group)
+                .regexes
+                .insert(regex.clone(), v.topics.clone());
         }
         (RecordKey::ConsumerGroupRegularExpression { group, regex }, None) => {
             if let Some(g) = c.consumer_groups.get_mut(group) {
@@ -1294,6 +1281,27 @@ pub fn replay(c: &mut Coordinator, key: &RecordKey, value: &Option<RecordValue>)
         }
         _ => {}
     }
+}
+
+/// The consumer group a replayed record with a value belongs to, created if missing
+/// (`getOrMaybeCreatePersistedConsumerGroup`). Any record of a group may come first: compaction
+/// keeps only each key's last record, so a member's assignment can precede the group's metadata
+/// record. An empty classic group of the same id (offsets committed before the group moved to
+/// the consumer protocol) is replaced, as the live conversion does.
+fn persisted_group<'a>(c: &'a mut Coordinator, group: &str) -> &'a mut ConsumerGroup {
+    if !c.consumer_groups.contains_key(group)
+        && c.groups
+            .get(group)
+            .is_some_and(|g| g.members.is_empty() && g.state == super::classic::State::Empty)
+    {
+        c.groups.remove(group);
+    }
+    c.consumer_groups
+        .entry(group.to_string())
+        .or_insert_with(|| ConsumerGroup {
+            group_id: group.to_string(),
+            ..Default::default()
+        })
 }
 
 /// The records that rebuild a consumer group as it is (for snapshots), in Kafka's order.

@@ -164,6 +164,7 @@ impl K {
             snap.replay(&r);
         }
         assert_eq!(snap.durable_view(), self.c.durable_view());
+        super::tests::assert_compacted_replay_matches(&self.records, &self.c);
     }
 }
 

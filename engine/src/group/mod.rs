@@ -53,6 +53,9 @@ pub struct GroupConfig {
     pub offsets_retention_check_interval_ms: i64,
     /// Records between snapshots of a partition (`offsets.snapshot.interval.records`).
     pub snapshot_interval_records: u64,
+    /// How long a tombstone stays in a compacted `__consumer_offsets` log
+    /// (`log.cleaner.delete.retention.ms`, Kafka's default for the offsets topic).
+    pub delete_retention_ms: i64,
     pub consumer_session_timeout_ms: i32,
     pub consumer_heartbeat_interval_ms: i32,
     /// Server assignor names, the first being the default (`group.consumer.assignors`).
@@ -74,6 +77,7 @@ impl GroupConfig {
             offsets_retention_ms: c.offsets_retention_ms(),
             offsets_retention_check_interval_ms: c.offsets_retention_check_interval_ms,
             snapshot_interval_records: c.offsets_snapshot_interval_records.max(1) as u64,
+            delete_retention_ms: c.delete_retention_ms,
             consumer_session_timeout_ms: c.group_consumer_session_timeout_ms,
             consumer_heartbeat_interval_ms: c.group_consumer_heartbeat_interval_ms,
             consumer_assignors: c
@@ -606,7 +610,7 @@ impl Coordinator {
             ) => {
                 // Offsets without a group record belong to a standalone ("simple") group, which
                 // exists as an empty classic group (`getOrMaybeCreateClassicGroup` on replay).
-                if !self.groups.contains_key(group) {
+                if !self.groups.contains_key(group) && !self.consumer_groups.contains_key(group) {
                     self.groups.insert(
                         group.clone(),
                         ClassicGroup::empty(group, v.commit_timestamp),

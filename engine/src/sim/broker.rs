@@ -99,6 +99,10 @@ pub(super) struct Slot {
     pub last_report: Option<storage::log::RecoveryReport>,
     /// After a failed append: the offset its batch started at, which the reload cuts back to.
     pub discard_from: Option<u64>,
+    /// `log_writer`'s compaction pass under way, and what starts the next one.
+    pub compaction: Option<storage::compact::Compaction>,
+    pub rolls_at_last_pass: Option<u64>,
+    pub tombstone_due: Option<i64>,
 }
 
 impl Slot {
@@ -127,6 +131,9 @@ impl Slot {
             next_d_check: 0,
             last_report: None,
             discard_from: None,
+            compaction: None,
+            rolls_at_last_pass: None,
+            tombstone_due: None,
         }
     }
 }
@@ -462,6 +469,7 @@ impl World {
                 self.mark_durable(s, batch.upto);
                 if self.slots[s].pending.is_empty() {
                     self.maybe_snapshot(s);
+                    self.compaction_slice(s);
                 } else {
                     self.writer_start(s);
                 }
@@ -533,6 +541,8 @@ impl World {
                 self.slots[s].log = Some(log);
                 self.slots[s].available = true;
                 self.slots[s].discard_from = None;
+                self.slots[s].compaction = None;
+                self.slots[s].rolls_at_last_pass = None;
                 self.after_load(s, false);
                 self.schedule_tick(s);
                 self.kick_writer(s);
@@ -586,6 +596,50 @@ impl World {
         let _ = block_on(log.remove_segments_before(covered + 1));
         self.stats.snapshots += 1;
         self.trace(|| format!("p{s}: snapshot at offset {covered}"));
+    }
+
+    /// `log_writer`'s compaction: a pass starts after a roll (or when a kept tombstone has
+    /// expired) and advances one slice whenever the writer has nothing pending.
+    fn compaction_slice(&mut self, s: usize) {
+        let now = self.now;
+        let retention = self.p.gcfg.delete_retention_ms;
+        let slot = &mut self.slots[s];
+        let snapshot = slot.snapshot.as_ref().map(|x| x.offset);
+        let Some(log) = slot.log.as_mut() else {
+            return;
+        };
+        if slot.compaction.is_none()
+            && (slot.rolls_at_last_pass != Some(log.rolls())
+                || slot.tombstone_due.is_some_and(|t| t <= now))
+        {
+            slot.rolls_at_last_pass = Some(log.rolls());
+            slot.tombstone_due = None;
+            slot.compaction = log.start_compaction(
+                storage::compact::CompactConfig {
+                    delete_retention_ms: retention,
+                    slice_bytes: self.p.compaction_slice_bytes,
+                },
+                now,
+                snapshot,
+            );
+        }
+        let Some(c) = slot.compaction.as_mut() else {
+            return;
+        };
+        match block_on(log.compact_slice(c)) {
+            Ok(false) => {}
+            Ok(true) => {
+                slot.tombstone_due = c.stats.next_tombstone_expiry;
+                let st = c.stats.clone();
+                slot.compaction = None;
+                self.stats.compactions += 1;
+                self.trace(|| format!("p{s}: compaction pass done: {st:?}"));
+            }
+            Err(e) => {
+                slot.compaction = None;
+                self.trace(|| format!("p{s}: compaction pass abandoned ({e})"));
+            }
+        }
     }
 
     pub(super) fn schedule_tick(&mut self, s: usize) {
@@ -660,6 +714,18 @@ impl World {
         self.stats.broker_crashes += 1;
         self.trace(|| "broker crash".into());
         for s in 0..self.slots.len() {
+            if self.slots[s].compaction.is_some() && self.rng.chance(0.5) {
+                // A compaction slice was under way: cut it after a random number of its
+                // operations (a segment being rewritten, renamed or removed).
+                let ops = self.rng.below(8);
+                self.slots[s].dir.fail_after(ops);
+                let slot = &mut self.slots[s];
+                if let (Some(log), Some(c)) = (slot.log.as_mut(), slot.compaction.as_mut()) {
+                    let _ = block_on(log.compact_slice(c));
+                }
+            }
+            self.slots[s].compaction = None;
+            self.slots[s].rolls_at_last_pass = None;
             if let Some(batch) = self.slots[s].in_flight.take() {
                 // The append was under way: cut it after a random number of its operations.
                 let ops = self.rng.below(6);

@@ -105,6 +105,8 @@ pub struct SimStats {
     pub failed_writes: u64,
     pub reloads: u64,
     pub snapshots: u64,
+    /// Completed compaction passes.
+    pub compactions: u64,
     pub batches: u64,
     pub records: u64,
     pub client_crashes: u64,
@@ -130,6 +132,7 @@ impl SimStats {
         self.failed_writes += o.failed_writes;
         self.reloads += o.reloads;
         self.snapshots += o.snapshots;
+        self.compactions += o.compactions;
         self.batches += o.batches;
         self.records += o.records;
         self.client_crashes += o.client_crashes;
@@ -145,7 +148,7 @@ impl fmt::Display for SimStats {
             f,
             "seeds {} | steps {} | simulated {:.1} h | requests {} | responses {} | dropped {} | \
              duplicated {} | broker crashes {} | disk faults {} | failed writes {} | reloads {} | \
-             snapshots {} | batches {} | records {} | client crashes {} | acked commits {} | \
+             snapshots {} | compactions {} | batches {} | records {} | client crashes {} | acked commits {} | \
              invariant checks {}",
             self.seeds,
             self.steps,
@@ -159,6 +162,7 @@ impl fmt::Display for SimStats {
             self.failed_writes,
             self.reloads,
             self.snapshots,
+            self.compactions,
             self.batches,
             self.records,
             self.client_crashes,

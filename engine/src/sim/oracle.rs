@@ -148,6 +148,18 @@ fn diff(a: &Projection, b: &Projection) -> String {
                     )
                 })
             };
+            if brief(x) == brief(y) {
+                // Same epochs and members: show the fields that differ.
+                let (dx, dy) = (format!("{x:#?}"), format!("{y:#?}"));
+                let lines: Vec<String> = dx
+                    .lines()
+                    .zip(dy.lines())
+                    .filter(|(l, r)| l != r)
+                    .take(6)
+                    .map(|(l, r)| format!("{} | {}", l.trim(), r.trim()))
+                    .collect();
+                return format!("consumer group {k} differs in: {}", lines.join("; "));
+            }
             return format!("consumer group {k}: {:?} vs {:?}", brief(x), brief(y));
         }
     }

@@ -169,6 +169,7 @@ pub(super) struct Params {
     pub sub_change_p: f64,
     pub gcfg: GroupConfig,
     pub log_cfg: LogConfig,
+    pub compaction_slice_bytes: usize,
 }
 
 impl Params {
@@ -181,6 +182,7 @@ impl Params {
             // and commits can be checked against their whole history (see oracle.rs).
             offsets_retention_check_interval_ms: 1 << 50,
             snapshot_interval_records: *rng.pick(&[40, 300, 2000, 100_000]),
+            delete_retention_ms: *rng.pick(&[0, 1000, 60_000, 86_400_000]),
             consumer_session_timeout_ms: *rng.pick(&[10_000, 20_000]),
             consumer_heartbeat_interval_ms: *rng.pick(&[500, 1000, 2000]),
             consumer_assignment_interval_ms: *rng.pick(&[0, 100, 1000]),
@@ -236,6 +238,7 @@ impl Params {
             sub_change_p: f(rng, &[0.0, 0.002, 0.01]),
             gcfg,
             log_cfg,
+            compaction_slice_bytes: *rng.pick(&[100, 4096, 1 << 20]),
         }
     }
 }
