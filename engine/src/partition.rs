@@ -456,19 +456,17 @@ async fn load_partition(
     let mut start_offset = 0;
     if let Some(snap) = &snapshot {
         for r in snap.records().iter() {
-            match Record::decode(r.key.as_slice(), Some(r.value.as_slice())) {
-                Ok(record) => coordinator.replay(&record),
-                Err(_) => skipped += 1,
+            if !coordinator.replay_bytes(r.key.as_slice(), Some(r.value.as_slice())) {
+                skipped += 1;
             }
         }
         start_offset = snap.offset + 1;
     }
     let (log, mut report) =
-        PartitionLog::open_from(dir, log_config, start_offset, |_, _, key, value| match key
-            .map(|k| Record::decode(k, value))
-        {
-            Some(Ok(record)) => coordinator.replay(&record),
-            _ => skipped += 1,
+        PartitionLog::open_from(dir, log_config, start_offset, |_, _, key, value| {
+            if !key.is_some_and(|k| coordinator.replay_bytes(k, value)) {
+                skipped += 1;
+            }
         })
         .await
         .map_err(|e| anyhow::anyhow!("loading __consumer_offsets-{partition}: {e}"))?;

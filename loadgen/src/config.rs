@@ -97,6 +97,13 @@ pub struct Args {
     #[serde(serialize_with = "ser_duration")]
     pub duration: Duration,
 
+    /// Leave the first part of the run out of the per-API latency histograms (the start-up
+    /// join storm), to read steady-state latency. Counts, errors and rebalance convergence
+    /// still cover the whole run.
+    #[arg(long, default_value = "0s", value_parser = parse_duration)]
+    #[serde(serialize_with = "ser_duration")]
+    pub warmup: Duration,
+
     /// Spread member start-up over this long (0 = all members start at once).
     #[arg(long, default_value = "0s", value_parser = parse_duration)]
     #[serde(serialize_with = "ser_duration")]
@@ -333,6 +340,9 @@ impl Args {
         if self.duration.is_zero() {
             return Err("--duration must be longer than zero".into());
         }
+        if self.warmup >= self.duration {
+            return Err("--warmup must be shorter than --duration".into());
+        }
         if self.cores == Some(0) || self.connections == Some(0) {
             return Err("--cores and --connections must be at least 1".into());
         }
@@ -417,5 +427,13 @@ mod tests {
         assert!(Args::try_parse_from(["loadgen", "--duration", "soon"]).is_err());
         let bad = Args::parse_from(["loadgen", "--rate", "0"]);
         assert!(bad.validate().is_err());
+        let w = Args::parse_from(["loadgen", "--warmup", "10s", "--duration", "30s"]);
+        assert_eq!(w.warmup, Duration::from_secs(10));
+        w.validate().unwrap();
+        let w = Args::parse_from(["loadgen", "--warmup", "30s", "--duration", "30s"]);
+        assert!(
+            w.validate().is_err(),
+            "a warm-up as long as the run leaves nothing"
+        );
     }
 }

@@ -288,6 +288,13 @@ pub fn text_table(info: &RunInfo, stats: &Stats) -> String {
         info.topics.len(),
         info.topics.first().map(|t| t.partitions).unwrap_or(0),
     );
+    if !a.warmup.is_zero() {
+        let _ = writeln!(
+            s,
+            "latencies below leave out the first {} (warm-up); counts, errors and convergence cover the whole run",
+            crate::config::format_duration(a.warmup)
+        );
+    }
     let _ = writeln!(
         s,
         "responses {} ({:.1}/s), heartbeats {:.1}/s, errors {} ({:.4}%), stable {}/{} at end ({} ever)",

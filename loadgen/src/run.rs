@@ -264,6 +264,10 @@ pub fn run(args: &Args) -> Result<Outcome, SetupError> {
 
     // Merge reports; print progress once a second.
     let mut total_stats = Stats::default();
+    // Latency after the warm-up: workers report each whole second, so a report that arrives a
+    // second or more past the warm-up covers only steady-state requests.
+    let mut steady = Stats::default();
+    let steady_from = args.warmup + Duration::from_secs(1);
     let mut window = [0u64; API_COUNT];
     let mut last_stable = vec![0u32; cores];
     let mut ever_stable = vec![0u32; cores];
@@ -290,6 +294,9 @@ pub fn run(args: &Args) -> Result<Outcome, SetupError> {
                     }
                 }
                 total_stats.merge(&r.stats);
+                if !args.warmup.is_zero() && t0.elapsed() >= steady_from {
+                    steady.merge(&r.stats);
+                }
                 last_stable[w] = r.stable;
                 ever_stable[w] = r.ever_stable;
                 shared_open[w] = r.shared_conns;
@@ -352,6 +359,9 @@ pub fn run(args: &Args) -> Result<Outcome, SetupError> {
         }
     }
 
+    if !args.warmup.is_zero() {
+        total_stats = with_steady_latency(total_stats, &steady);
+    }
     let ownership = ownership_at_end(&owned_at_end, args.groups, &topics);
     let info = RunInfo {
         args,
@@ -460,6 +470,17 @@ impl Ownership {
 }
 
 /// Count owners per (group, topic, partition).
+/// The run's counts with the per-API latency histograms of the steady part only; rebalance
+/// convergence (join → stable) stays whole-run, since joins mostly happen during the warm-up.
+pub fn with_steady_latency(mut total: Stats, steady: &Stats) -> Stats {
+    for (i, h) in steady.hists.iter().enumerate() {
+        if i != crate::stats::CONVERGENCE {
+            total.hists[i] = h.clone();
+        }
+    }
+    total
+}
+
 pub fn ownership_at_end(
     owned: &[(u32, u16, i32)],
     groups: usize,
@@ -494,4 +515,26 @@ pub fn ownership_at_end(
         }
     }
     o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats::CONVERGENCE;
+
+    #[test]
+    fn steady_latency_replaces_api_histograms_but_keeps_counts_and_convergence() {
+        let mut total = Stats::default();
+        total.record_latency(Api::Heartbeat, 90_000); // a join-storm outlier
+        total.record_latency(Api::Heartbeat, 100);
+        total.record_convergence(5_000_000);
+        total.requests[Api::Heartbeat.index()] = 2;
+        let mut steady = Stats::default();
+        steady.record_latency(Api::Heartbeat, 100);
+        let out = with_steady_latency(total, &steady);
+        let hb = &out.hists[Api::Heartbeat.index()];
+        assert_eq!((hb.len(), hb.max() < 1000), (1, true));
+        assert_eq!(out.hists[CONVERGENCE].len(), 1);
+        assert_eq!(out.requests[Api::Heartbeat.index()], 2);
+    }
 }

@@ -237,6 +237,22 @@ impl<'a> Reader<'a> {
         }
     }
 
+    /// A non-null string borrowed from the buffer (no copy).
+    fn str_ref(&mut self, what: &'static str) -> Result<&'a str> {
+        let start = self.pos;
+        let Some(len) = self.length(what, true)? else {
+            return self.invalid(start, what, "null in a non-nullable string");
+        };
+        if len > MAX_STRING_BYTES {
+            return self.invalid(start, what, "string longer than 32767 bytes");
+        }
+        let bytes = self.take(len, what)?;
+        match std::str::from_utf8(bytes) {
+            Ok(s) => Ok(s),
+            Err(_) => self.invalid(start, what, "string is not UTF-8"),
+        }
+    }
+
     fn string(&mut self, what: &'static str) -> Result<String> {
         let start = self.pos;
         match self.nullable_string(what)? {
@@ -616,6 +632,22 @@ impl RecordKey {
         let mut out = Vec::new();
         self.encode(&mut out)?;
         Ok(out)
+    }
+
+    /// The (group, topic, partition) of an OffsetCommit key (record type 1), borrowed from its
+    /// bytes; `None` for any other key or a malformed one (which [`RecordKey::decode`] then
+    /// reports). Loading a partition takes this path for most of its records, so it must not
+    /// allocate.
+    pub fn offset_commit_ref(bytes: &[u8]) -> Option<(&str, &str, i32)> {
+        let mut r = Reader::new(bytes, false);
+        if r.i16("record type").ok()? != record_type::OFFSET_COMMIT {
+            return None;
+        }
+        let group = r.str_ref("group").ok()?;
+        let topic = r.str_ref("topic").ok()?;
+        let partition = r.i32("partition").ok()?;
+        r.finish().ok()?;
+        Some((group, topic, partition))
     }
 
     /// Decodes a whole key. An unknown record type gives [`RecordError::UnknownType`].
@@ -2702,6 +2734,30 @@ mod tests {
                 decoded.encode_version(version, &mut again).unwrap();
                 prop_assert_eq!(&again, &bytes);
                 assert_prefixes_fail(&bytes, |b| RecordValue::decode(t, b).map(|_| ()));
+            }
+        }
+
+        #[test]
+        fn the_borrowed_offset_commit_key_agrees_with_decode(
+            key in arb_key(),
+            flips in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 0..3),
+            cut in any::<prop::sample::Index>(),
+        ) {
+            let mut bytes = key.to_bytes().unwrap();
+            for (i, b) in flips {
+                let i = i.index(bytes.len());
+                bytes[i] = b;
+            }
+            for b in [&bytes[..], &bytes[..cut.index(bytes.len() + 1)]] {
+                let full = match RecordKey::decode(b) {
+                    Ok(RecordKey::OffsetCommit { group, topic, partition }) => {
+                        Some((group, topic, partition))
+                    }
+                    _ => None,
+                };
+                let borrowed = RecordKey::offset_commit_ref(b)
+                    .map(|(g, t, p)| (g.to_string(), t.to_string(), p));
+                prop_assert_eq!(borrowed, full);
             }
         }
 

@@ -32,7 +32,7 @@ use kafka_protocol::ResponseError;
 use offsets::OffsetStore;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-use wire::records::{Record, RecordKey, RecordValue};
+use wire::records::{OffsetCommitValue, Record, RecordKey, RecordValue};
 
 /// Identifies one in-flight request so a parked response can find its way back.
 pub type ReqId = u64;
@@ -598,6 +598,55 @@ impl Coordinator {
     }
 
     /// Rebuild state from one record (restart recovery, and `apply`).
+    /// Replay one record given as its key and value bytes, as a partition load reads them.
+    /// Offset commits — most of a log — are replayed from the key's borrowed strings without
+    /// building an owned `Record`. Returns false for a record that does not decode (a loader
+    /// counts and skips it).
+    pub fn replay_bytes(&mut self, key: &[u8], value: Option<&[u8]>) -> bool {
+        if let Some((group, topic, partition)) = RecordKey::offset_commit_ref(key) {
+            return match value {
+                None => {
+                    self.offsets.remove(group, topic, partition);
+                    true
+                }
+                Some(bytes) => {
+                    match RecordValue::decode(wire::records::record_type::OFFSET_COMMIT, bytes) {
+                        Ok(RecordValue::OffsetCommit(v)) => {
+                            self.replay_offset_commit(group, topic, partition, v);
+                            true
+                        }
+                        _ => false,
+                    }
+                }
+            };
+        }
+        match Record::decode(key, value) {
+            Ok(record) => {
+                self.replay(&record);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    fn replay_offset_commit(
+        &mut self,
+        group: &str,
+        topic: &str,
+        partition: i32,
+        v: OffsetCommitValue,
+    ) {
+        // Offsets without a group record belong to a standalone ("simple") group, which exists
+        // as an empty classic group (`getOrMaybeCreateClassicGroup` on replay).
+        if !self.groups.contains_key(group) && !self.consumer_groups.contains_key(group) {
+            self.groups.insert(
+                group.to_string(),
+                ClassicGroup::empty(group, v.commit_timestamp),
+            );
+        }
+        self.offsets.put(group, topic, partition, v);
+    }
+
     pub fn replay(&mut self, record: &Record) {
         match (&record.key, &record.value) {
             (
@@ -607,17 +656,7 @@ impl Coordinator {
                     partition,
                 },
                 Some(RecordValue::OffsetCommit(v)),
-            ) => {
-                // Offsets without a group record belong to a standalone ("simple") group, which
-                // exists as an empty classic group (`getOrMaybeCreateClassicGroup` on replay).
-                if !self.groups.contains_key(group) && !self.consumer_groups.contains_key(group) {
-                    self.groups.insert(
-                        group.clone(),
-                        ClassicGroup::empty(group, v.commit_timestamp),
-                    );
-                }
-                self.offsets.put(group, topic, *partition, v.clone());
-            }
+            ) => self.replay_offset_commit(group, topic, *partition, v.clone()),
             (
                 RecordKey::OffsetCommit {
                     group,

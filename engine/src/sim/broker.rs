@@ -202,9 +202,8 @@ impl World {
         let mut start = 0;
         if let Some(snap) = &slot.snapshot {
             for r in &snap.records {
-                match Record::decode(&r.key, Some(&r.value)) {
-                    Ok(rec) => c.replay(&rec),
-                    Err(_) => skipped += 1,
+                if !c.replay_bytes(&r.key, Some(&r.value)) {
+                    skipped += 1;
                 }
             }
             start = snap.offset + 1;
@@ -213,9 +212,10 @@ impl World {
             slot.dir.clone(),
             self.p.log_cfg.clone(),
             start,
-            |_, _, k, v| match k.map(|k| Record::decode(k, v)) {
-                Some(Ok(rec)) => c.replay(&rec),
-                _ => skipped += 1,
+            |_, _, k, v| {
+                if !k.is_some_and(|k| c.replay_bytes(k, v)) {
+                    skipped += 1;
+                }
             },
         ));
         let (log, report) = result?;
