@@ -660,14 +660,16 @@ async fn writer(part: Weak<DataPartition>, config: TopicLogConfig) {
                 );
                 p.failures.set(p.failures.get() + 1);
                 p.changed.notify_all();
-                // Reopen from disk until it works: what is there is exactly what was durable.
+                // Everything below the high watermark was synced; what the failed flush wrote
+                // after it may sit in the file without its fdatasync and must not be served.
+                let durable_end = p.log.borrow().high_watermark();
                 let mut backoff = Duration::from_millis(50);
                 loop {
                     if p.closed.get() {
                         return;
                     }
-                    match TopicLog::open(p.dir.clone(), config.clone()).await {
-                        Ok((log, _)) => {
+                    match reopen_after_failed_flush(&p.dir, &config, durable_end).await {
+                        Ok(log) => {
                             *p.log.borrow_mut() = log;
                             break;
                         }
@@ -682,6 +684,23 @@ async fn writer(part: Weak<DataPartition>, config: TopicLogConfig) {
             }
         }
     }
+}
+
+/// Reopen a topic partition after a failed flush: first cut everything from `durable_end` on
+/// (`partition::discard_unacknowledged`, the same cut `__consumer_offsets` makes), then recover
+/// from what is left, which is exactly what was durable.
+async fn reopen_after_failed_flush<D: storage::io::LogDir + Clone>(
+    dir: &D,
+    config: &TopicLogConfig,
+    durable_end: u64,
+) -> std::io::Result<TopicLog<D>> {
+    let scan = storage::log::LogConfig {
+        segment_bytes: config.segment_bytes,
+        max_batch_bytes: config.max_message_bytes.max(1 << 20) * 4,
+        read_chunk_bytes: config.read_chunk_bytes,
+    };
+    crate::partition::discard_unacknowledged(dir, &scan, durable_end).await?;
+    Ok(TopicLog::open(dir.clone(), config.clone()).await?.0)
 }
 
 pub fn partition_dir(data_dir: &Path, topic: &str, partition: i32) -> PathBuf {
@@ -825,6 +844,59 @@ mod tests {
             "a restart skips the rest of the block"
         );
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_flush_whose_fdatasync_failed_is_not_served_after_the_reload() {
+        use futures_lite::future::block_on;
+        use storage::io::MemDir;
+        let config = TopicLogConfig {
+            segment_bytes: 1 << 20,
+            read_chunk_bytes: 97,
+            ..TopicLogConfig::default()
+        };
+        let batch = |n: u8| {
+            let k = [n];
+            let mut b = Vec::new();
+            storage::batch::encode_batch(0, 1_000, &[(Some(&k[..]), Some(&b"v"[..]))], &mut b);
+            b
+        };
+        // Fail at each I/O operation of the second flush in turn: whatever it managed to write,
+        // the reload shows only the first, acknowledged batch.
+        let mut saw_written_but_unsynced = false;
+        for fail_at in 0..6u64 {
+            let dir = MemDir::new();
+            let log = RefCell::new(
+                block_on(TopicLog::open(dir.clone(), config.clone()))
+                    .unwrap()
+                    .0,
+            );
+            log.borrow_mut().stage(&mut batch(1), 1_000, false).unwrap();
+            block_on(TopicLog::flush(&log)).unwrap();
+            let hw = log.borrow().high_watermark();
+            assert_eq!(hw, 1);
+            log.borrow_mut().stage(&mut batch(2), 1_000, false).unwrap();
+            dir.fail_after(fail_at);
+            if block_on(TopicLog::flush(&log)).is_ok() {
+                continue;
+            }
+            dir.heal();
+            let durable_end = log.borrow().high_watermark();
+            assert_eq!(durable_end, hw);
+            // Without the cut, a plain reopen may find the unsynced batch in the file.
+            let plain = block_on(TopicLog::open(dir.clone(), config.clone()))
+                .unwrap()
+                .0;
+            saw_written_but_unsynced |= plain.high_watermark() > hw;
+            drop(plain);
+            let reopened = block_on(reopen_after_failed_flush(&dir, &config, durable_end)).unwrap();
+            assert_eq!(reopened.high_watermark(), hw, "fail_at {fail_at}");
+            assert_eq!(reopened.next_offset(), hw);
+        }
+        assert!(
+            saw_written_but_unsynced,
+            "some case wrote the batch and failed its fdatasync"
+        );
     }
 
     #[test]
