@@ -1,0 +1,83 @@
+//! Replay cost per record without I/O, for instruction counts that do not depend on the load
+//! of a shared machine: builds N OffsetCommit records (1,000 groups × 64 partitions, batches of
+//! 1,000) in memory as a segment's bytes, then replays them the way a partition load does —
+//! validate each batch (CRC), walk its records, `Coordinator::replay_bytes`.
+//!
+//! `valgrind --tool=callgrind --toggle-collect='*replay_all*' target/release/examples/replay_count
+//! 200000` counts only the replay; divide the instructions by N.
+
+use engine::group::{Coordinator, GroupConfig};
+use storage::batch::{encode_batch, for_each_record, peek_batch, Peek};
+use wire::records::{OffsetCommitValue, Record, RecordKey, RecordValue};
+
+fn commit_record(i: u64) -> (Vec<u8>, Vec<u8>) {
+    let r = Record {
+        key: RecordKey::OffsetCommit {
+            group: format!("group-{}", i % 1000),
+            topic: "orders".into(),
+            partition: (i % 64) as i32,
+        },
+        value: Some(RecordValue::OffsetCommit(OffsetCommitValue {
+            offset: i as i64,
+            leader_epoch: -1,
+            metadata: String::new(),
+            commit_timestamp: 1_700_000_000_000 + i as i64,
+            expire_timestamp: -1,
+            topic_id: Default::default(),
+        })),
+    };
+    (r.encode_key().unwrap(), r.encode_value().unwrap().unwrap())
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let n: u64 = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(200_000);
+    let build_only = args.iter().any(|a| a == "--build-only");
+    let mut log = Vec::new();
+    let mut i = 0u64;
+    while i < n {
+        let batch: Vec<(Vec<u8>, Vec<u8>)> = (i..(i + 1000).min(n)).map(commit_record).collect();
+        let refs: Vec<(Option<&[u8]>, Option<&[u8]>)> = batch
+            .iter()
+            .map(|(k, v)| (Some(k.as_slice()), Some(v.as_slice())))
+            .collect();
+        encode_batch(i, 0, &refs, &mut log);
+        i += batch.len() as u64;
+    }
+    if build_only {
+        println!("built {n} records, {} bytes", log.len());
+        return;
+    }
+    let t = std::time::Instant::now();
+    let (c, records) = replay_all(&log);
+    let secs = t.elapsed().as_secs_f64();
+    println!(
+        "replayed {records} records ({} bytes) in {:.3} s = {:.2} M records/s; {} offsets",
+        log.len(),
+        secs,
+        records as f64 / secs / 1e6,
+        c.offsets.all().len()
+    );
+}
+
+/// The measured part (`--toggle-collect=*replay_all*` with callgrind counts only this).
+#[inline(never)]
+fn replay_all(log: &[u8]) -> (Coordinator, u64) {
+    let mut c = Coordinator::new(0, GroupConfig::default());
+    let mut pos = 0usize;
+    let mut records = 0u64;
+    while pos < log.len() {
+        let Ok(Peek::Batch(h)) = peek_batch(&log[pos..], pos as u64, 1 << 26) else {
+            panic!("bad batch at {pos}")
+        };
+        let b = &log[pos..pos + h.size];
+        for_each_record(b, &h, pos as u64, |_, _, _, _| {}).unwrap();
+        for_each_record(b, &h, pos as u64, |_, _, k, v| {
+            c.replay_bytes(k.unwrap_or_default(), v);
+            records += 1;
+        })
+        .unwrap();
+        pos += h.size;
+    }
+    (c, records)
+}
