@@ -1,13 +1,14 @@
 //! Replay cost per record without I/O, for instruction counts that do not depend on the load
 //! of a shared machine: builds N OffsetCommit records (1,000 groups × 64 partitions, batches of
 //! 1,000) in memory as a segment's bytes, then replays them the way a partition load does —
-//! validate each batch (CRC), walk its records, `Coordinator::replay_bytes`.
+//! validate each batch (CRC) and its records, then `Coordinator::replay_bytes` each
+//! (`storage::batch::for_each_record_checked`, as `PartitionLog::open` does).
 //!
 //! `valgrind --tool=callgrind --toggle-collect='*replay_all*' target/release/examples/replay_count
 //! 200000` counts only the replay; divide the instructions by N.
 
 use engine::group::{Coordinator, GroupConfig};
-use storage::batch::{encode_batch, for_each_record, peek_batch, Peek};
+use storage::batch::{encode_batch, for_each_record_checked, peek_batch, Peek};
 use wire::records::{OffsetCommitValue, Record, RecordKey, RecordValue};
 
 fn commit_record(i: u64) -> (Vec<u8>, Vec<u8>) {
@@ -66,13 +67,13 @@ fn replay_all(log: &[u8]) -> (Coordinator, u64) {
     let mut c = Coordinator::new(0, GroupConfig::default());
     let mut pos = 0usize;
     let mut records = 0u64;
+    let mut spans = Vec::new();
     while pos < log.len() {
         let Ok(Peek::Batch(h)) = peek_batch(&log[pos..], pos as u64, 1 << 26) else {
             panic!("bad batch at {pos}")
         };
         let b = &log[pos..pos + h.size];
-        for_each_record(b, &h, pos as u64, |_, _, _, _| {}).unwrap();
-        for_each_record(b, &h, pos as u64, |_, _, k, v| {
+        for_each_record_checked(b, &h, pos as u64, &mut spans, |_, _, k, v| {
             c.replay_bytes(k.unwrap_or_default(), v);
             records += 1;
         })

@@ -213,6 +213,35 @@ pub fn for_each_record(
     for_each_record_span(batch, header, pos, |_, o, t, k, v| f(o, t, k, v))
 }
 
+/// Where one record's parts lie in its batch: (offset, timestamp, key range, value range).
+pub type RecordSpan = (u64, i64, Option<(u32, u32)>, Option<(u32, u32)>);
+
+/// Validate every record of a batch, then visit them all: a batch that fails half-way reaches
+/// `f` not at all (recovery cuts it). Each record is parsed once; `scratch` holds the spans
+/// between the two steps and is reused across batches.
+pub fn for_each_record_checked(
+    batch: &[u8],
+    header: &BatchHeader,
+    pos: u64,
+    scratch: &mut Vec<RecordSpan>,
+    mut f: impl FnMut(u64, i64, Option<&[u8]>, Option<&[u8]>),
+) -> Result<(), BatchError> {
+    scratch.clear();
+    let base = batch.as_ptr() as usize;
+    let range = |s: &[u8]| {
+        let start = (s.as_ptr() as usize - base) as u32;
+        (start, start + s.len() as u32)
+    };
+    for_each_record(batch, header, pos, |o, t, k, v| {
+        scratch.push((o, t, k.map(range), v.map(range)))
+    })?;
+    let part = |r: Option<(u32, u32)>| r.map(|(a, b)| &batch[a as usize..b as usize]);
+    for &(o, t, k, v) in scratch.iter() {
+        f(o, t, part(k), part(v));
+    }
+    Ok(())
+}
+
 /// Like [`for_each_record`], also passing each record's byte range within the batch (its
 /// length varint included), so compaction can copy kept records verbatim.
 pub fn for_each_record_span(

@@ -5,7 +5,7 @@
 //! Group commit lives in the caller: while one `append` is in flight, new records queue up and
 //! become the next batch, so one fdatasync serves every request that arrived meanwhile.
 
-use crate::batch::{encode_batch, for_each_record, peek_batch, BatchHeader, Peek};
+use crate::batch::{encode_batch, for_each_record_checked, peek_batch, BatchHeader, Peek};
 use crate::io::{LogDir, LogFile};
 use std::io;
 
@@ -115,6 +115,7 @@ impl<D: LogDir> PartitionLog<D> {
         }
         let mut report = RecoveryReport::default();
         let mut segments = Vec::new();
+        let mut spans = Vec::new();
         let mut next_offset = bases.first().copied().unwrap_or(0);
         let mut cut = false;
         for base in bases {
@@ -142,10 +143,10 @@ impl<D: LogDir> PartitionLog<D> {
                             h.base_offset
                         ));
                     }
-                    // Validate every record before replaying any: a batch that fails half-way
-                    // is cut from the log, so none of it may reach the caller.
-                    for_each_record(batch, h, pos, |_, _, _, _| {}).map_err(|e| e.to_string())?;
-                    for_each_record(batch, h, pos, &mut on_record).map_err(|e| e.to_string())?;
+                    // Every record is validated before any is replayed: a batch that fails
+                    // half-way is cut from the log, so none of it may reach the caller.
+                    for_each_record_checked(batch, h, pos, &mut spans, &mut on_record)
+                        .map_err(|e| e.to_string())?;
                     report.batches += 1;
                     report.records += h.records_count as u64;
                     report.bytes += h.size as u64;

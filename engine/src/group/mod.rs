@@ -318,6 +318,13 @@ pub struct Coordinator {
     /// simulator (`crate::sim`) sets a seeded sequence so that a seed replays exactly: ids are
     /// in responses, records and traces, and they order timers due in the same millisecond.
     pub member_ids: Option<SeededIds>,
+    /// While loading (`replay_bytes`): groups an offset commit already found existing, with the
+    /// `load_epoch` of that check. Every other replayed record may remove a group and bumps the
+    /// epoch, so a hit means the group still exists and the two ordered-map lookups of
+    /// `replay_offset_commit` can be skipped — they were a quarter of replay's cost. Emptied by
+    /// `on_loaded`.
+    load_checked: hashbrown::HashMap<Box<str>, u64>,
+    load_epoch: u64,
 }
 
 /// A deterministic stream of version-4-shaped UUIDs for classic member ids. Give every
@@ -367,6 +374,8 @@ impl Coordinator {
             member_ids: None,
             offsets: OffsetStore::default(),
             timers: Timers::default(),
+            load_checked: hashbrown::HashMap::new(),
+            load_epoch: 0,
         }
     }
 
@@ -551,6 +560,7 @@ impl Coordinator {
     /// revocation deadline of a consumer member still revoking (without them, a member whose
     /// client died before a restart kept its partitions forever).
     pub fn on_loaded(&mut self, now: i64) {
+        self.load_checked = hashbrown::HashMap::new();
         let consumer_session = self.config.consumer_session_timeout_ms as i64;
         let mut consumer_timers = Vec::new();
         for (g, grp) in &self.consumer_groups {
@@ -612,7 +622,12 @@ impl Coordinator {
                 Some(bytes) => {
                     match RecordValue::decode(wire::records::record_type::OFFSET_COMMIT, bytes) {
                         Ok(RecordValue::OffsetCommit(v)) => {
-                            self.replay_offset_commit(group, topic, partition, v);
+                            if self.load_checked.get(group) == Some(&self.load_epoch) {
+                                self.offsets.put(group, topic, partition, v);
+                            } else {
+                                self.replay_offset_commit(group, topic, partition, v);
+                                self.load_checked.insert(group.into(), self.load_epoch);
+                            }
                             true
                         }
                         _ => false,
@@ -622,6 +637,9 @@ impl Coordinator {
         }
         match Record::decode(key, value) {
             Ok(record) => {
+                // Any other record may remove a group (a tombstone, a conversion): forget
+                // which groups were seen to exist.
+                self.load_epoch += 1;
                 self.replay(&record);
                 true
             }
