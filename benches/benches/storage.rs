@@ -20,25 +20,18 @@ use glommio::{LocalExecutorBuilder, Placement};
 use std::time::Instant;
 use storage::io::{GlommioDir, LogDir, LogFile};
 use storage::log::{LogConfig, PartitionLog};
-use wire::records::{OffsetCommitValue, Record, RecordKey, RecordValue};
+use ringleader_benches::offset_commits::{commit_record, refs};
+use wire::records::Record;
 
-fn commit_record(i: u64) -> (Vec<u8>, Vec<u8>) {
-    let r = Record {
-        key: RecordKey::OffsetCommit {
-            group: format!("group-{}", i % 1000),
-            topic: "orders".into(),
-            partition: (i % 64) as i32,
-        },
-        value: Some(RecordValue::OffsetCommit(OffsetCommitValue {
-            offset: i as i64,
-            leader_epoch: -1,
-            metadata: String::new(),
-            commit_timestamp: 1_700_000_000_000 + i as i64,
-            expire_timestamp: -1,
-            topic_id: Default::default(),
-        })),
-    };
-    (r.encode_key().unwrap(), r.encode_value().unwrap().unwrap())
+/// Append N commit records to `log` in batches of 1,000 (what a busy partition's group commit
+/// produces).
+async fn write_commits(log: &mut PartitionLog<GlommioDir>, n: u64) {
+    let mut i = 0u64;
+    while i < n {
+        let batch: Vec<(Vec<u8>, Vec<u8>)> = (i..(i + 1000).min(n)).map(commit_record).collect();
+        log.append(&refs(&batch), 0).await.unwrap();
+        i += batch.len() as u64;
+    }
 }
 
 fn main() {
@@ -53,16 +46,9 @@ fn main() {
         .io_memory(1 << 20)
         .spawn(move || async move {
             let dir = GlommioDir::new(root.join("p0")).unwrap();
-            // Write N records in batches of 1,000 (what a busy partition's group commit produces).
             let mut log = PartitionLog::open(dir.clone(), LogConfig::default(), |_, _, _, _| {}).await.unwrap().0;
             let t = Instant::now();
-            let mut i = 0u64;
-            while i < n {
-                let batch: Vec<(Vec<u8>, Vec<u8>)> = (i..(i + 1000).min(n)).map(commit_record).collect();
-                let refs: Vec<(Option<&[u8]>, Option<&[u8]>)> = batch.iter().map(|(k, v)| (Some(k.as_slice()), Some(v.as_slice()))).collect();
-                log.append(&refs, 0).await.unwrap();
-                i += batch.len() as u64;
-            }
+            write_commits(&mut log, n).await;
             println!("storage/write: {n} records in {:.2} s", t.elapsed().as_secs_f64());
             drop(log);
             // Drop the page cache's advantage as far as we can without root tricks: report both a
@@ -108,8 +94,7 @@ fn main() {
             storage::snapshot::write(dir.path(), covered, &snap).unwrap();
             for j in 0..10 {
                 let batch: Vec<(Vec<u8>, Vec<u8>)> = (0..1000).map(|x| commit_record(n + j * 1000 + x)).collect();
-                let refs: Vec<(Option<&[u8]>, Option<&[u8]>)> = batch.iter().map(|(k, v)| (Some(k.as_slice()), Some(v.as_slice()))).collect();
-                log.append(&refs, 0).await.unwrap();
+                log.append(&refs(&batch), 0).await.unwrap();
             }
             drop(log);
             let t = Instant::now();
@@ -141,7 +126,7 @@ fn main() {
                 let d = GlommioDir::new(root.join(format!("append-{per_batch}"))).unwrap();
                 let mut log = PartitionLog::open(d.clone(), LogConfig::default(), |_, _, _, _| {}).await.unwrap().0;
                 let batch: Vec<(Vec<u8>, Vec<u8>)> = (0..per_batch as u64).map(commit_record).collect();
-                let refs: Vec<(Option<&[u8]>, Option<&[u8]>)> = batch.iter().map(|(k, v)| (Some(k.as_slice()), Some(v.as_slice()))).collect();
+                let refs = refs(&batch);
                 let mut sample = Vec::new();
                 storage::batch::encode_batch(0, 0, &refs, &mut sample);
                 let bare = d.open("bare.bin").await.unwrap();
@@ -176,13 +161,7 @@ fn main() {
             let d = GlommioDir::new(root.join("compact")).unwrap();
             let cfg = LogConfig { segment_bytes: 16 << 20, ..LogConfig::default() };
             let mut log = PartitionLog::open(d.clone(), cfg.clone(), |_, _, _, _| {}).await.unwrap().0;
-            let mut i = 0u64;
-            while i < n {
-                let batch: Vec<(Vec<u8>, Vec<u8>)> = (i..(i + 1000).min(n)).map(commit_record).collect();
-                let refs: Vec<(Option<&[u8]>, Option<&[u8]>)> = batch.iter().map(|(k, v)| (Some(k.as_slice()), Some(v.as_slice()))).collect();
-                log.append(&refs, 0).await.unwrap();
-                i += batch.len() as u64;
-            }
+            write_commits(&mut log, n).await;
             let slice_bytes = engine::partition::COMPACTION_SLICE_BYTES;
             let mut c = log
                 .start_compaction(storage::compact::CompactConfig { delete_retention_ms: 86_400_000, slice_bytes }, 0, None)

@@ -8,27 +8,8 @@
 //! 200000` counts only the replay; divide the instructions by N.
 
 use engine::group::{Coordinator, GroupConfig};
+use ringleader_benches::offset_commits::{commit_record, refs};
 use storage::batch::{encode_batch, for_each_record_checked, peek_batch, Peek};
-use wire::records::{OffsetCommitValue, Record, RecordKey, RecordValue};
-
-fn commit_record(i: u64) -> (Vec<u8>, Vec<u8>) {
-    let r = Record {
-        key: RecordKey::OffsetCommit {
-            group: format!("group-{}", i % 1000),
-            topic: "orders".into(),
-            partition: (i % 64) as i32,
-        },
-        value: Some(RecordValue::OffsetCommit(OffsetCommitValue {
-            offset: i as i64,
-            leader_epoch: -1,
-            metadata: String::new(),
-            commit_timestamp: 1_700_000_000_000 + i as i64,
-            expire_timestamp: -1,
-            topic_id: Default::default(),
-        })),
-    };
-    (r.encode_key().unwrap(), r.encode_value().unwrap().unwrap())
-}
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -38,11 +19,7 @@ fn main() {
     let mut i = 0u64;
     while i < n {
         let batch: Vec<(Vec<u8>, Vec<u8>)> = (i..(i + 1000).min(n)).map(commit_record).collect();
-        let refs: Vec<(Option<&[u8]>, Option<&[u8]>)> = batch
-            .iter()
-            .map(|(k, v)| (Some(k.as_slice()), Some(v.as_slice())))
-            .collect();
-        encode_batch(i, 0, &refs, &mut log);
+        encode_batch(i, 0, &refs(&batch), &mut log);
         i += batch.len() as u64;
     }
     if build_only {

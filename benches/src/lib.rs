@@ -1,7 +1,8 @@
 //! Micro and macro benchmarks for Ringleader (see the `benches/` targets).
 //!
-//! This library holds what the targets share: request/response fixtures for the codec benchmarks
-//! and an allocation-counting global allocator.
+//! This library holds what the targets share: request/response fixtures for the codec benchmarks,
+//! an allocation-counting global allocator, and the OffsetCommit records the storage benchmarks
+//! replay.
 
 pub mod counting_alloc {
     //! A `GlobalAlloc` that counts calls, so a benchmark can report allocations per operation.
@@ -313,5 +314,40 @@ pub mod codec_fixtures {
                 assert_eq!(back, c.response, "{}", c.name);
             }
         }
+    }
+}
+
+pub mod offset_commits {
+    //! The `__consumer_offsets` records of the storage benchmarks: commit `i` of 1,000 groups ×
+    //! 64 partitions of one topic (8,000 distinct keys), as (key, value) bytes.
+
+    use wire::records::{OffsetCommitValue, Record, RecordKey, RecordValue};
+
+    pub fn commit_record(i: u64) -> (Vec<u8>, Vec<u8>) {
+        let r = Record {
+            key: RecordKey::OffsetCommit {
+                group: format!("group-{}", i % 1000),
+                topic: "orders".into(),
+                partition: (i % 64) as i32,
+            },
+            value: Some(RecordValue::OffsetCommit(OffsetCommitValue {
+                offset: i as i64,
+                leader_epoch: -1,
+                metadata: String::new(),
+                commit_timestamp: 1_700_000_000_000 + i as i64,
+                expire_timestamp: -1,
+                topic_id: Default::default(),
+            })),
+        };
+        (r.encode_key().unwrap(), r.encode_value().unwrap().unwrap())
+    }
+
+    /// Records `from..to` as (key, value) references, the shape `PartitionLog::append` and
+    /// `encode_batch` take.
+    pub fn refs(records: &[(Vec<u8>, Vec<u8>)]) -> Vec<(Option<&[u8]>, Option<&[u8]>)> {
+        records
+            .iter()
+            .map(|(k, v)| (Some(k.as_slice()), Some(v.as_slice())))
+            .collect()
     }
 }

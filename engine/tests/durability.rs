@@ -420,15 +420,20 @@ fn batches_of(path: &Path) -> Batches {
     out
 }
 
-/// The last segment of a partition directory.
-fn last_segment(partition_dir: &Path) -> PathBuf {
+/// The segment files of a partition directory, oldest first.
+fn segment_paths(partition_dir: &Path) -> Vec<PathBuf> {
     let mut segs: Vec<PathBuf> = std::fs::read_dir(partition_dir)
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|x| x == "log"))
         .collect();
     segs.sort();
-    segs.pop().expect("a segment")
+    segs
+}
+
+/// The last segment of a partition directory.
+fn last_segment(partition_dir: &Path) -> PathBuf {
+    segment_paths(partition_dir).pop().expect("a segment")
 }
 
 /// The committed offsets of `group` on `topic` after replaying `batches` in order.
@@ -867,13 +872,10 @@ const COMPACTED_LINE: &str = "compacted __consumer_offsets partition";
 
 /// Every record of a partition directory, segment by segment, in offset order.
 fn partition_records(partition_dir: &Path) -> Batches {
-    let mut segs: Vec<PathBuf> = std::fs::read_dir(partition_dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "log"))
-        .collect();
-    segs.sort();
-    segs.iter().flat_map(|p| batches_of(p)).collect()
+    segment_paths(partition_dir)
+        .iter()
+        .flat_map(|p| batches_of(p))
+        .collect()
 }
 
 #[test]
