@@ -26,6 +26,7 @@ pub mod router;
 pub mod server;
 pub mod shard;
 pub mod sim;
+pub mod snapshot_build;
 pub mod topic_data;
 pub mod topics;
 

@@ -54,6 +54,8 @@ pub struct ShardMetrics {
     pub write_failures: u64,
     /// One slice of a compaction pass (the longest a pass holds up its partition's writes).
     pub compaction_slice_us: Histogram<u64>,
+    /// One slice of a snapshot build (captured on the shard between group commits).
+    pub snapshot_slice_us: Histogram<u64>,
     pub compaction_passes: u64,
     /// Log bytes a compaction pass removed (before minus after).
     pub compaction_bytes_removed: u64,
@@ -77,6 +79,7 @@ impl Default for ShardMetrics {
             records_written: 0,
             write_failures: 0,
             compaction_slice_us: histogram(),
+            snapshot_slice_us: histogram(),
             compaction_passes: 0,
             compaction_bytes_removed: 0,
             classic_groups: 0,
@@ -121,6 +124,7 @@ impl ShardMetrics {
         self.records_written += o.records_written;
         self.write_failures += o.write_failures;
         let _ = self.compaction_slice_us.add(&o.compaction_slice_us);
+        let _ = self.snapshot_slice_us.add(&o.snapshot_slice_us);
         self.compaction_passes += o.compaction_passes;
         self.compaction_bytes_removed += o.compaction_bytes_removed;
         self.classic_groups += o.classic_groups;

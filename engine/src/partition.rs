@@ -10,6 +10,7 @@ use crate::group::{
     Coordinator, GroupConfig, GroupRequest, GroupResponse, Output, ReqId, RequestContext,
 };
 use crate::oneshot::OneShot;
+use crate::snapshot_build::SnapshotBuild;
 use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::pin::Pin;
@@ -56,6 +57,10 @@ pub const IN_MEMORY_MAX_RECORDS: usize = 1 << 16;
 /// Bytes a compaction slice reads: about a millisecond of work, so a pass never holds a
 /// partition's writes up for longer than that (measured in docs/performance.md).
 pub const COMPACTION_SLICE_BYTES: usize = 256 * 1024;
+
+/// Records a snapshot slice captures (at least one whole group): ~0.5 µs each to encode, so a
+/// slice stays around a millisecond.
+pub const SNAPSHOT_SLICE_RECORDS: usize = 2048;
 
 /// Largest number of records written as one batch; more waiting records form the next batch.
 pub const MAX_RECORDS_PER_BATCH: usize = 4096;
@@ -502,7 +507,17 @@ async fn log_writer(
     let mut compaction: Option<Compaction> = None;
     let mut rolls_at_last_pass: Option<u64> = None;
     let mut tombstone_due: Option<i64> = None;
+    // A snapshot is built in slices between group commits, then written by its own task (a
+    // large file and its fsyncs must not hold up commits); the covered segments are removed
+    // here once the file is durable.
+    let mut build: Option<SnapshotBuild> = None;
+    let written: Rc<Cell<Option<SnapshotWritten>>> = Rc::new(Cell::new(None));
+    let mut writing = false;
     loop {
+        if let Some(done) = written.take() {
+            writing = false;
+            finish_snapshot(&table, idx, &mut log, done).await;
+        }
         if compaction.is_none()
             && (rolls_at_last_pass != Some(log.rolls())
                 || tombstone_due.is_some_and(|t| t <= table.now()))
@@ -515,9 +530,9 @@ async fn log_writer(
                 storage::snapshot::latest_offset(dir.path()),
             );
         }
-        // With a pass under way the writer does not sleep: it looks for pending records
-        // between slices, so a request waits for at most one slice.
-        if compaction.is_none() && doorbell.recv().await.is_none() {
+        // With a pass or a snapshot under way the writer does not sleep: it looks for pending
+        // records between slices, so a request waits for at most one slice.
+        if compaction.is_none() && build.is_none() && doorbell.recv().await.is_none() {
             break;
         }
         if write_pending(
@@ -530,17 +545,49 @@ async fn log_writer(
         )
         .await
         {
-            // A reload replaced the log: a pass over the old one is void.
+            // A reload replaced the log (and the coordinator): a pass over the old log and a
+            // snapshot of the old state are void.
             compaction = None;
             rolls_at_last_pass = None;
+            build = None;
+        }
+        if build.is_none() && !writing && since_snapshot >= snapshot_interval {
+            since_snapshot = 0;
+            build = log.next_offset().checked_sub(1).map(SnapshotBuild::new);
         }
         // Nothing is pending now, so the coordinator's state is exactly the durable records:
-        // the moment to snapshot it, if enough records have accumulated.
-        if since_snapshot >= snapshot_interval {
-            since_snapshot = 0;
-            if let Err(e) = take_snapshot(&table, idx, &mut log, &dir).await {
-                let partition = table.slots[idx].borrow().partition;
-                tracing::warn!(partition, error = %e, "snapshot failed; the log still holds everything");
+        // the moment for a slice of the snapshot (see `snapshot_build` for why slices taken at
+        // different moments still make a correct snapshot).
+        if let Some(b) = build.as_mut() {
+            let started = std::time::Instant::now();
+            let step = b.step(
+                &table.slots[idx].borrow().coordinator,
+                SNAPSHOT_SLICE_RECORDS,
+            );
+            let _ = table
+                .metrics
+                .borrow_mut()
+                .snapshot_slice_us
+                .record((started.elapsed().as_micros() as u64).max(1));
+            match step {
+                Ok(false) => {}
+                Ok(true) => {
+                    let b = build.take().expect("a build");
+                    writing = true;
+                    glommio::spawn_local(write_snapshot(
+                        table.clone(),
+                        idx,
+                        dir.path().to_path_buf(),
+                        b,
+                        written.clone(),
+                    ))
+                    .detach();
+                }
+                Err(e) => {
+                    let partition = table.slots[idx].borrow().partition;
+                    tracing::warn!(partition, error = %e, "snapshot failed; the log still holds everything");
+                    build = None;
+                }
             }
         }
         if let Some(c) = compaction.as_mut() {
@@ -583,6 +630,8 @@ async fn log_writer(
                     compaction = None;
                 }
             }
+        }
+        if compaction.is_some() || build.is_some() {
             // Let the shard's requests run before the next slice.
             futures_lite::future::yield_now().await;
         }
@@ -654,54 +703,76 @@ async fn write_pending(
     reloaded
 }
 
-/// Write a snapshot of partition `idx` covering everything durable, then drop what it makes
-/// redundant: older snapshots and segments whose records all precede it.
-async fn take_snapshot(
-    table: &Rc<PartitionTable>,
+/// A snapshot file written (or not): covered offset, records, build slices, milliseconds from
+/// the end of the build to a durable file, older snapshots removed.
+type SnapshotWritten = anyhow::Result<(u64, usize, u32, u64, usize)>;
+
+/// Write a built snapshot on a blocking thread (a file of the partition's whole state and its
+/// fsyncs), remove older snapshots, and hand the outcome to the writer, waking it.
+async fn write_snapshot(
+    table: Rc<PartitionTable>,
     idx: usize,
-    log: &mut PartitionLog<GlommioDir>,
-    dir: &GlommioDir,
-) -> anyhow::Result<()> {
-    let covered = match log.next_offset().checked_sub(1) {
-        Some(o) => o,
-        None => return Ok(()),
-    };
-    let (partition, records) = {
-        let slot = table.slots[idx].borrow();
-        (slot.partition, slot.coordinator.snapshot_records())
-    };
-    let records = records
-        .iter()
-        .map(|r| {
-            let key = r.encode_key().map_err(|e| anyhow::anyhow!("{e}"))?;
-            let value = r
-                .encode_value()
-                .map_err(|e| anyhow::anyhow!("{e}"))?
-                .unwrap_or_default();
-            Ok(storage::snapshot::SnapshotRecord { key, value })
-        })
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    path: std::path::PathBuf,
+    build: SnapshotBuild,
+    written: Rc<Cell<Option<SnapshotWritten>>>,
+) {
+    let covered = build.covered;
+    let slices = build.slices;
+    let records = build.into_records();
     let count = records.len();
-    let path = dir.path().to_path_buf();
     let started = std::time::Instant::now();
-    // File writes and fsyncs of a possibly large snapshot run on a blocking thread.
-    let written = glommio::executor()
+    let result = glommio::executor()
         .spawn_blocking(move || -> std::io::Result<usize> {
             storage::snapshot::write(&path, covered, &records)?;
             storage::snapshot::remove_older(&path, covered)
         })
-        .await?;
-    let segments = log.remove_segments_before(covered + 1).await?;
-    tracing::info!(
-        partition,
-        offset = covered,
-        records = count,
-        millis = started.elapsed().as_millis() as u64,
-        removed_segments = segments,
-        removed_snapshots = written,
-        "wrote __consumer_offsets snapshot"
-    );
-    Ok(())
+        .await
+        .map(|removed| {
+            (
+                covered,
+                count,
+                slices,
+                started.elapsed().as_millis() as u64,
+                removed,
+            )
+        })
+        .map_err(anyhow::Error::from);
+    written.set(Some(result));
+    if let Some(d) = &table.slots[idx].borrow().doorbell {
+        let _ = d.try_send(()); // full = the writer is already due to look
+    }
+}
+
+/// After a snapshot file is durable: drop the segments whose records it covers.
+async fn finish_snapshot(
+    table: &Rc<PartitionTable>,
+    idx: usize,
+    log: &mut PartitionLog<GlommioDir>,
+    done: SnapshotWritten,
+) {
+    let partition = table.slots[idx].borrow().partition;
+    match done {
+        Ok((covered, records, slices, millis, removed_snapshots)) => {
+            match log.remove_segments_before(covered + 1).await {
+                Ok(segments) => tracing::info!(
+                    partition,
+                    offset = covered,
+                    records,
+                    slices,
+                    millis,
+                    removed_segments = segments,
+                    removed_snapshots,
+                    "wrote __consumer_offsets snapshot"
+                ),
+                Err(e) => {
+                    tracing::warn!(partition, error = %e, "removing segments a snapshot covers failed")
+                }
+            }
+        }
+        Err(e) => {
+            tracing::warn!(partition, error = %e, "snapshot failed; the log still holds everything")
+        }
+    }
 }
 
 /// Reload a partition after a failed write, retrying while the disk stays unusable. The failed

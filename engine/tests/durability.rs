@@ -229,7 +229,13 @@ fn kill_9_under_load_loses_no_acknowledged_commit() {
     let started = Instant::now();
     let dir = data_dir("kill9");
     // Small segments so rolls happen under load too.
-    let sets = ["offsets.topic.segment.bytes=65536"];
+    // Small segments and a short snapshot interval, so compaction passes and snapshot builds
+    // (in slices, then written by their own task) are under way when the SIGKILL lands.
+    let sets = [
+        "offsets.topic.segment.bytes=65536",
+        "offsets.snapshot.interval.records=500",
+    ];
+    let (mut snapshots, mut compactions) = (0usize, 0usize);
     let mut rng = Rng::from_clock();
     let groups: Vec<String> = (0..KILL_CLIENTS).map(|i| format!("kill9-g{i}")).collect();
     let mut group_partitions: Vec<i32> = groups
@@ -273,6 +279,8 @@ fn kill_9_under_load_loses_no_acknowledged_commit() {
             .collect();
         let kill_after = Duration::from_millis(200 + rng.next() % 600);
         std::thread::sleep(kill_after);
+        snapshots += broker.log_lines("wrote __consumer_offsets snapshot").len();
+        compactions += broker.log_lines(COMPACTED_LINE).len();
         if graceful {
             broker.stop();
         } else {
@@ -391,11 +399,12 @@ fn kill_9_under_load_loses_no_acknowledged_commit() {
         assert!(text.starts_with("OK: "), "{text}");
     }
     println!(
-        "kill -9: {rounds} rounds (+1 SIGTERM round), {total_acked} acknowledged partition commits, {total_checked} offsets verified, {durable_unacked} in-flight requests found durable (unacknowledged), {truncations} tail truncations, {segments} segments in {} partitions, {:.1} s",
+        "kill -9: {rounds} rounds (+1 SIGTERM round), {total_acked} acknowledged partition commits, {total_checked} offsets verified, {durable_unacked} in-flight requests found durable (unacknowledged), {truncations} tail truncations, {segments} segments in {} partitions, {snapshots} snapshots and {compactions} compaction passes completed, {:.1} s",
         group_partitions.len(),
         started.elapsed().as_secs_f64()
     );
     assert!(total_acked > 0, "no commit was acknowledged");
+    assert!(snapshots > 0, "the load wrote no snapshot to recover from");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

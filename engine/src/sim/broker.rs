@@ -101,6 +101,8 @@ pub(super) struct Slot {
     pub discard_from: Option<u64>,
     /// `log_writer`'s compaction pass under way, and what starts the next one.
     pub compaction: Option<storage::compact::Compaction>,
+    /// `log_writer`'s snapshot build under way (slices at quiescent moments).
+    pub snapshot_build: Option<crate::snapshot_build::SnapshotBuild>,
     pub rolls_at_last_pass: Option<u64>,
     pub tombstone_due: Option<i64>,
 }
@@ -132,6 +134,7 @@ impl Slot {
             last_report: None,
             discard_from: None,
             compaction: None,
+            snapshot_build: None,
             rolls_at_last_pass: None,
             tombstone_due: None,
         }
@@ -542,6 +545,7 @@ impl World {
                 self.slots[s].available = true;
                 self.slots[s].discard_from = None;
                 self.slots[s].compaction = None;
+                self.slots[s].snapshot_build = None;
                 self.slots[s].rolls_at_last_pass = None;
                 self.after_load(s, false);
                 self.schedule_tick(s);
@@ -559,32 +563,37 @@ impl World {
     /// log's — the moment to snapshot once enough records have accumulated.
     fn maybe_snapshot(&mut self, s: usize) {
         let interval = self.p.gcfg.snapshot_interval_records.max(1);
+        let budget = self.p.snapshot_slice_records;
         let slot = &mut self.slots[s];
-        if slot.since_snapshot < interval {
-            return;
+        if slot.snapshot_build.is_none() && slot.since_snapshot >= interval {
+            slot.since_snapshot = 0;
+            let log = slot.log.as_ref().expect("a writing partition has a log");
+            slot.snapshot_build = log
+                .next_offset()
+                .checked_sub(1)
+                .map(crate::snapshot_build::SnapshotBuild::new);
         }
-        slot.since_snapshot = 0;
-        let log = slot.log.as_mut().expect("a writing partition has a log");
-        let Some(covered) = log.next_offset().checked_sub(1) else {
+        let Some(b) = slot.snapshot_build.as_mut() else {
             return;
         };
-        let records = slot
-            .coordinator
-            .as_ref()
-            .expect("a writing partition has a coordinator")
-            .snapshot_records()
-            .iter()
-            .map(|r| storage::snapshot::SnapshotRecord {
-                key: r.encode_key().expect("snapshot records encode"),
-                value: r
-                    .encode_value()
-                    .expect("snapshot records encode")
-                    .unwrap_or_default(),
-            })
-            .collect();
+        // One slice now: nothing is pending, so the coordinator's state is durable; requests
+        // handled before the next slice change it (the snapshot is fuzzy, as in the broker).
+        let done = b
+            .step(
+                slot.coordinator
+                    .as_ref()
+                    .expect("a writing partition has a coordinator"),
+                budget,
+            )
+            .expect("snapshot records encode");
+        if !done {
+            return;
+        }
+        let b = slot.snapshot_build.take().expect("a build");
+        let covered = b.covered;
         slot.snapshot = Some(Snap {
             offset: covered,
-            records,
+            records: b.into_records(),
         });
         // What the snapshot covers is durable now, whatever the log's fsyncs did.
         for b in std::mem::take(&mut slot.tail) {
@@ -593,6 +602,7 @@ impl World {
             }
         }
         // A failure here only leaves redundant segments behind (logged as a warning).
+        let log = slot.log.as_mut().expect("a writing partition has a log");
         let _ = block_on(log.remove_segments_before(covered + 1));
         self.stats.snapshots += 1;
         self.trace(|| format!("p{s}: snapshot at offset {covered}"));
@@ -684,6 +694,10 @@ impl World {
         // a classic member removed without a record can only shrink what is checked.
         self.after_handle(s, 0, None, &out);
         self.deliver(s, out);
+        // A snapshot build also advances while the partition is idle, as the writer does.
+        if self.slots[s].snapshot_build.is_some() && self.quiescent(s) {
+            self.maybe_snapshot(s);
+        }
         self.schedule_tick(s);
     }
 
@@ -725,6 +739,7 @@ impl World {
                 }
             }
             self.slots[s].compaction = None;
+            self.slots[s].snapshot_build = None;
             self.slots[s].rolls_at_last_pass = None;
             if let Some(batch) = self.slots[s].in_flight.take() {
                 // The append was under way: cut it after a random number of its operations.

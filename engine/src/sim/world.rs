@@ -170,6 +170,7 @@ pub(super) struct Params {
     pub gcfg: GroupConfig,
     pub log_cfg: LogConfig,
     pub compaction_slice_bytes: usize,
+    pub snapshot_slice_records: usize,
 }
 
 impl Params {
@@ -239,6 +240,7 @@ impl Params {
             gcfg,
             log_cfg,
             compaction_slice_bytes: *rng.pick(&[100, 4096, 1 << 20]),
+            snapshot_slice_records: *rng.pick(&[1, 7, 100_000]),
         }
     }
 }
