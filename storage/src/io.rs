@@ -75,25 +75,18 @@ impl LogFile for GlommioFile {
         Ok(r.to_vec())
     }
     async fn write_at(&self, pos: u64, data: Vec<u8>) -> io::Result<()> {
-        let mut pos = pos;
-        let mut data = data;
-        // A short write (e.g. the disk filled up) is retried for the rest; a zero-length write
-        // is an error so nothing loops forever.
-        loop {
-            let len = data.len();
-            let n = self.0.write_at(data.clone(), pos).await.map_err(gio)?;
-            if n == len {
-                return Ok(());
-            }
-            if n == 0 {
-                return Err(io::Error::new(
-                    io::ErrorKind::WriteZero,
-                    "write returned 0 bytes",
-                ));
-            }
-            data.drain(..n);
-            pos += n as u64;
+        // glommio takes the buffer; it is not copied. A short write on a regular file means the
+        // disk is full (or the file too large): that is an error for the caller, which fails the
+        // batch and cuts whatever part of it landed, exactly as for a failed write.
+        let len = data.len();
+        let n = self.0.write_at(data, pos).await.map_err(gio)?;
+        if n != len {
+            return Err(io::Error::new(
+                io::ErrorKind::WriteZero,
+                format!("short write: {n} of {len} bytes at {pos}"),
+            ));
         }
+        Ok(())
     }
     async fn sync(&self) -> io::Result<()> {
         self.0.fdatasync().await.map_err(gio)
