@@ -4,7 +4,10 @@
 //! DescribeCluster), the thread-per-core runtime (one glommio executor pinned per core), client
 //! connections with in-order responses, routing of a group's work to the shard that owns its
 //! `__consumer_offsets` partition, the broker configuration (Kafka's key names and defaults), and
-//! the `ringleader` binary. The coordinator state machines land in `partition`.
+//! the `ringleader` binary. The coordinator state machines are in `group` (pure: `now` passed in,
+//! records out); `partition` runs them per `__consumer_offsets` partition with group commit,
+//! sliced snapshots (`snapshot_build`) and compaction; `topic_data` and `data` serve topic
+//! partitions (Produce, Fetch, ListOffsets); `sim` drives all of it deterministically.
 //!
 //! Must not: read a clock or touch a socket inside a state machine (time is passed in), share a
 //! partition's state between threads, or encode bytes by hand that `wire` knows how to encode.
