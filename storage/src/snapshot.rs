@@ -164,16 +164,21 @@ pub fn latest_offset(dir: &Path) -> Option<u64> {
         .max()
 }
 
-/// Remove snapshots older than `keep_offset` (the newest one is kept).
+/// Remove snapshots older than `keep_offset` (the newest one is kept), and temporary files a
+/// crash left half-written (the caller writes one snapshot at a time, so none is in progress).
 pub fn remove_older(dir: &Path, keep_offset: u64) -> io::Result<usize> {
     let mut removed = 0;
     for e in std::fs::read_dir(dir)? {
         let e = e?;
-        if let Some(o) = e.file_name().to_str().and_then(parse_name) {
-            if o < keep_offset {
-                std::fs::remove_file(e.path())?;
-                removed += 1;
-            }
+        let name = e.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let older = parse_name(name).is_some_and(|o| o < keep_offset);
+        let leftover = name
+            .strip_suffix(".tmp")
+            .is_some_and(|n| parse_name(n).is_some());
+        if older || leftover {
+            std::fs::remove_file(e.path())?;
+            removed += 1;
         }
     }
     Ok(removed)
@@ -182,6 +187,25 @@ pub fn remove_older(dir: &Path, keep_offset: u64) -> io::Result<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn remove_older_keeps_the_newest_and_drops_leftover_temporaries() {
+        let dir = std::env::temp_dir().join(format!("rl-snap-rm-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        write(&dir, 5, &[]).unwrap();
+        write(&dir, 9, &[]).unwrap();
+        std::fs::write(dir.join(format!("{}.tmp", snapshot_name(7))), b"half").unwrap();
+        std::fs::write(dir.join("00000000000000000003.log"), b"").unwrap();
+        assert_eq!(remove_older(&dir, 9).unwrap(), 2);
+        let mut left: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(left, vec!["00000000000000000003.log".to_string(), snapshot_name(9)]);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn write_read_validate_and_fall_back() {
