@@ -8,7 +8,7 @@
 //! (16)] → group epoch (3) → changed target members (7) → target metadata (6) → current member
 //! assignment (8); a member leaves with tombstones 8, 7, 5 and a new group epoch.
 
-use super::assignor::{self, AssignMember, Assignment};
+use super::assignor::{self, AssignMember, Assignment, MemberAssignment, PackedAssignment};
 use super::{err, Coordinator, GroupResponse, Output, ReqId, RequestContext, TimerKey};
 use crate::topics::TopicsSnapshot;
 use kafka_protocol::messages::consumer_group_describe_response as cgd;
@@ -17,6 +17,7 @@ use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use uuid::Uuid;
 use wire::records::{
     ConsumerGroupCurrentMemberAssignmentValue, ConsumerGroupMemberMetadataValue,
@@ -46,22 +47,66 @@ impl MemberState {
     }
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct ConsumerMember {
     pub member_id: String,
     pub instance_id: Option<String>,
     pub rack_id: Option<String>,
-    pub client_id: String,
-    pub client_host: String,
-    pub subscribed_topic_names: Vec<String>,
+    /// Client id, host and subscription are shared (`Arc`) with other members of the group
+    /// that have the same value, which in a typical group is all of them.
+    pub client_id: Arc<str>,
+    pub client_host: Arc<str>,
+    /// Sorted.
+    pub subscribed_topic_names: Arc<[String]>,
     pub subscribed_topic_regex: Option<String>,
     pub rebalance_timeout_ms: i32,
     pub server_assignor: Option<String>,
     pub member_epoch: i32,
     pub previous_member_epoch: i32,
     pub state: MemberState,
-    pub assigned: Assignment,
-    pub pending_revocation: Assignment,
+    pub assigned: MemberAssignment,
+    pub pending_revocation: MemberAssignment,
+    /// What the member last reported owning; its assignment is sent until the two agree. Not
+    /// durable (after a restart every member is sent its assignment again, which clients
+    /// accept), so it takes no part in comparisons of members.
+    pub sent: Option<PackedAssignment>,
+}
+
+/// Every field but `sent` (not durable state): a replayed member equals the live one.
+impl PartialEq for ConsumerMember {
+    fn eq(&self, o: &Self) -> bool {
+        let Self {
+            member_id,
+            instance_id,
+            rack_id,
+            client_id,
+            client_host,
+            subscribed_topic_names,
+            subscribed_topic_regex,
+            rebalance_timeout_ms,
+            server_assignor,
+            member_epoch,
+            previous_member_epoch,
+            state,
+            assigned,
+            pending_revocation,
+            sent: _,
+        } = self;
+        *member_id == o.member_id
+            && *instance_id == o.instance_id
+            && *rack_id == o.rack_id
+            && *client_id == o.client_id
+            && *client_host == o.client_host
+            && *subscribed_topic_names == o.subscribed_topic_names
+            && *subscribed_topic_regex == o.subscribed_topic_regex
+            && *rebalance_timeout_ms == o.rebalance_timeout_ms
+            && *server_assignor == o.server_assignor
+            && *member_epoch == o.member_epoch
+            && *previous_member_epoch == o.previous_member_epoch
+            && *state == o.state
+            && *assigned == o.assigned
+            && *pending_revocation == o.pending_revocation
+    }
 }
 
 impl ConsumerMember {
@@ -70,26 +115,27 @@ impl ConsumerMember {
             member_id: member_id.into(),
             instance_id: None,
             rack_id: None,
-            client_id: String::new(),
-            client_host: String::new(),
-            subscribed_topic_names: Vec::new(),
+            client_id: Arc::from(""),
+            client_host: Arc::from(""),
+            subscribed_topic_names: Arc::from([]),
             subscribed_topic_regex: None,
             rebalance_timeout_ms: -1,
             server_assignor: None,
             member_epoch: 0,
             previous_member_epoch: -1,
             state: MemberState::Stable,
-            assigned: Assignment::new(),
-            pending_revocation: Assignment::new(),
+            assigned: MemberAssignment::new(),
+            pending_revocation: MemberAssignment::new(),
+            sent: None,
         }
     }
     fn metadata_value(&self) -> ConsumerGroupMemberMetadataValue {
         ConsumerGroupMemberMetadataValue {
             instance_id: self.instance_id.clone(),
             rack_id: self.rack_id.clone(),
-            client_id: self.client_id.clone(),
-            client_host: self.client_host.clone(),
-            subscribed_topic_names: self.subscribed_topic_names.clone(),
+            client_id: self.client_id.to_string(),
+            client_host: self.client_host.to_string(),
+            subscribed_topic_names: self.subscribed_topic_names.to_vec(),
             subscribed_topic_regex: self.subscribed_topic_regex.clone(),
             rebalance_timeout_ms: self.rebalance_timeout_ms,
             server_assignor: self.server_assignor.clone(),
@@ -107,7 +153,7 @@ impl ConsumerMember {
     }
 }
 
-fn to_current(a: &Assignment) -> Vec<CurrentTopicPartitions> {
+fn to_current(a: &MemberAssignment) -> Vec<CurrentTopicPartitions> {
     a.iter()
         .map(|(t, ps)| CurrentTopicPartitions {
             topic_id: *t,
@@ -117,11 +163,12 @@ fn to_current(a: &Assignment) -> Vec<CurrentTopicPartitions> {
         .collect()
 }
 
-fn from_current(v: &[CurrentTopicPartitions]) -> Assignment {
+fn from_current(v: &[CurrentTopicPartitions]) -> MemberAssignment {
     v.iter()
         .map(|t| (t.topic_id, t.partitions.iter().copied().collect()))
         .filter(|(_, p): &(Uuid, BTreeSet<i32>)| !p.is_empty())
-        .collect()
+        .collect::<Assignment>()
+        .into()
 }
 
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -132,7 +179,8 @@ pub struct ConsumerGroup {
     pub assignment_epoch: i32,
     pub assignment_timestamp: i64,
     pub members: BTreeMap<String, ConsumerMember>,
-    pub target: BTreeMap<String, Assignment>,
+    /// Target assignment per member, packed (read at reconciliation and on a new target only).
+    pub target: BTreeMap<String, PackedAssignment>,
     /// Resolved regular expressions: regex → matching topic names.
     pub regexes: BTreeMap<String, Vec<String>>,
 }
@@ -172,12 +220,23 @@ impl ConsumerGroup {
     }
 
     /// Topic names the whole group subscribes to (names and resolved regexes).
-    fn subscribed_names(&self) -> BTreeSet<String> {
+    fn subscribed_names(&self) -> BTreeSet<&str> {
         let mut s = BTreeSet::new();
+        let mut last: Option<&Arc<[String]>> = None;
         for m in self.members.values() {
-            s.extend(m.subscribed_topic_names.iter().cloned());
+            // Members usually share one subscription list: add each distinct list once.
+            if last.is_none_or(|l| !Arc::ptr_eq(l, &m.subscribed_topic_names)) {
+                s.extend(m.subscribed_topic_names.iter().map(|n| n.as_str()));
+                last = Some(&m.subscribed_topic_names);
+            }
             if let Some(r) = &m.subscribed_topic_regex {
-                s.extend(self.regexes.get(r).into_iter().flatten().cloned());
+                s.extend(
+                    self.regexes
+                        .get(r)
+                        .into_iter()
+                        .flatten()
+                        .map(|n| n.as_str()),
+                );
             }
         }
         s
@@ -196,13 +255,16 @@ impl ConsumerGroup {
 
     pub fn subscribed_topics(&self) -> BTreeSet<String> {
         self.subscribed_names()
+            .into_iter()
+            .map(str::to_string)
+            .collect()
     }
 }
 
 /// A stable hash of the subscribed topics' ids and sizes: a change (topic created, deleted or
 /// grown) bumps the group epoch and so produces a new target (KIP-1101 keeps such a hash in the
 /// group epoch record). FNV-1a, deterministic across restarts.
-fn metadata_hash(names: &BTreeSet<String>, topics: &TopicsSnapshot) -> i64 {
+fn metadata_hash(names: &BTreeSet<&str>, topics: &TopicsSnapshot) -> i64 {
     let mut h: u64 = 0xcbf29ce484222325;
     let mut eat = |bytes: &[u8]| {
         for b in bytes {
@@ -221,7 +283,7 @@ fn metadata_hash(names: &BTreeSet<String>, topics: &TopicsSnapshot) -> i64 {
 }
 
 /// An assignment as the heartbeat response carries it.
-fn response_assignment(a: &Assignment) -> cgh::Assignment {
+fn response_assignment(a: &MemberAssignment) -> cgh::Assignment {
     cgh::Assignment::default().with_topic_partitions(
         a.iter()
             .map(|(t, ps)| {
@@ -244,6 +306,32 @@ fn target_value(a: &Assignment) -> ConsumerGroupTargetAssignmentMemberValue {
             })
             .collect(),
     }
+}
+
+/// The same for a stored (packed) target.
+fn packed_target_value(a: &PackedAssignment) -> ConsumerGroupTargetAssignmentMemberValue {
+    ConsumerGroupTargetAssignmentMemberValue {
+        topic_partitions: a
+            .iter()
+            .map(|(t, ps)| TargetTopicPartitions {
+                topic_id: t,
+                partitions: ps.to_vec(),
+            })
+            .collect(),
+    }
+}
+
+/// `new` as an `Arc`, sharing the first of `candidates` that holds the same value.
+fn shared<'a, T: ?Sized + PartialEq + 'a>(
+    new: &T,
+    candidates: impl IntoIterator<Item = &'a Arc<T>>,
+    make: impl FnOnce() -> Arc<T>,
+) -> Arc<T> {
+    candidates
+        .into_iter()
+        .find(|c| ***c == *new)
+        .cloned()
+        .unwrap_or_else(make)
 }
 
 fn s(v: &str) -> StrBytes {
@@ -270,12 +358,12 @@ fn owned_of(r: &ConsumerGroupHeartbeatRequest) -> Option<Assignment> {
     })
 }
 
-fn subset(a: &Assignment, b: &Assignment) -> bool {
+fn subset(a: &Assignment, b: &MemberAssignment) -> bool {
     a.iter()
         .all(|(t, ps)| b.get(t).is_some_and(|bs| ps.is_subset(bs)))
 }
 
-fn intersects(a: &Assignment, b: &Assignment) -> bool {
+fn intersects(a: &Assignment, b: &MemberAssignment) -> bool {
     a.iter()
         .any(|(t, ps)| b.get(t).is_some_and(|bs| !ps.is_disjoint(bs)))
 }
@@ -517,14 +605,21 @@ fn heartbeat_inner(
     if let Some(rack) = &r.rack_id {
         member.rack_id = Some(rack.to_string());
     }
-    member.client_id = ctx.client_id.clone();
-    member.client_host = ctx.client_host.clone();
+    if *member.client_id != *ctx.client_id {
+        member.client_id = ctx.client_id.as_str().into();
+    }
+    if *member.client_host != *ctx.client_host {
+        member.client_host = ctx.client_host.as_str().into();
+    }
     if r.rebalance_timeout_ms != -1 {
         member.rebalance_timeout_ms = r.rebalance_timeout_ms;
     }
     if let Some(names) = &r.subscribed_topic_names {
-        member.subscribed_topic_names = names.iter().map(|n| n.0.to_string()).collect();
-        member.subscribed_topic_names.sort();
+        let mut names: Vec<String> = names.iter().map(|n| n.0.to_string()).collect();
+        names.sort();
+        if *member.subscribed_topic_names != *names {
+            member.subscribed_topic_names = names.into();
+        }
     }
     if let Some(re) = &r.subscribed_topic_regex {
         member.subscribed_topic_regex = if re.is_empty() {
@@ -538,7 +633,7 @@ fn heartbeat_inner(
     }
     let metadata_changed = is_new || before != member.metadata_value();
     let subscription_changed = is_new
-        || before.subscribed_topic_names != member.subscribed_topic_names
+        || *before.subscribed_topic_names != *member.subscribed_topic_names
         || before.subscribed_topic_regex != member.subscribed_topic_regex
         || before.server_assignor != member.server_assignor;
     // Resolve a new regex now (INVALID_REGULAR_EXPRESSION before anything is written).
@@ -639,8 +734,11 @@ fn heartbeat_inner(
         },
         now + c.config.consumer_session_timeout_ms as i64,
     );
-    let g = &c.consumer_groups[&group_id];
-    let m = &g.members[&member_id];
+    let m = c
+        .consumer_groups
+        .get_mut(&group_id)
+        .and_then(|g| g.members.get_mut(&member_id))
+        .expect("member");
     let mut resp = ConsumerGroupHeartbeatResponse::default()
         .with_member_id(Some(s(&member_id)))
         .with_member_epoch(m.member_epoch)
@@ -650,13 +748,15 @@ fn heartbeat_inner(
     // the response that carried it never reached the member — a stale request (a timed-out
     // retry processed late) can make that change — and the member kept heartbeating with
     // partitions assigned to it that it never consumed.
-    let assigned = m.assigned.clone();
-    let key = (group_id, member_id);
     if let Some(o) = owned {
-        c.consumer_sent.insert(key.clone(), o);
+        m.sent = Some(PackedAssignment::new(&o));
     }
-    if r.member_epoch == 0 || c.consumer_sent.get(&key) != Some(&assigned) {
-        resp.assignment = Some(response_assignment(&assigned));
+    if r.member_epoch == 0
+        || m.sent
+            .as_ref()
+            .is_none_or(|sent| !sent.eq_assignment(&m.assigned))
+    {
+        resp.assignment = Some(response_assignment(&m.assigned));
     }
     Ok(resp)
 }
@@ -699,7 +799,7 @@ fn maybe_compute_target(
         .collect();
     let mut partitions: BTreeMap<Uuid, i32> = BTreeMap::new();
     for n in g.subscribed_names() {
-        if let Some(t) = topics.get(&n) {
+        if let Some(t) = topics.get(n) {
             partitions.insert(t.id, t.partitions);
         }
     }
@@ -724,12 +824,17 @@ fn maybe_compute_target(
     let target = if chosen == "range" {
         assignor::range(&members, &partitions)
     } else {
-        assignor::uniform(&members, &partitions, &g.target)
+        let previous: BTreeMap<String, Assignment> = g
+            .target
+            .iter()
+            .map(|(m, a)| (m.clone(), a.to_assignment()))
+            .collect();
+        assignor::uniform(&members, &partitions, &previous)
     };
     let epoch = g.group_epoch;
     let changed: Vec<(String, Assignment)> = target
         .into_iter()
-        .filter(|(m, a)| g.target.get(m) != Some(a))
+        .filter(|(m, a)| g.target.get(m).is_none_or(|t| !t.eq_assignment(a)))
         .collect();
     for (mid, a) in changed {
         let value = target_value(&a);
@@ -772,19 +877,26 @@ fn reconcile(
     if m.member_epoch == STATIC_LEAVE_EPOCH {
         return;
     }
-    let target = g.target.get(member_id).cloned().unwrap_or_default();
     let te = g.assignment_epoch;
-    let mut next = m.clone();
-    match m.state {
+    let revoked = match m.state {
         MemberState::UnrevokedPartitions => {
             // Still holding what it must give up: wait (its revocation deadline runs).
             if owned.is_none_or(|o| intersects(o, &m.pending_revocation)) {
                 return;
             }
-            next.pending_revocation.clear();
+            true
         }
         _ if m.member_epoch == te && m.state == MemberState::Stable => return,
-        _ => {}
+        _ => false,
+    };
+    let target = g
+        .target
+        .get(member_id)
+        .map(PackedAssignment::to_assignment)
+        .unwrap_or_default();
+    let mut next = m.clone();
+    if revoked {
+        next.pending_revocation.clear();
     }
     // Keep what is still targeted; give up the rest first (epoch held until acknowledged).
     let mut keep = Assignment::new();
@@ -799,8 +911,8 @@ fn reconcile(
         }
     }
     if !revoke.is_empty() {
-        next.assigned = keep;
-        next.pending_revocation = revoke;
+        next.assigned = keep.into();
+        next.pending_revocation = revoke.into();
         next.state = MemberState::UnrevokedPartitions;
         c.timers.schedule(
             TimerKey::ConsumerRevocation {
@@ -830,7 +942,7 @@ fn reconcile(
             next.previous_member_epoch = next.member_epoch;
             next.member_epoch = te;
         }
-        next.assigned = assigned;
+        next.assigned = assigned.into();
         next.pending_revocation.clear();
         next.state = if unreleased {
             MemberState::UnreleasedPartitions
@@ -984,8 +1096,6 @@ pub fn remove_member(
         group: group_id.into(),
         member: member_id.into(),
     });
-    c.consumer_sent
-        .remove(&(group_id.to_string(), member_id.to_string()));
 }
 
 /// A static member rejoining while its old incarnation is parked with epoch -2: the new member
@@ -1005,6 +1115,7 @@ fn replace_static(
         .target
         .get(&old.member_id)
         .cloned();
+    let client = (ctx.client_id.as_str(), ctx.client_host.as_str());
     let mut m = old.clone();
     m.member_id = new_id.clone();
     m.member_epoch = if old.previous_member_epoch >= 0 {
@@ -1012,8 +1123,8 @@ fn replace_static(
     } else {
         0
     };
-    m.client_id = ctx.client_id.clone();
-    m.client_host = ctx.client_host.clone();
+    m.client_id = client.0.into();
+    m.client_host = client.1.into();
     if r.rebalance_timeout_ms != -1 {
         m.rebalance_timeout_ms = r.rebalance_timeout_ms;
     }
@@ -1051,8 +1162,6 @@ fn replace_static(
         group: group_id.into(),
         member: old.member_id.clone(),
     });
-    c.consumer_sent
-        .remove(&(group_id.to_string(), old.member_id.clone()));
     emit(
         c,
         out,
@@ -1063,7 +1172,7 @@ fn replace_static(
         Some(RecordValue::ConsumerGroupMemberMetadata(m.metadata_value())),
     );
     if let Some(t) = target {
-        let value = target_value(&t);
+        let value = packed_target_value(&t);
         emit(
             c,
             out,
@@ -1093,8 +1202,13 @@ fn replace_static(
         now + c.config.consumer_session_timeout_ms as i64,
     );
     let assigned = m.assigned.clone();
-    c.consumer_sent
-        .insert((group_id.to_string(), new_id.clone()), assigned.clone());
+    if let Some(n) = c
+        .consumer_groups
+        .get_mut(group_id)
+        .and_then(|g| g.members.get_mut(&new_id))
+    {
+        n.sent = Some(PackedAssignment::new(&assigned));
+    }
     Ok(ConsumerGroupHeartbeatResponse::default()
         .with_member_id(Some(s(&new_id)))
         .with_member_epoch(m.member_epoch)
@@ -1200,15 +1314,38 @@ pub fn replay(c: &mut Coordinator, key: &RecordKey, value: &Option<RecordValue>)
             Some(RecordValue::ConsumerGroupMemberMetadata(v)),
         ) => {
             let g = persisted_group(c, group);
+            // Share strings and the subscription with this member's previous value or with a
+            // neighbour's: members of a group usually have the same ones.
+            let near = [
+                g.members.get(member_id),
+                g.members.values().next(),
+                g.members.values().next_back(),
+            ];
+            let near = near.iter().flatten();
+            let client_id = shared(
+                v.client_id.as_str(),
+                near.clone().map(|m| &m.client_id),
+                || v.client_id.as_str().into(),
+            );
+            let client_host = shared(
+                v.client_host.as_str(),
+                near.clone().map(|m| &m.client_host),
+                || v.client_host.as_str().into(),
+            );
+            let names = shared(
+                &v.subscribed_topic_names[..],
+                near.map(|m| &m.subscribed_topic_names),
+                || v.subscribed_topic_names.clone().into(),
+            );
             let m = g
                 .members
                 .entry(member_id.clone())
                 .or_insert_with(|| ConsumerMember::new(member_id));
             m.instance_id = v.instance_id.clone();
             m.rack_id = v.rack_id.clone();
-            m.client_id = v.client_id.clone();
-            m.client_host = v.client_host.clone();
-            m.subscribed_topic_names = v.subscribed_topic_names.clone();
+            m.client_id = client_id;
+            m.client_host = client_host;
+            m.subscribed_topic_names = names;
             m.subscribed_topic_regex = v.subscribed_topic_regex.clone();
             m.rebalance_timeout_ms = v.rebalance_timeout_ms;
             m.server_assignor = v.server_assignor.clone();
@@ -1243,7 +1380,7 @@ pub fn replay(c: &mut Coordinator, key: &RecordKey, value: &Option<RecordValue>)
                 .collect();
             persisted_group(c, group)
                 .target
-                .insert(member_id.clone(), a);
+                .insert(member_id.clone(), PackedAssignment::new(&a));
         }
         (RecordKey::ConsumerGroupTargetAssignmentMember { group, member_id }, None) => {
             if let Some(g) = c.consumer_groups.get_mut(group) {
@@ -1347,7 +1484,7 @@ pub fn snapshot_records(g: &ConsumerGroup, out: &mut Vec<Record>) {
                 member_id: mid.clone(),
             },
             value: Some(RecordValue::ConsumerGroupTargetAssignmentMember(
-                target_value(&a),
+                packed_target_value(a),
             )),
         });
     }
@@ -1422,9 +1559,12 @@ pub fn describe(c: &Coordinator, group_id: &str, topics: &TopicsSnapshot) -> cgd
                         .collect(),
                 )
                 .with_subscribed_topic_regex(m.subscribed_topic_regex.as_deref().map(s))
-                .with_assignment(describe_assignment(&m.assigned))
+                .with_assignment(describe_assignment(&m.assigned.to_assignment()))
                 .with_target_assignment(describe_assignment(
-                    g.target.get(&m.member_id).unwrap_or(&Assignment::new()),
+                    &g.target
+                        .get(&m.member_id)
+                        .map(PackedAssignment::to_assignment)
+                        .unwrap_or_default(),
                 ))
                 .with_member_type(1)
         })

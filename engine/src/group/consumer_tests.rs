@@ -453,7 +453,7 @@ fn a_burst_of_joins_makes_one_new_target() {
     );
     let g = &k.c.consumer_groups["g"];
     assert_eq!(g.assignment_epoch, 5);
-    let sizes: Vec<usize> = g.target.values().map(assignor::count).collect();
+    let sizes: Vec<usize> = g.target.values().map(|a| a.count()).collect();
     assert_eq!(sizes.iter().sum::<usize>(), 6);
     assert!(sizes.iter().all(|s| (1..=2).contains(s)), "{sizes:?}");
     k.assert_replay_matches();
@@ -708,4 +708,215 @@ fn random_sequences_keep_single_ownership_monotonic_epochs_and_replay() {
         }
         k.assert_replay_matches();
     }
+}
+
+/// Bytes held by the coordinator per consumer-protocol member, measured with glibc's
+/// `mallinfo2` (the test binary uses the system allocator). Not a pass/fail test: run it with
+/// `cargo test -p ringleader-engine --lib held_bytes_per_member -- --ignored --nocapture
+/// --test-threads=1`; `RL_MEM_GROUPS`, `RL_MEM_MEMBERS`, `RL_MEM_TOPICS`, `RL_MEM_PARTITIONS`
+/// set the shape (default 100 groups × 100 members, 1 topic × 100 partitions).
+#[test]
+#[ignore]
+fn held_bytes_per_member() {
+    fn in_use() -> i64 {
+        // SAFETY: mallinfo2 only reads the allocator's counters.
+        let m = unsafe { libc::mallinfo2() };
+        (m.uordblks + m.hblkhd) as i64
+    }
+    let env = |k: &str, d: usize| {
+        std::env::var(k)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(d)
+    };
+    let (groups, members) = (env("RL_MEM_GROUPS", 100), env("RL_MEM_MEMBERS", 100));
+    let (n_topics, n_parts) = (env("RL_MEM_TOPICS", 1), env("RL_MEM_PARTITIONS", 100));
+    let dir = std::env::temp_dir().join(format!("rl-mem-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let reg = TopicRegistry::open(&dir, 50).unwrap();
+    let names: Vec<String> = (0..n_topics).map(|i| format!("loadgen-t{i}")).collect();
+    for n in &names {
+        reg.create(n, n_parts as i32, Default::default()).unwrap();
+    }
+    let ctx = |v: i16| RequestContext {
+        client_id: "loadgen".into(),
+        client_host: "/127.0.0.1".into(),
+        api_version: v,
+        topics: reg.snapshot(),
+    };
+    let (c0, c1, c9) = (ctx(0), ctx(1), ctx(9));
+    let mut now = 1_000_000i64;
+    let mut id = 0u64;
+    // Client side: (group, member id, epoch, owned).
+    struct Cl {
+        g: String,
+        m: String,
+        epoch: i32,
+        owned: Vec<(uuid::Uuid, Vec<i32>)>,
+    }
+    let mut clients = Vec::new();
+    for g in 0..groups {
+        for i in 0..members {
+            clients.push(Cl {
+                g: format!("loadgen-g{g}"),
+                // Random-looking ids, like real clients' (the order of inserts shapes the maps).
+                m: format!(
+                    "{:016x}{:06}",
+                    (g * members + i).wrapping_mul(0x9e37_79b9_7f4a_7c15usize),
+                    i
+                ),
+                epoch: 0,
+                owned: Vec::new(),
+            });
+        }
+    }
+    // Room for the clients' owned partitions, so their growth is not counted.
+    for cl in clients.iter_mut() {
+        cl.owned.reserve(n_topics);
+    }
+    let base = in_use();
+    let mut c = Coordinator::new(0, GroupConfig::default());
+    let step = |c: &mut Coordinator, cl: &mut Cl, now: i64, id: &mut u64, first: bool| {
+        *id += 1;
+        let mut req = ConsumerGroupHeartbeatRequest::default()
+            .with_group_id(GroupId(sb(&cl.g)))
+            .with_member_id(sb(&cl.m))
+            .with_member_epoch(cl.epoch)
+            .with_topic_partitions(Some(
+                cl.owned
+                    .iter()
+                    .map(|(t, p)| {
+                        ReqTp::default()
+                            .with_topic_id(*t)
+                            .with_partitions(p.clone())
+                    })
+                    .collect(),
+            ));
+        if first {
+            req = req
+                .with_rebalance_timeout_ms(300_000)
+                .with_subscribed_topic_names(Some(
+                    names.iter().map(|n| TopicName(sb(n))).collect(),
+                ));
+        }
+        let mut out = Output::default();
+        c.handle(
+            *id,
+            &c1,
+            GroupRequest::ConsumerHeartbeat(req),
+            now,
+            &mut out,
+        );
+        let Some((_, GroupResponse::ConsumerHeartbeat(r))) = out.replies.pop() else {
+            panic!("no answer")
+        };
+        assert_eq!(r.error_code, 0, "{r:?}");
+        cl.epoch = r.member_epoch;
+        if let Some(a) = r.assignment {
+            cl.owned = a
+                .topic_partitions
+                .into_iter()
+                .map(|t| (t.topic_id, t.partitions))
+                .collect();
+        }
+    };
+    for cl in clients.iter_mut() {
+        step(&mut c, cl, now, &mut id, true);
+    }
+    for _round in 0..12 {
+        now += 1_000;
+        let mut out = Output::default();
+        c.tick(now, &mut out);
+        for cl in clients.iter_mut() {
+            step(&mut c, cl, now, &mut id, false);
+        }
+    }
+    let unstable = c
+        .consumer_groups
+        .values()
+        .flat_map(|g| g.members.values().map(move |m| (g, m)))
+        .filter(|(g, m)| m.state != MemberState::Stable || m.member_epoch != g.assignment_epoch)
+        .count();
+    assert_eq!(unstable, 0, "every member stable");
+    // One commit of its partitions per member.
+    for cl in &clients {
+        id += 1;
+        let topics = cl
+            .owned
+            .iter()
+            .map(|(t, ps)| {
+                let name = c9.topics.get_by_id(t).unwrap().name.clone();
+                OffsetCommitRequestTopic::default()
+                    .with_name(TopicName(sb(&name)))
+                    .with_topic_id(*t)
+                    .with_partitions(
+                        ps.iter()
+                            .map(|p| {
+                                OffsetCommitRequestPartition::default()
+                                    .with_partition_index(*p)
+                                    .with_committed_offset(1000)
+                            })
+                            .collect(),
+                    )
+            })
+            .collect();
+        let req = OffsetCommitRequest::default()
+            .with_group_id(GroupId(sb(&cl.g)))
+            .with_member_id(sb(&cl.m))
+            .with_generation_id_or_member_epoch(cl.epoch)
+            .with_topics(topics);
+        let mut out = Output::default();
+        c.handle(id, &c9, GroupRequest::OffsetCommit(req), now, &mut out);
+    }
+    drop((c0, c1, c9));
+    let n = (groups * members) as i64;
+    // What dropping each part frees; together they are the whole coordinator ("other" is what
+    // is left after them). Growth measured from `base` would also count the test's own churn.
+    let grown = in_use() - base;
+    let mut report = Vec::new();
+    let mut part = |name: &str, f: &mut dyn FnMut(&mut Coordinator)| {
+        let before = in_use();
+        f(&mut c);
+        report.push((name.to_string(), before - in_use()));
+    };
+    part("timers", &mut |c| drop(std::mem::take(&mut c.timers)));
+    part("sent (last reported)", &mut |c| {
+        for g in c.consumer_groups.values_mut() {
+            for m in g.members.values_mut() {
+                drop(m.sent.take());
+            }
+        }
+    });
+    part("offsets", &mut |c| drop(std::mem::take(&mut c.offsets)));
+    part("targets", &mut |c| {
+        for g in c.consumer_groups.values_mut() {
+            drop(std::mem::take(&mut g.target));
+        }
+    });
+    part("member assignments", &mut |c| {
+        for g in c.consumer_groups.values_mut() {
+            for m in g.members.values_mut() {
+                drop(std::mem::take(&mut m.assigned));
+                drop(std::mem::take(&mut m.pending_revocation));
+            }
+        }
+    });
+    part("members and groups (rest)", &mut |c| {
+        drop(std::mem::take(&mut c.consumer_groups))
+    });
+    part("other", &mut |c| {
+        *c = Coordinator::new(0, GroupConfig::default());
+    });
+    let total: i64 = report.iter().map(|(_, v)| v).sum();
+    println!(
+        "{groups} groups x {members} members, {n_topics} topics x {n_parts} partitions: \
+         coordinator holds {} bytes per member (heap grew {} per member during the run)",
+        total / n,
+        grown / n
+    );
+    for (k, v) in report {
+        println!("  {k:<28} {:>12} bytes  {:>7} per member", v, v / n);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }

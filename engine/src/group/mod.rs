@@ -254,23 +254,34 @@ pub enum TimerKey {
 }
 
 /// Deadlines ordered by time. Each owner remembers its own deadline, so rescheduling removes the
-/// exact old entry (no stale wake-ups to filter).
+/// exact old entry (no stale wake-ups to filter). Both indexes share one allocation of each key
+/// (a member's session timer is one per member, so two copies of its strings were a visible part
+/// of a member's memory).
 #[derive(Debug, Default, Clone)]
 pub struct Timers {
-    by_time: std::collections::BTreeSet<(i64, TimerKey)>,
-    by_key: HashMap<TimerKey, i64>,
+    by_time: std::collections::BTreeSet<(i64, Arc<TimerKey>)>,
+    by_key: HashMap<Arc<TimerKey>, i64>,
 }
 
 impl Timers {
     pub fn schedule(&mut self, key: TimerKey, deadline: i64) {
-        if let Some(old) = self.by_key.insert(key.clone(), deadline) {
-            self.by_time.remove(&(old, key.clone()));
+        if let Some((k, &old)) = self.by_key.get_key_value(&key) {
+            if old == deadline {
+                return;
+            }
+            let k = k.clone();
+            self.by_time.remove(&(old, k.clone()));
+            self.by_time.insert((deadline, k));
+            *self.by_key.get_mut(&key).expect("present") = deadline;
+            return;
         }
-        self.by_time.insert((deadline, key));
+        let k = Arc::new(key);
+        self.by_key.insert(k.clone(), deadline);
+        self.by_time.insert((deadline, k));
     }
     pub fn cancel(&mut self, key: &TimerKey) {
-        if let Some(old) = self.by_key.remove(key) {
-            self.by_time.remove(&(old, key.clone()));
+        if let Some((k, old)) = self.by_key.remove_entry(key) {
+            self.by_time.remove(&(old, k));
         }
     }
     pub fn deadline(&self, key: &TimerKey) -> Option<i64> {
@@ -286,8 +297,8 @@ impl Timers {
             return None;
         }
         let (_, key) = self.by_time.pop_first()?;
-        self.by_key.remove(&key);
-        Some(key)
+        self.by_key.remove(&*key);
+        Some(Arc::try_unwrap(key).unwrap_or_else(|k| (*k).clone()))
     }
     pub fn len(&self) -> usize {
         self.by_key.len()
@@ -306,10 +317,6 @@ pub struct Coordinator {
     pub consumer_groups: BTreeMap<String, consumer::ConsumerGroup>,
     pub offsets: OffsetStore,
     pub timers: Timers,
-    /// What each consumer-protocol member last reported owning; its assignment is sent until
-    /// the two agree (not durable: after a restart every member is sent its assignment again,
-    /// which clients accept).
-    pub consumer_sent: HashMap<(String, String), assignor::Assignment>,
     /// The topics seen with the latest request, for deadlines that need them (a delayed target).
     pub last_topics: Option<Arc<TopicsSnapshot>>,
     /// Completed classic join phases and consumer-group target assignments (a metric only).
@@ -368,7 +375,6 @@ impl Coordinator {
             config,
             groups: BTreeMap::new(),
             consumer_groups: BTreeMap::new(),
-            consumer_sent: HashMap::new(),
             last_topics: None,
             rebalances: 0,
             member_ids: None,

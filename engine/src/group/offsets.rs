@@ -14,51 +14,72 @@ use kafka_protocol::ResponseError;
 use std::collections::BTreeMap;
 use wire::records::{OffsetCommitValue, Record, RecordKey, RecordValue};
 
-/// group → (topic, partition) → committed value.
+/// group → topic → partition → committed value.
+///
+/// Topics are kept per group, partitions in a sorted `Vec` under their topic: a topic name is
+/// stored once per group (not once per partition) and a partition costs its value and index only.
+/// Iteration order is (topic, partition), as with a map keyed by the pair.
 #[derive(Debug, Default, Clone)]
 pub struct OffsetStore {
-    groups: hashbrown::HashMap<String, BTreeMap<(String, i32), OffsetCommitValue>>,
+    groups: hashbrown::HashMap<String, BTreeMap<String, Vec<(i32, OffsetCommitValue)>>>,
 }
 
 impl OffsetStore {
     pub fn put(&mut self, group: &str, topic: &str, partition: i32, v: OffsetCommitValue) {
-        match self.groups.get_mut(group) {
-            Some(g) => {
-                g.insert((topic.to_string(), partition), v);
-            }
-            None => {
-                self.groups.insert(
-                    group.to_string(),
-                    BTreeMap::from([((topic.to_string(), partition), v)]),
-                );
+        let g = self.groups.entry_ref(group).or_default();
+        if !g.contains_key(topic) {
+            g.insert(topic.to_string(), Vec::new());
+        }
+        let parts = g.get_mut(topic).expect("just inserted");
+        match parts.binary_search_by_key(&partition, |(p, _)| *p) {
+            Ok(i) => parts[i].1 = v,
+            Err(i) => {
+                // Grow by an eighth, not double: a group's partitions of a topic are written
+                // once and then only updated, so spare capacity would stay unused.
+                if parts.len() == parts.capacity() {
+                    parts.reserve_exact((parts.len() / 8).max(1));
+                }
+                parts.insert(i, (partition, v))
             }
         }
     }
     pub fn remove(&mut self, group: &str, topic: &str, partition: i32) {
-        if let Some(g) = self.groups.get_mut(group) {
-            g.remove(&(topic.to_string(), partition));
-            if g.is_empty() {
-                self.groups.remove(group);
+        let Some(g) = self.groups.get_mut(group) else {
+            return;
+        };
+        if let Some(parts) = g.get_mut(topic) {
+            if let Ok(i) = parts.binary_search_by_key(&partition, |(p, _)| *p) {
+                parts.remove(i);
             }
+            if parts.is_empty() {
+                g.remove(topic);
+            } else if parts.capacity() > 2 * parts.len() + 4 {
+                parts.shrink_to_fit();
+            }
+        }
+        if g.is_empty() {
+            self.groups.remove(group);
         }
     }
     pub fn get(&self, group: &str, topic: &str, partition: i32) -> Option<&OffsetCommitValue> {
-        self.groups.get(group)?.get(&(topic.to_string(), partition))
+        let parts = self.groups.get(group)?.get(topic)?;
+        let i = parts.binary_search_by_key(&partition, |(p, _)| *p).ok()?;
+        Some(&parts[i].1)
     }
     pub fn has_group(&self, group: &str) -> bool {
         self.groups.contains_key(group)
     }
     pub fn keys_of(&self, group: &str) -> Vec<(String, i32)> {
-        self.groups
-            .get(group)
-            .map(|g| g.keys().cloned().collect())
-            .unwrap_or_default()
+        self.of_group(group)
+            .map(|(t, p, _)| (t.to_string(), p))
+            .collect()
     }
-    pub fn of_group(
-        &self,
-        group: &str,
-    ) -> impl Iterator<Item = (&(String, i32), &OffsetCommitValue)> {
-        self.groups.get(group).into_iter().flat_map(|g| g.iter())
+    /// A group's offsets in (topic, partition) order.
+    pub fn of_group(&self, group: &str) -> impl Iterator<Item = (&str, i32, &OffsetCommitValue)> {
+        self.groups.get(group).into_iter().flat_map(|g| {
+            g.iter()
+                .flat_map(|(t, ps)| ps.iter().map(move |(p, v)| (t.as_str(), *p, v)))
+        })
     }
     pub fn group_ids(&self) -> Vec<String> {
         self.groups.keys().cloned().collect()
@@ -67,10 +88,10 @@ impl OffsetStore {
     pub fn all(&self) -> Vec<(String, String, i32, OffsetCommitValue)> {
         let mut v: Vec<_> = self
             .groups
-            .iter()
-            .flat_map(|(g, m)| {
-                m.iter()
-                    .map(move |((t, p), o)| (g.clone(), t.clone(), *p, o.clone()))
+            .keys()
+            .flat_map(|g| {
+                self.of_group(g)
+                    .map(move |(t, p, o)| (g.clone(), t.to_string(), p, o.clone()))
             })
             .collect();
         v.sort_by(|a, b| (&a.0, &a.1, a.2).cmp(&(&b.0, &b.1, b.2)));
@@ -270,10 +291,10 @@ pub fn fetch(
     }
     match topics {
         None => {
-            for ((t, p), v) in c.offsets.of_group(group) {
+            for (t, p, v) in c.offsets.of_group(group) {
                 outp.partitions.push((
-                    t.clone(),
-                    *p,
+                    t.to_string(),
+                    p,
                     v.offset,
                     v.leader_epoch,
                     v.metadata.clone(),
@@ -403,7 +424,7 @@ pub fn expire(c: &mut Coordinator, now: i64, out: &mut Output) {
             .consumer_groups
             .get(&group)
             .map(|cg| cg.subscribed_topics());
-        for ((topic, partition), v) in c.offsets.of_group(&group) {
+        for (topic, partition, v) in c.offsets.of_group(&group) {
             let expired = if v.expire_timestamp != -1 {
                 now >= v.expire_timestamp
             } else if let Some(subs) = &consumer_subs {
@@ -425,8 +446,8 @@ pub fn expire(c: &mut Coordinator, now: i64, out: &mut Output) {
             if expired {
                 tombstones.push(RecordKey::OffsetCommit {
                     group: group.clone(),
-                    topic: topic.clone(),
-                    partition: *partition,
+                    topic: topic.to_string(),
+                    partition,
                 });
             }
         }
