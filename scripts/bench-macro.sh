@@ -13,6 +13,9 @@
 #   --no-tansu            skip Tansu
 #   --no-loadgen          skip the loadgen (real consumer) runs
 #   --no-low-conn         skip the 1/8-connection spin-before-park investigation
+#   --no-sweep            open-loop phase at --fixed-rate only (no rate sweep): quick repeats
+#   --baseline BIN        also measure this ringleader binary (e.g. a build of an older commit),
+#                         right after the current one, same phases: before/after in one run
 #   --skip-build          use the binaries already in target/release
 #   --out DIR             results directory (default target/bench-macro)
 #
@@ -42,6 +45,8 @@ DO_TANSU=1
 DO_LOADGEN=1
 DO_LOWCONN=1
 BUILD=1
+NO_SWEEP=0
+BASELINE=""
 OUT="$TARGET_DIR/bench-macro"
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -53,6 +58,8 @@ while [[ $# -gt 0 ]]; do
     --no-loadgen) DO_LOADGEN=0 ;;
     --no-low-conn) DO_LOWCONN=0 ;;
     --skip-build) BUILD=0 ;;
+    --no-sweep) NO_SWEEP=1 ;;
+    --baseline) BASELINE="$2"; shift ;;
     --out) OUT="$2"; shift ;;
     -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
@@ -67,6 +74,7 @@ else
   SAT_SECS=10; RATE_SECS=4; WARMUP=1; LG_SECS=20; LOW_SECS=4
   [[ -n "$RATES" ]] || RATES="2000,$FIXED_RATE,10000,20000,30000,40000,60000,80000,100000,120000"
 fi
+[[ $NO_SWEEP -eq 1 ]] && RATES="$FIXED_RATE"
 # Sorted, unique, and always containing the fixed rate.
 RATES="$(echo "$RATES,$FIXED_RATE" | tr ',' '\n' | grep -E '^[0-9]+$' | sort -n | uniq | paste -sd, -)"
 
@@ -232,6 +240,15 @@ if [[ $DO_LOADGEN -eq 1 ]]; then
 fi
 stop_server
 
+if [[ -n "$BASELINE" ]]; then
+  say "baseline ringleader ($BASELINE), $CONNS connections"
+  [[ -x "$BASELINE" ]] || { echo "--baseline $BASELINE is not an executable" >&2; exit 2; }
+  rm -rf "$RL_DATA"
+  start_server baseline $P_RL "$OUT/baseline.log" "$BASELINE" "${RL_CMD[@]:1}"
+  hbflood "$OUT/hbflood-baseline.json" baseline --target "127.0.0.1:$P_RL" --join "${HB_COMMON[@]}"
+  stop_server
+fi
+
 if [[ -n "$TANSU" ]]; then
   say "tansu, $CONNS connections"
   if start_server tansu $P_TANSU "$OUT/tansu.log" "$TANSU" broker \
@@ -301,7 +318,7 @@ def load(p):
     except Exception:
         return None
 
-servers = ["echo", "ringleader", "tansu"]
+servers = ["echo", "ringleader", "baseline", "tansu"]
 hb = {s: load(os.path.join(out, f"hbflood-{s}.json")) for s in servers}
 
 def sat(s):
@@ -363,6 +380,8 @@ sr = lambda s: (g(s, "saturation") or {}).get("throughput_rps")
 res["ratios"] = {
     "ringleader_over_ceiling_saturation": ratio(sr("ringleader"), sr("echo")),
     "ringleader_over_tansu_saturation": ratio(sr("ringleader"), sr("tansu")),
+    "baseline_over_ceiling_saturation": ratio(sr("baseline"), sr("echo")),
+    "ringleader_over_baseline_saturation": ratio(sr("ringleader"), sr("baseline")),
     "ringleader_over_tansu_at_p99_le_1ms": ratio(g("ringleader", "max_rate_p99_le_1ms"), g("tansu", "max_rate_p99_le_1ms")),
     "ringleader_over_tansu_at_p99_le_5ms": ratio(g("ringleader", "max_rate_p99_le_5ms"), g("tansu", "max_rate_p99_le_5ms")),
 }
@@ -386,7 +405,7 @@ with open(os.path.join(out, "results.json"), "w") as f:
 def fmt(x, spec="{:,.0f}"):
     return "-" if x is None else spec.format(x)
 cols = [s for s in servers if s in S]
-names = {"echo": "echo (ceiling)", "ringleader": "ringleader", "tansu": "tansu"}
+names = {"echo": "echo (ceiling)", "ringleader": "ringleader", "baseline": "baseline", "tansu": "tansu"}
 W = 18
 print()
 print(f"Macro benchmark: Heartbeat v4, {conns} connections (one member each), server on core 0, client on core 1")
@@ -412,6 +431,11 @@ def verdict(x, goal):
     return "-" if x is None else ("met" if x >= goal else "MISSED")
 x = r["ringleader_over_ceiling_saturation"]
 print(f"Ringleader / echo ceiling (saturation):   {fmt(x, '{:.2f}')}   goal >= 0.80: {verdict(x, 0.8)}")
+if "baseline" in S:
+    x = r["baseline_over_ceiling_saturation"]
+    print(f"baseline / echo ceiling (saturation):     {fmt(x, '{:.2f}')}")
+    x = r["ringleader_over_baseline_saturation"]
+    print(f"Ringleader / baseline (saturation):       {fmt(x, '{:.2f}x')}")
 x = r["ringleader_over_tansu_saturation"]
 print(f"Ringleader / Tansu (saturation):          {fmt(x, '{:.2f}x')}")
 for k, lbl, lim in [("ringleader_over_tansu_at_p99_le_1ms", "p99 <= 1 ms", "max_rate_p99_le_1ms"),

@@ -1,20 +1,42 @@
 //! One client connection: read frames, decode, dispatch, and write responses in request order.
 //!
-//! Each request runs as its own task so a slow one (a cross-shard call, a topic creation that
-//! fsyncs) does not stop the next from being decoded, but responses leave in the order requests
-//! arrived, because Kafka clients match them by position as much as by correlation id. The queue
-//! between reader and writer is bounded (`MAX_IN_FLIGHT`), which bounds memory per connection and
+//! A request is started as soon as its frame is cut and run until it first has to wait. Most
+//! requests (a heartbeat to a group on this shard, ApiVersions, Metadata) finish right there:
+//! their response is encoded straight into the connection's output buffer, with no task, no
+//! queue slot and no allocation of its own. A request that has to wait (a cross-shard call, a
+//! JoinGroup parked for its join phase, a commit waiting for its fsync, a topic creation) becomes
+//! its own task, so it does not stop the next request from being decoded; its place in the
+//! response order is a slot in the connection's queue.
+//!
+//! Responses leave in the order requests arrived, because Kafka clients match them by position
+//! as much as by correlation id: encoded bytes go to the output buffer only while no earlier
+//! request is still waiting, otherwise into a slot behind it. Everything that is finished is
+//! written with one system call: the reader writes the buffer itself after each read when the
+//! writer is idle, and the writer task takes whatever has accumulated (plus every finished slot
+//! at the head of the queue) while a write or a waiting request held things up. Requests decoded
+//! but not yet written are bounded per connection (`MAX_IN_FLIGHT`), which bounds memory and
 //! pushes back on a client that pipelines without reading.
+//!
+//! `connections.max.idle.ms` is checked by one sweep per shard (`shard::ConnRegistry`), which
+//! ends the reads of a connection that completed no request for that long; nothing is armed per
+//! read.
 //!
 //! Bad input closes the connection with one log line (Kafka closes on a bad frame or an
 //! unsupported version too), after the responses to earlier requests have been written.
 
+use crate::groups_api::Caller;
 use crate::shard::Shard;
 use crate::{broker, data, groups_api};
-use bytes::BytesMut;
-use futures_lite::{AsyncReadExt, AsyncWriteExt};
+use bytes::{Buf, BytesMut};
+use futures_lite::{AsyncRead, AsyncWrite};
 use glommio::net::TcpStream;
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
 use std::rc::Rc;
+use std::task::{Context, Poll, Waker};
+use std::time::Instant;
 use wire::{api_versions, decode_request, encode_response, Request, RequestHeader, Response};
 
 /// Requests decoded but not yet answered on one connection.
@@ -24,12 +46,201 @@ pub const MAX_IN_FLIGHT: usize = 64;
 /// its frame buffer): at 10,000 connections 64 KiB each was most of the broker's memory.
 const READ_CHUNK: usize = 16 * 1024;
 
-/// What the writer does with one slot of the ordered queue.
+/// Output buffers larger than this are given back after use, so one large response does not
+/// pin its memory to the connection.
+const KEEP_OUT_BUFFER: usize = 64 * 1024;
+
+/// What a request that had to wait produced, for the writer.
 enum Outcome {
     Frame(BytesMut),
     /// The request needs no response (Produce with acks=0).
     Nothing,
     Close,
+}
+
+/// One place in the response order behind a request that is still waiting.
+enum Slot {
+    /// Encoded while an earlier request was still waiting.
+    Frame(BytesMut),
+    /// A request that had to wait, running as its own task.
+    Waiting(glommio::Task<Outcome>),
+    /// Close the connection once everything before it is written.
+    Close,
+}
+
+/// The state a connection's reader and writer share.
+struct Conn {
+    stream: RefCell<TcpStream>,
+    /// Encoded responses ready to be written. They precede every slot of `queue`: bytes are only
+    /// appended here while the queue is empty.
+    out: RefCell<BytesMut>,
+    /// Requests whose responses are in `out` (for the in-flight count).
+    out_requests: Cell<usize>,
+    queue: RefCell<VecDeque<Slot>>,
+    /// Requests decoded whose responses are not yet written (or dropped).
+    unanswered: Cell<usize>,
+    /// The writer holds a batch it is writing: nobody else may write.
+    writing: Cell<bool>,
+    reader_done: Cell<bool>,
+    writer_done: Cell<bool>,
+    writer_waker: Cell<Option<Waker>>,
+    reader_waker: Cell<Option<Waker>>,
+}
+
+impl Conn {
+    fn wake_writer(&self) {
+        if let Some(w) = self.writer_waker.take() {
+            w.wake();
+        }
+    }
+
+    fn wake_reader(&self) {
+        if let Some(w) = self.reader_waker.take() {
+            w.wake();
+        }
+    }
+
+    /// Queue a finished response behind everything before it; `None` (no response) is done.
+    fn push_done(&self, frame: Option<BytesMut>) {
+        let Some(f) = frame else {
+            self.unanswered.set(self.unanswered.get() - 1);
+            return;
+        };
+        let mut queue = self.queue.borrow_mut();
+        if queue.is_empty() {
+            self.out.borrow_mut().extend_from_slice(&f);
+            self.out_requests.set(self.out_requests.get() + 1);
+        } else {
+            queue.push_back(Slot::Frame(f));
+        }
+    }
+
+    /// Try to write `out` from the reader's task when nothing else is writing: most of the time
+    /// this sends every response of one read with one system call and the writer task never
+    /// runs. Whatever is left is the writer's.
+    fn flush_from_reader(&self, cx: &mut Context<'_>) {
+        let pending = {
+            let mut out = self.out.borrow_mut();
+            if !self.queue.borrow().is_empty() {
+                // Waiting requests are the writer's to await (it may not have seen them yet).
+                true
+            } else if out.is_empty() {
+                false
+            } else if self.writing.get() {
+                true
+            } else {
+                let mut stream = self.stream.borrow_mut();
+                if let Poll::Ready(Ok(n)) = Pin::new(&mut *stream).poll_write(cx, &out) {
+                    out.advance(n);
+                }
+                if out.is_empty() {
+                    self.unanswered
+                        .set(self.unanswered.get() - self.out_requests.replace(0));
+                    if out.capacity() > KEEP_OUT_BUFFER {
+                        *out = BytesMut::new();
+                    } else {
+                        out.clear();
+                    }
+                    false
+                } else {
+                    true
+                }
+            }
+        };
+        if pending {
+            self.wake_writer();
+        }
+    }
+
+    /// Move everything finished, in order, into `batch`. Ready with (requests taken, close after
+    /// writing); pending while nothing is finished.
+    fn gather(&self, cx: &mut Context<'_>, batch: &mut BytesMut) -> Poll<(usize, bool)> {
+        let mut taken = 0;
+        {
+            let mut out = self.out.borrow_mut();
+            if !out.is_empty() {
+                if batch.is_empty() {
+                    std::mem::swap(&mut *out, batch);
+                } else {
+                    batch.extend_from_slice(&out);
+                    out.clear();
+                }
+            }
+            taken += self.out_requests.replace(0);
+        }
+        let mut queue = self.queue.borrow_mut();
+        loop {
+            let outcome = match queue.front_mut() {
+                None => break,
+                Some(Slot::Frame(f)) => Outcome::Frame(std::mem::take(f)),
+                Some(Slot::Close) => Outcome::Close,
+                Some(Slot::Waiting(task)) => match Pin::new(task).poll(cx) {
+                    Poll::Ready(o) => o,
+                    Poll::Pending => break,
+                },
+            };
+            queue.pop_front();
+            taken += 1;
+            match outcome {
+                Outcome::Frame(f) => batch.extend_from_slice(&f),
+                Outcome::Nothing => {}
+                Outcome::Close => return Poll::Ready((taken, true)),
+            }
+        }
+        if taken > 0 || !batch.is_empty() {
+            return Poll::Ready((taken, false));
+        }
+        if queue.is_empty() && self.reader_done.get() {
+            return Poll::Ready((0, true));
+        }
+        self.writer_waker.set(Some(cx.waker().clone()));
+        Poll::Pending
+    }
+}
+
+/// Writes what the reader could not: responses that finished while a write or an earlier
+/// waiting request held them up, and the rest of a write the socket did not take at once.
+async fn write_loop(conn: Rc<Conn>, peer: Rc<str>) {
+    let mut batch = BytesMut::new();
+    loop {
+        let (taken, close) = std::future::poll_fn(|cx| conn.gather(cx, &mut batch)).await;
+        if !batch.is_empty() {
+            conn.writing.set(true);
+            let written = write_all(&conn, &batch).await;
+            conn.writing.set(false);
+            if let Err(e) = written {
+                tracing::debug!(peer = %peer, error = %e, "write failed; closing");
+                break;
+            }
+            if batch.capacity() > KEEP_OUT_BUFFER {
+                batch = BytesMut::new();
+            } else {
+                batch.clear();
+            }
+        }
+        conn.unanswered.set(conn.unanswered.get() - taken);
+        conn.wake_reader();
+        if close {
+            break;
+        }
+    }
+    conn.writer_done.set(true);
+    conn.wake_reader();
+    let _ =
+        std::future::poll_fn(|cx| Pin::new(&mut *conn.stream.borrow_mut()).poll_close(cx)).await;
+}
+
+async fn write_all(conn: &Conn, mut buf: &[u8]) -> std::io::Result<()> {
+    while !buf.is_empty() {
+        let n =
+            std::future::poll_fn(|cx| Pin::new(&mut *conn.stream.borrow_mut()).poll_write(cx, buf))
+                .await?;
+        if n == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        buf = &buf[n..];
+    }
+    Ok(())
 }
 
 /// Bad-input warnings a shard logs per second; the rest are counted and reported with the next
@@ -66,39 +277,62 @@ fn warn_budget() -> Option<u64> {
 /// frame and sends it slowly gets memory as its bytes arrive, not all at once.
 const MAX_RESERVE: usize = 1 << 20;
 
+/// What the reader keeps about its connection between requests.
+struct ReaderCtx {
+    shard: Rc<Shard>,
+    peer: Rc<str>,
+    /// "/ip", as Kafka records a member's host.
+    client_host: String,
+    /// The caller of the last group request; rebuilt when a request names another client id.
+    caller: Option<Rc<Caller>>,
+}
+
+impl ReaderCtx {
+    fn caller(&mut self, header: &RequestHeader) -> Rc<Caller> {
+        let client_id = header.client_id.as_deref().unwrap_or("");
+        match &self.caller {
+            Some(c) if c.client_id == client_id => c.clone(),
+            _ => {
+                let c = Rc::new(Caller {
+                    client_id: client_id.to_string(),
+                    client_host: self.client_host.clone(),
+                });
+                self.caller = Some(c.clone());
+                c
+            }
+        }
+    }
+}
+
 /// Serve one connection until the peer closes, a bad frame arrives, or it has sent no complete
 /// request for `connections.max.idle.ms`. `_slot` holds its place under the connection limits.
 pub async fn serve(shard: Rc<Shard>, stream: TcpStream, _slot: crate::limits::Slot) {
-    let peer = stream
-        .peer_addr()
-        .map(|a| a.to_string())
-        .unwrap_or_else(|_| "?".into());
+    let addr = stream.peer_addr().ok();
+    let peer: Rc<str> = addr.map_or_else(|| "?".into(), |a| a.to_string().into());
+    let client_host = format!("/{}", addr.map(|a| a.ip().to_string()).unwrap_or_default());
     let _ = stream.set_nodelay(true);
     let registration = shard.conns.register(&stream);
-    let (mut rd, mut wr) = futures_lite::io::split(stream);
-    let (tx, rx) =
-        glommio::channels::local_channel::new_bounded::<glommio::Task<Outcome>>(MAX_IN_FLIGHT);
-
-    let writer_peer = peer.clone();
-    let writer = glommio::spawn_local(async move {
-        while let Some(task) = rx.recv().await {
-            match task.await {
-                Outcome::Frame(bytes) => {
-                    if let Err(e) = wr.write_all(&bytes).await {
-                        tracing::debug!(peer = %writer_peer, error = %e, "write failed; closing");
-                        break;
-                    }
-                }
-                Outcome::Nothing => {}
-                Outcome::Close => break,
-            }
-        }
-        let _ = wr.close().await;
+    let conn = Rc::new(Conn {
+        stream: RefCell::new(stream),
+        out: RefCell::new(BytesMut::new()),
+        out_requests: Cell::new(0),
+        queue: RefCell::new(VecDeque::new()),
+        unanswered: Cell::new(0),
+        writing: Cell::new(false),
+        reader_done: Cell::new(false),
+        writer_done: Cell::new(false),
+        writer_waker: Cell::new(None),
+        reader_waker: Cell::new(None),
     });
+    let writer = glommio::spawn_local(write_loop(conn.clone(), peer.clone()));
 
     let frames = wire::FrameDecoder::new(shard.broker.config.socket_request_max_bytes);
-    let idle = std::time::Duration::from_millis(shard.broker.config.connections_max_idle_ms as u64);
-    let mut last_request = std::time::Instant::now();
+    let mut ctx = ReaderCtx {
+        shard,
+        peer,
+        client_host,
+        caller: None,
+    };
     let mut buf = BytesMut::with_capacity(4096);
     let mut scratch = vec![0u8; READ_CHUNK];
     'read: loop {
@@ -108,28 +342,47 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream, _slot: crate::limits::Sl
                 Ok(None) => break,
                 Err(e) => {
                     if let Some(suppressed) = warn_budget() {
-                        tracing::warn!(%peer, error = %e, suppressed, "closing connection: bad frame");
+                        tracing::warn!(peer = %ctx.peer, error = %e, suppressed, "closing connection: bad frame");
                     }
-                    let _ = tx
-                        .send(glommio::spawn_local(async { Outcome::Close }))
-                        .await;
+                    conn.unanswered.set(conn.unanswered.get() + 1); // taken with the Close slot
+                    conn.queue.borrow_mut().push_back(Slot::Close);
                     break 'read;
                 }
             };
-            let task = match request_task(&shard, &peer, frame) {
-                Some(t) => t,
-                None => {
-                    let _ = tx
-                        .send(glommio::spawn_local(async { Outcome::Close }))
-                        .await;
-                    break 'read;
-                }
-            };
-            if tx.send(task).await.is_err() {
+            // Room for one more request (the writer frees it as responses go out).
+            if conn.unanswered.get() >= MAX_IN_FLIGHT {
+                std::future::poll_fn(|cx| {
+                    conn.flush_from_reader(cx);
+                    if conn.unanswered.get() < MAX_IN_FLIGHT || conn.writer_done.get() {
+                        Poll::Ready(())
+                    } else {
+                        conn.reader_waker.set(Some(cx.waker().clone()));
+                        conn.wake_writer();
+                        Poll::Pending
+                    }
+                })
+                .await;
+            }
+            if conn.writer_done.get() {
                 break 'read; // writer gone: the peer stopped reading
             }
-            last_request = std::time::Instant::now();
+            let now = Instant::now();
+            registration.touch(now);
+            conn.unanswered.set(conn.unanswered.get() + 1);
+            if !start_request(&mut ctx, &conn, frame, now).await {
+                // The Close slot stands for this request in the in-flight count.
+                conn.queue.borrow_mut().push_back(Slot::Close);
+                break 'read;
+            }
         }
+        std::future::poll_fn(|cx| {
+            conn.flush_from_reader(cx);
+            Poll::Ready(())
+        })
+        .await;
+        // A client that always has more bytes ready would otherwise keep this task running:
+        // let the other connections in when the shard's time slice is up.
+        glommio::yield_if_needed().await;
         if let Ok(needed) = frames.bytes_needed(&buf) {
             buf.reserve(
                 needed
@@ -138,37 +391,39 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream, _slot: crate::limits::Sl
                     .min(MAX_RESERVE),
             );
         }
-        let Some(left) = idle.checked_sub(last_request.elapsed()) else {
-            tracing::debug!(%peer, "closing connection: idle for connections.max.idle.ms");
-            break;
-        };
-        let read = async { Some(rd.read(&mut scratch).await) };
-        let timeout = async {
-            glommio::timer::sleep(left).await;
-            None
-        };
-        match futures_lite::future::or(read, timeout).await {
-            None => continue, // re-check the idle deadline
-            Some(Ok(0)) => break,
-            Some(Ok(n)) => buf.extend_from_slice(&scratch[..n]),
-            Some(Err(e)) => {
-                tracing::debug!(%peer, error = %e, "read failed; closing");
+        let read = std::future::poll_fn(|cx| {
+            Pin::new(&mut *conn.stream.borrow_mut()).poll_read(cx, &mut scratch)
+        })
+        .await;
+        match read {
+            Ok(0) => {
+                if registration.closed_for_idle() {
+                    tracing::debug!(peer = %ctx.peer, "closing connection: idle for connections.max.idle.ms");
+                }
+                break;
+            }
+            Ok(n) => buf.extend_from_slice(&scratch[..n]),
+            Err(e) => {
+                tracing::debug!(peer = %ctx.peer, error = %e, "read failed; closing");
                 break;
             }
         }
     }
-    drop(tx);
+    conn.reader_done.set(true);
+    conn.wake_writer();
     writer.await;
     drop(registration);
 }
 
-/// Decode one frame and start the task that answers it. `None` means: close the connection.
-fn request_task(
-    shard: &Rc<Shard>,
-    peer: &str,
+/// Decode one frame and start answering it: encoded into the output buffer if it finishes at
+/// once, else as a task with a slot in the response order. `false` means: close the connection.
+async fn start_request(
+    ctx: &mut ReaderCtx,
+    conn: &Conn,
     frame: bytes::Bytes,
-) -> Option<glommio::Task<Outcome>> {
-    let versions = &shard.broker.versions;
+    decoded_at: Instant,
+) -> bool {
+    let versions = &ctx.shard.broker.versions;
     // ApiVersions of a version we do not know is answered, not closed (KIP-511): v0 body with
     // UNSUPPORTED_VERSION so the client can retry with a version we list.
     if let Ok((api_key, version, correlation_id)) = RequestHeader::peek_prefix(&frame) {
@@ -177,7 +432,8 @@ fn request_task(
             && version >= 0
         {
             let out = api_versions::unsupported_version_frame(correlation_id, versions);
-            return Some(glommio::spawn_local(async move { Outcome::Frame(out) }));
+            conn.push_done(Some(out));
+            return true;
         }
     }
     let (header, request) = match decode_request(&frame, versions) {
@@ -185,104 +441,187 @@ fn request_task(
         Err((header, e)) => {
             let cid = header.map(|h| h.correlation_id);
             if let Some(suppressed) = warn_budget() {
-                tracing::warn!(%peer, correlation_id = ?cid, error = %e, suppressed, "closing connection: undecodable request");
+                tracing::warn!(peer = %ctx.peer, correlation_id = ?cid, error = %e, suppressed, "closing connection: undecodable request");
             }
-            return None;
+            return false;
         }
     };
-    let shard = shard.clone();
-    let peer = peer.to_string();
-    let peer_ip = peer
-        .rsplit_once(':')
-        .map(|(ip, _)| ip.trim_matches(|c| c == '[' || c == ']').to_string())
-        .unwrap_or_default();
-    let decoded_at = std::time::Instant::now();
     // Kafka sends nothing back for a Produce with acks=0 (the client does not read).
     let silent = matches!(&request, Request::Produce(r) if r.acks == 0);
-    Some(glommio::spawn_local(async move {
-        let version = header.api_version;
-        let api_key = header.api_key;
-        let started = std::time::Instant::now();
-        match dispatch(&shard, &peer_ip, &header, request).await {
-            Ok(_) if silent => Outcome::Nothing,
-            Ok(resp) => {
-                let ready = std::time::Instant::now();
-                let mut out = BytesMut::with_capacity(256);
-                match encode_response(header.correlation_id, version, &resp, &mut out) {
-                    Ok(()) => {
-                        let us = |d: std::time::Duration| d.as_micros() as u64;
-                        shard.table.metrics.borrow_mut().record_request(
-                            api_key,
-                            error_code(&resp),
-                            us(started - decoded_at),
-                            us(ready - started),
-                            us(decoded_at.elapsed()),
-                        );
-                        Outcome::Frame(out)
-                    }
-                    Err(e) => {
-                        tracing::error!(%peer, api_key, version, error = %e, "could not encode response; closing");
-                        Outcome::Close
-                    }
+    let caller = ctx.caller(&header);
+    let shard = &ctx.shard;
+    let api = Api {
+        api_key: header.api_key,
+        version: header.api_version,
+        correlation_id: header.correlation_id,
+        silent,
+        decoded_at,
+    };
+    // The future is boxed (it may have to become a task): the hottest requests get a box of
+    // their own size instead of the size of the largest handler.
+    let v = header.api_version;
+    let sh = shard.clone();
+    let mut fut: Pin<Box<dyn Future<Output = Result<Response, String>>>> = match request {
+        Request::Heartbeat(r) => Box::pin(async move {
+            Ok(Response::Heartbeat(
+                groups_api::heartbeat(&sh, &caller, r, v).await,
+            ))
+        }),
+        Request::ConsumerGroupHeartbeat(r) => Box::pin(async move {
+            Ok(Response::ConsumerGroupHeartbeat(
+                groups_api::consumer_group_heartbeat(&sh, &caller, r, v).await,
+            ))
+        }),
+        Request::OffsetCommit(r) => Box::pin(async move {
+            Ok(Response::OffsetCommit(
+                groups_api::offset_commit(&sh, &caller, r, v).await,
+            ))
+        }),
+        request => Box::pin(async move { dispatch(&sh, &caller, &header, request).await }),
+    };
+    // Run it until it first has to wait; most requests finish here.
+    let first = std::future::poll_fn(|cx| Poll::Ready(fut.as_mut().poll(cx))).await;
+    match first {
+        Poll::Ready(result) => {
+            if conn.queue.borrow().is_empty() {
+                // Nothing earlier is waiting: encode straight into the output buffer.
+                let ok = api.finish(
+                    shard,
+                    &ctx.peer,
+                    result,
+                    decoded_at,
+                    &mut conn.out.borrow_mut(),
+                );
+                if ok && api.silent {
+                    conn.unanswered.set(conn.unanswered.get() - 1);
+                } else if ok {
+                    conn.out_requests.set(conn.out_requests.get() + 1);
                 }
-            }
-            Err(reason) => {
-                tracing::warn!(%peer, api_key, version, %reason, "closing connection");
-                Outcome::Close
+                ok
+            } else {
+                let mut out = BytesMut::new();
+                if !api.finish(shard, &ctx.peer, result, decoded_at, &mut out) {
+                    return false;
+                }
+                conn.push_done((!api.silent).then_some(out));
+                true
             }
         }
-    }))
+        Poll::Pending => {
+            let shard = shard.clone();
+            let peer = ctx.peer.clone();
+            let task = glommio::spawn_local(async move {
+                let started = Instant::now();
+                let result = fut.await;
+                let mut out = BytesMut::new();
+                if !api.finish(&shard, &peer, result, started, &mut out) {
+                    Outcome::Close
+                } else if api.silent {
+                    Outcome::Nothing
+                } else {
+                    Outcome::Frame(out)
+                }
+            });
+            conn.queue.borrow_mut().push_back(Slot::Waiting(task));
+            true
+        }
+    }
+}
+
+/// What encoding and measuring a response needs from its request.
+#[derive(Clone, Copy)]
+struct Api {
+    api_key: i16,
+    version: i16,
+    correlation_id: i32,
+    silent: bool,
+    decoded_at: Instant,
+}
+
+impl Api {
+    /// Encode the response into `out` (nothing for a silent request) and record its latency:
+    /// queued from decode to `started`, handled until now. `false` means: close the connection.
+    fn finish(
+        &self,
+        shard: &Shard,
+        peer: &str,
+        result: Result<Response, String>,
+        started: Instant,
+        out: &mut BytesMut,
+    ) -> bool {
+        let (api_key, version) = (self.api_key, self.version);
+        let resp = match result {
+            Ok(resp) => resp,
+            Err(reason) => {
+                tracing::warn!(%peer, api_key, version, %reason, "closing connection");
+                return false;
+            }
+        };
+        if self.silent {
+            return true;
+        }
+        if let Err(e) = encode_response(self.correlation_id, version, &resp, out) {
+            tracing::error!(%peer, api_key, version, error = %e, "could not encode response; closing");
+            return false;
+        }
+        let done = Instant::now();
+        let us = |d: std::time::Duration| d.as_micros() as u64;
+        shard.table.metrics.borrow_mut().record_request(
+            api_key,
+            error_code(&resp),
+            us(started - self.decoded_at),
+            us(done - started),
+            us(done - self.decoded_at),
+        );
+        true
+    }
 }
 
 /// Route a decoded request to its handler.
 async fn dispatch(
     shard: &Rc<Shard>,
-    peer_ip: &str,
+    caller: &Caller,
     header: &RequestHeader,
     request: Request,
 ) -> Result<Response, String> {
     let b = &shard.broker;
     let v = header.api_version;
-    let caller = || groups_api::Caller {
-        client_id: header.client_id.clone().unwrap_or_default(),
-        client_host: format!("/{peer_ip}"),
-    };
     Ok(match request {
         Request::JoinGroup(r) => {
-            Response::JoinGroup(groups_api::join_group(shard, &caller(), r, v).await)
+            Response::JoinGroup(groups_api::join_group(shard, caller, r, v).await)
         }
         Request::SyncGroup(r) => {
-            Response::SyncGroup(groups_api::sync_group(shard, &caller(), r, v).await)
+            Response::SyncGroup(groups_api::sync_group(shard, caller, r, v).await)
         }
         Request::Heartbeat(r) => {
-            Response::Heartbeat(groups_api::heartbeat(shard, &caller(), r, v).await)
+            Response::Heartbeat(groups_api::heartbeat(shard, caller, r, v).await)
         }
         Request::LeaveGroup(r) => {
-            Response::LeaveGroup(groups_api::leave_group(shard, &caller(), r, v).await)
+            Response::LeaveGroup(groups_api::leave_group(shard, caller, r, v).await)
         }
         Request::OffsetCommit(r) => {
-            Response::OffsetCommit(groups_api::offset_commit(shard, &caller(), r, v).await)
+            Response::OffsetCommit(groups_api::offset_commit(shard, caller, r, v).await)
         }
         Request::OffsetFetch(r) => {
-            Response::OffsetFetch(groups_api::offset_fetch(shard, &caller(), r, v).await)
+            Response::OffsetFetch(groups_api::offset_fetch(shard, caller, r, v).await)
         }
         Request::OffsetDelete(r) => {
-            Response::OffsetDelete(groups_api::offset_delete(shard, &caller(), r, v).await)
+            Response::OffsetDelete(groups_api::offset_delete(shard, caller, r, v).await)
         }
         Request::DescribeGroups(r) => {
-            Response::DescribeGroups(groups_api::describe_groups(shard, &caller(), r, v).await)
+            Response::DescribeGroups(groups_api::describe_groups(shard, caller, r, v).await)
         }
         Request::ListGroups(r) => {
-            Response::ListGroups(groups_api::list_groups(shard, &caller(), r, v).await)
+            Response::ListGroups(groups_api::list_groups(shard, caller, r, v).await)
         }
         Request::DeleteGroups(r) => {
-            Response::DeleteGroups(groups_api::delete_groups(shard, &caller(), r, v).await)
+            Response::DeleteGroups(groups_api::delete_groups(shard, caller, r, v).await)
         }
         Request::ConsumerGroupHeartbeat(r) => Response::ConsumerGroupHeartbeat(
-            groups_api::consumer_group_heartbeat(shard, &caller(), r, v).await,
+            groups_api::consumer_group_heartbeat(shard, caller, r, v).await,
         ),
         Request::ConsumerGroupDescribe(r) => Response::ConsumerGroupDescribe(
-            groups_api::consumer_group_describe(shard, &caller(), r, v).await,
+            groups_api::consumer_group_describe(shard, caller, r, v).await,
         ),
         Request::Produce(r) => Response::Produce(data::produce(shard, r, v).await),
         Request::ListOffsets(r) => Response::ListOffsets(data::list_offsets(shard, r, v).await),

@@ -137,11 +137,25 @@ impl Router {
     }
 
     /// Run `op` on the shard that owns `partition` and return its reply.
-    pub async fn call(&self, partition: i32, op: PartitionOp) -> PartitionReply {
+    ///
+    /// Not an `async fn`: a local call hands `op` to the partition at once and returns the
+    /// partition's own future, so the caller's future does not carry the operation (or the
+    /// cross-shard send with its envelope) across its await. That keeps the future of every group
+    /// request small — it is moved into a box per request.
+    pub fn call(
+        &self,
+        partition: i32,
+        op: PartitionOp,
+    ) -> Pin<Box<dyn Future<Output = PartitionReply> + '_>> {
         let owner = owner_of(partition, self.shards);
-        let Some(senders) = self.senders.as_ref().filter(|_| owner != self.shard) else {
-            return (self.exec)(partition, op).await;
-        };
+        if self.senders.is_none() || owner == self.shard {
+            return (self.exec)(partition, op);
+        }
+        Box::pin(self.call_remote(owner, partition, op))
+    }
+
+    async fn call_remote(&self, owner: usize, partition: i32, op: PartitionOp) -> PartitionReply {
+        let senders = self.senders.as_ref().expect("remote calls have a mesh");
         let id = self.next_id.get();
         self.next_id.set(id.wrapping_add(1));
         let slot = OneShot::new();

@@ -209,6 +209,21 @@ async fn run_shard(
         router,
         conns: Rc::new(ConnRegistry::default()),
     });
+    // connections.max.idle.ms: one sweep per shard over its connections (a connection records
+    // when it last completed a request; no timer is armed per read).
+    {
+        let conns = shard.conns.clone();
+        let shutdown = shutdown.clone();
+        let idle = Duration::from_millis(shard.broker.config.connections_max_idle_ms.max(1) as u64);
+        let every = crate::shard::idle_sweep_interval(idle);
+        glommio::spawn_local(async move {
+            while !shutdown.load(Ordering::Acquire) {
+                glommio::timer::sleep(every).await;
+                conns.close_idle(Instant::now(), idle);
+            }
+        })
+        .detach();
+    }
     {
         let table = table.clone();
         let ready = ready.clone();

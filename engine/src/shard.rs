@@ -8,6 +8,7 @@ use std::cell::{Cell, RefCell};
 use std::os::fd::{AsRawFd, RawFd};
 use std::rc::Rc;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 pub struct Shard {
     pub broker: Arc<Broker>,
@@ -17,17 +18,41 @@ pub struct Shard {
     pub table: Rc<crate::partition::PartitionTable>,
 }
 
-/// The live connections of a shard, so shutdown can stop their reads and wait for them to drain.
+/// The live connections of a shard, so shutdown can stop their reads and wait for them to drain,
+/// and so idle connections (`connections.max.idle.ms`) are found by one sweep per shard instead
+/// of a timer armed for every read.
 #[derive(Default)]
 pub struct ConnRegistry {
     next: Cell<u64>,
-    open: RefCell<hashbrown::HashMap<u64, RawFd>>,
+    open: RefCell<hashbrown::HashMap<u64, Rc<ConnEntry>>>,
+}
+
+/// What the registry knows of one connection.
+pub struct ConnEntry {
+    fd: RawFd,
+    /// When the connection last completed a request (or was accepted).
+    last_request: Cell<Instant>,
+    /// Set when the idle sweep stopped its reads.
+    idle_closed: Cell<bool>,
 }
 
 /// Removes its connection from the registry when dropped (the connection task ended).
 pub struct Registration {
     id: u64,
+    entry: Rc<ConnEntry>,
     registry: Rc<ConnRegistry>,
+}
+
+impl Registration {
+    /// A complete request arrived at `now`: the connection is not idle.
+    pub fn touch(&self, now: Instant) {
+        self.entry.last_request.set(now);
+    }
+
+    /// Whether the idle sweep ended this connection's reads.
+    pub fn closed_for_idle(&self) -> bool {
+        self.entry.idle_closed.get()
+    }
 }
 
 impl Drop for Registration {
@@ -40,9 +65,15 @@ impl ConnRegistry {
     pub fn register(self: &Rc<Self>, stream: &TcpStream) -> Registration {
         let id = self.next.get();
         self.next.set(id + 1);
-        self.open.borrow_mut().insert(id, stream.as_raw_fd());
+        let entry = Rc::new(ConnEntry {
+            fd: stream.as_raw_fd(),
+            last_request: Cell::new(Instant::now()),
+            idle_closed: Cell::new(false),
+        });
+        self.open.borrow_mut().insert(id, entry.clone());
         Registration {
             id,
+            entry,
             registry: self.clone(),
         }
     }
@@ -58,10 +89,33 @@ impl ConnRegistry {
     /// Stop reading on every connection: a pending read returns end-of-stream, the reader stops
     /// taking requests, and the writer finishes the ones already in flight before closing.
     pub fn stop_reading(&self) {
-        for fd in self.open.borrow().values() {
+        for e in self.open.borrow().values() {
             // SAFETY: the fd belongs to a live connection (its Registration, which removes the
             // entry, is dropped only after the stream is closed), and shutdown(2) does not free it.
-            unsafe { libc::shutdown(*fd, libc::SHUT_RD) };
+            unsafe { libc::shutdown(e.fd, libc::SHUT_RD) };
         }
     }
+
+    /// Stop reading on every connection that completed no request for `idle`: like
+    /// [`ConnRegistry::stop_reading`], its in-flight responses are still written before it
+    /// closes. Returns how many were closed now.
+    pub fn close_idle(&self, now: Instant, idle: Duration) -> usize {
+        let mut closed = 0;
+        for e in self.open.borrow().values() {
+            if !e.idle_closed.get() && now.saturating_duration_since(e.last_request.get()) >= idle {
+                e.idle_closed.set(true);
+                // SAFETY: as in stop_reading.
+                unsafe { libc::shutdown(e.fd, libc::SHUT_RD) };
+                closed += 1;
+            }
+        }
+        closed
+    }
+}
+
+/// How often a shard looks for idle connections: a fraction of the idle limit, so a connection
+/// closes within about an eighth of `connections.max.idle.ms` after its deadline (Kafka's own
+/// check is lazy too), at most once a second and at least every 5 ms.
+pub fn idle_sweep_interval(idle: Duration) -> Duration {
+    (idle / 8).clamp(Duration::from_millis(5), Duration::from_secs(1))
 }

@@ -63,6 +63,13 @@ pub struct Member {
     pub awaiting_sync: Option<Parked>,
     /// Still in its first join: session expiry removes it even while it waits.
     pub is_new: bool,
+    /// The session deadline the member's last heartbeat set. Its session timer
+    /// (`TimerKey::Heartbeat`) may be armed earlier, at `session_timer`: a heartbeat only moves
+    /// this number, and the timer, when it fires, re-arms itself here (see `extend_session`).
+    pub session_deadline: i64,
+    /// When this member's session timer is armed to fire, as far as this member knows: `None`
+    /// whenever that is not certain, which sends the next heartbeat down the exact path.
+    pub session_timer: Option<i64>,
 }
 
 impl Member {
@@ -348,13 +355,18 @@ fn reply_sync(
 }
 
 fn schedule_heartbeat(c: &mut Coordinator, group: &str, member: &str, timeout_ms: i64, now: i64) {
+    let deadline = now + timeout_ms;
     c.timers.schedule(
         TimerKey::Heartbeat {
             group: group.into(),
             member: member.into(),
         },
-        now + timeout_ms,
+        deadline,
     );
+    if let Some(m) = member_mut(c, group, member) {
+        m.session_deadline = deadline;
+        m.session_timer = Some(deadline);
+    }
 }
 
 fn cancel_heartbeat(c: &mut Coordinator, group: &str, member: &str) {
@@ -362,6 +374,30 @@ fn cancel_heartbeat(c: &mut Coordinator, group: &str, member: &str) {
         group: group.into(),
         member: member.into(),
     });
+    if let Some(m) = member_mut(c, group, member) {
+        m.session_timer = None;
+    }
+}
+
+fn member_mut<'a>(c: &'a mut Coordinator, group: &str, member: &str) -> Option<&'a mut Member> {
+    c.groups.get_mut(group)?.members.get_mut(member)
+}
+
+/// A sign of life: the member's session now ends at `now + timeout_ms`. The hot path of every
+/// heartbeat, so it touches no timer when it can: if the member's session timer is armed no
+/// later than the new deadline, only the member's `session_deadline` moves, and the timer, when
+/// it fires, re-arms itself there (`on_session_expired`). Sessions end exactly when they did
+/// with a timer moved on every heartbeat; a member costs at most one extra wake-up per session
+/// timeout instead of a timer removal and insertion (with owned keys) per heartbeat.
+fn extend_session(c: &mut Coordinator, group: &str, member: &str, timeout_ms: i64, now: i64) {
+    let deadline = now + timeout_ms;
+    if let Some(m) = member_mut(c, group, member) {
+        if m.session_timer.is_some_and(|t| t <= deadline) {
+            m.session_deadline = deadline;
+            return;
+        }
+    }
+    schedule_heartbeat(c, group, member, timeout_ms, now);
 }
 
 /// The JoinGroup response a member gets when a join phase completes (or when it simply
@@ -514,6 +550,8 @@ pub fn join(
         }),
         awaiting_sync: None,
         is_new: true,
+        session_deadline: 0,
+        session_timer: None,
     };
     if member_id.is_empty() {
         match &instance_id {
@@ -1212,35 +1250,39 @@ pub fn heartbeat(
 
 fn heartbeat_code(c: &mut Coordinator, r: &HeartbeatRequest, now: i64) -> i16 {
     let group_id = r.group_id.0.as_str();
+    let member_id = r.member_id.as_str();
     if group_id.is_empty() {
         return err(ResponseError::InvalidGroupId);
     }
-    let Some(g) = c.groups.get(group_id) else {
+    // One lookup of the group and one of the member: this is every heartbeat's path.
+    let Some(g) = c.groups.get_mut(group_id) else {
         return err(ResponseError::UnknownMemberId);
     };
     if g.state == State::Dead {
         return err(ResponseError::CoordinatorNotAvailable);
     }
-    if let Err(code) = g.validate_member(r.member_id.as_str(), r.group_instance_id.as_deref()) {
+    if let Err(code) = g.validate_member(member_id, r.group_instance_id.as_deref()) {
         return code;
     }
     if r.generation_id != g.generation {
         return err(ResponseError::IllegalGeneration);
     }
-    let timeout = g.members[r.member_id.as_str()].session_timeout_ms as i64;
-    let state = g.state;
-    match state {
-        State::Empty => err(ResponseError::UnknownMemberId),
-        State::PreparingRebalance => {
-            schedule_heartbeat(c, group_id, r.member_id.as_str(), timeout, now);
-            err(ResponseError::RebalanceInProgress)
-        }
-        State::CompletingRebalance | State::Stable => {
-            schedule_heartbeat(c, group_id, r.member_id.as_str(), timeout, now);
-            0
-        }
-        State::Dead => err(ResponseError::CoordinatorNotAvailable),
+    let code = match g.state {
+        State::Empty => return err(ResponseError::UnknownMemberId),
+        State::Dead => return err(ResponseError::CoordinatorNotAvailable),
+        State::PreparingRebalance => err(ResponseError::RebalanceInProgress),
+        State::CompletingRebalance | State::Stable => 0,
+    };
+    // `extend_session`, with the member already in hand.
+    let m = g.members.get_mut(member_id).expect("validated member");
+    let timeout = m.session_timeout_ms as i64;
+    let deadline = now + timeout;
+    if m.session_timer.is_some_and(|t| t <= deadline) {
+        m.session_deadline = deadline;
+    } else {
+        schedule_heartbeat(c, group_id, member_id, timeout, now);
     }
+    code
 }
 
 /// A valid member's commit counts as a sign of life (§5.5.8).
@@ -1253,7 +1295,7 @@ pub fn touch_member(c: &mut Coordinator, group_id: &str, member_id: &str, now: i
     }
     if let Some(m) = g.members.get(member_id) {
         let t = m.session_timeout_ms as i64;
-        schedule_heartbeat(c, group_id, member_id, t, now);
+        extend_session(c, group_id, member_id, t, now);
     }
 }
 
@@ -1265,15 +1307,31 @@ pub fn on_session_expired(
     now: i64,
     out: &mut Output,
 ) {
-    let Some(g) = c.groups.get(group_id) else {
+    let Some(g) = c.groups.get_mut(group_id) else {
         return;
     };
     if g.state == State::Dead {
         return;
     }
-    let Some(m) = g.members.get(member_id) else {
+    let Some(m) = g.members.get_mut(member_id) else {
         return;
     };
+    // This timer has fired (the tick took it). If heartbeats moved the session on since it was
+    // armed (`extend_session`), the session is not over: arm the timer at the real deadline.
+    m.session_timer = None;
+    if m.session_deadline > now {
+        let deadline = m.session_deadline;
+        m.session_timer = Some(deadline);
+        c.timers.schedule(
+            TimerKey::Heartbeat {
+                group: group_id.into(),
+                member: member_id.into(),
+            },
+            deadline,
+        );
+        return;
+    }
+    let m = &c.groups[group_id].members[member_id];
     // `hasSatisfiedHeartbeat`: a member parked in join or sync is waiting on us, not late —
     // unless it is new (still in its first join, bounded by the new-member timeout).
     if !m.is_new && (m.awaiting_join.is_some() || m.awaiting_sync.is_some()) {
@@ -1604,6 +1662,9 @@ pub fn replay_metadata(c: &mut Coordinator, group_id: &str, v: &GroupMetadataVal
                 awaiting_join: prev.as_ref().and_then(|p| p.awaiting_join),
                 awaiting_sync: prev.as_ref().and_then(|p| p.awaiting_sync),
                 is_new: false,
+                // The session timer is not part of the record: it stays as it was.
+                session_deadline: prev.as_ref().map_or(0, |p| p.session_deadline),
+                session_timer: prev.as_ref().and_then(|p| p.session_timer),
             },
         );
     }

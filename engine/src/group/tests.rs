@@ -964,6 +964,31 @@ fn describe_and_list() {
 }
 
 #[test]
+fn a_session_ends_one_timeout_after_the_last_heartbeat() {
+    // Heartbeats move a member's session deadline without moving its timer (the timer re-arms
+    // itself when it fires early): expiry must still come exactly one session timeout after the
+    // last heartbeat, and not a millisecond before.
+    let mut h = H::new(H::default_cfg());
+    let (a, b, g) = two_member_stable(&mut h, "g");
+    for step in [1, 999, 3_000, 7, 4_100, 2_500] {
+        h.advance(step);
+        assert_eq!(h.heartbeat("g", &a, g), 0);
+        assert_eq!(h.heartbeat("g", &b, g), 0);
+    }
+    // Past several of the timers armed before, A stays alive by heartbeating; B stops.
+    for _ in 0..4 {
+        h.advance(2_499);
+        assert_eq!(h.heartbeat("g", &a, g), 0);
+    }
+    let b_last = h.now - 4 * 2_499;
+    h.advance(b_last + SESSION as i64 - 1 - h.now);
+    assert!(h.group("g").members.contains_key(&b), "B expired early");
+    h.advance(1);
+    assert!(!h.group("g").members.contains_key(&b), "B expired on time");
+    assert!(h.group("g").members.contains_key(&a));
+}
+
+#[test]
 fn loading_recreates_a_simple_group_whose_tombstone_came_between_commits() {
     // replay_bytes remembers which groups an offset commit found existing; a record that
     // removes a group in between must make the next commit create it again, exactly as

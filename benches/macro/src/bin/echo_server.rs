@@ -11,7 +11,7 @@
 //! Knobs for the low-connection-count investigation (docs/performance.md):
 //! `--spin-us N` (glommio `LocalExecutorBuilder::spin_before_park`), `--ring-depth N`
 //! (`ring_depth`, default 128), `--write-per-frame` (one write per response instead of one per
-//! read, which is what the broker's connection writer does today).
+//! read, which is what the broker's connection writer did before it coalesced responses).
 
 use clap::Parser;
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
