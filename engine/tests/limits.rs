@@ -46,7 +46,10 @@ fn connections_over_the_per_ip_limit_are_closed_at_accept() {
         "the 4th connection is closed"
     );
     assert!(!broker
-        .log_lines("connection refused: over the connection limit")
+        .wait_for_lines(
+            "connection refused: over the connection limit",
+            Duration::from_secs(5)
+        )
         .is_empty());
     // A closed connection gives its slot back.
     drop(held.pop());

@@ -128,6 +128,20 @@ impl Broker {
             .collect()
     }
 
+    /// The log lines containing `needle`, waiting up to `timeout` for a first one: the broker's
+    /// output is read by another thread, so a line the broker wrote just before an effect the
+    /// test observed (a closed socket) may not have been collected yet.
+    pub fn wait_for_lines(&self, needle: &str, timeout: std::time::Duration) -> Vec<String> {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            let lines = self.log_lines(needle);
+            if !lines.is_empty() || std::time::Instant::now() >= deadline {
+                return lines;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
     pub fn join_reader(&mut self) {
         if let Some(r) = self.reader.take() {
             let _ = r.join();
