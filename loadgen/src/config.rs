@@ -98,8 +98,8 @@ pub struct Args {
     pub duration: Duration,
 
     /// Leave the first part of the run out of the per-API latency histograms (the start-up
-    /// join storm), to read steady-state latency. Counts, errors and rebalance convergence
-    /// still cover the whole run.
+    /// join storm), and the drain after it (every member leaving at once), to read steady-state
+    /// latency. Counts, errors and rebalance convergence still cover the whole run.
     #[arg(long, default_value = "0s", value_parser = parse_duration)]
     #[serde(serialize_with = "ser_duration")]
     pub warmup: Duration,

@@ -291,7 +291,7 @@ pub fn text_table(info: &RunInfo, stats: &Stats) -> String {
     if !a.warmup.is_zero() {
         let _ = writeln!(
             s,
-            "latencies below leave out the first {} (warm-up); counts, errors and convergence cover the whole run",
+            "latencies below leave out the first {} (warm-up) and the final leave storm; counts, errors and convergence cover the whole run",
             crate::config::format_duration(a.warmup)
         );
     }

@@ -294,7 +294,7 @@ pub fn run(args: &Args) -> Result<Outcome, SetupError> {
                     }
                 }
                 total_stats.merge(&r.stats);
-                if !args.warmup.is_zero() && t0.elapsed() >= steady_from {
+                if counts_as_steady(args.warmup, t0.elapsed(), steady_from, r.draining) {
                     steady.merge(&r.stats);
                 }
                 last_stable[w] = r.stable;
@@ -470,6 +470,19 @@ impl Ownership {
 }
 
 /// Count owners per (group, topic, partition).
+/// Whether a worker's interval report belongs to the steady part of the run: past the warm-up
+/// (reports arrive each whole second, so one that arrives a second past it covers only
+/// steady-state requests) and before the drain — when the run ends every member leaves at once,
+/// and that storm is not steady state either.
+pub fn counts_as_steady(
+    warmup: Duration,
+    elapsed: Duration,
+    steady_from: Duration,
+    draining: bool,
+) -> bool {
+    !warmup.is_zero() && elapsed >= steady_from && !draining
+}
+
 /// The run's counts with the per-API latency histograms of the steady part only; rebalance
 /// convergence (join → stable) stays whole-run, since joins mostly happen during the warm-up.
 pub fn with_steady_latency(mut total: Stats, steady: &Stats) -> Stats {
@@ -521,6 +534,20 @@ pub fn ownership_at_end(
 mod tests {
     use super::*;
     use crate::stats::CONVERGENCE;
+
+    #[test]
+    fn the_steady_part_excludes_the_warm_up_and_the_final_leave_storm() {
+        let (w, from) = (Duration::from_secs(10), Duration::from_secs(11));
+        assert!(!counts_as_steady(w, Duration::from_secs(5), from, false));
+        assert!(counts_as_steady(w, Duration::from_secs(12), from, false));
+        assert!(!counts_as_steady(w, Duration::from_secs(31), from, true));
+        assert!(!counts_as_steady(
+            Duration::ZERO,
+            Duration::from_secs(12),
+            Duration::from_secs(1),
+            false
+        ));
+    }
 
     #[test]
     fn steady_latency_replaces_api_histograms_but_keeps_counts_and_convergence() {
