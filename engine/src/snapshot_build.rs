@@ -56,62 +56,38 @@ impl SnapshotBuild {
             match std::mem::replace(&mut self.phase, Phase::Done) {
                 Phase::Done => return Ok(true),
                 Phase::Classic(after) => {
-                    let mut last = after.clone();
-                    let range = match &after {
-                        Some(a) => c
-                            .groups
-                            .range::<String, _>((Bound::Excluded(a), Bound::Unbounded)),
-                        None => c.groups.range::<String, _>(..),
-                    };
-                    let mut exhausted = true;
-                    for (id, g) in range {
-                        if full(&self.records) {
-                            exhausted = false;
-                            break;
-                        }
-                        if let Some(v) = &g.last_record {
-                            push(
-                                &mut self.records,
-                                Record {
+                    let mut out = Vec::new();
+                    let next =
+                        capture_groups(&c.groups, after, &mut self.records, full, |id, g| {
+                            out.clear();
+                            if let Some(v) = &g.last_record {
+                                out.push(Record {
                                     key: RecordKey::GroupMetadata { group: id.clone() },
                                     value: Some(RecordValue::GroupMetadata(v.clone())),
-                                },
-                            )?;
-                        }
-                        last = Some(id.clone());
-                    }
-                    self.phase = if exhausted {
-                        Phase::Consumer(None)
-                    } else {
-                        Phase::Classic(last)
+                                });
+                            }
+                            std::mem::take(&mut out)
+                        })?;
+                    self.phase = match next {
+                        None => Phase::Consumer(None),
+                        Some(resume_after) => Phase::Classic(resume_after),
                     };
                 }
                 Phase::Consumer(after) => {
-                    let mut last = after.clone();
-                    let range = match &after {
-                        Some(a) => c
-                            .consumer_groups
-                            .range::<String, _>((Bound::Excluded(a), Bound::Unbounded)),
-                        None => c.consumer_groups.range::<String, _>(..),
-                    };
-                    let mut exhausted = true;
-                    let mut out = Vec::new();
-                    for (id, g) in range {
-                        if full(&self.records) {
-                            exhausted = false;
-                            break;
-                        }
-                        out.clear();
-                        consumer::snapshot_records(g, &mut out);
-                        for r in out.drain(..) {
-                            push(&mut self.records, r)?;
-                        }
-                        last = Some(id.clone());
-                    }
-                    self.phase = if exhausted {
-                        Phase::Offsets(c.offsets.group_ids(), 0)
-                    } else {
-                        Phase::Consumer(last)
+                    let next = capture_groups(
+                        &c.consumer_groups,
+                        after,
+                        &mut self.records,
+                        full,
+                        |_, g| {
+                            let mut out = Vec::new();
+                            consumer::snapshot_records(g, &mut out);
+                            out
+                        },
+                    )?;
+                    self.phase = match next {
+                        None => Phase::Offsets(c.offsets.group_ids(), 0),
+                        Some(resume_after) => Phase::Consumer(resume_after),
                     };
                 }
                 Phase::Offsets(names, mut i) => {
@@ -153,6 +129,33 @@ impl SnapshotBuild {
     pub fn into_records(self) -> Vec<SnapshotRecord> {
         self.records
     }
+}
+
+/// Capture the groups of `map` after the id `after`, in id order, until `full` says the slice
+/// is done: `records_of` gives each group's records. `None` when the map is exhausted, else
+/// where to resume (after the last id captured).
+fn capture_groups<G>(
+    map: &std::collections::BTreeMap<String, G>,
+    after: Option<String>,
+    records: &mut Vec<SnapshotRecord>,
+    full: impl Fn(&Vec<SnapshotRecord>) -> bool,
+    mut records_of: impl FnMut(&String, &G) -> Vec<Record>,
+) -> anyhow::Result<Option<Option<String>>> {
+    let range = match &after {
+        Some(a) => map.range::<String, _>((Bound::Excluded(a), Bound::Unbounded)),
+        None => map.range::<String, _>(..),
+    };
+    let mut last = after.clone();
+    for (id, g) in range {
+        if full(records) {
+            return Ok(Some(last));
+        }
+        for r in records_of(id, g) {
+            push(records, r)?;
+        }
+        last = Some(id.clone());
+    }
+    Ok(None)
 }
 
 fn push(out: &mut Vec<SnapshotRecord>, r: Record) -> anyhow::Result<()> {
