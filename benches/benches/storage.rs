@@ -17,10 +17,10 @@
 
 use engine::group::{Coordinator, GroupConfig};
 use glommio::{LocalExecutorBuilder, Placement};
+use ringleader_benches::offset_commits::{commit_record, refs};
 use std::time::Instant;
 use storage::io::{GlommioDir, LogDir, LogFile};
 use storage::log::{LogConfig, PartitionLog};
-use ringleader_benches::offset_commits::{commit_record, refs};
 use wire::records::Record;
 
 /// Append N commit records to `log` in batches of 1,000 (what a busy partition's group commit

@@ -203,7 +203,10 @@ mod tests {
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
             .collect();
         left.sort();
-        assert_eq!(left, vec!["00000000000000000003.log".to_string(), snapshot_name(9)]);
+        assert_eq!(
+            left,
+            vec!["00000000000000000003.log".to_string(), snapshot_name(9)]
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 
