@@ -504,8 +504,9 @@ fn regex_subscription_is_re_resolved_when_topics_appear() {
     k.assert_replay_matches();
 }
 
-#[test]
-fn silent_and_stuck_members_are_fenced() {
+/// A 10 s session: A owns orders 0..6, then B joins and A is asked to revoke 3,4,5 (A is
+/// `UnrevokedPartitions`). Returns the harness and the topic id.
+fn a_revoking_for_b() -> (K, uuid::Uuid) {
     let cfg = GroupConfig {
         consumer_session_timeout_ms: 10_000,
         ..K::cfg()
@@ -519,6 +520,12 @@ fn silent_and_stuck_members_are_fenced() {
     k.advance(1000);
     k.hb("A", 1, Some(vec![(t, (0..6).collect())]));
     assert_eq!(k.member("A").state, MemberState::UnrevokedPartitions);
+    (k, t)
+}
+
+#[test]
+fn silent_and_stuck_members_are_fenced() {
+    let (mut k, t) = a_revoking_for_b();
     // A keeps heartbeating but never gives 3,4,5 up: fenced after its rebalance timeout (30 s).
     for _ in 0..3 {
         k.advance(8000);
@@ -550,19 +557,7 @@ fn members_loaded_from_the_log_still_time_out() {
     // loaded from the log had no session deadline, so a member whose client died before the
     // restart stayed in the group with its partitions forever. Kafka's `onLoaded` schedules
     // every loaded member's session, and the revocation deadline of a member still revoking.
-    let cfg = GroupConfig {
-        consumer_session_timeout_ms: 10_000,
-        ..K::cfg()
-    };
-    let mut k = K::new(cfg);
-    let t = k.topic_id("orders");
-    k.join("A", None, &["orders"]);
-    k.hb("A", 1, Some(vec![(t, (0..6).collect())]));
-    k.advance(1000);
-    k.join("B", None, &["orders"]);
-    k.advance(1000);
-    k.hb("A", 1, Some(vec![(t, (0..6).collect())]));
-    assert_eq!(k.member("A").state, MemberState::UnrevokedPartitions);
+    let (mut k, _) = a_revoking_for_b();
     // Restart: a fresh coordinator from the records.
     let mut fresh = Coordinator::new(0, k.c.config.clone());
     for r in &k.records {
