@@ -231,7 +231,7 @@ mod tests {
         // offset on top of the snapshot and must end where the coordinator ended.
         let mut c = Coordinator::new(0, GroupConfig::default());
         let mut log: Vec<Record> = Vec::new();
-        let mut apply = |c: &mut Coordinator, r: Record, log: &mut Vec<Record>| {
+        let apply = |c: &mut Coordinator, r: Record, log: &mut Vec<Record>| {
             c.replay(&r);
             log.push(r);
         };
