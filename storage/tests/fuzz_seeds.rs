@@ -16,7 +16,6 @@
 
 use futures_lite::future::block_on;
 use std::cell::RefCell;
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use storage::batch::encode_batch;
 use storage::io::{LogDir, MemDir};
@@ -24,7 +23,9 @@ use storage::log::{LogConfig, PartitionLog};
 use storage::snapshot::{self, SnapshotRecord};
 use storage::topic_log::{TopicLog, TopicLogConfig};
 
-type Seeds = BTreeMap<String, Vec<u8>>;
+#[path = "../../fuzz/seed_files.rs"]
+mod seed_files;
+use seed_files::Seeds;
 
 /// Flags of the dir-image format (see `fuzz/src/dir_image.rs`).
 const FIX_CRCS: u8 = 0x04;
@@ -363,41 +364,8 @@ const TARGETS: [&str; 4] = [
     "snapshot_read",
 ];
 
-fn seed_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fuzz/seeds")
-}
-
 #[test]
 fn fuzz_seeds_are_current() {
-    let want = seeds();
-    let root = seed_root();
-    if std::env::var("RINGLEADER_BLESS").is_ok_and(|v| v == "1") {
-        for t in TARGETS {
-            let dir = root.join(t);
-            let _ = std::fs::remove_dir_all(&dir);
-            std::fs::create_dir_all(&dir).unwrap();
-        }
-        for (name, bytes) in &want {
-            std::fs::write(root.join(name), bytes).unwrap();
-        }
-        return;
-    }
-    let mut have = Seeds::new();
-    for t in TARGETS {
-        let dir = root.join(t);
-        for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
-            let entry = entry.unwrap();
-            let name = format!("{t}/{}", entry.file_name().into_string().unwrap());
-            have.insert(name, std::fs::read(entry.path()).unwrap());
-        }
-    }
-    let bless = "run RINGLEADER_BLESS=1 cargo test -p ringleader-storage --test fuzz_seeds";
-    assert_eq!(
-        have.keys().collect::<Vec<_>>(),
-        want.keys().collect::<Vec<_>>(),
-        "seed files differ; {bless}"
-    );
-    for (name, bytes) in &want {
-        assert!(&have[name] == bytes, "{name} is stale; {bless}");
-    }
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fuzz/seeds");
+    seed_files::check_or_bless(&root, &TARGETS, &seeds(), "ringleader-storage");
 }

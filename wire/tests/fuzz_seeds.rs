@@ -241,7 +241,9 @@ fn frame(api_key: i16, version: i16, req: &Request, cid: i32) -> Option<Vec<u8>>
     Some(out.to_vec())
 }
 
-type Seeds = BTreeMap<String, Vec<u8>>;
+#[path = "../../fuzz/seed_files.rs"]
+mod seed_files;
+use seed_files::Seeds;
 
 fn frame_seeds(out: &mut Seeds) {
     for &key in KNOWN_API_KEYS {
@@ -563,41 +565,8 @@ const TARGETS: [&str; 4] = [
     "offsets_record",
 ];
 
-fn seed_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fuzz/seeds")
-}
-
 #[test]
 fn fuzz_seeds_are_current() {
-    let want = seeds();
-    let root = seed_root();
-    if std::env::var("RINGLEADER_BLESS").is_ok_and(|v| v == "1") {
-        for t in TARGETS {
-            let dir = root.join(t);
-            let _ = std::fs::remove_dir_all(&dir);
-            std::fs::create_dir_all(&dir).unwrap();
-        }
-        for (name, bytes) in &want {
-            std::fs::write(root.join(name), bytes).unwrap();
-        }
-        return;
-    }
-    let mut have = Seeds::new();
-    for t in TARGETS {
-        let dir = root.join(t);
-        for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
-            let entry = entry.unwrap();
-            let name = format!("{t}/{}", entry.file_name().into_string().unwrap());
-            have.insert(name, std::fs::read(entry.path()).unwrap());
-        }
-    }
-    let bless = "run RINGLEADER_BLESS=1 cargo test -p ringleader-wire --test fuzz_seeds";
-    assert_eq!(
-        have.keys().collect::<Vec<_>>(),
-        want.keys().collect::<Vec<_>>(),
-        "seed files differ; {bless}"
-    );
-    for (name, bytes) in &want {
-        assert!(&have[name] == bytes, "{name} is stale; {bless}");
-    }
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fuzz/seeds");
+    seed_files::check_or_bless(&root, &TARGETS, &seeds(), "ringleader-wire");
 }
