@@ -243,17 +243,9 @@ pub fn error_name(code: i16) -> String {
 }
 
 const UNSUPPORTED_VERSION: i16 = 35;
-const COORDINATOR_LOAD_IN_PROGRESS: i16 = 14;
-const COORDINATOR_NOT_AVAILABLE: i16 = 15;
-const NOT_COORDINATOR: i16 = 16;
 const GROUP_ID_NOT_FOUND: i16 = 69;
 
-fn is_retriable_group_error(code: i16) -> bool {
-    matches!(
-        code,
-        COORDINATOR_LOAD_IN_PROGRESS | COORDINATOR_NOT_AVAILABLE | NOT_COORDINATOR
-    )
-}
+use wire::error::is_coordinator_unavailable as is_retriable_group_error;
 
 /// An error code in a response to `api` about `what`: retriable coordinator errors are marked so.
 fn broker_error(api: &str, what: &str, code: i16, message: Option<&str>) -> AdminError {

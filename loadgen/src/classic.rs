@@ -249,9 +249,7 @@ impl ClassicMember {
                 });
                 self.begin_join(cx, true, now, out);
             }
-            c @ (code::COORDINATOR_LOAD_IN_PROGRESS
-            | code::COORDINATOR_NOT_AVAILABLE
-            | code::NOT_COORDINATOR) => {
+            c if wire::error::is_coordinator_unavailable(c) => {
                 out.push(Action::Error {
                     api: Api::JoinGroup,
                     code: c,

@@ -19,9 +19,7 @@ use wire::{Request, Response};
 const UNSUPPORTED_VERSION: i16 = 35;
 const TOPIC_ALREADY_EXISTS: i16 = 36;
 const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
-const COORDINATOR_LOAD_IN_PROGRESS: i16 = 14;
 const COORDINATOR_NOT_AVAILABLE: i16 = 15;
-const NOT_COORDINATOR: i16 = 16;
 /// Keys per batched FindCoordinator request.
 const FIND_COORDINATOR_BATCH: usize = 500;
 
@@ -343,7 +341,7 @@ pub fn find_coordinators(
                         };
                         by_group[g] = Some(idx as u16);
                     }
-                    COORDINATOR_LOAD_IN_PROGRESS | COORDINATOR_NOT_AVAILABLE | NOT_COORDINATOR => {
+                    c if wire::error::is_coordinator_unavailable(c) => {
                         last_error = crate::api::error_name(err);
                         retry.push(g);
                     }

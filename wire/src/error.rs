@@ -45,3 +45,31 @@ pub enum DecodeError {
         reason: String,
     },
 }
+
+/// COORDINATOR_LOAD_IN_PROGRESS (14), COORDINATOR_NOT_AVAILABLE (15) and NOT_COORDINATOR (16):
+/// the coordinator could not answer, and a Kafka client finds the coordinator again and retries
+/// (the same request is fine once it can). Every client here (admin tool, load generator,
+/// simulator) reacts to these three alike.
+pub fn is_coordinator_unavailable(code: i16) -> bool {
+    matches!(code, 14..=16)
+}
+
+#[cfg(test)]
+mod coordinator_tests {
+    use super::is_coordinator_unavailable;
+    use kafka_protocol::ResponseError;
+
+    #[test]
+    fn the_three_coordinator_codes_and_no_other() {
+        for e in [
+            ResponseError::CoordinatorLoadInProgress,
+            ResponseError::CoordinatorNotAvailable,
+            ResponseError::NotCoordinator,
+        ] {
+            assert!(is_coordinator_unavailable(e.code()), "{e:?}");
+        }
+        for code in [-1, 0, 13, 17, 25, 27, 69] {
+            assert!(!is_coordinator_unavailable(code), "{code}");
+        }
+    }
+}

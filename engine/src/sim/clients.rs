@@ -22,9 +22,6 @@ use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use std::collections::{BTreeMap, BTreeSet};
 
 const NONE: i16 = 0;
-const COORDINATOR_LOAD_IN_PROGRESS: i16 = 14;
-const COORDINATOR_NOT_AVAILABLE: i16 = 15;
-const NOT_COORDINATOR: i16 = 16;
 const ILLEGAL_GENERATION: i16 = 22;
 const UNKNOWN_MEMBER_ID: i16 = 25;
 const REBALANCE_IN_PROGRESS: i16 = 27;
@@ -35,12 +32,7 @@ const FENCED_MEMBER_EPOCH: i16 = 110;
 const STALE_MEMBER_EPOCH: i16 = 113;
 
 /// The coordinator could not answer; a Kafka client looks the coordinator up again and retries.
-fn coordinator_error(code: i16) -> bool {
-    matches!(
-        code,
-        COORDINATOR_LOAD_IN_PROGRESS | COORDINATOR_NOT_AVAILABLE | NOT_COORDINATOR
-    )
-}
+use wire::error::is_coordinator_unavailable as coordinator_error;
 
 fn sb(s: &str) -> StrBytes {
     StrBytes::from_string(s.to_string())
