@@ -688,24 +688,28 @@ impl World {
                     if x.epoch <= 0 || x.owned.is_empty() {
                         return None;
                     }
-                    let names: Vec<(String, i32)> = x
-                        .owned
-                        .iter()
-                        .flat_map(|(t, ps)| {
-                            let name = self
-                                .topics
-                                .get_by_id(t)
-                                .map(|t| t.name.clone())
-                                .unwrap_or_default();
-                            ps.iter().map(move |p| (name.clone(), *p))
-                        })
-                        .collect();
+                    let names = self.named_partitions(&x.owned);
                     (names, x.member_id.clone(), x.epoch, None, 9)
                 }
             };
         Some(self.send_commit(
             c, &group, parts, member, epoch, instance, version, tracked, false,
         ))
+    }
+
+    /// The (topic name, partition) pairs of an assignment keyed by topic id, as OffsetCommit
+    /// names them.
+    fn named_partitions(&self, a: &Assignment) -> Vec<(String, i32)> {
+        a.iter()
+            .flat_map(|(t, ps)| {
+                let name = self
+                    .topics
+                    .get_by_id(t)
+                    .map(|t| t.name.clone())
+                    .unwrap_or_default();
+                ps.iter().map(move |p| (name.clone(), *p))
+            })
+            .collect()
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -1275,17 +1279,7 @@ impl World {
         let revoke = minus(&x.owned, &target);
         if !revoke.is_empty() && x.commit_on_revoke && x.epoch > 0 {
             let group = self.groups[self.clients[c].group].name.clone();
-            let parts: Vec<(String, i32)> = revoke
-                .iter()
-                .flat_map(|(t, ps)| {
-                    let name = self
-                        .topics
-                        .get_by_id(t)
-                        .map(|t| t.name.clone())
-                        .unwrap_or_default();
-                    ps.iter().map(move |p| (name.clone(), *p))
-                })
-                .collect();
+            let parts = self.named_partitions(&revoke);
             let corr = self.send_commit(
                 c,
                 &group,

@@ -166,6 +166,25 @@ fn diff(a: &Projection, b: &Projection) -> String {
     "no difference".into()
 }
 
+/// The (topic, partition, offset) an OffsetCommit response accepted: each partition without an
+/// error, with the offset the request sent for it (`parts`).
+fn committed(
+    r: &kafka_protocol::messages::OffsetCommitResponse,
+    parts: &[(String, i32, i64)],
+) -> Vec<(String, i32, i64)> {
+    r.topics
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(move |p| (t, p)))
+        .filter(|(_, p)| p.error_code == 0)
+        .filter_map(|(t, p)| {
+            parts
+                .iter()
+                .find(|(tt, pp, _)| tt == t.name.as_str() && *pp == p.partition_index)
+                .map(|x| (t.name.to_string(), p.partition_index, x.2))
+        })
+        .collect()
+}
+
 impl World {
     /// Right after the coordinator handled a request (or a tick): commits it applied, and
     /// (c) exact OffsetFetch answers between loads.
@@ -184,27 +203,15 @@ impl World {
         };
         match (resp, &route.kind) {
             (GroupResponse::OffsetCommit(r), RouteKind::Commit(parts)) => {
-                for t in &r.topics {
-                    for p in &t.partitions {
-                        if p.error_code != 0 {
-                            continue;
-                        }
-                        let Some(offset) = parts
-                            .iter()
-                            .find(|(tt, pp, _)| tt == t.name.as_str() && *pp == p.partition_index)
-                            .map(|x| x.2)
-                        else {
-                            continue;
-                        };
-                        let h = self
-                            .oracle
-                            .commits
-                            .entry((route.group, t.name.to_string(), p.partition_index))
-                            .or_default();
-                        h.index.insert(offset, h.values.len());
-                        h.values.push(offset);
-                        h.expected = Some(offset);
-                    }
+                for (topic, partition, offset) in committed(r, parts) {
+                    let h = self
+                        .oracle
+                        .commits
+                        .entry((route.group, topic, partition))
+                        .or_default();
+                    h.index.insert(offset, h.values.len());
+                    h.values.push(offset);
+                    h.expected = Some(offset);
                 }
             }
             (GroupResponse::OffsetFetch(f), _) if fetch_group.is_some() && f.error_code == 0 => {
@@ -237,27 +244,11 @@ impl World {
         let g = route.group;
         match (resp, &route.kind) {
             (GroupResponse::OffsetCommit(r), RouteKind::Commit(parts)) => {
-                for t in &r.topics {
-                    for p in &t.partitions {
-                        if p.error_code != 0 {
-                            continue;
-                        }
-                        let Some(offset) = parts
-                            .iter()
-                            .find(|(tt, pp, _)| tt == t.name.as_str() && *pp == p.partition_index)
-                            .map(|x| x.2)
-                        else {
-                            continue;
-                        };
-                        if let Some(h) =
-                            self.oracle
-                                .commits
-                                .get_mut(&(g, t.name.to_string(), p.partition_index))
-                        {
-                            if let Some(&i) = h.index.get(&offset) {
-                                h.last_acked = Some(h.last_acked.map_or(i, |a| a.max(i)));
-                                self.stats.acked_commits += 1;
-                            }
+                for (topic, partition, offset) in committed(r, parts) {
+                    if let Some(h) = self.oracle.commits.get_mut(&(g, topic, partition)) {
+                        if let Some(&i) = h.index.get(&offset) {
+                            h.last_acked = Some(h.last_acked.map_or(i, |a| a.max(i)));
+                            self.stats.acked_commits += 1;
                         }
                     }
                 }
