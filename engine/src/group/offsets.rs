@@ -81,8 +81,13 @@ impl OffsetStore {
                 .flat_map(|(t, ps)| ps.iter().map(move |(p, v)| (t.as_str(), *p, v)))
         })
     }
+    /// The groups holding offsets, sorted: callers that write records per group (expiry) or
+    /// walk groups in slices (`snapshot_build`) must not depend on hash order, or the same
+    /// input would give different logs from run to run (and the simulator would not replay).
     pub fn group_ids(&self) -> Vec<String> {
-        self.groups.keys().cloned().collect()
+        let mut ids: Vec<String> = self.groups.keys().cloned().collect();
+        ids.sort_unstable();
+        ids
     }
     /// Every offset, sorted, for state comparisons.
     pub fn all(&self) -> Vec<(String, String, i32, OffsetCommitValue)> {
