@@ -21,7 +21,7 @@
 
 use futures_lite::future::block_on;
 use libfuzzer_sys::fuzz_target;
-use ringleader_fuzz::dir_image::{dir_files, DirImage};
+use ringleader_fuzz::dir_image::{base_of, dir_files, DirImage};
 use std::collections::BTreeMap;
 use storage::batch::{for_each_record, peek_batch, Peek};
 use storage::io::MemDir;
@@ -51,10 +51,6 @@ struct Model {
     batches: u64,
     next: u64,
     cut: bool,
-}
-
-fn base_of(name: &str) -> u64 {
-    name[..20].parse().expect("segment name")
 }
 
 fn model(img: &DirImage, max_batch: usize, start: u64) -> Model {

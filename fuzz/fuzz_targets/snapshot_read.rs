@@ -16,7 +16,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use std::path::Path;
-use storage::snapshot::{encode, parse, SnapshotRecord};
+use storage::snapshot::{encode, parse, Snapshot, SnapshotRecord};
 
 fuzz_target!(|data: &[u8]| {
     let Some((&mode, rest)) = data.split_first() else {
@@ -39,26 +39,23 @@ fuzz_target!(|data: &[u8]| {
     let Ok(snap) = parse(bytes, Path::new("fuzz.snapshot")) else {
         return;
     };
-    let records: Vec<SnapshotRecord> = snap
-        .records()
-        .iter()
-        .map(|r| SnapshotRecord {
-            key: r.key.as_slice().to_vec(),
-            value: r.value.as_slice().to_vec(),
-        })
-        .collect();
+    let records = owned(&snap);
     assert_eq!(records.len(), snap.len());
     assert_eq!(snap.is_empty(), records.is_empty());
     let again = encode(snap.offset, &records).expect("validated records re-encode");
     let back = parse(&again, Path::new("again.snapshot")).expect("re-encoded snapshot validates");
     assert_eq!(back.offset, snap.offset);
-    let back_records: Vec<SnapshotRecord> = back
-        .records()
+    let back_records = owned(&back);
+    assert_eq!(back_records, records, "records changed across re-encoding");
+});
+
+/// The records of a snapshot read in place, copied out.
+fn owned(snap: &Snapshot) -> Vec<SnapshotRecord> {
+    snap.records()
         .iter()
         .map(|r| SnapshotRecord {
             key: r.key.as_slice().to_vec(),
             value: r.value.as_slice().to_vec(),
         })
-        .collect();
-    assert_eq!(back_records, records, "records changed across re-encoding");
-});
+        .collect()
+}

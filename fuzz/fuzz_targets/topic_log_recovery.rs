@@ -24,7 +24,7 @@
 
 use futures_lite::future::block_on;
 use libfuzzer_sys::fuzz_target;
-use ringleader_fuzz::dir_image::{dir_files, write_file, DirImage};
+use ringleader_fuzz::dir_image::{base_of, dir_files, write_file, DirImage};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use storage::batch::{encode_batch, peek_batch, Peek};
@@ -48,10 +48,6 @@ struct Model {
     next: u64,
     log_start: u64,
     cut: bool,
-}
-
-fn base_of(name: &str) -> u64 {
-    name[..20].parse().expect("segment name")
 }
 
 fn model(img: &DirImage, max_batch: usize, stored_start: Option<u64>) -> Model {
