@@ -22,6 +22,7 @@ import subprocess
 
 from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, TopicPartition
 
+import harness
 from harness import (CALL_TIMEOUT_S, binary_path, broker_env, confluent_admin, confluent_consumer,
                      confluent_create, wait_until)
 
@@ -57,10 +58,7 @@ def last_start_log(broker) -> str:
 
 
 def committed(consumer) -> dict[int, int]:
-    res = consumer.committed([TopicPartition(TOPIC, p) for p in COMMITTED], timeout=CALL_TIMEOUT_S)
-    for tp in res:
-        assert tp.error is None, tp
-    return {tp.partition: tp.offset for tp in res}
+    return harness.committed(consumer, TOPIC, COMMITTED)
 
 
 def admin_offsets(admin) -> dict[int, int]:

@@ -15,7 +15,16 @@ import pytest
 
 from confluent_kafka import TopicPartition
 
-from harness import CALL_TIMEOUT_S, confluent_admin, confluent_consumer, confluent_create, wait_until
+from harness import (
+    CALL_TIMEOUT_S,
+    assigned,
+    close_quietly,
+    committed,
+    confluent_admin,
+    confluent_consumer,
+    confluent_create,
+    wait_until,
+)
 
 GROUP_INITIAL_DELAY_0 = "group.initial.rebalance.delay.ms=0"
 ALL6 = [0, 1, 2, 3, 4, 5]
@@ -56,25 +65,6 @@ def poll_all(*consumers, timeout: float = 0.05):
             msg = c.poll(timeout)
             assert msg is None or msg.error() is None or msg.error().code() < 0, msg.error()
     return step
-
-
-def assigned(consumer) -> list[int]:
-    return sorted(tp.partition for tp in consumer.assignment())
-
-
-def close_quietly(*consumers):
-    for c in consumers:
-        try:
-            c.close()
-        except RuntimeError:
-            pass  # already closed
-
-
-def committed(consumer, topic: str, partitions) -> dict[int, int]:
-    res = consumer.committed([TopicPartition(topic, p) for p in partitions], timeout=CALL_TIMEOUT_S)
-    for tp in res:
-        assert tp.error is None, tp
-    return {tp.partition: tp.offset for tp in res}
 
 
 def test_seed_walkthrough_classic_range(gbroker):
