@@ -1,0 +1,198 @@
+#!/usr/bin/env bash
+# The reference broker: Apache Kafka 4.4.0 from Maven Central jars (no distribution tarball), run as one KRaft
+# node (broker + controller) on free loopback ports with a data directory of its own. Differential tests and
+# benchmarks compare Ringleader against it; Kafka's own tools run from the same classpath.
+#
+#   scripts/kafka-ref.sh start [--dir DIR] [--port P] [--set key=value]...   prints the bootstrap address
+#   scripts/kafka-ref.sh stop [--dir DIR]
+#   scripts/kafka-ref.sh tool NAME [args...]     NAME: consumer-groups, dump-log, storage, topics, configs
+#   scripts/kafka-ref.sh classpath               resolves the jars (once) and prints the classpath
+#
+# DIR (default target/kafka-ref) holds server.properties, data/, broker.log, pid and port; several brokers run
+# side by side with different DIRs. `--set` lines go after the defaults, so they override them
+# (e.g. --set group.initial.rebalance.delay.ms=0). Maven's repository is .cache/maven inside the project.
+#
+# JVM settings: the broker runs with -Xms256m -Xmx768m and Kafka's own GC flags from bin/kafka-run-class.sh
+# (G1, MaxGCPauseMillis=20, InitiatingHeapOccupancyPercent=35, ExplicitGCInvokesConcurrent); Kafka's default heap
+# is 1 GiB, 768 MiB leaves room for Ringleader, a client JVM and the tests on a 2-core, 24 GiB machine. Tools run
+# with -Xmx256m (Kafka's tool default), the serial GC and C1 only (-XX:TieredStopAtLevel=1) because they live for
+# a second and start-up dominates. KAFKA_REF_HEAP_OPTS / KAFKA_REF_JVM_OPTS replace the broker's heap / extra flags.
+set -euo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+KAFKA_VERSION=4.4.0
+POM="$REPO/tests/reference/pom.xml"
+M2="${RINGLEADER_MAVEN_REPO:-$REPO/.cache/maven}"
+CACHE="$REPO/.cache/kafka-ref"
+LOG4J="$REPO/tests/reference/log4j2.properties"
+
+die() { echo "kafka-ref: $*" >&2; exit 1; }
+
+java_bin() {
+  if [[ -n "${JAVA_HOME:-}" && -x "$JAVA_HOME/bin/java" ]]; then echo "$JAVA_HOME/bin/java"; else command -v java || die "java not found"; fi
+}
+
+# The classpath file is keyed by the pom's content, so editing the pom re-resolves.
+classpath() {
+  local key cp_file
+  key=$(sha256sum "$POM" | cut -c1-16)
+  cp_file="$CACHE/classpath-$KAFKA_VERSION-$key.txt"
+  if [[ ! -s "$cp_file" ]]; then
+    mkdir -p "$CACHE"
+    command -v mvn >/dev/null || die "mvn not found (Maven 3.8+ is needed to fetch Kafka's jars)"
+    local attempt
+    for attempt in 1 2 3; do
+      if mvn -B -q -Dstyle.color=never -f "$POM" -Dmaven.repo.local="$M2" dependency:build-classpath \
+          -Dmdep.outputFile="$cp_file.tmp" >&2; then
+        mv "$cp_file.tmp" "$cp_file"
+        break
+      fi
+      echo "kafka-ref: mvn failed (attempt $attempt)" >&2
+      sleep $((attempt * 5))
+    done
+    [[ -s "$cp_file" ]] || die "could not resolve Kafka $KAFKA_VERSION from Maven Central"
+  fi
+  # The log4j2 configuration directory goes first so it is found as a resource too.
+  printf '%s:%s\n' "$(dirname "$LOG4J")" "$(cat "$cp_file")"
+}
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}
+
+main_class() {
+  case "$1" in
+    consumer-groups) echo org.apache.kafka.tools.consumer.group.ConsumerGroupCommand ;;
+    dump-log) echo org.apache.kafka.tools.DumpLogSegments ;;
+    storage) echo kafka.tools.StorageTool ;;
+    topics) echo org.apache.kafka.tools.TopicCommand ;;
+    configs) echo org.apache.kafka.tools.ConfigCommand ;;
+    *) die "unknown tool '$1' (consumer-groups, dump-log, storage, topics, configs)" ;;
+  esac
+}
+
+run_tool() {
+  local name="$1"; shift
+  local cls cp
+  cls=$(main_class "$name")
+  cp=$(classpath)
+  exec "$(java_bin)" -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Djava.awt.headless=true \
+    -Dlog4j2.configurationFile="$LOG4J" -Dkafka.ref.log.level=WARN -cp "$cp" "$cls" "$@"
+}
+
+parse_dir_args() {
+  DIR="$REPO/target/kafka-ref"
+  PORT=""
+  SETS=()
+  while [[ $# -gt 0 ]]; do
+    case "$1" in
+      --dir) DIR="$2"; shift ;;
+      --port) PORT="$2"; shift ;;
+      --set) [[ "$2" == *=* ]] || die "--set wants key=value, got '$2'"; SETS+=("$2"); shift ;;
+      *) die "unknown argument: $1" ;;
+    esac
+    shift
+  done
+  mkdir -p "$DIR"
+  DIR="$(cd "$DIR" && pwd)"
+}
+
+is_running() {
+  [[ -f "$DIR/pid" ]] && kill -0 "$(cat "$DIR/pid")" 2>/dev/null
+}
+
+start() {
+  parse_dir_args "$@"
+  if is_running; then
+    die "a reference broker already runs from $DIR (pid $(cat "$DIR/pid")); stop it first"
+  fi
+  local cp java
+  cp=$(classpath)
+  java=$(java_bin)
+  [[ -n "$PORT" ]] || PORT=$(free_port)
+  local cport
+  cport=$(free_port)
+  while [[ "$cport" == "$PORT" ]]; do cport=$(free_port); done
+  rm -rf "$DIR/data" "$DIR/broker.log" "$DIR/port"
+  {
+    echo "process.roles=broker,controller"
+    echo "node.id=1"
+    echo "controller.quorum.voters=1@127.0.0.1:$cport"
+    echo "listeners=PLAINTEXT://127.0.0.1:$PORT,CONTROLLER://127.0.0.1:$cport"
+    echo "advertised.listeners=PLAINTEXT://127.0.0.1:$PORT"
+    echo "controller.listener.names=CONTROLLER"
+    echo "inter.broker.listener.name=PLAINTEXT"
+    echo "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT"
+    echo "log.dirs=$DIR/data"
+    echo "num.partitions=1"
+    echo "offsets.topic.replication.factor=1"
+    echo "transaction.state.log.replication.factor=1"
+    echo "transaction.state.log.min.isr=1"
+    echo "share.coordinator.state.topic.replication.factor=1"
+    echo "share.coordinator.state.topic.min.isr=1"
+    echo "group.initial.rebalance.delay.ms=3000"
+    local kv
+    for kv in "${SETS[@]+"${SETS[@]}"}"; do echo "$kv"; done
+  } > "$DIR/server.properties"
+
+  local jvm_common=(-Djava.awt.headless=true -Dlog4j2.configurationFile="$LOG4J")
+  # Kafka's storage tool formats the log directory for this cluster id (KRaft needs it before the first start).
+  local cluster_id
+  cluster_id=$("$java" -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 "${jvm_common[@]}" -Dkafka.ref.log.level=WARN \
+    -cp "$cp" kafka.tools.StorageTool random-uuid)
+  "$java" -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 "${jvm_common[@]}" -Dkafka.ref.log.level=WARN \
+    -cp "$cp" kafka.tools.StorageTool format -t "$cluster_id" -c "$DIR/server.properties" >"$DIR/format.log" 2>&1 \
+    || { cat "$DIR/format.log" >&2; die "kafka-storage format failed"; }
+
+  # shellcheck disable=SC2086
+  nohup "$java" ${KAFKA_REF_HEAP_OPTS:--Xms256m -Xmx768m} -server -XX:+UseG1GC -XX:MaxGCPauseMillis=20 \
+    -XX:InitiatingHeapOccupancyPercent=35 -XX:+ExplicitGCInvokesConcurrent ${KAFKA_REF_JVM_OPTS:-} \
+    "${jvm_common[@]}" -cp "$cp" kafka.Kafka "$DIR/server.properties" >"$DIR/broker.log" 2>&1 </dev/null &
+  echo $! > "$DIR/pid"
+
+  local deadline=$((SECONDS + 120))
+  until grep -q "Kafka Server started" "$DIR/broker.log" 2>/dev/null; do
+    if ! is_running; then
+      tail -n 40 "$DIR/broker.log" >&2
+      die "the reference broker exited during start-up (log: $DIR/broker.log)"
+    fi
+    if (( SECONDS > deadline )); then
+      tail -n 40 "$DIR/broker.log" >&2
+      stop_dir
+      die "the reference broker did not start within 120 s (log: $DIR/broker.log)"
+    fi
+    sleep 0.2
+  done
+  echo "$PORT" > "$DIR/port"
+  echo "127.0.0.1:$PORT"
+}
+
+stop_dir() {
+  is_running || { rm -f "$DIR/pid"; return 0; }
+  local pid
+  pid=$(cat "$DIR/pid")
+  kill -TERM "$pid" 2>/dev/null || true
+  local i
+  for i in $(seq 1 150); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.2
+  done
+  kill -KILL "$pid" 2>/dev/null || true
+  rm -f "$DIR/pid" "$DIR/port"
+}
+
+stop() {
+  parse_dir_args "$@"
+  stop_dir
+}
+
+cmd="${1:-}"
+[[ $# -gt 0 ]] && shift
+case "$cmd" in
+  start) start "$@" ;;
+  stop) stop "$@" ;;
+  tool) [[ $# -gt 0 ]] || die "tool wants a name"; run_tool "$@" ;;
+  classpath) classpath ;;
+  -h|--help|"") sed -n '2,20p' "$0" ;;
+  *) die "unknown command '$cmd' (start, stop, tool, classpath)" ;;
+esac
