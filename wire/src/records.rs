@@ -1275,18 +1275,18 @@ impl ValueCodec for ConsumerGroupMemberMetadataValue {
         )?;
         w.i32(self.rebalance_timeout_ms);
         w.nullable_string(self.server_assignor.as_deref(), "ServerAssignor")?;
-        let mut tags = Vec::new();
-        if let Some(classic) = &self.classic_member_metadata {
-            // A nullable struct in a tagged field: presence varint (1), then the struct.
-            tags.push((
-                0,
-                tagged_body(|w| {
-                    w.uvarint(1);
-                    classic.write(w)
-                })?,
-            ));
-        }
-        w.tagged_fields(&tags)
+        // A nullable struct in a tagged field: presence varint, then the struct. The field's
+        // default is an empty struct, not null, so Kafka writes a null one explicitly (tag 0,
+        // size 1, presence 0): the generated `ConsumerGroupMemberMetadataValue.write` only skips
+        // a value equal to `new ClassicMemberMetadata()`.
+        let body = match &self.classic_member_metadata {
+            Some(classic) => tagged_body(|w| {
+                w.uvarint(1);
+                classic.write(w)
+            })?,
+            None => vec![0],
+        };
+        w.tagged_fields(&[(0, body)])
     }
 
     fn read(r: &mut Reader, _version: i16) -> Result<Self> {
@@ -2161,15 +2161,20 @@ mod tests {
             &expected,
         );
 
-        // Without the classic metadata, no tagged field at all.
+        // Without the classic metadata, the tagged field still goes out, holding null: its
+        // default is an empty struct, so Kafka 4.4 writes a null one (seen in the bytes of the
+        // reference broker's records: valueSize 74 where the field left out gives 71).
         let plain = ConsumerGroupMemberMetadataValue {
             classic_member_metadata: None,
             ..v
         };
-        let bytes = enc_value(&RecordValue::ConsumerGroupMemberMetadata(plain));
-        // Same bytes up to the tagged section, which is now empty.
+        let bytes = enc_value(&RecordValue::ConsumerGroupMemberMetadata(plain.clone()));
         let untagged = expected.len() - 20; // count, tag, size, presence + 16-byte struct
-        assert_eq!(bytes, cat(&[&expected[..untagged], &[0x00]]));
+        assert_eq!(
+            bytes,
+            cat(&[&expected[..untagged], &[0x01, 0x00, 0x01, 0x00]])
+        );
+        check_value(RecordValue::ConsumerGroupMemberMetadata(plain), &bytes);
     }
 
     #[test]
