@@ -65,7 +65,7 @@ fn get_varint(buf: &[u8], pos: &mut usize, max_bytes: usize) -> Option<i64> {
 }
 
 /// Encode one uncompressed batch of `records` (key, value) with offsets `base_offset..`, all
-/// stamped `timestamp` (CreateTime), producer id/epoch -1, base sequence 0 and leader epoch -1,
+/// stamped `timestamp` (CreateTime), producer id/epoch -1, base sequence 0 and leader epoch 0,
 /// as Kafka's coordinator writes them (`CoordinatorRuntime` → `MemoryRecordsBuilder`).
 pub fn encode_batch(
     base_offset: u64,
@@ -77,7 +77,10 @@ pub fn encode_batch(
     let start = out.len();
     out.extend_from_slice(&(base_offset as i64).to_be_bytes());
     out.extend_from_slice(&0i32.to_be_bytes()); // length, patched below
-    out.extend_from_slice(&(-1i32).to_be_bytes()); // partition leader epoch
+                                                // The partition leader epoch: a Kafka leader stamps it on every batch it appends, and one
+                                                // node that never loses leadership is at epoch 0 (what Metadata reports, and what the
+                                                // reference broker's `__consumer_offsets` batches carry).
+    out.extend_from_slice(&0i32.to_be_bytes());
     out.push(2); // magic
     out.extend_from_slice(&0u32.to_be_bytes()); // crc, patched below
     out.extend_from_slice(&0i16.to_be_bytes()); // attributes: no compression, CreateTime
@@ -406,7 +409,7 @@ mod tests {
             i32::from_be_bytes(out[8..12].try_into().unwrap()) as usize,
             out.len() - 12
         );
-        assert_eq!(&out[12..16], &(-1i32).to_be_bytes());
+        assert_eq!(&out[12..16], &0i32.to_be_bytes());
         assert_eq!(out[16], 2);
         assert_eq!(&out[21..23], &[0, 0]);
         assert_eq!(&out[23..27], &1i32.to_be_bytes());
