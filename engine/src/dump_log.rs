@@ -17,8 +17,8 @@
 //! decode — Kafka's exact strings. As in Kafka, bytes are base64 and UUIDs use Kafka's URL-safe
 //! base64 form; a classic group of protocol type `consumer` has its members' subscription and
 //! assignment decoded (`ConsumerProtocolSubscription`/`Assignment`), other bytes stay base64.
-//! Kafka's record line also prints `headerKeys: [..]`; the coordinator never writes headers and
-//! the record reader skips them, so that field is left out.
+//! Each record line also carries its header keys (`headerKeys: [..]`, empty for the coordinator's
+//! records), as Kafka's does.
 //!
 //! `--verify` prints nothing per record: it checks every batch (length, magic, CRC-32C, record
 //! framing, offsets never going back) exactly as the broker's recovery does and prints either
@@ -31,7 +31,7 @@ use serde::ser::{SerializeMap, SerializeSeq};
 use serde::{Serialize, Serializer};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use storage::batch::{for_each_record, BatchHeader};
+use storage::batch::{for_each_record_span, BatchHeader};
 use wire::records::{
     ConsumerGroupCurrentMemberAssignmentValue, CurrentTopicPartitions, GroupMetadataValue,
     RecordError, RecordKey, RecordValue,
@@ -315,6 +315,55 @@ struct Rec {
     timestamp: i64,
     key: Option<Vec<u8>>,
     value: Option<Vec<u8>>,
+    /// The keys of the record's headers, which Kafka's tool prints (`headerKeys: [a,b]`).
+    header_keys: Vec<String>,
+}
+
+/// The header keys of one record (its bytes from the length varint to its end): after the
+/// attributes, timestamp and offset deltas, key and value come the headers, each a key and a
+/// value with varint lengths. Malformed headers give what was read before them (the record's
+/// framing was already checked by the batch reader, which skips headers).
+fn record_header_keys(rec: &[u8]) -> Vec<String> {
+    fn varint(b: &[u8], p: &mut usize) -> Option<i64> {
+        let mut z: u64 = 0;
+        for i in 0..10 {
+            let x = *b.get(*p)?;
+            *p += 1;
+            z |= ((x & 0x7f) as u64) << (7 * i);
+            if x & 0x80 == 0 {
+                return Some(((z >> 1) as i64) ^ -((z & 1) as i64));
+            }
+        }
+        None
+    }
+    let mut keys = Vec::new();
+    let mut p = 0;
+    let parse = |keys: &mut Vec<String>, p: &mut usize| -> Option<()> {
+        varint(rec, p)?; // length
+        *p += 1; // attributes
+        varint(rec, p)?; // timestamp delta
+        varint(rec, p)?; // offset delta
+        for _ in 0..2 {
+            let n = varint(rec, p)?; // key, then value
+            if n > 0 {
+                *p += n as usize;
+            }
+        }
+        let count = varint(rec, p)?;
+        for _ in 0..count.max(0) {
+            let n = varint(rec, p)?;
+            let key = rec.get(*p..*p + n.max(0) as usize)?;
+            keys.push(String::from_utf8_lossy(key).into_owned());
+            *p += n.max(0) as usize;
+            let v = varint(rec, p)?;
+            if v > 0 {
+                *p += v as usize;
+            }
+        }
+        Some(())
+    };
+    let _ = parse(&mut keys, &mut p);
+    keys
 }
 
 impl Scanner<'_> {
@@ -345,12 +394,13 @@ impl Scanner<'_> {
         let framing = if compressed_data {
             Ok(()) // the CRC covers it; its records are not decompressed here
         } else {
-            for_each_record(bytes, h, pos, |offset, timestamp, k, v| {
+            for_each_record_span(bytes, h, pos, |span, offset, timestamp, k, v| {
                 recs.push(Rec {
                     offset,
                     timestamp,
                     key: k.map(<[u8]>::to_vec),
                     value: v.map(<[u8]>::to_vec),
+                    header_keys: record_header_keys(&bytes[span]),
                 })
             })
         };
@@ -426,11 +476,12 @@ impl Scanner<'_> {
             };
             let delta = (r.offset - h.base_offset).min(i32::MAX as u64) as i32;
             let mut line = format!(
-                "| offset: {} {ts_type}: {ts} keySize: {} valueSize: {} sequence: {}",
+                "| offset: {} {ts_type}: {ts} keySize: {} valueSize: {} sequence: {} headerKeys: [{}]",
                 r.offset,
                 r.key.as_ref().map_or(-1, |k| k.len() as i64),
                 r.value.as_ref().map_or(-1, |v| v.len() as i64),
                 increment_sequence(info.base_sequence, delta),
+                r.header_keys.join(","),
             );
             if control {
                 line.push_str(&control_record(r));
@@ -760,6 +811,7 @@ pub fn value_json(version: i16, value: &RecordValue) -> Json {
                 ("rebalanceTimeoutMs", int(v.rebalance_timeout_ms)),
                 ("serverAssignor", opt_s(v.server_assignor.as_deref())),
             ];
+            // Kafka's converter prints a null one as null (its default is an empty struct).
             if let Some(c) = &v.classic_member_metadata {
                 o.push((
                     "classicMemberMetadata",
@@ -781,6 +833,8 @@ pub fn value_json(version: i16, value: &RecordValue) -> Json {
                         ),
                     ]),
                 ));
+            } else {
+                o.push(("classicMemberMetadata", Json::Null));
             }
             Json::Obj(o)
         }
@@ -1422,8 +1476,8 @@ mod tests {
         let (mut out, mut err) = (Vec::new(), Vec::new());
         assert_eq!(run(&args, &mut out, &mut err), EXIT_OK);
         let out = String::from_utf8(out).unwrap();
-        assert!(out.contains("| offset: 7 CreateTime: 1000 keySize: 2 valueSize: 5 sequence: 0 key: k1 payload: hello"), "{out}");
-        assert!(out.contains("| offset: 8 CreateTime: 1000 keySize: -1 valueSize: -1 sequence: 1 key: null payload: null"), "{out}");
+        assert!(out.contains("| offset: 7 CreateTime: 1000 keySize: 2 valueSize: 5 sequence: 0 headerKeys: [] key: k1 payload: hello"), "{out}");
+        assert!(out.contains("| offset: 8 CreateTime: 1000 keySize: -1 valueSize: -1 sequence: 1 headerKeys: [] key: null payload: null"), "{out}");
         let (code, out, _) = run_on(&d, true);
         assert_eq!(
             (code, out.trim()),
@@ -1503,14 +1557,14 @@ mod tests {
         assert_eq!(
             lines[2],
             format!(
-                "baseOffset: 0 lastOffset: 1 count: 2 baseSequence: 0 lastSequence: 1 producerId: -1 producerEpoch: -1 partitionLeaderEpoch: -1 isTransactional: false isControl: false deleteHorizonMs: OptionalLong.empty position: 0 CreateTime: 1700000000000 size: {first} magic: 2 compresscodec: none crc: {crc} isvalid: true"
+                "baseOffset: 0 lastOffset: 1 count: 2 baseSequence: 0 lastSequence: 1 producerId: -1 producerEpoch: -1 partitionLeaderEpoch: 0 isTransactional: false isControl: false deleteHorizonMs: OptionalLong.empty position: 0 CreateTime: 1700000000000 size: {first} magic: 2 compresscodec: none crc: {crc} isvalid: true"
             )
         );
         let (k0, v0) = commit("g", 0, 0);
         assert_eq!(
             lines[3],
             format!(
-                "| offset: 0 CreateTime: 1700000000000 keySize: {} valueSize: {} sequence: 0 key: {} payload: {}",
+                "| offset: 0 CreateTime: 1700000000000 keySize: {} valueSize: {} sequence: 0 headerKeys: [] key: {} payload: {}",
                 k0.len(),
                 v0.as_ref().unwrap().len(),
                 r#"{"type":"1","data":{"group":"g","topic":"orders","partition":0}}"#,
@@ -1525,7 +1579,7 @@ mod tests {
         assert_eq!(
             lines[6],
             format!(
-                "| offset: 2 CreateTime: 1700000000001 keySize: {} valueSize: -1 sequence: 0 key: {} payload: <DELETE>",
+                "| offset: 2 CreateTime: 1700000000001 keySize: {} valueSize: -1 sequence: 0 headerKeys: [] key: {} payload: <DELETE>",
                 k.len(),
                 r#"{"type":"1","data":{"group":"g","topic":"orders","partition":0}}"#
             )
@@ -1677,12 +1731,30 @@ mod tests {
     }
 
     #[test]
+    fn header_keys_are_read_from_the_record() {
+        // length, attributes, timestamp delta 0, offset delta 0, key "k", value null, then two
+        // headers "h1" = "v" and "trace" = null (varints are zigzag).
+        let mut rec = vec![0u8, 0, 0, 0, 2, b'k', 1, 4];
+        rec.extend_from_slice(&[4, b'h', b'1', 2, b'v']);
+        rec.extend_from_slice(&[10, b't', b'r', b'a', b'c', b'e', 1]);
+        rec[0] = ((rec.len() - 1) * 2) as u8;
+        assert_eq!(
+            record_header_keys(&rec),
+            vec!["h1".to_string(), "trace".to_string()]
+        );
+        // No headers; and a record cut short gives what was read before the cut.
+        assert!(record_header_keys(&[8, 0, 0, 0, 1, 1, 0]).is_empty());
+        assert_eq!(record_header_keys(&rec[..13]), vec!["h1".to_string()]);
+    }
+
+    #[test]
     fn control_batches_print_their_marker() {
         let r = Rec {
             offset: 0,
             timestamp: 0,
             key: Some(vec![0, 0, 0, 1]),
             value: Some(vec![0, 0, 0, 0, 0, 7]),
+            header_keys: Vec::new(),
         };
         assert_eq!(
             control_record(&r),
