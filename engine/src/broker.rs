@@ -30,6 +30,55 @@ use wire::Versions;
 /// Kafka's "authorized operations not requested" marker (`Integer.MIN_VALUE`).
 const AUTHORIZED_OPS_OMITTED: i32 = i32::MIN;
 
+/// An `AclOperation` set as the 32-bit field the protocol carries (`Utils.to32BitField`).
+const fn ops(codes: &[u8]) -> i32 {
+    let mut bits = 0i32;
+    let mut i = 0;
+    while i < codes.len() {
+        bits |= 1 << codes[i];
+        i += 1;
+    }
+    bits
+}
+
+// `AclOperation` codes.
+const READ: u8 = 3;
+const WRITE: u8 = 4;
+const CREATE: u8 = 5;
+const DELETE: u8 = 6;
+const ALTER: u8 = 7;
+const DESCRIBE: u8 = 8;
+const CLUSTER_ACTION: u8 = 9;
+const DESCRIBE_CONFIGS: u8 = 10;
+const ALTER_CONFIGS: u8 = 11;
+const IDEMPOTENT_WRITE: u8 = 12;
+
+// What a client asking for its authorized operations is told. Ringleader has no authorizer,
+// and with none Kafka allows, and reports, every operation the resource type supports
+// (`AuthHelper.authorizedOperations` → `AclEntry.supportedOperations`): topic 3576, group
+// 3400, as the reference broker answers.
+pub const TOPIC_AUTHORIZED_OPS: i32 = ops(&[
+    READ,
+    WRITE,
+    CREATE,
+    DELETE,
+    ALTER,
+    DESCRIBE,
+    DESCRIBE_CONFIGS,
+    ALTER_CONFIGS,
+]);
+pub const GROUP_AUTHORIZED_OPS: i32 =
+    ops(&[READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS]);
+pub const CLUSTER_AUTHORIZED_OPS: i32 = ops(&[
+    CREATE,
+    ALTER,
+    DESCRIBE,
+    CLUSTER_ACTION,
+    DESCRIBE_CONFIGS,
+    ALTER_CONFIGS,
+    IDEMPOTENT_WRITE,
+]);
+
 /// Everything the handlers share across shards. Immutable except for the topic registry.
 #[derive(Debug)]
 pub struct Broker {
@@ -157,6 +206,25 @@ impl Broker {
 /// Metadata v0–v13. Unknown topics are created when the request allows it (v4+ flag; implied
 /// before v4) and `auto.create.topics.enable` is set, and returned ready to use.
 pub async fn metadata(
+    broker: &Arc<Broker>,
+    req: MetadataRequest,
+    version: i16,
+) -> MetadataResponse {
+    let topic_ops = version >= 8 && req.include_topic_authorized_operations;
+    let cluster_ops = (8..=10).contains(&version) && req.include_cluster_authorized_operations;
+    let mut resp = metadata_topics(broker, req, version).await;
+    if topic_ops {
+        for t in &mut resp.topics {
+            t.topic_authorized_operations = TOPIC_AUTHORIZED_OPS;
+        }
+    }
+    if cluster_ops {
+        resp.cluster_authorized_operations = CLUSTER_AUTHORIZED_OPS;
+    }
+    resp
+}
+
+async fn metadata_topics(
     broker: &Arc<Broker>,
     req: MetadataRequest,
     version: i16,
@@ -535,6 +603,10 @@ pub async fn delete_topics(
             Ok(t) => t,
             Err(e) => {
                 r.error_code = code(e);
+                // Kafka answers with the error's own message (`ApiError` of the error alone).
+                if version >= 5 {
+                    r.error_message = Some(s(e.to_string()));
+                }
                 resp.responses.push(r);
                 continue;
             }
@@ -772,7 +844,11 @@ pub fn describe_cluster(
         .with_cluster_id(s(broker.cluster_id.clone()))
         .with_controller_id(BrokerId(broker.node_id))
         .with_endpoint_type(endpoint_type)
-        .with_cluster_authorized_operations(AUTHORIZED_OPS_OMITTED);
+        .with_cluster_authorized_operations(if req.include_cluster_authorized_operations {
+            CLUSTER_AUTHORIZED_OPS
+        } else {
+            AUTHORIZED_OPS_OMITTED
+        });
     if endpoint_type != 1 && endpoint_type != 2 {
         resp.error_code = code(ResponseError::UnsupportedEndpointType);
         resp.error_message = Some(s(format!("Unsupported endpoint type {endpoint_type}")));

@@ -318,6 +318,7 @@ pub async fn describe_groups(
     v: i16,
 ) -> DescribeGroupsResponse {
     let mut resp = DescribeGroupsResponse::default();
+    let with_ops = v >= 3 && r.include_authorized_operations;
     for g in r.groups {
         let group = g.0.to_string();
         let d = match call(
@@ -331,7 +332,12 @@ pub async fn describe_groups(
         )
         .await
         {
-            Ok(GroupResponse::Describe(d)) => d,
+            Ok(GroupResponse::Describe(mut d)) => {
+                if with_ops {
+                    d.authorized_operations = crate::broker::GROUP_AUTHORIZED_OPS;
+                }
+                d
+            }
             other => DescribedGroup::default()
                 .with_group_id(g.clone())
                 .with_error_code(fail_code(&other))
@@ -431,6 +437,7 @@ pub async fn consumer_group_describe(
     v: i16,
 ) -> ConsumerGroupDescribeResponse {
     let mut resp = ConsumerGroupDescribeResponse::default();
+    let with_ops = r.include_authorized_operations;
     for g in r.group_ids {
         let group = g.0.to_string();
         let d = match call(
@@ -444,7 +451,12 @@ pub async fn consumer_group_describe(
         )
         .await
         {
-            Ok(GroupResponse::ConsumerDescribe(d)) => d,
+            Ok(GroupResponse::ConsumerDescribe(mut d)) => {
+                if with_ops && d.error_code == 0 {
+                    d.authorized_operations = crate::broker::GROUP_AUTHORIZED_OPS;
+                }
+                d
+            }
             other => consumer_group_describe_response::DescribedGroup::default()
                 .with_group_id(g.clone())
                 .with_error_code(fail_code(&other))
