@@ -116,10 +116,9 @@ fn validate_commit(
     version: i16,
     now: i64,
 ) -> Result<Option<String>, i16> {
+    // An empty group id is a group id like any other here: Kafka refuses only a null one
+    // (`GroupCoordinatorService.commitOffsets`).
     let group_id = r.group_id.0.as_str();
-    if group_id.is_empty() {
-        return Err(err(ResponseError::InvalidGroupId));
-    }
     let generation = r.generation_id_or_member_epoch;
     let member_id = r.member_id.as_str();
     let instance_id = r.group_instance_id.as_deref();
@@ -210,6 +209,9 @@ pub fn commit(
     for t in r.topics {
         let topic = t.name.0.to_string();
         let known = ctx.topics.get(&topic).map(|x| x.partitions);
+        // Kafka 4.4 stores the topic's id with every commit (tagged field 0 of the value),
+        // whichever request version named the topic.
+        let topic_id = ctx.topics.get(&topic).map_or(uuid::Uuid::nil(), |x| x.id);
         let mut rt = OffsetCommitResponseTopic::default().with_name(t.name.clone());
         for p in t.partitions {
             let metadata = p
@@ -230,7 +232,7 @@ pub fn commit(
                     metadata,
                     commit_timestamp: now,
                     expire_timestamp: expire,
-                    topic_id: uuid::Uuid::nil(),
+                    topic_id,
                 };
                 let key = RecordKey::OffsetCommit {
                     group: group_id.clone(),
@@ -266,14 +268,14 @@ pub fn fetch(
     member_id: Option<&str>,
     member_epoch: i32,
 ) -> FetchedOffsets {
+    // An unknown group (or "", which Kafka takes as a group id like any other) is no error:
+    // its partitions come back without offsets (`OffsetMetadataManager.fetchOffsets` fails
+    // only all partitions when `validateOffsetFetch` finds no group).
     let mut outp = FetchedOffsets::default();
-    if group.is_empty() {
-        outp.error_code = err(ResponseError::InvalidGroupId);
-        return outp;
-    }
     if let Some(g) = c.consumer_groups.get(group) {
-        // A KIP-848 member fetching (v9 member id + epoch) must be current.
-        if member_epoch >= 0 {
+        // `ConsumerGroup.validateOffsetFetch`: a member id or an epoch names a member, which
+        // must be current.
+        if member_id.is_some() || member_epoch >= 0 {
             match g.members.get(member_id.unwrap_or_default()) {
                 None => {
                     outp.error_code = err(ResponseError::UnknownMemberId);
@@ -286,13 +288,6 @@ pub fn fetch(
                 Some(_) => {}
             }
         }
-    }
-    let exists = c.groups.get(group).is_some_and(|g| g.state != State::Dead)
-        || c.consumer_groups.contains_key(group)
-        || c.offsets.has_group(group);
-    if !exists && member_epoch >= 0 {
-        outp.error_code = err(ResponseError::GroupIdNotFound);
-        return outp;
     }
     match topics {
         None => {
@@ -333,7 +328,7 @@ pub fn fetch(
 /// OffsetDelete v0 (`GMM.validateDeleteOffsets`, `OffsetMetadataManager.deleteOffsets`).
 pub fn delete(
     c: &mut Coordinator,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     r: OffsetDeleteRequest,
     out: &mut Output,
 ) -> OffsetDeleteResponse {
@@ -349,7 +344,7 @@ pub fn delete(
         } else {
             Some(g.subscribed_topics())
         };
-        return delete_partitions(c, &group_id, subscribed, r.topics, out, resp);
+        return delete_partitions(c, ctx, &group_id, subscribed, r.topics, out, resp);
     }
     let Some(g) = c.groups.get(&group_id).filter(|g| g.state != State::Dead) else {
         resp.error_code = err(ResponseError::GroupIdNotFound);
@@ -366,12 +361,13 @@ pub fn delete(
     } else {
         g.subscribed_topics.clone()
     };
-    delete_partitions(c, &group_id, subscribed, r.topics, out, resp)
+    delete_partitions(c, ctx, &group_id, subscribed, r.topics, out, resp)
 }
 
 /// Delete the requested offsets of a group, refusing topics it still subscribes to.
 fn delete_partitions(
     c: &mut Coordinator,
+    ctx: &RequestContext,
     group_id: &str,
     subscribed: Option<std::collections::BTreeSet<String>>,
     topics: Vec<kafka_protocol::messages::offset_delete_request::OffsetDeleteRequestTopic>,
@@ -381,9 +377,14 @@ fn delete_partitions(
     let group_id = group_id.to_string();
     for t in topics {
         let topic = t.name.0.to_string();
+        let known = ctx.topics.get(&topic).map(|x| x.partitions);
         let mut rt = OffsetDeleteResponseTopic::default().with_name(t.name.clone());
         for p in t.partitions {
-            let code = if subscribed.as_ref().is_some_and(|s| s.contains(&topic)) {
+            // Partitions the broker does not have are refused before the coordinator sees them
+            // (`KafkaApis.handleOffsetDeleteRequest` checks the metadata cache first).
+            let code = if !known.is_some_and(|n| p.partition_index >= 0 && p.partition_index < n) {
+                err(ResponseError::UnknownTopicOrPartition)
+            } else if subscribed.as_ref().is_some_and(|s| s.contains(&topic)) {
                 err(ResponseError::GroupSubscribedToTopic)
             } else {
                 if c.offsets
