@@ -268,11 +268,11 @@ impl PartitionTable {
                 {
                     let mut slot = self.slots[idx].borrow_mut();
                     slot.ops_served += 1;
+                    // Deadlines this request set (a zero initial rebalance delay, say) fire at
+                    // the next tick, after requests that arrived meanwhile, as Kafka's timers
+                    // run as events queued behind the requests already waiting: two members
+                    // that join together land in one generation.
                     slot.coordinator.handle(id, &ctx, req, now, &mut out);
-                    // Deadlines already due (a zero initial delay, say) fire now, not a tick later.
-                    if slot.coordinator.next_deadline().is_some_and(|d| d <= now) {
-                        slot.coordinator.tick(now, &mut out);
-                    }
                 }
                 self.deliver(idx, out);
                 Box::pin(async move { PartitionReply::Group(waiter.wait().await) })

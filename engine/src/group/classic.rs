@@ -472,13 +472,20 @@ pub fn join(
             join_error(err(ResponseError::InvalidSessionTimeout), &member_id, v),
         );
     }
-    if c.consumer_groups.contains_key(&group_id) {
-        // The group uses the consumer protocol (no classic↔consumer migration yet).
-        return reply_join(
-            out,
-            id,
-            join_error(err(ResponseError::InconsistentGroupProtocol), &member_id, v),
-        );
+    if let Some(cg) = c.consumer_groups.get(&group_id) {
+        if !cg.members.is_empty() {
+            // Kafka lets a classic member join a live consumer group (online migration,
+            // `classicGroupJoinToConsumerGroup`); not yet (issue 15).
+            return reply_join(
+                out,
+                id,
+                join_error(err(ResponseError::InconsistentGroupProtocol), "", v),
+            );
+        }
+        // `maybeDeleteEmptyConsumerGroup`: an empty consumer group gives way to a classic one.
+        if member_id.is_empty() {
+            super::consumer::delete_empty(c, &group_id, out);
+        }
     }
     let protocols = protocols_of(&r);
     let protocol_type = r.protocol_type.to_string();
@@ -491,8 +498,22 @@ pub fn join(
                 join_error(err(ResponseError::UnknownMemberId), &member_id, v),
             );
         }
+        // A group a JoinGroup creates is written at once, empty, with generation 0, whatever
+        // the join's outcome (`classicGroupJoinToClassicGroup`: `newEmptyGroupMetadataRecord`
+        // when the join itself wrote nothing, which is every join that creates a group, since
+        // the first rebalance always waits for its timer).
         c.groups
             .insert(group_id.clone(), ClassicGroup::new(&group_id, now));
+        let value = c.groups[&group_id].to_record_value();
+        c.apply(
+            Record {
+                key: RecordKey::GroupMetadata {
+                    group: group_id.clone(),
+                },
+                value: Some(RecordValue::GroupMetadata(value)),
+            },
+            out,
+        );
     }
     let g = c.groups.get(&group_id).expect("present");
     if g.state == State::Dead {
@@ -504,8 +525,7 @@ pub fn join(
     }
     if !g.supports_protocols(&protocol_type, &protocols) {
         let code = err(ResponseError::InconsistentGroupProtocol);
-        remove_if_empty_new(c, &group_id);
-        return reply_join(out, id, join_error(code, &member_id, v));
+        return reply_join(out, id, join_error(code, "", v));
     }
     // Capacity (`acceptJoiningMember`).
     let is_member = g.members.contains_key(&member_id);
@@ -560,19 +580,6 @@ pub fn join(
         }
     } else {
         join_existing_member(c, &group_id, member, now, out);
-    }
-}
-
-/// A group created by this very request that the request then refused must not linger.
-fn remove_if_empty_new(c: &mut Coordinator, group_id: &str) {
-    if let Some(g) = c.groups.get(group_id) {
-        if g.state == State::Empty
-            && g.members.is_empty()
-            && g.generation == 0
-            && !c.offsets.has_group(group_id)
-        {
-            c.groups.remove(group_id);
-        }
     }
 }
 
@@ -1418,11 +1425,35 @@ pub fn leave(
             GroupResponse::Leave(top(err(ResponseError::InvalidGroupId))),
         ));
     }
+    // An unknown group is no top-level error: every member gets UNKNOWN_MEMBER_ID
+    // (`GroupCoordinatorService.leaveGroup` maps the group's absence to the members).
+    let per_member = |results: Vec<MemberResponse>| {
+        if v >= 3 {
+            LeaveGroupResponse::default().with_members(results)
+        } else {
+            top(results.first().map(|r| r.error_code).unwrap_or(0))
+        }
+    };
+    if c.consumer_groups.contains_key(&group_id) {
+        // Admin removal of consumer-protocol members (`classicGroupLeaveToConsumerGroup`).
+        let results = super::consumer::leave_by_identities(c, &group_id, &identities, now, out);
+        return out
+            .replies
+            .push((id, GroupResponse::Leave(per_member(results))));
+    }
     let Some(g) = c.groups.get(&group_id) else {
-        return out.replies.push((
-            id,
-            GroupResponse::Leave(top(err(ResponseError::UnknownMemberId))),
-        ));
+        let results = identities
+            .iter()
+            .map(|(mid, iid)| {
+                MemberResponse::default()
+                    .with_member_id(s(mid))
+                    .with_group_instance_id(iid.as_deref().map(s))
+                    .with_error_code(err(ResponseError::UnknownMemberId))
+            })
+            .collect();
+        return out
+            .replies
+            .push((id, GroupResponse::Leave(per_member(results))));
     };
     if g.state == State::Dead {
         return out.replies.push((
@@ -1474,12 +1505,8 @@ pub fn leave(
     if left {
         after_members_left(c, &group_id, now, out);
     }
-    let resp = if v >= 3 {
-        LeaveGroupResponse::default().with_members(results)
-    } else {
-        top(results.first().map(|r| r.error_code).unwrap_or(0))
-    };
-    out.replies.push((id, GroupResponse::Leave(resp)));
+    out.replies
+        .push((id, GroupResponse::Leave(per_member(results))));
 }
 
 /// Remove a member without triggering the state change yet (the caller does it once for a batch).

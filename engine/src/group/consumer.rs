@@ -13,6 +13,7 @@ use super::{err, Coordinator, GroupResponse, Output, ReqId, RequestContext, Time
 use crate::topics::TopicsSnapshot;
 use kafka_protocol::messages::consumer_group_describe_response as cgd;
 use kafka_protocol::messages::consumer_group_heartbeat_response as cgh;
+use kafka_protocol::messages::leave_group_response::MemberResponse;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
@@ -136,7 +137,8 @@ impl ConsumerMember {
             client_id: self.client_id.to_string(),
             client_host: self.client_host.to_string(),
             subscribed_topic_names: self.subscribed_topic_names.to_vec(),
-            subscribed_topic_regex: self.subscribed_topic_regex.clone(),
+            // No regex is written as "", as Kafka's member builder defaults it.
+            subscribed_topic_regex: Some(self.subscribed_topic_regex.clone().unwrap_or_default()),
             rebalance_timeout_ms: self.rebalance_timeout_ms,
             server_assignor: self.server_assignor.clone(),
             classic_member_metadata: None,
@@ -265,6 +267,10 @@ impl ConsumerGroup {
 /// grown) bumps the group epoch and so produces a new target (KIP-1101 keeps such a hash in the
 /// group epoch record). FNV-1a, deterministic across restarts.
 fn metadata_hash(names: &BTreeSet<&str>, topics: &TopicsSnapshot) -> i64 {
+    // Nothing subscribed hashes to 0, as Kafka's `ModernGroup.computeMetadataHash` of an empty map.
+    if !names.iter().any(|n| topics.get(n).is_some()) {
+        return 0;
+    }
     let mut h: u64 = 0xcbf29ce484222325;
     let mut eat = |bytes: &[u8]| {
         for b in bytes {
@@ -374,21 +380,20 @@ fn validate(
     v: i16,
     c: &Coordinator,
 ) -> Result<(), (i16, String)> {
+    // `GroupCoordinatorService.throwIfConsumerGroupHeartbeatRequestIsInvalid`, in its order:
+    // every failure here is INVALID_REQUEST (an empty group id too, not INVALID_GROUP_ID).
     let invalid = |m: &str| Err((err(ResponseError::InvalidRequest), m.to_string()));
+    if (v >= 1 || r.member_epoch > 0 || r.member_epoch == LEAVE_EPOCH) && r.member_id.is_empty() {
+        return invalid("MemberId can't be empty.");
+    }
     if r.group_id.0.is_empty() {
-        return Err((
-            err(ResponseError::InvalidGroupId),
-            "GroupId can't be empty.".into(),
-        ));
+        return invalid("GroupId can't be empty.");
     }
     if r.instance_id.as_ref().is_some_and(|i| i.is_empty()) {
         return invalid("InstanceId can't be empty.");
     }
     if r.rack_id.as_ref().is_some_and(|i| i.is_empty()) {
         return invalid("RackId can't be empty.");
-    }
-    if v >= 1 && r.member_id.is_empty() {
-        return invalid("MemberId can't be empty.");
     }
     match r.member_epoch {
         0 => {
@@ -398,25 +403,10 @@ fn validate(
             if r.topic_partitions.as_ref().is_none_or(|t| !t.is_empty()) {
                 return invalid("TopicPartitions must be empty when (re-)joining.");
             }
-            let has_names = r.subscribed_topic_names.is_some();
-            let has_regex = r
-                .subscribed_topic_regex
-                .as_ref()
-                .is_some_and(|x| !x.is_empty());
-            if !has_names && !has_regex {
+            if r.subscribed_topic_names.is_none() && r.subscribed_topic_regex.is_none() {
                 return invalid(
-                    "SubscribedTopicNames or SubscribedTopicRegex must be set in first request.",
+                    "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining.",
                 );
-            }
-        }
-        e if e > 0 => {
-            if r.member_id.is_empty() {
-                return invalid("MemberId can't be empty.");
-            }
-        }
-        LEAVE_EPOCH => {
-            if r.member_id.is_empty() {
-                return invalid("MemberId can't be empty.");
             }
         }
         STATIC_LEAVE_EPOCH => {
@@ -424,7 +414,8 @@ fn validate(
                 return invalid("InstanceId can't be null.");
             }
         }
-        _ => return invalid("MemberEpoch is invalid."),
+        e if e < STATIC_LEAVE_EPOCH => return invalid("MemberEpoch is invalid."),
+        _ => {}
     }
     if let Some(a) = &r.server_assignor {
         if !c.config.consumer_assignors.iter().any(|x| x == a.as_str()) {
@@ -482,9 +473,30 @@ fn heartbeat_inner(
             "The consumer rebalance protocol is disabled.".into(),
         ));
     }
-    // A classic group of the same id: an empty one (offsets only) is converted, as Kafka's
-    // migration does for empty groups; a live one is a different protocol.
+    // A classic group of the same id (`getOrMaybeCreateConsumerGroup`): an empty one (offsets
+    // only) is converted, as Kafka's `maybeDeleteEmptyClassicGroup` does; a live one can only be
+    // joined (epoch 0), and only if Kafka could upgrade it online (`validateOnlineUpgrade`):
+    // otherwise GROUP_ID_NOT_FOUND.
     if let Some(g) = c.groups.get(&group_id) {
+        if r.member_epoch != 0 && !(g.members.is_empty() && g.state == super::classic::State::Empty)
+        {
+            return Err((
+                err(ResponseError::GroupIdNotFound),
+                format!("Group {group_id} is not a consumer group."),
+            ));
+        }
+        if !g.members.is_empty() && g.protocol_type.as_deref() != Some("consumer") {
+            return Err((
+                err(ResponseError::GroupIdNotFound),
+                format!("Cannot upgrade classic group {group_id} to consumer group because the group does not use the consumer embedded protocol."),
+            ));
+        }
+        if !g.members.is_empty() && g.members.len() as i64 > c.config.consumer_max_size as i64 {
+            return Err((
+                err(ResponseError::GroupIdNotFound),
+                format!("Cannot upgrade classic group {group_id} to consumer group because the group size exceeds the consumer group maximum size."),
+            ));
+        }
         if g.members.is_empty() && g.state == super::classic::State::Empty {
             if g.last_record.is_some() {
                 emit(
@@ -498,6 +510,7 @@ fn heartbeat_inner(
             }
             c.groups.remove(&group_id);
         } else {
+            // Kafka converts the group here (online upgrade, KIP-848); not yet (issue 15).
             return Err((
                 err(ResponseError::InconsistentGroupProtocol),
                 format!("Group {group_id} is a classic group with members."),
@@ -516,11 +529,31 @@ fn heartbeat_inner(
             format!("Group {group_id} not found."),
         ));
     }
+    let instance_id = r.instance_id.as_ref().map(|x| x.to_string());
+    // `throwIfConsumerGroupIsFull`: before the member is looked up, whatever its epoch.
+    if let Some(g) = c.consumer_groups.get(&group_id) {
+        let known_static = instance_id.as_deref().is_some_and(|iid| {
+            g.members
+                .values()
+                .any(|m| m.instance_id.as_deref() == Some(iid))
+        });
+        if !known_static
+            && g.members.len() as i64 >= c.config.consumer_max_size as i64
+            && (member_id.is_empty() || !g.members.contains_key(&member_id))
+        {
+            return Err((
+                err(ResponseError::GroupMaxSizeReached),
+                format!(
+                    "The consumer group has reached its maximum capacity of {} members.",
+                    c.config.consumer_max_size
+                ),
+            ));
+        }
+    }
     if member_id.is_empty() {
         // v0 joiners may leave the id to us (v1 clients make their own, KIP-1082).
         member_id = crate::meta::new_cluster_id();
     }
-    let instance_id = r.instance_id.as_ref().map(|x| x.to_string());
     let existing = c
         .consumer_groups
         .get(&group_id)
@@ -548,19 +581,6 @@ fn heartbeat_inner(
                     }
                     return replace_static(c, &group_id, old, member_id, ctx, r, now, out);
                 }
-            }
-            let size = c
-                .consumer_groups
-                .get(&group_id)
-                .map_or(0, |g| g.members.len());
-            if existing.is_none() && size as i64 >= c.config.consumer_max_size as i64 {
-                return Err((
-                    err(ResponseError::GroupMaxSizeReached),
-                    format!(
-                        "The consumer group has reached its maximum capacity of {} members.",
-                        c.config.consumer_max_size
-                    ),
-                ));
             }
             match existing {
                 // Re-joining with epoch 0: start over; what it held is released.
@@ -599,6 +619,11 @@ fn heartbeat_inner(
         }
     };
     let is_new = member.member_epoch == 0;
+    // A member whose id the group already knew, back with epoch 0 (it starts over).
+    let rejoin = is_new
+        && c.consumer_groups
+            .get(&group_id)
+            .is_some_and(|g| g.members.contains_key(&member_id));
     // Update the member's metadata from the fields the request carries (null = unchanged).
     let before = member.metadata_value();
     member.instance_id = instance_id.or(member.instance_id);
@@ -634,7 +659,11 @@ fn heartbeat_inner(
     let metadata_changed = is_new || before != member.metadata_value();
     let subscription_changed = is_new
         || *before.subscribed_topic_names != *member.subscribed_topic_names
-        || before.subscribed_topic_regex != member.subscribed_topic_regex
+        || before
+            .subscribed_topic_regex
+            .as_deref()
+            .filter(|r| !r.is_empty())
+            != member.subscribed_topic_regex.as_deref()
         || before.server_assignor != member.server_assignor;
     // Resolve a new regex now (INVALID_REGULAR_EXPRESSION before anything is written).
     let mut regex_record = None;
@@ -689,8 +718,10 @@ fn heartbeat_inner(
             Some(RecordValue::ConsumerGroupRegularExpression(value)),
         );
     }
-    if is_new {
-        // The member's current assignment starts empty at epoch 0.
+    if rejoin {
+        // A rejoining member starts over from epoch 0 with nothing assigned. A new member has
+        // no current-assignment record until reconciliation gives it an epoch, as in Kafka
+        // (`maybeReconcile` writes one only when the member changed).
         emit(
             c,
             out,
@@ -776,7 +807,8 @@ fn maybe_compute_target(
     if g.group_epoch <= g.assignment_epoch || g.members.is_empty() {
         return;
     }
-    if g.assignment_epoch > 0
+    // `canComputeNextTargetAssignment`: no timestamp yet (a new or emptied group) means now.
+    if g.assignment_timestamp != 0
         && now < g.assignment_timestamp + c.config.consumer_assignment_interval_ms as i64
     {
         c.timers.schedule(
@@ -910,7 +942,10 @@ fn reconcile(
             }
         }
     }
+    // Every transition goes through Kafka's `updateMemberEpoch`, which moves the epoch it had
+    // into `previousMemberEpoch` even when the epoch stays (`CurrentAssignmentBuilder`).
     if !revoke.is_empty() {
+        next.previous_member_epoch = next.member_epoch;
         next.assigned = keep.into();
         next.pending_revocation = revoke.into();
         next.state = MemberState::UnrevokedPartitions;
@@ -938,10 +973,8 @@ fn reconcile(
                 }
             }
         }
-        if next.member_epoch != te {
-            next.previous_member_epoch = next.member_epoch;
-            next.member_epoch = te;
-        }
+        next.previous_member_epoch = next.member_epoch;
+        next.member_epoch = te;
         next.assigned = assigned.into();
         next.pending_revocation.clear();
         next.state = if unreleased {
@@ -1039,63 +1072,152 @@ pub fn remove_member(
     _now: i64,
     out: &mut Output,
 ) {
-    let Some(g) = c.consumer_groups.get(group_id) else {
-        return;
-    };
-    if !g.members.contains_key(member_id) {
-        return;
-    }
-    let had_target = g.target.contains_key(member_id);
-    emit(
-        c,
-        out,
-        RecordKey::ConsumerGroupCurrentMemberAssignment {
-            group: group_id.into(),
-            member_id: member_id.into(),
-        },
-        None,
-    );
-    if had_target {
+    fence_members(c, group_id, &[member_id.to_string()], out);
+}
+
+/// `consumerGroupFenceMembers`: tombstones for each member, then one new group epoch for all
+/// of them. The epoch carries the hash of what the remaining members subscribe to (0 when none
+/// is left), and a group left empty gets a target assignment at that epoch with no timestamp,
+/// so the next member computes a fresh one at once.
+fn fence_members(c: &mut Coordinator, group_id: &str, member_ids: &[String], out: &mut Output) {
+    let mut removed = 0;
+    for member_id in member_ids {
+        let Some(g) = c.consumer_groups.get(group_id) else {
+            return;
+        };
+        if !g.members.contains_key(member_id) {
+            continue;
+        }
+        removed += 1;
+        let had_target = g.target.contains_key(member_id);
         emit(
             c,
             out,
-            RecordKey::ConsumerGroupTargetAssignmentMember {
+            RecordKey::ConsumerGroupCurrentMemberAssignment {
                 group: group_id.into(),
-                member_id: member_id.into(),
+                member_id: member_id.clone(),
             },
             None,
         );
-    }
-    emit(
-        c,
-        out,
-        RecordKey::ConsumerGroupMemberMetadata {
+        if had_target {
+            emit(
+                c,
+                out,
+                RecordKey::ConsumerGroupTargetAssignmentMember {
+                    group: group_id.into(),
+                    member_id: member_id.clone(),
+                },
+                None,
+            );
+        }
+        emit(
+            c,
+            out,
+            RecordKey::ConsumerGroupMemberMetadata {
+                group: group_id.into(),
+                member_id: member_id.clone(),
+            },
+            None,
+        );
+        c.timers.cancel(&TimerKey::ConsumerSession {
             group: group_id.into(),
-            member_id: member_id.into(),
-        },
-        None,
-    );
+            member: member_id.clone(),
+        });
+        c.timers.cancel(&TimerKey::ConsumerRevocation {
+            group: group_id.into(),
+            member: member_id.clone(),
+        });
+    }
+    if removed == 0 {
+        return;
+    }
     let g = &c.consumer_groups[group_id];
-    let value = ConsumerGroupMetadataValue {
-        epoch: g.group_epoch + 1,
-        metadata_hash: g.metadata_hash,
+    let metadata_hash = match &c.last_topics {
+        Some(topics) => metadata_hash(&g.subscribed_names(), topics),
+        None => g.metadata_hash,
     };
+    let epoch = g.group_epoch + 1;
+    let emptied = g.members.is_empty();
     emit(
         c,
         out,
         RecordKey::ConsumerGroupMetadata {
             group: group_id.into(),
         },
-        Some(RecordValue::ConsumerGroupMetadata(value)),
+        Some(RecordValue::ConsumerGroupMetadata(
+            ConsumerGroupMetadataValue {
+                epoch,
+                metadata_hash,
+            },
+        )),
     );
-    c.timers.cancel(&TimerKey::ConsumerSession {
-        group: group_id.into(),
-        member: member_id.into(),
-    });
-    c.timers.cancel(&TimerKey::ConsumerRevocation {
-        group: group_id.into(),
-        member: member_id.into(),
-    });
+    if emptied {
+        emit(
+            c,
+            out,
+            RecordKey::ConsumerGroupTargetAssignmentMetadata {
+                group: group_id.into(),
+            },
+            Some(RecordValue::ConsumerGroupTargetAssignmentMetadata(
+                ConsumerGroupTargetAssignmentMetadataValue {
+                    assignment_epoch: epoch,
+                    assignment_timestamp: 0,
+                },
+            )),
+        );
+    }
+}
+
+/// LeaveGroup (the classic API) on a consumer-protocol group: how admin clients remove its
+/// members (`classicGroupLeaveToConsumerGroup`). A member named by instance id must be that
+/// instance's member; every member found is fenced, all in one new group epoch.
+pub fn leave_by_identities(
+    c: &mut Coordinator,
+    group_id: &str,
+    identities: &[(String, Option<String>)],
+    _now: i64,
+    out: &mut Output,
+) -> Vec<MemberResponse> {
+    let g = &c.consumer_groups[group_id];
+    let mut results = Vec::new();
+    let mut leaving = Vec::new();
+    for (mid, iid) in identities {
+        let found = match iid {
+            None => g
+                .members
+                .contains_key(mid)
+                .then(|| mid.clone())
+                .ok_or(err(ResponseError::UnknownMemberId)),
+            Some(iid) => match g
+                .members
+                .values()
+                .find(|m| m.instance_id.as_deref() == Some(iid.as_str()))
+            {
+                None => Err(err(ResponseError::UnknownMemberId)),
+                Some(m) if !mid.is_empty() && m.member_id != *mid => {
+                    Err(err(ResponseError::FencedInstanceId))
+                }
+                Some(m) => Ok(m.member_id.clone()),
+            },
+        };
+        let code = match found {
+            Ok(id) => {
+                if !leaving.contains(&id) {
+                    leaving.push(id);
+                }
+                0
+            }
+            Err(code) => code,
+        };
+        results.push(
+            MemberResponse::default()
+                .with_member_id(s(mid))
+                .with_group_instance_id(iid.as_deref().map(s))
+                .with_error_code(code),
+        );
+    }
+    fence_members(c, group_id, &leaving, out);
+    results
 }
 
 /// A static member rejoining while its old incarnation is parked with epoch -2: the new member
@@ -1346,7 +1468,7 @@ pub fn replay(c: &mut Coordinator, key: &RecordKey, value: &Option<RecordValue>)
             m.client_id = client_id;
             m.client_host = client_host;
             m.subscribed_topic_names = names;
-            m.subscribed_topic_regex = v.subscribed_topic_regex.clone();
+            m.subscribed_topic_regex = v.subscribed_topic_regex.clone().filter(|r| !r.is_empty());
             m.rebalance_timeout_ms = v.rebalance_timeout_ms;
             m.server_assignor = v.server_assignor.clone();
         }
@@ -1437,6 +1559,9 @@ fn persisted_group<'a>(c: &'a mut Coordinator, group: &str) -> &'a mut ConsumerG
         .entry(group.to_string())
         .or_insert_with(|| ConsumerGroup {
             group_id: group.to_string(),
+            // A new group starts at epoch 1, so its first member bumps it to 2 (Kafka 4.4's
+            // `ModernGroup` constructor: `groupEpoch.set(1)`).
+            group_epoch: 1,
             ..Default::default()
         })
 }

@@ -184,10 +184,10 @@ fn seed_two_consumers_sequence() {
     let a = k.join("A", None, &["orders"]);
     assert_eq!(
         (a.error_code, a.member_epoch, parts(&a)),
-        (0, 1, Some(vec![0, 1, 2, 3, 4, 5]))
+        (0, 2, Some(vec![0, 1, 2, 3, 4, 5]))
     );
     assert_eq!(a.heartbeat_interval_ms, 5000);
-    let a = k.hb("A", 1, Some(vec![(t, vec![0, 1, 2, 3, 4, 5])]));
+    let a = k.hb("A", 2, Some(vec![(t, vec![0, 1, 2, 3, 4, 5])]));
     assert_eq!(
         (a.error_code, parts(&a)),
         (0, None),
@@ -199,36 +199,36 @@ fn seed_two_consumers_sequence() {
     let b = k.join("B", None, &["orders"]);
     assert_eq!(
         (b.error_code, b.member_epoch, parts(&b)),
-        (0, 1, Some(vec![]))
+        (0, 2, Some(vec![]))
     );
     let g = &k.c.consumer_groups["g"];
     assert_eq!(
         (g.group_epoch, g.assignment_epoch, g.state_name()),
-        (2, 1, "Assigning")
+        (3, 2, "Assigning")
     );
     // (4)-(6) A's next heartbeat after the interval recomputes the target; A must revoke 3,4,5.
     k.advance(1000);
-    let a = k.hb("A", 1, Some(vec![(t, vec![0, 1, 2, 3, 4, 5])]));
-    assert_eq!((a.member_epoch, parts(&a)), (1, Some(vec![0, 1, 2])));
+    let a = k.hb("A", 2, Some(vec![(t, vec![0, 1, 2, 3, 4, 5])]));
+    assert_eq!((a.member_epoch, parts(&a)), (2, Some(vec![0, 1, 2])));
     assert_eq!(k.member("A").state, MemberState::UnrevokedPartitions);
     // (8)-(9) B moves to epoch 2 but A still owns 3,4,5: UNRELEASED, nothing yet.
-    let b = k.hb("B", 1, Some(vec![]));
-    assert_eq!(b.member_epoch, 2);
+    let b = k.hb("B", 2, Some(vec![]));
+    assert_eq!(b.member_epoch, 3);
     assert_eq!(k.member("B").state, MemberState::UnreleasedPartitions);
     assert!(parts(&b).is_none_or(|p| p.is_empty()));
     // (10)-(11) A acknowledges (owns only 0,1,2): epoch 2, STABLE.
-    let a = k.hb("A", 1, Some(vec![(t, vec![0, 1, 2])]));
-    assert_eq!(a.member_epoch, 2);
+    let a = k.hb("A", 2, Some(vec![(t, vec![0, 1, 2])]));
+    assert_eq!(a.member_epoch, 3);
     assert_eq!(k.member("A").state, MemberState::Stable);
     // (12)-(13) B's next heartbeat gets 3,4,5.
-    let b = k.hb("B", 2, Some(vec![]));
-    assert_eq!((b.member_epoch, parts(&b)), (2, Some(vec![3, 4, 5])));
+    let b = k.hb("B", 3, Some(vec![]));
+    assert_eq!((b.member_epoch, parts(&b)), (3, Some(vec![3, 4, 5])));
     assert_eq!(k.c.consumer_groups["g"].state_name(), "Stable");
     // B leaves: A gets everything back at the next target.
     let b = k.hb("B", -1, None);
     assert_eq!(b.member_epoch, -1);
     k.advance(1000);
-    let a = k.hb("A", 2, Some(vec![(t, vec![0, 1, 2])]));
+    let a = k.hb("A", 3, Some(vec![(t, vec![0, 1, 2])]));
     assert_eq!(parts(&a), Some(vec![0, 1, 2, 3, 4, 5]));
     k.assert_replay_matches();
 }
@@ -238,22 +238,22 @@ fn lost_response_is_tolerated_and_bad_epochs_are_fenced() {
     let mut k = K::new(K::cfg());
     let t = k.topic_id("orders");
     k.join("A", None, &["orders"]);
-    k.hb("A", 1, Some(vec![(t, vec![0, 1, 2, 3, 4, 5])]));
+    k.hb("A", 2, Some(vec![(t, vec![0, 1, 2, 3, 4, 5])]));
     k.advance(1000);
     k.join("B", None, &["orders"]);
     k.advance(1000);
-    k.hb("A", 1, Some(vec![(t, (0..6).collect())]));
-    let a = k.hb("A", 1, Some(vec![(t, vec![0, 1, 2])]));
-    assert_eq!(a.member_epoch, 2);
-    // The response carrying epoch 2 is lost; A retries with epoch 1 owning a subset: accepted.
-    let again = k.hb("A", 1, Some(vec![(t, vec![0, 1, 2])]));
-    assert_eq!((again.error_code, again.member_epoch), (0, 2));
+    k.hb("A", 2, Some(vec![(t, (0..6).collect())]));
+    let a = k.hb("A", 2, Some(vec![(t, vec![0, 1, 2])]));
+    assert_eq!(a.member_epoch, 3);
+    // The response carrying epoch 3 is lost; A retries with epoch 2 owning a subset: accepted.
+    let again = k.hb("A", 2, Some(vec![(t, vec![0, 1, 2])]));
+    assert_eq!((again.error_code, again.member_epoch), (0, 3));
     // Owning something it should not have, with the old epoch: fenced.
-    let bad = k.hb("A", 1, Some(vec![(t, vec![0, 1, 2, 5])]));
+    let bad = k.hb("A", 2, Some(vec![(t, vec![0, 1, 2, 5])]));
     assert_eq!(bad.error_code, 110);
     // An epoch from the future: fenced. An unknown member: UNKNOWN_MEMBER_ID.
-    assert_eq!(k.hb("A", 7, None).error_code, 110);
-    assert_eq!(k.hb("nobody", 1, None).error_code, 25);
+    assert_eq!(k.hb("A", 8, None).error_code, 110);
+    assert_eq!(k.hb("nobody", 2, None).error_code, 25);
     k.assert_replay_matches();
 }
 
@@ -267,22 +267,22 @@ fn a_previous_epoch_without_owned_partitions_is_fenced() {
     let mut k = K::new(K::cfg());
     let t = k.topic_id("orders");
     k.join("A", None, &["orders"]);
-    k.hb("A", 1, Some(vec![(t, (0..6).collect())]));
+    k.hb("A", 2, Some(vec![(t, (0..6).collect())]));
     k.advance(1000);
     k.join("B", None, &["orders"]);
     k.advance(1000);
-    k.hb("A", 1, Some(vec![(t, (0..6).collect())]));
-    k.hb("A", 1, Some(vec![(t, vec![0, 1, 2])]));
-    assert_eq!(k.member("A").member_epoch, 2);
-    let r = k.hb("A", 1, None);
+    k.hb("A", 2, Some(vec![(t, (0..6).collect())]));
+    k.hb("A", 2, Some(vec![(t, vec![0, 1, 2])]));
+    assert_eq!(k.member("A").member_epoch, 3);
+    let r = k.hb("A", 2, None);
     assert_eq!(
         r.error_code, 110,
         "a previous-epoch heartbeat must show its owned partitions to be taken as a retry"
     );
-    let r = k.hb("A", 1, Some(vec![(t, vec![0, 1, 2])]));
+    let r = k.hb("A", 2, Some(vec![(t, vec![0, 1, 2])]));
     assert_eq!(
         (r.error_code, r.member_epoch),
-        (0, 2),
+        (0, 3),
         "with them it is a retry"
     );
 }
@@ -296,28 +296,28 @@ fn an_assignment_is_resent_until_the_member_reports_owning_it() {
     let mut k = K::new(K::cfg());
     let t = k.topic_id("orders");
     k.join("A", None, &["orders"]);
-    k.hb("A", 1, Some(vec![(t, (0..6).collect())]));
+    k.hb("A", 2, Some(vec![(t, (0..6).collect())]));
     k.advance(1000);
     let b = k.join("B", None, &["orders"]);
-    assert_eq!((b.error_code, b.member_epoch), (0, 2));
-    k.hb("A", 1, Some(vec![(t, (0..6).collect())]));
-    k.hb("B", 2, Some(vec![]));
+    assert_eq!((b.error_code, b.member_epoch), (0, 3));
+    k.hb("A", 2, Some(vec![(t, (0..6).collect())]));
+    k.hb("B", 3, Some(vec![]));
     assert_eq!(k.member("B").state, MemberState::UnreleasedPartitions);
-    k.hb("A", 1, Some(vec![(t, vec![0, 1, 2])]));
+    k.hb("A", 2, Some(vec![(t, vec![0, 1, 2])]));
     // A stale heartbeat of B's is processed now: it takes 3,4,5 — but B never sees the answer.
-    let lost = k.hb("B", 2, None);
+    let lost = k.hb("B", 3, None);
     assert_eq!(parts(&lost), Some(vec![3, 4, 5]));
     assert_eq!(k.member("B").state, MemberState::Stable);
     // B's own next heartbeat reports nothing new; the answer must carry the assignment.
-    let b = k.hb("B", 2, None);
+    let b = k.hb("B", 3, None);
     assert_eq!(
         parts(&b),
         Some(vec![3, 4, 5]),
         "the assignment must be resent until B reports owning it"
     );
-    let b = k.hb("B", 2, Some(vec![(t, vec![3, 4, 5])]));
+    let b = k.hb("B", 3, Some(vec![(t, vec![3, 4, 5])]));
     assert_eq!(parts(&b), None, "acknowledged: no more resending");
-    assert_eq!(parts(&k.hb("B", 2, None)), None);
+    assert_eq!(parts(&k.hb("B", 3, None)), None);
 }
 
 #[test]
@@ -325,13 +325,13 @@ fn zombie_commits_are_rejected() {
     let mut k = K::new(K::cfg());
     let t = k.topic_id("orders");
     k.join("A", None, &["orders"]);
-    k.hb("A", 1, Some(vec![(t, (0..6).collect())]));
+    k.hb("A", 2, Some(vec![(t, (0..6).collect())]));
     k.advance(1000);
     k.join("B", None, &["orders"]);
     k.advance(1000);
-    k.hb("A", 1, Some(vec![(t, (0..6).collect())]));
-    k.hb("A", 1, Some(vec![(t, vec![0, 1, 2])]));
-    assert_eq!(k.member("A").member_epoch, 2);
+    k.hb("A", 2, Some(vec![(t, (0..6).collect())]));
+    k.hb("A", 2, Some(vec![(t, vec![0, 1, 2])]));
+    assert_eq!(k.member("A").member_epoch, 3);
     let commit = |member: &str, epoch: i32| {
         GroupRequest::OffsetCommit(
             OffsetCommitRequest::default()
@@ -350,22 +350,22 @@ fn zombie_commits_are_rejected() {
         other => panic!("{other:?}"),
     };
     assert_eq!(
-        code(k.send(9, commit("A", 1))),
+        code(k.send(9, commit("A", 2))),
         113,
         "a zombie with an old epoch"
     );
     assert_eq!(
-        code(k.send(9, commit("A", 3))),
+        code(k.send(9, commit("A", 4))),
         113,
         "an epoch from the future"
     );
     assert_eq!(
-        code(k.send(8, commit("A", 2))),
+        code(k.send(8, commit("A", 3))),
         35,
         "KIP-848 members commit with v9+"
     );
-    assert_eq!(code(k.send(9, commit("ghost", 2))), 25);
-    assert_eq!(code(k.send(9, commit("A", 2))), 0);
+    assert_eq!(code(k.send(9, commit("ghost", 3))), 25);
+    assert_eq!(code(k.send(9, commit("A", 3))), 0);
     k.assert_replay_matches();
 }
 
@@ -374,14 +374,14 @@ fn static_member_leaves_with_minus_two_and_returns_without_a_rebalance() {
     let mut k = K::new(K::cfg());
     let t = k.topic_id("orders");
     k.join("S1", Some("inst"), &["orders"]);
-    k.hb("S1", 1, Some(vec![(t, (0..6).collect())]));
+    k.hb("S1", 2, Some(vec![(t, (0..6).collect())]));
     k.advance(1000);
     k.join("B", None, &["orders"]);
     k.advance(1000);
-    k.hb("S1", 1, Some(vec![(t, (0..6).collect())]));
-    k.hb("S1", 1, Some(vec![(t, vec![0, 1, 2])]));
-    k.hb("B", 1, Some(vec![]));
+    k.hb("S1", 2, Some(vec![(t, (0..6).collect())]));
+    k.hb("S1", 2, Some(vec![(t, vec![0, 1, 2])]));
     k.hb("B", 2, Some(vec![]));
+    k.hb("B", 3, Some(vec![]));
     let epoch_before = k.c.consumer_groups["g"].group_epoch;
     // While S1 is active, another incarnation of "inst" is refused.
     assert_eq!(k.join("S2", Some("inst"), &["orders"]).error_code, 111);
@@ -400,11 +400,11 @@ fn static_member_leaves_with_minus_two_and_returns_without_a_rebalance() {
     let s2 = k.join("S2", Some("inst"), &["orders"]);
     assert_eq!(
         (s2.error_code, s2.member_epoch, parts(&s2)),
-        (0, 2, Some(vec![0, 1, 2]))
+        (0, 3, Some(vec![0, 1, 2]))
     );
     assert_eq!(k.c.consumer_groups["g"].group_epoch, epoch_before);
     assert!(!k.c.consumer_groups["g"].members.contains_key("S1"));
-    let b = k.hb("B", 2, Some(vec![(t, vec![3, 4, 5])]));
+    let b = k.hb("B", 3, Some(vec![(t, vec![3, 4, 5])]));
     assert_eq!((b.error_code, parts(&b)), (0, None), "B saw nothing");
     k.assert_replay_matches();
 }
@@ -414,7 +414,7 @@ fn a_burst_of_joins_makes_one_new_target() {
     let mut k = K::new(K::cfg());
     let t = k.topic_id("orders");
     k.join("A", None, &["orders"]);
-    k.hb("A", 1, Some(vec![(t, (0..6).collect())]));
+    k.hb("A", 2, Some(vec![(t, (0..6).collect())]));
     let targets_before = k
         .records
         .iter()
@@ -432,7 +432,7 @@ fn a_burst_of_joins_makes_one_new_target() {
     let g = &k.c.consumer_groups["g"];
     assert_eq!(
         (g.group_epoch, g.assignment_epoch),
-        (5, 1),
+        (6, 2),
         "joins inside the interval only bump the group epoch"
     );
     k.advance(1000);
@@ -452,7 +452,7 @@ fn a_burst_of_joins_makes_one_new_target() {
         "one target for the whole burst"
     );
     let g = &k.c.consumer_groups["g"];
-    assert_eq!(g.assignment_epoch, 5);
+    assert_eq!(g.assignment_epoch, 6);
     let sizes: Vec<usize> = g.target.values().map(|a| a.count()).collect();
     assert_eq!(sizes.iter().sum::<usize>(), 6);
     assert!(sizes.iter().all(|s| (1..=2).contains(s)), "{sizes:?}");
@@ -479,10 +479,10 @@ fn regex_subscription_is_re_resolved_when_topics_appear() {
     // A new matching topic: the next heartbeat re-resolves the regex and the target grows.
     k.reg.create("orders-b", 3, Default::default()).unwrap();
     k.advance(1000);
-    let r = k.hb("R", 1, Some(vec![(a, vec![0, 1])]));
+    let r = k.hb("R", 2, Some(vec![(a, vec![0, 1])]));
     assert_eq!(
         (r.error_code, r.member_epoch, parts(&r).map(|p| p.len())),
-        (0, 2, Some(5))
+        (0, 3, Some(5))
     );
     assert_eq!(
         k.c.consumer_groups["g"].regexes["orders-.*"],
@@ -514,11 +514,11 @@ fn a_revoking_for_b() -> (K, uuid::Uuid) {
     let mut k = K::new(cfg);
     let t = k.topic_id("orders");
     k.join("A", None, &["orders"]);
-    k.hb("A", 1, Some(vec![(t, (0..6).collect())]));
+    k.hb("A", 2, Some(vec![(t, (0..6).collect())]));
     k.advance(1000);
     k.join("B", None, &["orders"]);
     k.advance(1000);
-    k.hb("A", 1, Some(vec![(t, (0..6).collect())]));
+    k.hb("A", 2, Some(vec![(t, (0..6).collect())]));
     assert_eq!(k.member("A").state, MemberState::UnrevokedPartitions);
     (k, t)
 }
@@ -529,14 +529,14 @@ fn silent_and_stuck_members_are_fenced() {
     // A keeps heartbeating but never gives 3,4,5 up: fenced after its rebalance timeout (30 s).
     for _ in 0..3 {
         k.advance(8000);
-        k.hb("B", 2, Some(vec![]));
-        let r = k.hb("A", 1, Some(vec![(t, (0..6).collect())]));
+        k.hb("B", 3, Some(vec![]));
+        let r = k.hb("A", 2, Some(vec![(t, (0..6).collect())]));
         assert_eq!(r.error_code, 0);
     }
     k.advance(6000);
-    k.hb("B", 2, Some(vec![]));
+    k.hb("B", 3, Some(vec![]));
     assert_eq!(
-        k.hb("A", 1, Some(vec![(t, (0..6).collect())])).error_code,
+        k.hb("A", 2, Some(vec![(t, (0..6).collect())])).error_code,
         25,
         "fenced members are unknown"
     );
@@ -569,14 +569,14 @@ fn members_loaded_from_the_log_still_time_out() {
     // session (10 s) removes it and B gets everything.
     for _ in 0..4 {
         k.advance(4000);
-        k.hb("B", 2, Some(vec![]));
+        k.hb("B", 3, Some(vec![]));
     }
     assert!(
         !k.c.consumer_groups["g"].members.contains_key("A"),
         "a loaded member that never heartbeats again must be fenced"
     );
     k.advance(1000);
-    let b = k.hb("B", 2, Some(vec![]));
+    let b = k.hb("B", 3, Some(vec![]));
     assert_eq!(parts(&b), Some(vec![0, 1, 2, 3, 4, 5]));
 }
 
@@ -628,6 +628,18 @@ fn validation_errors() {
         "v1 needs a member id"
     );
     assert_eq!(code(&mut k, base().with_member_epoch(-3)), 42);
+    assert_eq!(
+        code(
+            &mut k,
+            base()
+                .with_group_id(GroupId(sb("")))
+                .with_rebalance_timeout_ms(1)
+                .with_subscribed_topic_names(Some(vec![]))
+                .with_topic_partitions(Some(vec![]))
+        ),
+        42,
+        "an empty group id is INVALID_REQUEST, as Kafka's request validation says"
+    );
     assert_eq!(
         code(
             &mut k,

@@ -315,11 +315,8 @@ impl World {
                 .coordinator
                 .as_mut()
                 .expect("an available partition has a coordinator");
+            // Deadlines this request set fire at the next tick (`PartitionTable::execute`).
             c.handle(id, &ctx, m.req, self.now, &mut out);
-            // Deadlines already due fire now, not a tick later (`PartitionTable::execute`).
-            if c.next_deadline().is_some_and(|d| d <= self.now) {
-                c.tick(self.now, &mut out);
-            }
         }
         self.touched.insert(m.group);
         self.after_handle(s, id, fetch_group.as_deref(), &out);
