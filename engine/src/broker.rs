@@ -134,6 +134,71 @@ const TOPIC_CONFIG_DEFAULTS: &[(&str, &str)] = &[
     ("unclean.leader.election.enable", "false"),
 ];
 
+/// Check a topic config value as Kafka's `LogConfig` ConfigDef does: its type, then its
+/// validator, with Kafka's message (`ConfigException`: "Invalid value V for configuration K: ...").
+fn validate_topic_config(key: &str, value: &str) -> Result<(), String> {
+    let bad = |why: String| {
+        Err(format!(
+            "Invalid value {value} for configuration {key}: {why}"
+        ))
+    };
+    let long = |min: i64| match value.trim().parse::<i64>() {
+        Err(_) => bad("Not a number of type LONG".into()),
+        Ok(v) if v < min => bad(format!("Value must be at least {min}")),
+        Ok(_) => Ok(()),
+    };
+    let int = |min: i32| match value.trim().parse::<i32>() {
+        Err(_) => bad("Not a number of type INT".into()),
+        Ok(v) if v < min => bad(format!("Value must be at least {min}")),
+        Ok(_) => Ok(()),
+    };
+    let one_of = |allowed: &[&str]| {
+        if allowed.contains(&value.trim()) {
+            Ok(())
+        } else {
+            bad(format!("String must be one of: {}", allowed.join(", ")))
+        }
+    };
+    let boolean = || match value.trim().to_ascii_lowercase().as_str() {
+        "true" | "false" => Ok(()),
+        _ => bad("Expected value to be either true or false".into()),
+    };
+    match key {
+        "cleanup.policy" => {
+            for item in value.split(',').map(str::trim) {
+                if !["compact", "delete"].contains(&item) {
+                    return bad(format!("Invalid value {item} for configuration {key}: String must be one of: compact, delete"));
+                }
+            }
+            Ok(())
+        }
+        "compression.type" => {
+            one_of(&["uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"])
+        }
+        "message.timestamp.type" => one_of(&["CreateTime", "LogAppendTime"]),
+        "delete.retention.ms"
+        | "file.delete.delay.ms"
+        | "flush.ms"
+        | "min.compaction.lag.ms"
+        | "segment.jitter.ms" => long(0),
+        "flush.messages" | "max.compaction.lag.ms" | "segment.ms" => long(1),
+        "retention.ms" => long(-1),
+        "retention.bytes" => long(i64::MIN),
+        "index.interval.bytes" | "max.message.bytes" => int(0),
+        "min.insync.replicas" => int(1),
+        "segment.bytes" => int(1024 * 1024),
+        "segment.index.bytes" => int(4),
+        "preallocate" | "unclean.leader.election.enable" => boolean(),
+        "min.cleanable.dirty.ratio" => match value.trim().parse::<f64>() {
+            Err(_) => bad("Not a number of type DOUBLE".into()),
+            Ok(v) if v < 0.0 => bad("Value must be at least 0".into()),
+            Ok(v) if v > 1.0 => bad("Value must be no more than 1".into()),
+            Ok(_) => Ok(()),
+        },
+        _ => Ok(()),
+    }
+}
+
 /// DescribeConfigs ConfigSource codes.
 const SOURCE_TOPIC_CONFIG: i8 = 1;
 const SOURCE_DEFAULT_CONFIG: i8 = 5;
@@ -471,9 +536,12 @@ pub async fn create_topics(
                 (true, None) => {
                     config_error = Some(format!("Null value not supported for topic config: {key}"))
                 }
-                (true, Some(v)) => {
-                    configs.insert(key, v.to_string());
-                }
+                (true, Some(v)) => match validate_topic_config(&key, v) {
+                    Ok(()) => {
+                        configs.insert(key, v.to_string());
+                    }
+                    Err(msg) => config_error = Some(msg),
+                },
             }
         }
         if let Some(msg) = config_error {
@@ -864,4 +932,39 @@ pub fn describe_cluster(
 /// The internal offsets topic name, re-exported for callers that check it.
 pub fn is_internal(name: &str) -> bool {
     name == CONSUMER_OFFSETS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::validate_topic_config as check;
+
+    #[test]
+    fn topic_config_values_are_checked_like_kafka() {
+        assert_eq!(check("retention.ms", "3600000"), Ok(()));
+        assert_eq!(
+            check("retention.ms", "soon"),
+            Err(
+                "Invalid value soon for configuration retention.ms: Not a number of type LONG"
+                    .into()
+            )
+        );
+        assert_eq!(
+            check("retention.ms", "-2"),
+            Err(
+                "Invalid value -2 for configuration retention.ms: Value must be at least -1".into()
+            )
+        );
+        assert_eq!(check("retention.bytes", "-5"), Ok(()));
+        assert!(check("segment.bytes", "1000").is_err(), "below 1 MiB");
+        assert!(
+            check("max.message.bytes", "3000000000").is_err(),
+            "not an INT"
+        );
+        assert_eq!(check("cleanup.policy", "compact,delete"), Ok(()));
+        assert!(check("cleanup.policy", "archive").is_err());
+        assert!(check("message.timestamp.type", "logappendtime").is_err());
+        assert!(check("preallocate", "yes").is_err());
+        assert!(check("min.cleanable.dirty.ratio", "1.5").is_err());
+        assert_eq!(check("min.cleanable.dirty.ratio", "0.25"), Ok(()));
+    }
 }
