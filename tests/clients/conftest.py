@@ -4,12 +4,17 @@
                   (.bootstrap, .port, .data_dir, .restart(), .stop(), .alive(), .log_tail()).
 `start_broker`    factory: start_broker("auto.create.topics.enable=false", ...) starts another
                   broker with extra `--set key=value` arguments.
+`kafka_ref`       the reference broker, Apache Kafka 4.4.0 (scripts/kafka-ref.sh): one per pytest session
+                  (per xdist worker), started on first use with group.initial.rebalance.delay.ms=0 in a
+                  directory under the session's basetemp and stopped at session end (a watchdog stops it
+                  if the test process dies first). Skipped when no `java` is installed.
 
 Every broker is killed at teardown; its log is attached to the report of a failing test.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 
 import pytest
@@ -47,6 +52,23 @@ def start_broker(request, tmp_path):
 @pytest.fixture
 def broker(start_broker) -> Broker:
     return start_broker()
+
+
+@pytest.fixture(scope="session")
+def kafka_ref(tmp_path_factory):
+    from kafka_ref import RefKafka, java_available
+
+    if not java_available():
+        msg = "java not found: the reference broker (scripts/kafka-ref.sh) needs a JDK 17+"
+        if os.environ.get("CI"):
+            pytest.fail(msg)  # CI must run these, not skip them
+        pytest.skip(msg)
+    ref = RefKafka(tmp_path_factory.mktemp("kafka-ref"), sets=["group.initial.rebalance.delay.ms=0"])
+    ref.start()
+    try:
+        yield ref
+    finally:
+        ref.stop()
 
 
 @pytest.hookimpl(hookwrapper=True)
