@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Ringleader's full test run: Rust build + unit/integration tests, then the real-client
-# interop suites (Python: confluent-kafka, kafka-python, aiokafka, kcat; Node: kafkajs)
-# against the release binary.
+# interop suites against the release binary: Python (confluent-kafka, kafka-python, aiokafka,
+# kcat, and Kafka's own tools), Node (kafkajs), Java (the Apache Kafka client, Kafka's tools, and
+# the differential tests against the reference Kafka broker) and Go (franz-go).
 #
 #   ./scripts/test.sh                 everything (what CI runs)
 #   ./scripts/test.sh --clients-only  skip cargo; use an existing binary (RINGLEADER_BIN or target/release)
 #   ./scripts/test.sh --rust-only     only the cargo build + cargo test steps
 #
 # Extra arguments after `--` go to pytest, e.g. ./scripts/test.sh --clients-only -- -k kcat
+# The reference broker (scripts/kafka-ref.sh) and the Java suite resolve from Maven Central into
+# .cache/maven, the Go suite's modules go to .cache/go: both inside the repository, ignored by git.
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -70,6 +73,22 @@ if ! command -v kcat >/dev/null 2>&1; then
 fi
 command -v kcat >/dev/null 2>&1 && echo "kcat: $(command -v kcat)"
 
+for tool in java mvn go; do
+  command -v "$tool" >/dev/null 2>&1 || { echo "$tool not found: the Java, Go and reference-broker tests need it" >&2; exit 1; }
+done
+echo "java: $(java -version 2>&1 | head -n 1); $(mvn -v 2>/dev/null | head -n 1); $(go version)"
+
+# Reference brokers left behind by a test that was killed must not outlive the run.
+cleanup_reference_brokers() {
+  pkill -f "kafka\.Kafka ${REPO}/" 2>/dev/null || true
+}
+trap 'rc=$?; cleanup_reference_brokers; if [[ $rc -ne 0 ]]; then printf "\n!!!!! scripts/test.sh FAILED (exit %d) after %ds\n" "$rc" "$((SECONDS - START))"; fi' EXIT
+
+section "reference broker: resolve Apache Kafka 4.4.0 from Maven Central (scripts/kafka-ref.sh)"
+# Once, before the suites start brokers in parallel: the classpath file is cached under .cache/.
+"$REPO/scripts/kafka-ref.sh" classpath >/dev/null
+echo "kafka $(ls "$REPO"/.cache/maven/org/apache/kafka/kafka_2.13/ 2>/dev/null | tr '\n' ' ')"
+
 section "python venv + pip install (tests/clients/requirements.txt)"
 VENV="$REPO/tests/clients/.venv"
 if [[ ! -x "$VENV/bin/python" ]] || ! "$VENV/bin/python" -c 'import sys' >/dev/null 2>&1; then
@@ -107,6 +126,27 @@ section "node: npm test (kafkajs)"
 npm test || FAILED+=("npm test (tests/clients/node)")
 
 cd "$REPO"
+section "java: mvn test (tests/clients/java: Java client, Kafka's tools, differential tests)"
+# Surefire keeps each class's output under tests/clients/java/target/surefire-reports; brokers'
+# logs and data stay under target/java-tests/.
+MVN=(mvn -B -Dstyle.color=never -Dmaven.repo.local="$REPO/.cache/maven" -f "$REPO/tests/clients/java/pom.xml")
+mvn_ok=0
+for attempt in 1 2 3; do
+  # Resolve first (retried: Maven Central over a flaky network), so a test failure is not retried.
+  if "${MVN[@]}" -q dependency:resolve dependency:resolve-plugins >/dev/null; then mvn_ok=1; break; fi
+  echo "mvn dependency resolution failed (attempt $attempt)" >&2
+  sleep $((attempt * 5))
+done
+if [[ $mvn_ok -eq 1 ]] && "${MVN[@]}" test; then
+  :
+else
+  echo "java tests FAILED; reports: tests/clients/java/target/surefire-reports/" >&2
+  FAILED+=("mvn test (tests/clients/java)")
+fi
+
+section "go: franz-go (tests/clients/go/run.sh)"
+"$REPO/tests/clients/go/run.sh" || FAILED+=("go test (tests/clients/go)")
+
 if [[ ${#FAILED[@]} -gt 0 ]]; then
   section "FAILED: ${FAILED[*]}"
   exit 1
