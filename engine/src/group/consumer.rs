@@ -266,26 +266,43 @@ impl ConsumerGroup {
 /// A stable hash of the subscribed topics' ids and sizes: a change (topic created, deleted or
 /// grown) bumps the group epoch and so produces a new target (KIP-1101 keeps such a hash in the
 /// group epoch record). FNV-1a, deterministic across restarts.
+/// The group's metadata hash, as Kafka computes it (KIP-1101, `ModernGroup.computeMetadataHash`):
+/// XXH3-64 over the XXH3-64 hashes of the subscribed topics that exist, in topic-name order, each
+/// written as a little-endian long; 0 when there is none. Kafka's hash4j streams write every
+/// number little-endian and a string as its UTF-16 code units then its length, so the records
+/// carry the value the reference broker would write for the same topics.
 fn metadata_hash(names: &BTreeSet<&str>, topics: &TopicsSnapshot) -> i64 {
-    // Nothing subscribed hashes to 0, as Kafka's `ModernGroup.computeMetadataHash` of an empty map.
-    if !names.iter().any(|n| topics.get(n).is_some()) {
-        return 0;
-    }
-    let mut h: u64 = 0xcbf29ce484222325;
-    let mut eat = |bytes: &[u8]| {
-        for b in bytes {
-            h ^= *b as u64;
-            h = h.wrapping_mul(0x100000001b3);
-        }
-    };
+    let mut buf = Vec::new();
     for n in names {
         if let Some(t) = topics.get(n) {
-            eat(t.id.as_bytes());
-            eat(n.as_bytes());
-            eat(&t.partitions.to_be_bytes());
+            buf.extend_from_slice(&topic_hash(t.id, n, t.partitions).to_le_bytes());
         }
     }
-    h as i64
+    if buf.is_empty() {
+        return 0;
+    }
+    xxhash_rust::xxh3::xxh3_64(&buf) as i64
+}
+
+/// `Utils.computeTopicHash`: magic byte 0, the id's two halves, the name, the partition count,
+/// then each partition's index and its replicas' racks (none on this rackless single broker).
+fn topic_hash(id: Uuid, name: &str, partitions: i32) -> u64 {
+    let mut buf = Vec::with_capacity(1 + 16 + 2 * name.len() + 8 + 4 * partitions.max(0) as usize);
+    buf.push(0u8);
+    let (msb, lsb) = id.as_u64_pair();
+    buf.extend_from_slice(&msb.to_le_bytes());
+    buf.extend_from_slice(&lsb.to_le_bytes());
+    let mut units = 0i32;
+    for u in name.encode_utf16() {
+        buf.extend_from_slice(&u.to_le_bytes());
+        units += 1;
+    }
+    buf.extend_from_slice(&units.to_le_bytes());
+    buf.extend_from_slice(&partitions.to_le_bytes());
+    for i in 0..partitions {
+        buf.extend_from_slice(&i.to_le_bytes());
+    }
+    xxhash_rust::xxh3::xxh3_64(&buf)
 }
 
 /// An assignment as the heartbeat response carries it.
@@ -1718,4 +1735,37 @@ pub fn describe(c: &Coordinator, group_id: &str, topics: &TopicsSnapshot) -> cgd
         .with_assignment_epoch(g.assignment_epoch)
         .with_assignor_name(s(&assignor))
         .with_members(members)
+}
+
+#[cfg(test)]
+mod hash_tests {
+    use super::*;
+    use crate::topics::TopicRegistry;
+
+    #[test]
+    fn metadata_hash_is_the_reference_brokers() {
+        // Read off a Kafka 4.4.0 reference broker's __consumer_offsets: the group subscribed to
+        // `orders-java-consumer` (6 partitions, id 0URphqWbRWObI5ND5j0qXw) was written with
+        // metadataHash 7664555271904736454.
+        let dir = std::env::temp_dir().join(format!("rl-hash-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let reg = TopicRegistry::open(&dir, 50).unwrap();
+        reg.create("orders-java-consumer", 6, Default::default())
+            .unwrap();
+        let snap = reg.snapshot();
+        let id: Uuid = "d1446986-a59b-4563-9b23-9343e63d2a5f".parse().unwrap();
+        // One topic: the group hash is XXH3 of that topic's hash, as a little-endian long.
+        let group =
+            xxhash_rust::xxh3::xxh3_64(&topic_hash(id, "orders-java-consumer", 6).to_le_bytes());
+        assert_eq!(group as i64, 7664555271904736454);
+        // Nothing subscribed (or only topics that do not exist) hashes to 0.
+        assert_eq!(metadata_hash(&BTreeSet::new(), &snap), 0);
+        assert_eq!(metadata_hash(&["missing"].into_iter().collect(), &snap), 0);
+        assert_ne!(
+            metadata_hash(&["orders-java-consumer"].into_iter().collect(), &snap),
+            0
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
