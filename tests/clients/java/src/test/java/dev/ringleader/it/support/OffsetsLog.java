@@ -20,7 +20,8 @@ import java.util.stream.Stream;
 /**
  * A `__consumer_offsets` partition as Kafka's own `kafka-dump-log --offsets-decoder` prints it, record by record, with
  * what must differ between two brokers replaced by stable names: member ids (M1, M2, ... by first appearance), topic
- * ids (T1, ...), timestamps, the metadata hash (it hashes topic ids) and the per-JVM counter in a client id.
+ * ids (T1, ...), timestamps and the per-JVM counter in a client id. The metadata hash stays as written: it hashes topic
+ * ids, so a caller compares it through {@link #metadataHash} of the log's own topic id.
  */
 public final class OffsetsLog {
     private static final ObjectMapper JSON = new ObjectMapper();
@@ -49,13 +50,14 @@ public final class OffsetsLog {
         this.dropped = dropped;
     }
 
-    /** Every `.log` segment of `partitionDir`, in offset order, dumped by Kafka's tool and normalised. */
-    public static List<Entry> read(Path partitionDir) {
-        return read(partitionDir, java.util.Set.of());
-    }
+    /** A partition's records, and the topic id each normalised name (`T1`, ...) stands for, in Kafka's base64 form. */
+    public record Log(List<Entry> entries, Map<String, String> topicIds) {}
 
-    /** As {@link #read(Path)}, leaving out the value fields named in `dropped` (a known difference, named by the caller). */
-    public static List<Entry> read(Path partitionDir, java.util.Set<String> dropped) {
+    /**
+     * Every `.log` segment of `partitionDir`, in offset order, dumped by Kafka's tool and normalised, leaving out the
+     * value fields named in `dropped` (a known difference, named by the caller).
+     */
+    public static Log read(Path partitionDir, java.util.Set<String> dropped) {
         List<String> files;
         try (Stream<Path> s = Files.list(partitionDir)) {
             files = s.filter(p -> p.getFileName().toString().endsWith(".log")).sorted().map(Path::toString).toList();
@@ -69,7 +71,15 @@ public final class OffsetsLog {
         if (r.exitCode() != 0 || r.stdout().contains("Exception") || r.stderr().contains("Exception")) {
             throw new AssertionError("kafka-dump-log failed on " + files + ":\n" + r.stdout() + r.stderr());
         }
-        return new OffsetsLog(dropped).parse(r.stdout());
+        OffsetsLog l = new OffsetsLog(dropped);
+        List<Entry> entries = l.parse(r.stdout());
+        Map<String, String> topicIds = new HashMap<>();
+        l.names.forEach((raw, name) -> {
+            if (raw.startsWith("T")) {
+                topicIds.put(name, raw.substring(1));
+            }
+        });
+        return new Log(entries, topicIds);
     }
 
     private List<Entry> parse(String dump) {
@@ -109,8 +119,6 @@ public final class OffsetsLog {
                     o.set(k, new TextNode(name("T", v.asText())));
                 } else if (k.endsWith("Timestamp") || k.endsWith("TimestampMs")) {
                     o.set(k, new TextNode("<ts>"));
-                } else if (k.equals("metadataHash") && v.asLong() != 0) {
-                    o.set(k, new TextNode("<hash>"));
                 } else if (k.equals("clientId") && v.isTextual()) {
                     o.set(k, new TextNode(v.asText().replaceAll("-\\d+$", "-N")));
                 } else {
@@ -132,6 +140,26 @@ public final class OffsetsLog {
             }
         }
         return node;
+    }
+
+    /**
+     * Kafka's consumer-group metadata hash of one subscribed topic with no racks (`Utils.computeTopicHash` and
+     * `computeGroupHash`, KIP-1101): XXH3-64 over magic 0, the id's halves, the name, the partition count and each
+     * partition index, then XXH3-64 over that hash.
+     */
+    public static long metadataHash(String base64TopicId, String topic, int partitions) {
+        org.apache.kafka.common.Uuid id = org.apache.kafka.common.Uuid.fromString(base64TopicId);
+        var h = com.dynatrace.hash4j.hashing.Hashing.xxh3_64().hashStream()
+                .putByte((byte) 0)
+                .putLong(id.getMostSignificantBits())
+                .putLong(id.getLeastSignificantBits())
+                .putString(topic)
+                .putInt(partitions);
+        for (int i = 0; i < partitions; i++) {
+            h = h.putInt(i);
+        }
+        long topicHash = h.getAsLong();
+        return com.dynatrace.hash4j.hashing.Hashing.xxh3_64().hashStream().putLong(topicHash).getAsLong();
     }
 
     private String name(String prefix, String id) {
