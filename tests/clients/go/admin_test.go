@@ -208,19 +208,7 @@ func TestAdminTopicsAndOffsets(t *testing.T) {
 		t.Errorf("ListTopics (all, internal filtered) lists __consumer_offsets")
 	}
 
-	// 10 records on partition 0, 5 on partition 1, none on partition 2.
-	prod := newClient(t, b, logw, "go-producer", kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	var recs []*kgo.Record
-	for i := 0; i < 15; i++ {
-		p := int32(0)
-		if i >= 10 {
-			p = 1
-		}
-		recs = append(recs, &kgo.Record{Topic: t1, Partition: p, Value: []byte(fmt.Sprintf("v%d", i))})
-	}
-	if err := prod.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-		t.Fatalf("produce: %v", err)
-	}
+	produceSplit(ctx, t, b, logw, t1)
 	checkOffsets := func(what string, got kadm.ListedOffsets, err error, want map[int32]int64) {
 		t.Helper()
 		if err != nil {
@@ -296,18 +284,7 @@ func TestAdminGroups(t *testing.T) {
 
 	topic := uniqueName("go-adm-groups")
 	createTopic(ctx, t, adm, topic, 3)
-	prod := newClient(t, b, logw, "go-producer", kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	var recs []*kgo.Record
-	for i := 0; i < 15; i++ {
-		p := int32(0)
-		if i >= 10 {
-			p = 1
-		}
-		recs = append(recs, &kgo.Record{Topic: topic, Partition: p, Value: []byte(fmt.Sprintf("v%d", i))})
-	}
-	if err := prod.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-		t.Fatalf("produce: %v", err)
-	}
+	produceSplit(ctx, t, b, logw, topic)
 
 	classic, next := uniqueName("go-adm-classic"), uniqueName("go-adm-consumer")
 	gc := startSimpleMember(ctx, t, b, logw, "go-classic-member", classic, topic, false)
@@ -597,5 +574,22 @@ func TestAdminGroups(t *testing.T) {
 		t.Errorf("DescribeConsumerGroups after DeleteGroups: %v", err)
 	} else {
 		wantErr(t, "DescribeConsumerGroups of a deleted group", cs[next].Err, kerr.GroupIDNotFound)
+	}
+}
+
+// produceSplit writes 10 records to partition 0 and 5 to partition 1 of topic (none to partition 2).
+func produceSplit(ctx context.Context, t *testing.T, b *broker, logw io.Writer, topic string) {
+	t.Helper()
+	prod := newClient(t, b, logw, "go-producer", kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	var recs []*kgo.Record
+	for i := 0; i < 15; i++ {
+		p := int32(0)
+		if i >= 10 {
+			p = 1
+		}
+		recs = append(recs, &kgo.Record{Topic: topic, Partition: p, Value: []byte(fmt.Sprintf("v%d", i))})
+	}
+	if err := prod.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatalf("produce: %v", err)
 	}
 }
