@@ -16,7 +16,8 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
 /**
- * The seed's example 1 with the Java client, classic and consumer protocol, run against Ringleader and against the
+ * The seed's example 1 with the Java client — classic protocol with the eager range assignor and with cooperative-sticky,
+ * and the consumer protocol — run against Ringleader and against the
  * reference Kafka broker: the same callbacks in the same order, every record consumed exactly once, on the
  * application thread, and the committed offsets at the end are the end offsets.
  */
@@ -37,7 +38,7 @@ class SeedRebalanceTest {
     }
 
     @ParameterizedTest
-    @ValueSource(strings = {"classic", "consumer"})
+    @ValueSource(strings = {"classic", "classic-cooperative", "consumer"})
     void sameCallbacksAsKafka(String protocol) throws Exception {
         String topic = "orders-java-" + protocol;
         String group = "g-java-" + protocol;

@@ -40,6 +40,10 @@ public final class RebalanceScenario {
 
     private RebalanceScenario() {}
 
+    /**
+     * `protocol` is `classic`, `consumer`, or `classic-cooperative` (the classic protocol with the
+     * cooperative-sticky assignor alone, so partitions move incrementally).
+     */
     public static Result run(Broker broker, String topic, String group, String protocol) throws Exception {
         try (Admin admin = Clients.admin(broker)) {
             Clients.createTopic(admin, topic, PARTITIONS);
@@ -141,7 +145,13 @@ public final class RebalanceScenario {
         }
 
         private void loop() {
-            try (KafkaConsumer<String, String> c = new KafkaConsumer<>(Clients.consumerProps(broker, group, protocol))) {
+            java.util.Properties props = Clients.consumerProps(broker, group,
+                    protocol.equals("consumer") ? "consumer" : "classic");
+            if (protocol.equals("classic-cooperative")) {
+                props.put(org.apache.kafka.clients.consumer.ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG,
+                        org.apache.kafka.clients.consumer.CooperativeStickyAssignor.class.getName());
+            }
+            try (KafkaConsumer<String, String> c = new KafkaConsumer<>(props)) {
                 consumer = c;
                 c.subscribe(List.of(topic), this);
                 while (running.get()) {
