@@ -292,16 +292,19 @@ fn earliest_offset(c: &mut Client, topic: &str) -> i64 {
 #[test]
 fn retention_removes_old_segments_and_topic_deletion_frees_the_directory() {
     let dir = data_dir("data-retention");
-    let broker = Broker::start(&dir, &["log.retention.check.interval.ms=200"]);
+    // Small segments so there are closed ones: from the broker default, since a topic's
+    // segment.bytes below 1 MiB is refused as Kafka 4 refuses it (KIP-1030).
+    let broker = Broker::start(
+        &dir,
+        &[
+            "log.retention.check.interval.ms=200",
+            "log.segment.bytes=1024",
+        ],
+    );
     let mut c = Client::connect(broker.addr);
     // Records are stamped 2023 (produce_request), so with retention.ms of an hour every closed
-    // segment is expired; small segments so there are closed ones.
-    create_topic_with(
-        &mut c,
-        TOPIC,
-        1,
-        &[("retention.ms", "3600000"), ("segment.bytes", "1024")],
-    );
+    // segment is expired.
+    create_topic_with(&mut c, TOPIC, 1, &[("retention.ms", "3600000")]);
     for b in 0..40 {
         let values: Vec<String> = (0..5).map(|i| format!("b{b}-{i}")).collect();
         let Response::Produce(r) = c.call(9, produce_request(0, &values)) else {
