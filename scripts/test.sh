@@ -76,7 +76,7 @@ command -v kcat >/dev/null 2>&1 && echo "kcat: $(command -v kcat)"
 for tool in java mvn go; do
   command -v "$tool" >/dev/null 2>&1 || { echo "$tool not found: the Java, Go and reference-broker tests need it" >&2; exit 1; }
 done
-echo "java: $(java -version 2>&1 | head -n 1); $(mvn -v 2>/dev/null | head -n 1); $(go version)"
+echo "java: $(java -version 2>&1 | sed -n 1p); $(mvn -v 2>/dev/null | sed -n 1p); $(go version)"
 
 # Reference brokers left behind by a test that was killed must not outlive the run.
 cleanup_reference_brokers() {
