@@ -25,6 +25,7 @@ pub mod meta;
 pub mod metrics;
 pub mod oneshot;
 pub mod partition;
+pub mod partition_core;
 pub mod router;
 pub mod server;
 pub mod shard;

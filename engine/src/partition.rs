@@ -6,15 +6,15 @@
 //! record sink, and releases the responses that became ready — possibly to requests that were
 //! parked earlier (a JoinGroup waits for the join phase). A per-shard ticker fires deadlines.
 
-use crate::group::{
-    Coordinator, GroupConfig, GroupRequest, GroupResponse, Output, ReqId, RequestContext,
-};
+use crate::group::{Coordinator, GroupConfig, GroupRequest, GroupResponse, ReqId, RequestContext};
 use crate::oneshot::OneShot;
+use crate::partition_core::{PartitionCore, Refusal, Released};
 use crate::snapshot_build::SnapshotBuild;
 use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
+use std::time::Instant;
 use storage::compact::{CompactConfig, Compaction};
 use storage::io::GlommioDir;
 use storage::log::{LogConfig, PartitionLog};
@@ -62,33 +62,41 @@ pub const COMPACTION_SLICE_BYTES: usize = 256 * 1024;
 /// slice stays around a millisecond.
 pub const SNAPSHOT_SLICE_RECORDS: usize = 2048;
 
-/// Largest number of records written as one batch; more waiting records form the next batch.
-pub const MAX_RECORDS_PER_BATCH: usize = 4096;
+pub use crate::partition_core::MAX_RECORDS_PER_BATCH;
 
-/// Kafka maps a failed coordinator write (KAFKA_STORAGE_ERROR) to NOT_COORDINATOR: the client
-/// looks the coordinator up again and retries.
-const WRITE_FAILED: i16 = 16;
-
+/// One partition: the sans-IO core (coordinator and durability protocol) and the I/O around it.
+/// Parked replies are tagged with the instant they parked, to measure the durability wait.
 struct Slot {
-    partition: i32,
-    coordinator: Coordinator,
-    /// False while the partition reloads after a failed write: its requests get
-    /// COORDINATOR_NOT_AVAILABLE until it is back.
-    available: bool,
-    /// True from start-up until its log is loaded: its requests get COORDINATOR_LOAD_IN_PROGRESS.
-    loading: bool,
-    /// Durable mode: records produced but not yet handed to the log writer, in order.
-    pending: std::collections::VecDeque<Record>,
-    /// Sequence numbers of records: produced so far, taken by the writer, and durable.
-    appended_seq: u64,
-    written_seq: u64,
-    durable_seq: u64,
-    /// Responses waiting for the records before them to be durable: (needed seq, request, response).
-    parked: std::collections::VecDeque<(u64, ReqId, GroupResponse, std::time::Instant)>,
+    core: PartitionCore<Instant>,
     /// Wakes the partition's log writer; None = memory mode (no data directory).
     doorbell: Option<glommio::channels::local_channel::LocalSender<()>>,
+    /// Memory mode: the records "written", bounded.
     memory: std::collections::VecDeque<Record>,
-    ops_served: u64,
+}
+
+impl Slot {
+    /// After the core ran: wake the writer, or in memory mode "write" at once — each batch is
+    /// durable as soon as it is taken, so the replies it holds are released with it.
+    fn after_output(&mut self, ready: &mut Vec<Released<Instant>>) {
+        match &self.doorbell {
+            Some(doorbell) => {
+                if self.core.has_pending() {
+                    let _ = doorbell.try_send(()); // full = the writer is already due to look
+                }
+            }
+            None => {
+                while let Some(batch) = self.core.take_batch() {
+                    for r in batch.records {
+                        if self.memory.len() == IN_MEMORY_MAX_RECORDS {
+                            self.memory.pop_front();
+                        }
+                        self.memory.push_back(r);
+                    }
+                    ready.extend(self.core.batch_durable(batch.upto));
+                }
+            }
+        }
+    }
 }
 
 /// The partitions one shard owns: `p` such that `p % shards == shard`.
@@ -140,18 +148,9 @@ impl PartitionTable {
                 let mut coordinator = Coordinator::new(p, config.clone());
                 coordinator.start(now);
                 RefCell::new(Slot {
-                    partition: p,
-                    coordinator,
-                    available: true,
-                    loading: false,
-                    pending: Default::default(),
-                    appended_seq: 0,
-                    written_seq: 0,
-                    durable_seq: 0,
-                    parked: Default::default(),
+                    core: PartitionCore::new(coordinator),
                     doorbell: None,
                     memory: Default::default(),
-                    ops_served: 0,
                 })
             })
             .collect();
@@ -169,7 +168,8 @@ impl PartitionTable {
 
     /// Durable mode: load every owned partition from `DATA/__consumer_offsets-<p>/` (replaying its
     /// records into the coordinator) and start its log writer. Partitions load one after another
-    /// on this shard while the other shards load theirs in parallel.
+    /// on this shard while the other shards load theirs in parallel. [`Self::begin_loading`]
+    /// must have been called.
     pub async fn open_logs(
         self: &Rc<Self>,
         data_dir: &std::path::Path,
@@ -177,7 +177,7 @@ impl PartitionTable {
     ) -> anyhow::Result<Vec<LoadReport>> {
         let mut reports = Vec::new();
         for idx in 0..self.slots.len() {
-            let partition = self.slots[idx].borrow().partition;
+            let partition = self.slots[idx].borrow().core.partition();
             let dir = GlommioDir::new(data_dir.join(format!("__consumer_offsets-{partition}")))?;
             let started = std::time::Instant::now();
             let (coordinator, log, report, skipped) = load_partition(
@@ -188,12 +188,14 @@ impl PartitionTable {
                 self.now(),
             )
             .await?;
+            let since_snapshot = log
+                .next_offset()
+                .saturating_sub(storage::snapshot::latest_offset(dir.path()).map_or(0, |o| o + 1));
             let (tx, rx) = glommio::channels::local_channel::new_bounded(1);
             {
                 let mut slot = self.slots[idx].borrow_mut();
-                slot.coordinator = coordinator;
+                slot.core.loaded(coordinator, since_snapshot);
                 slot.doorbell = Some(tx);
-                slot.loading = false;
             }
             glommio::spawn_local(log_writer(
                 self.clone(),
@@ -218,7 +220,7 @@ impl PartitionTable {
     /// before a partition's log is replayed get COORDINATOR_LOAD_IN_PROGRESS and retry.
     pub fn begin_loading(&self) {
         for s in &self.slots {
-            s.borrow_mut().loading = true;
+            s.borrow_mut().core.begin_loading();
         }
     }
 
@@ -243,151 +245,65 @@ impl PartitionTable {
             // Routed to the shard's DataStore before reaching here (server.rs).
             PartitionOp::Data(_) => Box::pin(std::future::ready(PartitionReply::Unavailable)),
             PartitionOp::Status => {
-                let mut slot = self.slots[idx].borrow_mut();
-                slot.ops_served += 1;
+                let ops_served = self.slots[idx].borrow_mut().core.count_op();
                 let reply = PartitionReply::Status {
                     partition,
                     shard: self.shard,
-                    ops_served: slot.ops_served,
+                    ops_served,
                 };
                 Box::pin(std::future::ready(reply))
             }
             PartitionOp::Group { ctx, req } => {
-                if self.slots[idx].borrow().loading {
-                    return Box::pin(std::future::ready(PartitionReply::Loading));
-                }
-                if !self.slots[idx].borrow().available {
-                    return Box::pin(std::future::ready(PartitionReply::Unavailable));
+                let mut slot = self.slots[idx].borrow_mut();
+                match slot.core.admit() {
+                    Ok(()) => {}
+                    Err(Refusal::Loading) => {
+                        return Box::pin(std::future::ready(PartitionReply::Loading))
+                    }
+                    Err(Refusal::Unavailable) => {
+                        return Box::pin(std::future::ready(PartitionReply::Unavailable))
+                    }
                 }
                 let id = self.next_req.get();
                 self.next_req.set(id + 1);
                 let waiter = OneShot::new();
                 self.waiters.borrow_mut().insert(id, waiter.clone());
                 let now = (self.clock)();
-                let mut out = Output::default();
-                {
-                    let mut slot = self.slots[idx].borrow_mut();
-                    slot.ops_served += 1;
-                    // Deadlines this request set (a zero initial rebalance delay, say) fire at
-                    // the next tick, after requests that arrived meanwhile, as Kafka's timers
-                    // run as events queued behind the requests already waiting: two members
-                    // that join together land in one generation.
-                    slot.coordinator.handle(id, &ctx, req, now, &mut out);
-                }
-                self.deliver(idx, out);
+                let mut ready = slot.core.handle(id, &ctx, req, now, Instant::now());
+                slot.after_output(&mut ready);
+                drop(slot);
+                self.complete(ready);
                 Box::pin(async move { PartitionReply::Group(waiter.wait().await) })
             }
         }
     }
 
-    /// Records first, then responses. In durable mode a response is released only once every
-    /// record produced before it in this partition is on disk — its own, and any earlier one its
-    /// answer may depend on; a request that changed nothing in a quiet partition answers at once.
-    fn deliver(&self, idx: usize, out: Output) {
-        let mut ready = Vec::new();
-        {
-            let mut slot = self.slots[idx].borrow_mut();
-            let slot = &mut *slot;
-            match &slot.doorbell {
-                None => {
-                    for r in out.records {
-                        if slot.memory.len() == IN_MEMORY_MAX_RECORDS {
-                            slot.memory.pop_front();
-                        }
-                        slot.memory.push_back(r);
-                    }
-                    ready = out.replies;
-                }
-                Some(doorbell) => {
-                    if !out.records.is_empty() {
-                        slot.appended_seq += out.records.len() as u64;
-                        slot.pending.extend(out.records);
-                        let _ = doorbell.try_send(()); // full = the writer is already due to look
-                    }
-                    for (id, resp) in out.replies {
-                        if slot.durable_seq >= slot.appended_seq && slot.parked.is_empty() {
-                            ready.push((id, resp));
-                        } else {
-                            slot.parked.push_back((
-                                slot.appended_seq,
-                                id,
-                                resp,
-                                std::time::Instant::now(),
-                            ));
-                        }
-                    }
-                }
-            }
-        }
-        self.complete(ready);
-    }
-
-    fn complete(&self, replies: Vec<(ReqId, GroupResponse)>) {
+    /// Hand released replies to the requests waiting for them.
+    fn complete(&self, replies: Vec<Released<Instant>>) {
         if replies.is_empty() {
             return;
         }
         let mut waiters = self.waiters.borrow_mut();
-        for (id, resp) in replies {
-            if let Some(w) = waiters.remove(&id) {
-                w.complete(resp);
+        for r in replies {
+            if let Some(w) = waiters.remove(&r.id) {
+                w.complete(r.response);
             }
         }
-    }
-
-    /// The writer made records up to `seq` durable: release what waited for them.
-    fn mark_durable(&self, idx: usize, seq: u64) {
-        let mut ready = Vec::new();
-        {
-            let mut slot = self.slots[idx].borrow_mut();
-            slot.durable_seq = seq;
-            let mut m = self.metrics.borrow_mut();
-            while slot
-                .parked
-                .front()
-                .is_some_and(|(need, _, _, _)| *need <= seq)
-            {
-                let (_, id, resp, since) = slot.parked.pop_front().expect("front exists");
-                let _ = m
-                    .durable_wait_us
-                    .record((since.elapsed().as_micros() as u64).max(1));
-                ready.push((id, resp));
-            }
-        }
-        self.complete(ready);
-    }
-
-    /// A write failed: nothing that waited on it (or came after it) may be acknowledged. Their
-    /// requests get NOT_COORDINATOR and the partition is unavailable until reloaded from disk.
-    fn fail_pending(&self, idx: usize) {
-        let mut failed = Vec::new();
-        {
-            let mut slot = self.slots[idx].borrow_mut();
-            slot.available = false;
-            slot.pending.clear();
-            slot.written_seq = slot.appended_seq;
-            slot.durable_seq = slot.appended_seq;
-            for (_, id, resp, _) in slot.parked.drain(..) {
-                failed.push((id, crate::group::failed_response(&resp, WRITE_FAILED)));
-            }
-        }
-        self.complete(failed);
     }
 
     /// Fire every due deadline of every partition.
     pub fn tick(&self, now: i64) {
         for idx in 0..self.slots.len() {
-            let mut out = Output::default();
-            {
+            let ready = {
                 let mut slot = self.slots[idx].borrow_mut();
-                if slot.loading
-                    || !slot.available
-                    || !slot.coordinator.next_deadline().is_some_and(|d| d <= now)
-                {
+                if !slot.core.next_deadline().is_some_and(|d| d <= now) {
                     continue;
                 }
-                slot.coordinator.tick(now, &mut out);
-            }
-            self.deliver(idx, out);
+                let mut ready = slot.core.tick(now, Instant::now());
+                slot.after_output(&mut ready);
+                ready
+            };
+            self.complete(ready);
         }
     }
 
@@ -401,7 +317,7 @@ impl PartitionTable {
         let (mut classic, mut consumer, mut members, mut rebalances) = (0u64, 0u64, 0u64, 0u64);
         for s in &self.slots {
             let s = s.borrow();
-            let c = &s.coordinator;
+            let c = s.core.coordinator();
             classic += c.groups.len() as u64;
             consumer += c.consumer_groups.len() as u64;
             members += c
@@ -428,10 +344,7 @@ impl PartitionTable {
     pub fn records_appended(&self) -> u64 {
         self.slots
             .iter()
-            .map(|s| {
-                let s = s.borrow();
-                s.appended_seq + s.memory.len() as u64
-            })
+            .map(|s| s.borrow().core.records_appended())
             .sum()
     }
 }
@@ -484,7 +397,9 @@ async fn load_partition(
 
 /// One partition's writer: takes the records waiting, writes them as one batch with one
 /// fdatasync, then releases the responses that waited. Records produced meanwhile form the next
-/// batch, so the batch size adapts to the load (group commit).
+/// batch, so the batch size adapts to the load (group commit). What to write, when a snapshot
+/// slice or a compaction pass may run, and what a failure means are the core's decisions
+/// (`partition_core`); this task does the I/O.
 async fn log_writer(
     table: Rc<PartitionTable>,
     idx: usize,
@@ -493,101 +408,76 @@ async fn log_writer(
     log_config: LogConfig,
     doorbell: glommio::channels::local_channel::LocalReceiver<()>,
 ) {
-    let snapshot_interval = table.config.snapshot_interval_records.max(1);
-    let mut since_snapshot = log
-        .next_offset()
-        .saturating_sub(storage::snapshot::latest_offset(dir.path()).map_or(0, |o| o + 1));
     let compact_config = CompactConfig {
         delete_retention_ms: table.config.delete_retention_ms,
         slice_bytes: COMPACTION_SLICE_BYTES,
     };
-    // A compaction pass starts after the log rolls a segment (so a closed segment is new) or
-    // once a tombstone kept by the last pass has expired; `None` for the roll count makes the
-    // first wake-up after opening the log check the segments it found.
+    let partition = table.slots[idx].borrow().core.partition();
     let mut compaction: Option<Compaction> = None;
-    let mut rolls_at_last_pass: Option<u64> = None;
-    let mut tombstone_due: Option<i64> = None;
-    // A snapshot is built in slices between group commits, then written by its own task (a
-    // large file and its fsyncs must not hold up commits); the covered segments are removed
-    // here once the file is durable.
-    let mut build: Option<SnapshotBuild> = None;
+    // A finished snapshot build is written by its own task (a large file and its fsyncs must
+    // not hold up commits); the covered segments are removed here once the file is durable.
     let written: Rc<Cell<Option<SnapshotWritten>>> = Rc::new(Cell::new(None));
-    let mut writing = false;
     loop {
         if let Some(done) = written.take() {
-            writing = false;
-            finish_snapshot(&table, idx, &mut log, done).await;
+            table.slots[idx].borrow_mut().core.snapshot_written();
+            finish_snapshot(partition, &mut log, done).await;
         }
-        if compaction.is_none()
-            && (rolls_at_last_pass != Some(log.rolls())
-                || tombstone_due.is_some_and(|t| t <= table.now()))
-        {
-            rolls_at_last_pass = Some(log.rolls());
-            tombstone_due = None;
+        let now = table.now();
+        let rolls = log.rolls();
+        if table.slots[idx].borrow().core.compaction_due(rolls, now) {
             compaction = log.start_compaction(
                 compact_config.clone(),
-                table.now(),
+                now,
                 storage::snapshot::latest_offset(dir.path()),
             );
+            let running = compaction.is_some();
+            table.slots[idx]
+                .borrow_mut()
+                .core
+                .compaction_started(rolls, running);
         }
         // With a pass or a snapshot under way the writer does not sleep: it looks for pending
         // records between slices, so a request waits for at most one slice.
-        if compaction.is_none() && build.is_none() && doorbell.recv().await.is_none() {
+        let building = table.slots[idx].borrow().core.snapshot_building();
+        if compaction.is_none() && !building && doorbell.recv().await.is_none() {
             break;
         }
-        if write_pending(
-            &table,
-            idx,
-            &mut log,
-            &dir,
-            &log_config,
-            &mut since_snapshot,
-        )
-        .await
-        {
-            // A reload replaced the log (and the coordinator): a pass over the old log and a
-            // snapshot of the old state are void.
+        if write_pending(&table, idx, &mut log, &dir, &log_config).await {
+            // A reload replaced the log (and the coordinator): the core dropped its snapshot
+            // build and compaction state, and a pass over the old log is void.
             compaction = None;
-            rolls_at_last_pass = None;
-            build = None;
-        }
-        if build.is_none() && !writing && since_snapshot >= snapshot_interval {
-            since_snapshot = 0;
-            build = log.next_offset().checked_sub(1).map(SnapshotBuild::new);
         }
         // Nothing is pending now, so the coordinator's state is exactly the durable records:
-        // the moment for a slice of the snapshot (see `snapshot_build` for why slices taken at
-        // different moments still make a correct snapshot).
-        if let Some(b) = build.as_mut() {
-            let started = std::time::Instant::now();
-            let step = b.step(
-                &table.slots[idx].borrow().coordinator,
-                SNAPSHOT_SLICE_RECORDS,
-            );
-            let _ = table
-                .metrics
-                .borrow_mut()
-                .snapshot_slice_us
-                .record((started.elapsed().as_micros() as u64).max(1));
-            match step {
-                Ok(false) => {}
-                Ok(true) => {
-                    let b = build.take().expect("a build");
-                    writing = true;
-                    glommio::spawn_local(write_snapshot(
-                        table.clone(),
-                        idx,
-                        dir.path().to_path_buf(),
-                        b,
-                        written.clone(),
-                    ))
-                    .detach();
-                }
-                Err(e) => {
-                    let partition = table.slots[idx].borrow().partition;
-                    tracing::warn!(partition, error = %e, "snapshot failed; the log still holds everything");
-                    build = None;
-                }
+        // the moment for a slice of the snapshot.
+        let started = std::time::Instant::now();
+        let step = {
+            let mut slot = table.slots[idx].borrow_mut();
+            let step = slot
+                .core
+                .snapshot_slice(log.next_offset(), SNAPSHOT_SLICE_RECORDS);
+            if slot.core.snapshot_building() || !matches!(step, Ok(None)) {
+                let _ = table
+                    .metrics
+                    .borrow_mut()
+                    .snapshot_slice_us
+                    .record((started.elapsed().as_micros() as u64).max(1));
+            }
+            step
+        };
+        match step {
+            Ok(None) => {}
+            Ok(Some(build)) => {
+                glommio::spawn_local(write_snapshot(
+                    table.clone(),
+                    idx,
+                    dir.path().to_path_buf(),
+                    build,
+                    written.clone(),
+                ))
+                .detach();
+            }
+            Err(e) => {
+                tracing::warn!(partition, error = %e, "snapshot failed; the log still holds everything");
             }
         }
         if let Some(c) = compaction.as_mut() {
@@ -598,12 +488,14 @@ async fn log_writer(
                 .borrow_mut()
                 .compaction_slice_us
                 .record((started.elapsed().as_micros() as u64).max(1));
-            let partition = table.slots[idx].borrow().partition;
             match result {
                 Ok(false) => {}
                 Ok(true) => {
                     let st = &c.stats;
-                    tombstone_due = st.next_tombstone_expiry;
+                    table.slots[idx]
+                        .borrow_mut()
+                        .core
+                        .compaction_ended(st.next_tombstone_expiry);
                     {
                         let mut m = table.metrics.borrow_mut();
                         m.compaction_passes += 1;
@@ -627,11 +519,13 @@ async fn log_writer(
                     // The log is whole (a segment is only ever replaced by an atomic rename);
                     // the next roll tries again.
                     tracing::warn!(partition, error = %e, "compaction pass abandoned");
+                    table.slots[idx].borrow_mut().core.compaction_ended(None);
                     compaction = None;
                 }
             }
         }
-        if compaction.is_some() || build.is_some() {
+        let building = table.slots[idx].borrow().core.snapshot_building();
+        if compaction.is_some() || building {
             // Let the shard's requests run before the next slice.
             futures_lite::future::yield_now().await;
         }
@@ -648,25 +542,17 @@ async fn write_pending(
     log: &mut PartitionLog<GlommioDir>,
     dir: &GlommioDir,
     log_config: &LogConfig,
-    since_snapshot: &mut u64,
 ) -> bool {
     let mut reloaded = false;
     loop {
-        let (records, upto) = {
-            let mut slot = table.slots[idx].borrow_mut();
-            if slot.pending.is_empty() {
-                break;
-            }
-            let n = slot.pending.len().min(MAX_RECORDS_PER_BATCH);
-            let records: Vec<Record> = slot.pending.drain(..n).collect();
-            slot.written_seq += n as u64;
-            (records, slot.written_seq)
+        let Some(batch) = table.slots[idx].borrow_mut().core.take_batch() else {
+            break;
         };
         let started = std::time::Instant::now();
         // Where this batch starts: everything before it is durable, so a failed append is
         // undone by cutting the log back to here.
         let end = log.next_offset();
-        let result = match encode_records(&records) {
+        let result = match encode_records(&batch.records) {
             Ok(kv) => {
                 let refs: Vec<(Option<&[u8]>, Option<&[u8]>)> = kv
                     .iter()
@@ -678,24 +564,32 @@ async fn write_pending(
         };
         match result {
             Ok(()) => {
-                *since_snapshot += records.len() as u64;
+                let released = table.slots[idx].borrow_mut().core.batch_durable(batch.upto);
                 {
                     let mut m = table.metrics.borrow_mut();
                     m.fsyncs += 1;
-                    m.records_written += records.len() as u64;
+                    m.records_written += batch.records.len() as u64;
                     let _ = m
                         .fsync_us
                         .record((started.elapsed().as_micros() as u64).max(1));
-                    let _ = m.batch_records.record((records.len() as u64).max(1));
+                    let _ = m.batch_records.record((batch.records.len() as u64).max(1));
+                    for r in &released {
+                        if let Some(since) = r.waited {
+                            let _ = m
+                                .durable_wait_us
+                                .record((since.elapsed().as_micros() as u64).max(1));
+                        }
+                    }
                 }
-                table.mark_durable(idx, upto);
+                table.complete(released);
             }
             Err(e) => {
                 table.metrics.borrow_mut().write_failures += 1;
-                let partition = table.slots[idx].borrow().partition;
+                let partition = table.slots[idx].borrow().core.partition();
                 tracing::error!(partition, error = %e, "write to __consumer_offsets failed; failing waiting requests and reloading the partition");
-                table.fail_pending(idx);
-                *log = reload_until_ok(table, idx, dir, log_config, end).await;
+                let failed = table.slots[idx].borrow_mut().core.batch_failed(end);
+                table.complete(failed);
+                *log = reload_until_ok(table, idx, dir, log_config).await;
                 reloaded = true;
             }
         }
@@ -745,12 +639,10 @@ async fn write_snapshot(
 
 /// After a snapshot file is durable: drop the segments whose records it covers.
 async fn finish_snapshot(
-    table: &Rc<PartitionTable>,
-    idx: usize,
+    partition: i32,
     log: &mut PartitionLog<GlommioDir>,
     done: SnapshotWritten,
 ) {
-    let partition = table.slots[idx].borrow().partition;
     match done {
         Ok((covered, records, slices, millis, removed_snapshots)) => {
             match log.remove_segments_before(covered + 1).await {
@@ -776,16 +668,22 @@ async fn finish_snapshot(
 }
 
 /// Reload a partition after a failed write, retrying while the disk stays unusable. The failed
-/// batch (from offset `end` on) is cut from the log first: it may have reached the file without
+/// batch (from the core's `discard_from` on) is cut from the log first: it may have reached the file without
 /// its fsync.
 async fn reload_until_ok(
     table: &Rc<PartitionTable>,
     idx: usize,
     dir: &GlommioDir,
     log_config: &LogConfig,
-    end: u64,
 ) -> PartitionLog<GlommioDir> {
-    let partition = table.slots[idx].borrow().partition;
+    let (partition, end) = {
+        let slot = table.slots[idx].borrow();
+        let end = slot
+            .core
+            .discard_from()
+            .expect("a failed partition knows what to cut");
+        (slot.core.partition(), end)
+    };
     loop {
         let loaded = match discard_unacknowledged(dir, log_config, end).await {
             Ok(_) => {
@@ -802,9 +700,7 @@ async fn reload_until_ok(
         };
         match loaded {
             Ok((coordinator, log, report, _)) => {
-                let mut slot = table.slots[idx].borrow_mut();
-                slot.coordinator = coordinator;
-                slot.available = true;
+                table.slots[idx].borrow_mut().core.reloaded(coordinator);
                 tracing::info!(
                     partition,
                     records = report.records,

@@ -1,28 +1,24 @@
-//! The simulated broker: per `__consumer_offsets` partition, the real coordinator and the real
-//! segment log on a fault-injecting in-memory disk, with group commit as `partition.rs` does it.
+//! The simulated broker: per `__consumer_offsets` partition, the broker's own sans-IO
+//! partition core ([`PartitionCore`]: the coordinator, group commit, parked replies, failure and
+//! reload, snapshot and compaction scheduling) over the real segment log on a fault-injecting
+//! in-memory disk.
 //!
-//! This mirrors `partition.rs` step for step (that code is tied to glommio tasks and io_uring
-//! files, so it cannot run here): `deliver` parks a response until every record produced before
-//! it is durable, one writer batch is in flight at a time, a failed append fails every waiting
-//! request with NOT_COORDINATOR and reloads the partition from disk, snapshots are taken when
-//! nothing is pending, and loading replays snapshot + log and calls `on_loaded`.
+//! This is the simulator's shell around the core, as `partition.rs` is the broker's: it does the
+//! I/O the core asks for — a writer "task" as two events (take a batch; its write + fsync
+//! completes or fails after a drawn latency), the reload after a failure, snapshot files and
+//! compaction slices — with fake time, and tells the oracle what happened. It decides nothing
+//! the broker's shell does not also leave to the core.
 
 use super::world::{Ev, Reply, ReqMsg, World};
-use crate::group::{
-    failed_response, Coordinator, GroupRequest, GroupResponse, Output, ReqId, RequestContext,
-};
+use crate::group::{Coordinator, GroupRequest, GroupResponse, Output, ReqId, RequestContext};
+use crate::partition_core::{PartitionCore, Phase, Refusal, Released};
 use futures_lite::future::block_on;
-use std::collections::VecDeque;
 use storage::io::MemDir;
 use storage::log::PartitionLog;
 use wire::records::Record;
 
-/// `partition.rs`: Kafka maps a failed coordinator write to NOT_COORDINATOR.
-const WRITE_FAILED: i16 = 16;
 const COORDINATOR_NOT_AVAILABLE: i16 = 15;
 const COORDINATOR_LOAD_IN_PROGRESS: i16 = 14;
-/// `partition::MAX_RECORDS_PER_BATCH`.
-const MAX_RECORDS_PER_BATCH: usize = crate::partition::MAX_RECORDS_PER_BATCH;
 /// The broker's deadline ticker runs every 5 ms.
 const TICK_MS: i64 = 5;
 
@@ -70,21 +66,16 @@ pub(super) struct InFlight {
 pub(super) struct Slot {
     pub partition: i32,
     pub dir: MemDir,
-    pub coordinator: Option<Coordinator>,
+    /// The partition as the broker runs it; `None` while the process is down.
+    pub core: Option<PartitionCore<()>>,
     pub log: Option<PartitionLog<MemDir>>,
     pub snapshot: Option<Snap>,
-    /// False from a failed write until the reload succeeds (requests: COORDINATOR_NOT_AVAILABLE).
-    pub available: bool,
-    /// Requests before this time get COORDINATOR_LOAD_IN_PROGRESS (the partition is loading).
+    /// Requests before this time get COORDINATOR_LOAD_IN_PROGRESS: the listener is open while
+    /// the partition still loads (the broker's core is in `Phase::Loading` then).
     pub loading_until: i64,
-    pub pending: VecDeque<Record>,
-    pub appended_seq: u64,
-    pub written_seq: u64,
-    pub durable_seq: u64,
-    pub parked: VecDeque<(u64, ReqId, GroupResponse)>,
+    /// The batch the writer took, with its records (which a crash may tear).
     pub in_flight: Option<InFlight>,
     pub writer_scheduled: bool,
-    pub since_snapshot: u64,
     pub disk_failing: bool,
     pub tick_at: Option<i64>,
     /// Increments with every load (start, restart, reload): one "uptime" of the coordinator.
@@ -97,14 +88,8 @@ pub(super) struct Slot {
     pub next_d_check: i64,
     /// What the last load's recovery found (for failure messages).
     pub last_report: Option<storage::log::RecoveryReport>,
-    /// After a failed append: the offset its batch started at, which the reload cuts back to.
-    pub discard_from: Option<u64>,
-    /// `log_writer`'s compaction pass under way, and what starts the next one.
+    /// `log_writer`'s compaction pass under way (the core decides when one starts).
     pub compaction: Option<storage::compact::Compaction>,
-    /// `log_writer`'s snapshot build under way (slices at quiescent moments).
-    pub snapshot_build: Option<crate::snapshot_build::SnapshotBuild>,
-    pub rolls_at_last_pass: Option<u64>,
-    pub tombstone_due: Option<i64>,
 }
 
 impl Slot {
@@ -112,19 +97,12 @@ impl Slot {
         Self {
             partition,
             dir: MemDir::new(),
-            coordinator: None,
+            core: None,
             log: None,
             snapshot: None,
-            available: false,
             loading_until: 0,
-            pending: VecDeque::new(),
-            appended_seq: 0,
-            written_seq: 0,
-            durable_seq: 0,
-            parked: VecDeque::new(),
             in_flight: None,
             writer_scheduled: false,
-            since_snapshot: 0,
             disk_failing: false,
             tick_at: None,
             load: 0,
@@ -132,12 +110,41 @@ impl Slot {
             tail: Vec::new(),
             next_d_check: 0,
             last_report: None,
-            discard_from: None,
             compaction: None,
-            snapshot_build: None,
-            rolls_at_last_pass: None,
-            tombstone_due: None,
         }
+    }
+
+    /// The coordinator of a serving partition (none while down, or failed and not reloaded).
+    pub fn coordinator(&self) -> Option<&Coordinator> {
+        self.core
+            .as_ref()
+            .filter(|c| c.phase() == Phase::Serving)
+            .map(|c| c.coordinator())
+    }
+
+    pub fn coordinator_mut(&mut self) -> Option<&mut Coordinator> {
+        self.core
+            .as_mut()
+            .filter(|c| c.phase() == Phase::Serving)
+            .map(|c| c.coordinator_mut())
+    }
+
+    pub fn available(&self) -> bool {
+        self.coordinator().is_some()
+    }
+
+    pub fn pending_len(&self) -> usize {
+        self.core.as_ref().map_or(0, |c| c.pending_len())
+    }
+
+    pub fn parked_len(&self) -> usize {
+        self.core.as_ref().map_or(0, |c| c.parked_len())
+    }
+
+    fn core_mut(&mut self) -> &mut PartitionCore<()> {
+        self.core
+            .as_mut()
+            .expect("a running broker has a core per partition")
     }
 }
 
@@ -239,9 +246,8 @@ impl World {
             .expect("an empty, healthy in-memory disk loads");
         let slot = &mut self.slots[s];
         slot.shadow = c.clone();
-        slot.coordinator = Some(c);
+        slot.core = Some(PartitionCore::recovered(c, 0));
         slot.log = Some(log);
-        slot.available = true;
         slot.load = 1;
         self.schedule_tick(s);
     }
@@ -256,12 +262,15 @@ impl World {
         let ghost = !self.clients[m.client].note_processed(m.corr);
         let s = self.groups[m.group].partition;
         let load = self.slots[s].load;
-        if self.now < self.slots[s].loading_until || !self.slots[s].available {
+        let admitted = match self.slots[s].core_mut().admit() {
+            Ok(()) if self.now < self.slots[s].loading_until => Err(Refusal::Loading),
+            other => other,
+        };
+        if let Err(refusal) = admitted {
             if !ghost {
-                let code = if self.slots[s].available {
-                    COORDINATOR_LOAD_IN_PROGRESS
-                } else {
-                    COORDINATOR_NOT_AVAILABLE
+                let code = match refusal {
+                    Refusal::Loading => COORDINATOR_LOAD_IN_PROGRESS,
+                    Refusal::Unavailable => COORDINATOR_NOT_AVAILABLE,
                 };
                 self.send_reply(m.client, m.corr, Reply::Err(code), load);
             }
@@ -309,13 +318,13 @@ impl World {
             GroupRequest::OffsetFetch { group, .. } => Some(group.clone()),
             _ => None,
         };
+        // The core's `handle` in two steps, so that the oracle sees the output before the
+        // core releases any of it. Deadlines this request set fire at the next tick.
         let mut out = Output::default();
         {
             let c = self.slots[s]
-                .coordinator
-                .as_mut()
+                .coordinator_mut()
                 .expect("an available partition has a coordinator");
-            // Deadlines this request set fire at the next tick (`PartitionTable::execute`).
             c.handle(id, &ctx, m.req, self.now, &mut out);
         }
         self.touched.insert(m.group);
@@ -324,7 +333,7 @@ impl World {
         self.schedule_tick(s);
     }
 
-    /// `PartitionTable::deliver`: records first, then responses, each released only once every
+    /// The core's `deliver`: records first, then responses, each released only once every
     /// record produced before it in this partition is durable.
     pub(super) fn deliver(&mut self, s: usize, mut out: Output) {
         // The coordinator may list replies in hash-set order (members removed together); the
@@ -337,24 +346,14 @@ impl World {
                 self.trace(|| line);
             }
         }
-        let mut ready = Vec::new();
-        {
-            let slot = &mut self.slots[s];
-            if !out.records.is_empty() {
-                slot.appended_seq += out.records.len() as u64;
-                slot.pending.extend(out.records);
-            }
-            for (id, resp) in out.replies {
-                if slot.durable_seq >= slot.appended_seq && slot.parked.is_empty() {
-                    ready.push((id, resp));
-                } else {
-                    slot.parked.push_back((slot.appended_seq, id, resp));
-                }
-            }
-        }
+        let ready = self.slots[s].core_mut().deliver(out, ());
         self.kick_writer(s);
-        for (id, resp) in ready {
-            self.release(s, id, resp);
+        self.release_all(s, ready);
+    }
+
+    fn release_all(&mut self, s: usize, released: Vec<Released<()>>) {
+        for r in released {
+            self.release(s, r.id, r.response);
         }
     }
 
@@ -399,7 +398,7 @@ impl World {
 
     fn kick_writer(&mut self, s: usize) {
         let slot = &mut self.slots[s];
-        if slot.in_flight.is_none() && !slot.writer_scheduled && !slot.pending.is_empty() {
+        if slot.in_flight.is_none() && !slot.writer_scheduled && slot.pending_len() > 0 {
             slot.writer_scheduled = true;
             let inc = self.incarnation;
             // The writer task runs after the current request: records produced at this same
@@ -412,15 +411,12 @@ impl World {
     pub(super) fn writer_start(&mut self, s: usize) {
         let slot = &mut self.slots[s];
         slot.writer_scheduled = false;
-        if slot.in_flight.is_some() || slot.pending.is_empty() || !slot.available {
+        let Some(batch) = slot.core_mut().take_batch() else {
             return;
-        }
-        let n = slot.pending.len().min(MAX_RECORDS_PER_BATCH);
-        let records: Vec<Record> = slot.pending.drain(..n).collect();
-        slot.written_seq += n as u64;
+        };
         slot.in_flight = Some(InFlight {
-            records,
-            upto: slot.written_seq,
+            records: batch.records,
+            upto: batch.upto,
         });
         let mut latency = self.rng.range(0, self.p.fsync_max_ms + 1);
         if self.rng.chance(0.01) {
@@ -455,7 +451,6 @@ impl World {
                 self.stats.batches += 1;
                 self.stats.records += batch.records.len() as u64;
                 let slot = &mut self.slots[s];
-                slot.since_snapshot += batch.records.len() as u64;
                 // Every earlier batch is now something acknowledged responses rely on: a
                 // batch left on disk by a failed append, then this one.
                 for b in std::mem::take(&mut slot.tail) {
@@ -466,8 +461,9 @@ impl World {
                 for r in &batch.records {
                     slot.shadow.replay(r);
                 }
-                self.mark_durable(s, batch.upto);
-                if self.slots[s].pending.is_empty() {
+                let released = self.slots[s].core_mut().batch_durable(batch.upto);
+                self.release_all(s, released);
+                if self.slots[s].pending_len() == 0 {
                     self.maybe_snapshot(s);
                     self.compaction_slice(s);
                 } else {
@@ -477,54 +473,20 @@ impl World {
             Err(e) => {
                 self.stats.failed_writes += 1;
                 self.trace(|| format!("p{s}: append failed ({e}); failing waiting requests"));
-                self.fail_pending(s);
                 // The batch may have reached the file without its fsync: the reload cuts it.
+                let failed = self.slots[s].core_mut().batch_failed(end);
+                self.release_all(s, failed);
                 self.slots[s].tail.push(batch.records);
-                self.slots[s].discard_from = Some(end);
-                self.slots[s].coordinator = None;
                 self.slots[s].log = None;
+                self.slots[s].compaction = None;
                 self.try_reload(s);
             }
         }
     }
 
-    fn mark_durable(&mut self, s: usize, seq: u64) {
-        let mut ready = Vec::new();
-        {
-            let slot = &mut self.slots[s];
-            slot.durable_seq = seq;
-            while slot.parked.front().is_some_and(|(need, _, _)| *need <= seq) {
-                let (_, id, resp) = slot.parked.pop_front().expect("front exists");
-                ready.push((id, resp));
-            }
-        }
-        for (id, resp) in ready {
-            self.release(s, id, resp);
-        }
-    }
-
-    /// `fail_pending`: nothing that waited on the failed write (or came after it) may be
-    /// acknowledged; the partition is unavailable until reloaded.
-    fn fail_pending(&mut self, s: usize) {
-        let failed: Vec<(ReqId, GroupResponse)> = {
-            let slot = &mut self.slots[s];
-            slot.available = false;
-            slot.pending.clear();
-            slot.written_seq = slot.appended_seq;
-            slot.durable_seq = slot.appended_seq;
-            slot.parked
-                .drain(..)
-                .map(|(_, id, resp)| (id, failed_response(&resp, WRITE_FAILED)))
-                .collect()
-        };
-        for (id, resp) in failed {
-            self.release(s, id, resp);
-        }
-    }
-
     /// `reload_until_ok`: reload from disk, retrying every second while it fails.
     pub(super) fn try_reload(&mut self, s: usize) {
-        let cut = match self.slots[s].discard_from {
+        let cut = match self.slots[s].core_mut().discard_from() {
             Some(end) => block_on(crate::partition::discard_unacknowledged(
                 &self.slots[s].dir,
                 &self.p.log_cfg,
@@ -537,13 +499,8 @@ impl World {
             Ok((c, log)) => {
                 self.stats.reloads += 1;
                 self.trace(|| format!("p{s}: reloaded after a failed write"));
-                self.slots[s].coordinator = Some(c);
+                self.slots[s].core_mut().reloaded(c);
                 self.slots[s].log = Some(log);
-                self.slots[s].available = true;
-                self.slots[s].discard_from = None;
-                self.slots[s].compaction = None;
-                self.slots[s].snapshot_build = None;
-                self.slots[s].rolls_at_last_pass = None;
                 self.after_load(s, false);
                 self.schedule_tick(s);
                 self.kick_writer(s);
@@ -559,39 +516,30 @@ impl World {
     /// `log_writer` after its loop: nothing pending, so the coordinator's state is exactly the
     /// log's — the moment to snapshot once enough records have accumulated.
     fn maybe_snapshot(&mut self, s: usize) {
-        let interval = self.p.gcfg.snapshot_interval_records.max(1);
         let budget = self.p.snapshot_slice_records;
         let slot = &mut self.slots[s];
-        if slot.snapshot_build.is_none() && slot.since_snapshot >= interval {
-            slot.since_snapshot = 0;
-            let log = slot.log.as_ref().expect("a writing partition has a log");
-            slot.snapshot_build = log
-                .next_offset()
-                .checked_sub(1)
-                .map(crate::snapshot_build::SnapshotBuild::new);
-        }
-        let Some(b) = slot.snapshot_build.as_mut() else {
+        let log_end = slot
+            .log
+            .as_ref()
+            .expect("a writing partition has a log")
+            .next_offset();
+        // One slice now, if one is due: the core asserts nothing is pending, so the
+        // coordinator's state is durable; requests handled before the next slice change it (the
+        // snapshot is fuzzy, as in the broker).
+        let Some(b) = slot
+            .core_mut()
+            .snapshot_slice(log_end, budget)
+            .expect("snapshot records encode")
+        else {
             return;
         };
-        // One slice now: nothing is pending, so the coordinator's state is durable; requests
-        // handled before the next slice change it (the snapshot is fuzzy, as in the broker).
-        let done = b
-            .step(
-                slot.coordinator
-                    .as_ref()
-                    .expect("a writing partition has a coordinator"),
-                budget,
-            )
-            .expect("snapshot records encode");
-        if !done {
-            return;
-        }
-        let b = slot.snapshot_build.take().expect("a build");
         let covered = b.covered;
+        // Written atomically at once (the broker's file task: tmp + fsync + rename).
         slot.snapshot = Some(Snap {
             offset: covered,
             records: b.into_records(),
         });
+        slot.core_mut().snapshot_written();
         // What the snapshot covers is durable now, whatever the log's fsyncs did.
         for b in std::mem::take(&mut slot.tail) {
             for r in &b {
@@ -605,30 +553,30 @@ impl World {
         self.trace(|| format!("p{s}: snapshot at offset {covered}"));
     }
 
-    /// `log_writer`'s compaction: a pass starts after a roll (or when a kept tombstone has
-    /// expired) and advances one slice whenever the writer has nothing pending.
+    /// `log_writer`'s compaction: a pass starts when the core says one is due (after a roll,
+    /// or when a kept tombstone has expired) and advances one slice whenever the writer has
+    /// nothing pending.
     fn compaction_slice(&mut self, s: usize) {
         let now = self.now;
         let retention = self.p.gcfg.delete_retention_ms;
+        let slice_bytes = self.p.compaction_slice_bytes;
         let slot = &mut self.slots[s];
         let snapshot = slot.snapshot.as_ref().map(|x| x.offset);
         let Some(log) = slot.log.as_mut() else {
             return;
         };
-        if slot.compaction.is_none()
-            && (slot.rolls_at_last_pass != Some(log.rolls())
-                || slot.tombstone_due.is_some_and(|t| t <= now))
-        {
-            slot.rolls_at_last_pass = Some(log.rolls());
-            slot.tombstone_due = None;
+        let core = slot.core.as_mut().expect("a writing partition has a core");
+        let rolls = log.rolls();
+        if core.compaction_due(rolls, now) {
             slot.compaction = log.start_compaction(
                 storage::compact::CompactConfig {
                     delete_retention_ms: retention,
-                    slice_bytes: self.p.compaction_slice_bytes,
+                    slice_bytes,
                 },
                 now,
                 snapshot,
             );
+            core.compaction_started(rolls, slot.compaction.is_some());
         }
         let Some(c) = slot.compaction.as_mut() else {
             return;
@@ -636,13 +584,14 @@ impl World {
         match block_on(log.compact_slice(c)) {
             Ok(false) => {}
             Ok(true) => {
-                slot.tombstone_due = c.stats.next_tombstone_expiry;
+                core.compaction_ended(c.stats.next_tombstone_expiry);
                 let st = c.stats.clone();
                 slot.compaction = None;
                 self.stats.compactions += 1;
                 self.trace(|| format!("p{s}: compaction pass done: {st:?}"));
             }
             Err(e) => {
+                core.compaction_ended(None);
                 slot.compaction = None;
                 self.trace(|| format!("p{s}: compaction pass abandoned ({e})"));
             }
@@ -650,11 +599,7 @@ impl World {
     }
 
     pub(super) fn schedule_tick(&mut self, s: usize) {
-        let Some(d) = self.slots[s]
-            .coordinator
-            .as_ref()
-            .and_then(|c| c.next_deadline())
-        else {
+        let Some(d) = self.slots[s].core.as_ref().and_then(|c| c.next_deadline()) else {
             return;
         };
         let at = ceil_tick(d.max(self.now + 1));
@@ -672,17 +617,18 @@ impl World {
         }
         self.slots[s].tick_at = None;
         let slot = &mut self.slots[s];
-        if !slot.available || self.now < slot.loading_until {
+        if !slot.available() || self.now < slot.loading_until {
             let inc = self.incarnation;
-            if slot.available {
+            if slot.available() {
                 let at = ceil_tick(slot.loading_until);
                 slot.tick_at = Some(at);
                 self.push(at, Ev::Tick { p: s, inc });
             }
             return;
         }
+        // The core's `tick` in two steps, as for requests: the oracle sees the output first.
         let mut out = Output::default();
-        if let Some(c) = slot.coordinator.as_mut() {
+        if let Some(c) = slot.coordinator_mut() {
             if c.next_deadline().is_some_and(|d| d <= self.now) {
                 c.tick(self.now, &mut out);
             }
@@ -692,7 +638,11 @@ impl World {
         self.after_handle(s, 0, None, &out);
         self.deliver(s, out);
         // A snapshot build also advances while the partition is idle, as the writer does.
-        if self.slots[s].snapshot_build.is_some() && self.quiescent(s) {
+        let building = self.slots[s]
+            .core
+            .as_ref()
+            .is_some_and(|c| c.snapshot_building());
+        if building && self.quiescent(s) {
             self.maybe_snapshot(s);
         }
         self.schedule_tick(s);
@@ -736,8 +686,6 @@ impl World {
                 }
             }
             self.slots[s].compaction = None;
-            self.slots[s].snapshot_build = None;
-            self.slots[s].rolls_at_last_pass = None;
             if let Some(batch) = self.slots[s].in_flight.take() {
                 // The append was under way: cut it after a random number of its operations.
                 let ops = self.rng.below(6);
@@ -757,19 +705,12 @@ impl World {
             });
             self.rng = rng;
             let slot = &mut self.slots[s];
-            slot.coordinator = None;
+            // The process is gone, and the core with it.
+            slot.core = None;
             slot.log = None;
-            slot.available = false;
-            slot.pending.clear();
-            slot.parked.clear();
             slot.writer_scheduled = false;
             slot.disk_failing = false;
             slot.tick_at = None;
-            slot.appended_seq = 0;
-            slot.written_seq = 0;
-            slot.durable_seq = 0;
-            slot.since_snapshot = 0;
-            slot.discard_from = None;
         }
         // Responses that were waiting die with the process.
         self.routes.clear();
@@ -790,17 +731,13 @@ impl World {
         for s in 0..self.slots.len() {
             match self.load_partition(s) {
                 Ok((c, log)) => {
-                    self.slots[s].coordinator = Some(c);
-                    self.slots[s].log = Some(log);
-                    self.slots[s].available = true;
-                    self.slots[s].loading_until = self.now + self.rng.range(0, 300);
-                    // `log_writer` starts counting toward the next snapshot from the log's end.
+                    // As `PartitionTable::open_logs`: the count toward the next snapshot starts
+                    // from the records after the newest one.
                     let covered = self.slots[s].snapshot.as_ref().map_or(0, |x| x.offset + 1);
-                    self.slots[s].since_snapshot = self.slots[s]
-                        .log
-                        .as_ref()
-                        .map_or(0, |l| l.next_offset())
-                        .saturating_sub(covered);
+                    let since_snapshot = log.next_offset().saturating_sub(covered);
+                    self.slots[s].core = Some(PartitionCore::recovered(c, since_snapshot));
+                    self.slots[s].log = Some(log);
+                    self.slots[s].loading_until = self.now + self.rng.range(0, 300);
                     self.after_load(s, true);
                     self.schedule_tick(s);
                 }
@@ -819,9 +756,7 @@ impl World {
     pub(super) fn quiescent(&self, s: usize) -> bool {
         let slot = &self.slots[s];
         self.broker_up
-            && slot.available
-            && slot.coordinator.is_some()
-            && slot.pending.is_empty()
+            && slot.core.as_ref().is_some_and(|c| c.quiescent())
             && slot.in_flight.is_none()
             && !slot.writer_scheduled
             && !slot.disk_failing

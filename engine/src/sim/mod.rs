@@ -7,16 +7,16 @@
 //! crashes, torn writes, failed fsyncs and a misbehaving network meet thousands of members.
 //!
 //! What it models (see `world.rs` for the event loop):
-//! - **Broker**: N partitions, each with a coordinator, a `PartitionLog<MemDir>` and group commit
-//!   exactly as `partition.rs` does it: records join a pending list, one writer batch at a time
-//!   (one write + one fsync through `PartitionLog::append`), a response is released only once
-//!   every record produced before it in its partition is durable, a failed append fails every
-//!   waiting request with NOT_COORDINATOR and reloads the partition from disk (retrying every
-//!   second while the disk stays broken, after cutting the failed batch with
-//!   [`crate::partition::discard_unacknowledged`]), snapshots every `snapshot_interval_records`
-//!   at a moment when nothing is pending (dropping the segments they cover), and a restart
-//!   replays snapshot + log and calls `on_loaded`. Deadlines fire from a 5 ms ticker, and right
-//!   after a request.
+//! - **Broker**: N partitions, each the broker's own sans-IO partition core
+//!   ([`crate::partition_core::PartitionCore`]: the coordinator, group commit, parked replies,
+//!   failure and reload, snapshot and compaction scheduling) over a `PartitionLog<MemDir>`. The
+//!   simulator's shell (`broker.rs`) does only the I/O the core asks for, as `partition.rs` does
+//!   in the broker: one writer batch at a time (one write + one fsync through
+//!   `PartitionLog::append`), the reload after a failed append (retrying every second while the
+//!   disk stays broken, after cutting the failed batch with
+//!   [`crate::partition::discard_unacknowledged`]), snapshot files (dropping the segments they
+//!   cover) and compaction slices; a restart replays snapshot + log and calls `on_loaded`.
+//!   Deadlines fire from a 5 ms ticker.
 //! - **Disk**: `MemDir::fail_after(n)` (a failing disk, healed later), and power loss:
 //!   `MemDir::crash` keeps a random torn prefix of unsynced bytes, including a batch whose append
 //!   was cut after any of its I/O operations.

@@ -294,7 +294,7 @@ impl World {
     /// are there.
     pub(super) fn after_load(&mut self, s: usize, after_crash: bool) {
         self.slots[s].load += 1;
-        let loaded = projection(self.slots[s].coordinator.as_ref().expect("just loaded"));
+        let loaded = projection(self.slots[s].coordinator().expect("just loaded"));
         // (d) Which prefix of the unacknowledged tail did the disk keep?
         let mut base = self.slots[s].shadow.clone();
         let tail = std::mem::take(&mut self.slots[s].tail);
@@ -325,7 +325,7 @@ impl World {
         if after_crash {
             // After a crash the disk holds only durable bytes: the loaded state is the new
             // acknowledged base.
-            self.slots[s].shadow = self.slots[s].coordinator.clone().expect("loaded");
+            self.slots[s].shadow = self.slots[s].coordinator().cloned().expect("loaded");
         } else if kept > 0 {
             // The failed batch reached the file without its fsync: serving it would answer
             // clients from state a power loss can still take back.
@@ -347,7 +347,7 @@ impl World {
 
     /// (b) after a load: nothing acknowledged went back.
     fn check_load_epochs(&mut self, s: usize) {
-        let c = self.slots[s].coordinator.as_ref().expect("loaded");
+        let c = self.slots[s].coordinator().expect("loaded");
         let mut failures = Vec::new();
         for (g, spec) in self.groups.iter().enumerate() {
             if spec.partition != s {
@@ -419,7 +419,7 @@ impl World {
                 topics: self.topics.clone(),
             };
             let mut out = Output::default();
-            let c = self.slots[s].coordinator.as_mut().expect("loaded");
+            let c = self.slots[s].coordinator_mut().expect("loaded");
             c.handle(
                 u64::MAX,
                 &ctx,
@@ -529,7 +529,7 @@ impl World {
         }
         let s = self.groups[g].partition;
         let load = self.slots[s].load;
-        let Some(c) = self.slots[s].coordinator.as_ref() else {
+        let Some(c) = self.slots[s].coordinator() else {
             return;
         };
         let name = &self.groups[g].name;
@@ -716,7 +716,7 @@ impl World {
                 return self.fail(format!("(d) partition {s}: replaying the disk failed: {e}"))
             }
         };
-        let live = self.slots[s].coordinator.as_ref().expect("quiescent");
+        let live = self.slots[s].coordinator().expect("quiescent");
         self.stats.checks += 3;
         if let Some(t) = truncated {
             return self.fail(format!(
@@ -799,13 +799,13 @@ impl World {
             return self.fail("(e) the broker is still down after the settle phase".into());
         }
         for s in 0..self.slots.len() {
-            if !self.quiescent(s) || !self.slots[s].parked.is_empty() {
+            if !self.quiescent(s) || !(self.slots[s].parked_len() == 0) {
                 return self.fail(format!(
                     "(e) partition {s} is not quiet after the settle phase (available {}, \
                      pending {}, parked {})",
-                    self.slots[s].available,
-                    self.slots[s].pending.len(),
-                    self.slots[s].parked.len()
+                    self.slots[s].available(),
+                    self.slots[s].pending_len(),
+                    self.slots[s].parked_len()
                 ));
             }
         }
@@ -822,8 +822,7 @@ impl World {
     pub(super) fn converged(&self, g: usize) -> Result<(), String> {
         let spec = &self.groups[g];
         let c = self.slots[spec.partition]
-            .coordinator
-            .as_ref()
+            .coordinator()
             .expect("quiescent partitions have coordinators");
         let live: Vec<usize> = spec
             .clients

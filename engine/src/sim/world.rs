@@ -526,7 +526,7 @@ impl World {
 
     /// Whether the settle phase can end: partitions quiet and every group converged.
     fn converged_now(&self) -> bool {
-        (0..self.slots.len()).all(|s| self.quiescent(s) && self.slots[s].parked.is_empty())
+        (0..self.slots.len()).all(|s| self.quiescent(s) && (self.slots[s].parked_len() == 0))
             && (0..self.groups.len()).all(|g| self.converged(g).is_ok())
     }
 

@@ -1,0 +1,710 @@
+//! The sans-IO core of one `__consumer_offsets` partition: its coordinator and the durability
+//! protocol around it.
+//!
+//! Owns: the records produced but not yet written, the three sequence numbers (produced,
+//! handed to the writer, durable), the replies parked behind records that are not yet durable,
+//! the single batch in flight, what a failed write leaves behind (the partition is unavailable
+//! until reloaded, and the offset its batch started at is cut first), and when a snapshot slice
+//! or a compaction pass may run.
+//!
+//! Must not: touch a file, a socket, a task or a clock. The broker's glommio shell
+//! (`partition.rs`: a log writer task per partition on io_uring files) and the simulator's
+//! shell (`sim/broker.rs`: fake time, a fault-injecting in-memory disk) drive this same type, so
+//! what the simulator checks is the code users run — the shells only do the I/O the core asks
+//! for and report back. The design follows TigerBeetle's replica, which is generic over its
+//! storage and time (`tigerbeetle/src/vsr/replica.zig`).
+//!
+//! The protocol, from the shell's side:
+//! 1. [`PartitionCore::handle`] (or [`PartitionCore::tick`]) runs the coordinator and returns
+//!    the replies that may leave now; records it produced wait in the core.
+//! 2. The writer calls [`PartitionCore::take_batch`], writes and syncs the batch, then reports
+//!    [`PartitionCore::batch_durable`] (which releases what waited for it) or
+//!    [`PartitionCore::batch_failed`] (which fails every waiting request with NOT_COORDINATOR, as
+//!    Kafka answers a failed coordinator write, and makes the partition unavailable).
+//! 3. After a failure the shell cuts the log back to [`PartitionCore::discard_from`], reloads,
+//!    and hands the new coordinator to [`PartitionCore::reloaded`].
+//! 4. Between batches, [`PartitionCore::snapshot_slice`] and the compaction calls say when the
+//!    background work may advance.
+
+use crate::group::{
+    failed_response, Coordinator, GroupRequest, GroupResponse, Output, ReqId, RequestContext,
+};
+use crate::snapshot_build::SnapshotBuild;
+use std::collections::VecDeque;
+use wire::records::Record;
+
+/// Largest number of records written as one batch; more waiting records form the next batch.
+pub const MAX_RECORDS_PER_BATCH: usize = 4096;
+
+/// Kafka maps a failed coordinator write (KAFKA_STORAGE_ERROR) to NOT_COORDINATOR: the client
+/// looks the coordinator up again and retries.
+const WRITE_FAILED: i16 = 16;
+
+/// Where a partition is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Its log is being replayed: requests get COORDINATOR_LOAD_IN_PROGRESS.
+    Loading,
+    /// Serving requests.
+    Serving,
+    /// A write failed and the partition waits to be reloaded from disk: requests get
+    /// COORDINATOR_NOT_AVAILABLE.
+    Failed,
+}
+
+/// Why a request cannot be handled now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    Loading,
+    Unavailable,
+}
+
+/// Records handed to the writer: everything up to sequence `upto` once written.
+#[derive(Debug)]
+pub struct Batch {
+    pub records: Vec<Record>,
+    pub upto: u64,
+}
+
+/// A reply that may leave the broker. `waited` is the tag the shell gave when the reply was
+/// parked (the broker's shell passes an `Instant`, to measure the durability wait); `None` for
+/// a reply that never waited.
+#[derive(Debug)]
+pub struct Released<T> {
+    pub id: ReqId,
+    pub response: GroupResponse,
+    pub waited: Option<T>,
+}
+
+#[derive(Debug)]
+struct Parked<T> {
+    /// The sequence that must be durable before the reply may leave.
+    needs: u64,
+    id: ReqId,
+    response: GroupResponse,
+    tag: T,
+}
+
+/// One partition's coordinator and durability state. `T` tags parked replies (see
+/// [`Released`]).
+pub struct PartitionCore<T> {
+    partition: i32,
+    coordinator: Coordinator,
+    phase: Phase,
+    /// Records produced but not yet handed to the writer, in order.
+    pending: VecDeque<Record>,
+    /// Sequence numbers of records: produced so far, handed to the writer, durable.
+    /// Invariant: durable <= written <= appended.
+    appended_seq: u64,
+    written_seq: u64,
+    durable_seq: u64,
+    /// The batch the writer holds (its `upto`): at most one at a time.
+    in_flight: Option<u64>,
+    /// Replies waiting for the records before them, in order of `needs`.
+    parked: VecDeque<Parked<T>>,
+    /// After a failed write: the log offset its batch started at, which the reload cuts back to.
+    discard_from: Option<u64>,
+    snapshot_interval: u64,
+    /// Records made durable since the last snapshot started.
+    since_snapshot: u64,
+    build: Option<SnapshotBuild>,
+    /// A finished build is being written to its file by the shell.
+    snapshot_writing: bool,
+    compacting: bool,
+    /// The log's roll count when the last pass started (`None`: check the segments found).
+    rolls_at_last_pass: Option<u64>,
+    /// When a tombstone kept by the last pass expires, which starts the next one.
+    tombstone_due: Option<i64>,
+    ops_served: u64,
+}
+
+impl<T: Clone> PartitionCore<T> {
+    /// A partition serving `coordinator`, with nothing written yet.
+    pub fn new(coordinator: Coordinator) -> Self {
+        let snapshot_interval = coordinator.config.snapshot_interval_records.max(1);
+        Self {
+            partition: coordinator.partition,
+            coordinator,
+            phase: Phase::Serving,
+            pending: VecDeque::new(),
+            appended_seq: 0,
+            written_seq: 0,
+            durable_seq: 0,
+            in_flight: None,
+            parked: VecDeque::new(),
+            discard_from: None,
+            snapshot_interval,
+            since_snapshot: 0,
+            build: None,
+            snapshot_writing: false,
+            compacting: false,
+            rolls_at_last_pass: None,
+            tombstone_due: None,
+            ops_served: 0,
+        }
+    }
+
+    /// A partition just loaded from its log into `coordinator`, serving; `since_snapshot`
+    /// records lie after the newest snapshot.
+    pub fn recovered(coordinator: Coordinator, since_snapshot: u64) -> Self {
+        let mut core = Self::new(coordinator);
+        core.since_snapshot = since_snapshot;
+        core
+    }
+
+    pub fn partition(&self) -> i32 {
+        self.partition
+    }
+
+    pub fn phase(&self) -> Phase {
+        self.phase
+    }
+
+    pub fn coordinator(&self) -> &Coordinator {
+        &self.coordinator
+    }
+
+    /// For checks that run requests of their own against the live state (the simulator's
+    /// oracle) and for [`PartitionCore::deliver`]'s callers that run the coordinator themselves.
+    pub fn coordinator_mut(&mut self) -> &mut Coordinator {
+        &mut self.coordinator
+    }
+
+    pub fn ops_served(&self) -> u64 {
+        self.ops_served
+    }
+
+    /// Count an operation that did not reach the coordinator (a status probe).
+    pub fn count_op(&mut self) -> u64 {
+        self.ops_served += 1;
+        self.ops_served
+    }
+
+    /// Records produced so far (written or not).
+    pub fn records_appended(&self) -> u64 {
+        self.appended_seq
+    }
+
+    pub fn pending_len(&self) -> usize {
+        self.pending.len()
+    }
+
+    pub fn parked_len(&self) -> usize {
+        self.parked.len()
+    }
+
+    pub fn has_pending(&self) -> bool {
+        !self.pending.is_empty()
+    }
+
+    pub fn batch_in_flight(&self) -> bool {
+        self.in_flight.is_some()
+    }
+
+    /// Serving with nothing pending or in flight: the coordinator's state is exactly what is
+    /// durable.
+    pub fn quiescent(&self) -> bool {
+        self.phase == Phase::Serving && self.pending.is_empty() && self.in_flight.is_none()
+    }
+
+    /// Whether a request may run now.
+    pub fn admit(&self) -> Result<(), Refusal> {
+        match self.phase {
+            Phase::Serving => Ok(()),
+            Phase::Loading => Err(Refusal::Loading),
+            Phase::Failed => Err(Refusal::Unavailable),
+        }
+    }
+
+    /// Run one request: the coordinator handles it at `now`, and the replies that may leave
+    /// now are returned. Deadlines it set fire at the shell's next tick, after requests that
+    /// arrived meanwhile, as Kafka's timers run as events queued behind the requests already
+    /// waiting: two members that join together land in one generation.
+    pub fn handle(
+        &mut self,
+        id: ReqId,
+        ctx: &RequestContext,
+        req: GroupRequest,
+        now: i64,
+        tag: T,
+    ) -> Vec<Released<T>> {
+        assert_eq!(
+            self.phase,
+            Phase::Serving,
+            "requests run only on a serving partition"
+        );
+        self.ops_served += 1;
+        let mut out = Output::default();
+        self.coordinator.handle(id, ctx, req, now, &mut out);
+        self.deliver(out, tag)
+    }
+
+    /// Fire the deadlines due at `now` (nothing unless serving).
+    pub fn tick(&mut self, now: i64, tag: T) -> Vec<Released<T>> {
+        if self.phase != Phase::Serving || !self.next_deadline().is_some_and(|d| d <= now) {
+            return Vec::new();
+        }
+        let mut out = Output::default();
+        self.coordinator.tick(now, &mut out);
+        self.deliver(out, tag)
+    }
+
+    /// The coordinator's next deadline, while serving.
+    pub fn next_deadline(&self) -> Option<i64> {
+        match self.phase {
+            Phase::Serving => self.coordinator.next_deadline(),
+            _ => None,
+        }
+    }
+
+    /// Records first, then replies. A reply leaves only once every record produced before it in
+    /// this partition is durable — its own, and any earlier one its answer may depend on; a
+    /// request that changed nothing in a quiet partition is answered at once.
+    pub fn deliver(&mut self, out: Output, tag: T) -> Vec<Released<T>> {
+        assert_eq!(
+            self.phase,
+            Phase::Serving,
+            "only a serving partition produces output"
+        );
+        if !out.records.is_empty() {
+            self.appended_seq += out.records.len() as u64;
+            self.pending.extend(out.records);
+        }
+        let mut ready = Vec::new();
+        for (id, response) in out.replies {
+            if self.durable_seq == self.appended_seq && self.parked.is_empty() {
+                ready.push(Released {
+                    id,
+                    response,
+                    waited: None,
+                });
+            } else {
+                self.parked.push_back(Parked {
+                    needs: self.appended_seq,
+                    id,
+                    response,
+                    tag: tag.clone(),
+                });
+            }
+        }
+        self.check();
+        ready
+    }
+
+    /// The writer takes the next batch (up to [`MAX_RECORDS_PER_BATCH`] records), if there is
+    /// one and none is in flight.
+    pub fn take_batch(&mut self) -> Option<Batch> {
+        if self.phase != Phase::Serving || self.in_flight.is_some() || self.pending.is_empty() {
+            return None;
+        }
+        let n = self.pending.len().min(MAX_RECORDS_PER_BATCH);
+        let records: Vec<Record> = self.pending.drain(..n).collect();
+        self.written_seq += n as u64;
+        self.in_flight = Some(self.written_seq);
+        self.check();
+        Some(Batch {
+            records,
+            upto: self.written_seq,
+        })
+    }
+
+    /// The batch up to `upto` is durable: release every reply that waited for it.
+    pub fn batch_durable(&mut self, upto: u64) -> Vec<Released<T>> {
+        assert_eq!(
+            self.in_flight.take(),
+            Some(upto),
+            "partition {}: only the batch in flight becomes durable",
+            self.partition
+        );
+        assert!(
+            upto > self.durable_seq,
+            "the durable sequence only moves forward"
+        );
+        self.since_snapshot += upto - self.durable_seq;
+        self.durable_seq = upto;
+        let mut ready = Vec::new();
+        while self.parked.front().is_some_and(|p| p.needs <= upto) {
+            let p = self.parked.pop_front().expect("front exists");
+            ready.push(Released {
+                id: p.id,
+                response: p.response,
+                waited: Some(p.tag),
+            });
+        }
+        self.check();
+        ready
+    }
+
+    /// The batch in flight failed (its first record would have been at log offset
+    /// `batch_start`): nothing that waited on it, or came after it, may be acknowledged. Every
+    /// parked reply becomes NOT_COORDINATOR, pending records are dropped, and the partition is
+    /// unavailable until [`PartitionCore::reloaded`].
+    pub fn batch_failed(&mut self, batch_start: u64) -> Vec<Released<T>> {
+        assert!(
+            self.in_flight.take().is_some(),
+            "partition {}: a failure is reported for the batch in flight",
+            self.partition
+        );
+        self.phase = Phase::Failed;
+        self.discard_from = Some(batch_start);
+        self.pending.clear();
+        self.written_seq = self.appended_seq;
+        self.durable_seq = self.appended_seq;
+        // A pass over the old log and a snapshot of the old state are void after the reload.
+        self.build = None;
+        self.compacting = false;
+        self.rolls_at_last_pass = None;
+        let failed = self
+            .parked
+            .drain(..)
+            .map(|p| Released {
+                id: p.id,
+                response: failed_response(&p.response, WRITE_FAILED),
+                waited: Some(p.tag),
+            })
+            .collect();
+        self.check();
+        failed
+    }
+
+    /// After a failed write: where the reload must cut the log before replaying it (the failed
+    /// batch may have reached the file without its fsync).
+    pub fn discard_from(&self) -> Option<u64> {
+        self.discard_from
+    }
+
+    /// The shell reloaded the partition from disk after a failed write.
+    pub fn reloaded(&mut self, coordinator: Coordinator) {
+        assert_eq!(
+            self.phase,
+            Phase::Failed,
+            "only a failed partition is reloaded"
+        );
+        assert!(self.parked.is_empty() && self.pending.is_empty());
+        self.coordinator = coordinator;
+        self.phase = Phase::Serving;
+        self.discard_from = None;
+    }
+
+    /// Requests arriving before the log is replayed get COORDINATOR_LOAD_IN_PROGRESS.
+    pub fn begin_loading(&mut self) {
+        assert!(
+            self.quiescent() && self.parked.is_empty(),
+            "only an idle partition starts loading"
+        );
+        self.phase = Phase::Loading;
+    }
+
+    /// The log was replayed into `coordinator`; `since_snapshot` records lie after the newest
+    /// snapshot.
+    pub fn loaded(&mut self, coordinator: Coordinator, since_snapshot: u64) {
+        assert_eq!(
+            self.phase,
+            Phase::Loading,
+            "only a loading partition finishes loading"
+        );
+        self.coordinator = coordinator;
+        self.since_snapshot = since_snapshot;
+        self.phase = Phase::Serving;
+    }
+
+    /// Advance the snapshot by one slice of at most `budget` records, starting a build first if
+    /// enough records were made durable since the last one. `log_end` is the log's next offset:
+    /// a new build covers everything before it. Only while quiescent: then the coordinator's
+    /// state is exactly the durable records (see `snapshot_build` for why slices taken at
+    /// different quiescent moments still make a correct snapshot). Returns a finished build,
+    /// which the shell writes and then reports with [`PartitionCore::snapshot_written`].
+    pub fn snapshot_slice(
+        &mut self,
+        log_end: u64,
+        budget: usize,
+    ) -> anyhow::Result<Option<SnapshotBuild>> {
+        assert!(
+            self.quiescent(),
+            "partition {}: a snapshot slice runs only when every record is durable",
+            self.partition
+        );
+        if self.build.is_none()
+            && !self.snapshot_writing
+            && self.since_snapshot >= self.snapshot_interval
+        {
+            self.since_snapshot = 0;
+            self.build = log_end.checked_sub(1).map(SnapshotBuild::new);
+        }
+        let Some(b) = self.build.as_mut() else {
+            return Ok(None);
+        };
+        assert!(
+            b.covered < log_end,
+            "a snapshot covers only written records"
+        );
+        match b.step(&self.coordinator, budget) {
+            Ok(false) => Ok(None),
+            Ok(true) => {
+                self.snapshot_writing = true;
+                Ok(self.build.take())
+            }
+            Err(e) => {
+                self.build = None;
+                Err(e)
+            }
+        }
+    }
+
+    /// A snapshot build is under way (the writer keeps slicing instead of sleeping).
+    pub fn snapshot_building(&self) -> bool {
+        self.build.is_some()
+    }
+
+    /// The shell finished writing a snapshot file (or gave up on it).
+    pub fn snapshot_written(&mut self) {
+        self.snapshot_writing = false;
+    }
+
+    /// Whether a compaction pass should start: none is running, and the log rolled a segment
+    /// since the last pass started (a closed segment is new) or a tombstone the last pass kept
+    /// has expired.
+    pub fn compaction_due(&self, rolls: u64, now: i64) -> bool {
+        self.phase == Phase::Serving
+            && !self.compacting
+            && (self.rolls_at_last_pass != Some(rolls)
+                || self.tombstone_due.is_some_and(|t| t <= now))
+    }
+
+    /// A pass was considered at roll count `rolls`; `running` says whether the log found work.
+    pub fn compaction_started(&mut self, rolls: u64, running: bool) {
+        self.rolls_at_last_pass = Some(rolls);
+        self.tombstone_due = None;
+        self.compacting = running;
+    }
+
+    /// The pass ended: completed, with the expiry of the earliest tombstone it kept, or
+    /// abandoned (`None`; the next roll tries again).
+    pub fn compaction_ended(&mut self, next_tombstone_expiry: Option<i64>) {
+        assert!(
+            self.compacting,
+            "a pass ends only if one started ({})",
+            self.partition
+        );
+        self.compacting = false;
+        self.tombstone_due = next_tombstone_expiry;
+    }
+
+    pub fn compacting(&self) -> bool {
+        self.compacting
+    }
+
+    /// The invariants that hold between any two calls.
+    fn check(&self) {
+        assert!(
+            self.durable_seq <= self.written_seq && self.written_seq <= self.appended_seq,
+            "partition {}: durable {} <= written {} <= appended {}",
+            self.partition,
+            self.durable_seq,
+            self.written_seq,
+            self.appended_seq
+        );
+        assert_eq!(
+            self.appended_seq - self.written_seq,
+            self.pending.len() as u64,
+            "every record produced and not taken is pending"
+        );
+        assert_eq!(
+            self.in_flight.is_some(),
+            self.written_seq > self.durable_seq,
+            "records are taken and not durable exactly while a batch is in flight"
+        );
+        // A parked reply waits for records that are not durable yet; replies wait in order.
+        if let Some(p) = self.parked.front() {
+            assert!(
+                p.needs > self.durable_seq,
+                "a reply parked behind durable records"
+            );
+        }
+        if let Some(p) = self.parked.back() {
+            assert!(p.needs <= self.appended_seq);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::group::GroupConfig;
+
+    fn core() -> PartitionCore<u32> {
+        let mut c = Coordinator::new(0, GroupConfig::default());
+        c.start(0);
+        PartitionCore::new(c)
+    }
+
+    /// A context whose topic registry knows topic "t" (commits to unknown topics are refused).
+    fn ctx() -> RequestContext {
+        use std::sync::OnceLock;
+        static TOPICS: OnceLock<std::sync::Arc<crate::topics::TopicsSnapshot>> = OnceLock::new();
+        let topics = TOPICS.get_or_init(|| {
+            let dir = std::env::temp_dir().join(format!("rl-core-{}", std::process::id()));
+            std::fs::create_dir_all(&dir).expect("a temp dir");
+            let reg = crate::topics::TopicRegistry::open(&dir, 50).expect("a registry");
+            reg.create("t", 1, Default::default()).expect("topic t");
+            let snap = reg.snapshot();
+            let _ = std::fs::remove_dir_all(&dir);
+            snap
+        });
+        RequestContext {
+            topics: topics.clone(),
+            ..Default::default()
+        }
+    }
+
+    fn commit(group: &str) -> GroupRequest {
+        use kafka_protocol::messages::offset_commit_request as oc;
+        use kafka_protocol::messages::TopicName;
+        let mut t = oc::OffsetCommitRequestTopic::default();
+        t.name = TopicName(kafka_protocol::protocol::StrBytes::from_static_str("t"));
+        let mut p = oc::OffsetCommitRequestPartition::default();
+        p.committed_offset = 5;
+        t.partitions.push(p);
+        let mut r = kafka_protocol::messages::OffsetCommitRequest::default();
+        r.group_id = kafka_protocol::messages::GroupId(
+            kafka_protocol::protocol::StrBytes::from_string(group.into()),
+        );
+        r.generation_id_or_member_epoch = -1;
+        r.topics.push(t);
+        GroupRequest::OffsetCommit(r)
+    }
+
+    #[test]
+    fn a_reply_leaves_only_once_its_records_and_all_before_them_are_durable() {
+        let mut c = core();
+        assert!(c.handle(1, &ctx(), commit("a"), 0, 1).is_empty());
+        assert!(c.has_pending());
+        let first = c.take_batch().expect("a batch");
+        assert!(c.take_batch().is_none(), "one batch in flight at a time");
+        // A read-only request after a pending write waits behind it.
+        let describe = GroupRequest::Describe { group: "a".into() };
+        assert!(c.handle(2, &ctx(), describe, 0, 2).is_empty());
+        assert!(c.handle(3, &ctx(), commit("b"), 0, 3).is_empty());
+        let released: Vec<_> = c
+            .batch_durable(first.upto)
+            .into_iter()
+            .map(|r| r.id)
+            .collect();
+        assert_eq!(
+            released,
+            [1, 2],
+            "the second commit's record is not durable yet"
+        );
+        let second = c.take_batch().expect("the second commit");
+        let released: Vec<_> = c
+            .batch_durable(second.upto)
+            .into_iter()
+            .map(|r| r.id)
+            .collect();
+        assert_eq!(released, [3]);
+        // Quiet again: a read answers at once.
+        let describe = GroupRequest::Describe { group: "a".into() };
+        let now: Vec<_> = c
+            .handle(4, &ctx(), describe, 0, 4)
+            .into_iter()
+            .map(|r| r.id)
+            .collect();
+        assert_eq!(now, [4]);
+        assert!(c.quiescent());
+    }
+
+    #[test]
+    fn a_failed_batch_fails_every_waiting_reply_and_needs_a_reload() {
+        let mut c = core();
+        c.handle(1, &ctx(), commit("a"), 0, 1);
+        let batch = c.take_batch().expect("a batch");
+        c.handle(2, &ctx(), commit("b"), 0, 2);
+        let failed = c.batch_failed(17);
+        assert_eq!(failed.len(), 2);
+        for r in &failed {
+            let GroupResponse::OffsetCommit(resp) = &r.response else {
+                panic!("a commit fails as a commit: {:?}", r.response);
+            };
+            assert_eq!(resp.topics[0].partitions[0].error_code, WRITE_FAILED);
+        }
+        assert_eq!(c.admit(), Err(Refusal::Unavailable));
+        assert_eq!(c.discard_from(), Some(17));
+        assert!(c.take_batch().is_none(), "nothing is written while failed");
+        drop(batch);
+        let mut fresh = Coordinator::new(0, GroupConfig::default());
+        fresh.start(0);
+        c.reloaded(fresh);
+        assert_eq!(c.admit(), Ok(()));
+        assert_eq!(c.discard_from(), None);
+        assert!(c.quiescent());
+    }
+
+    #[test]
+    #[should_panic(expected = "only the batch in flight becomes durable")]
+    fn a_batch_never_taken_cannot_become_durable() {
+        let mut c = core();
+        c.handle(1, &ctx(), commit("a"), 0, 1);
+        c.batch_durable(1);
+    }
+
+    #[test]
+    #[should_panic(expected = "a snapshot slice runs only when every record is durable")]
+    fn a_snapshot_slice_never_sees_records_that_are_not_durable() {
+        let mut c = core();
+        c.handle(1, &ctx(), commit("a"), 0, 1);
+        let _ = c.snapshot_slice(1, 10);
+    }
+
+    #[test]
+    fn snapshots_start_after_the_interval_and_wait_for_the_file() {
+        let mut cfg = GroupConfig::default();
+        cfg.snapshot_interval_records = 2;
+        let mut coord = Coordinator::new(0, cfg);
+        coord.start(0);
+        let mut c: PartitionCore<u32> = PartitionCore::new(coord);
+        let mut end = 0;
+        let mut write = |c: &mut PartitionCore<u32>, g: &str, id| {
+            c.handle(id, &ctx(), commit(g), 0, 0);
+            let b = c.take_batch().expect("a batch");
+            end += b.records.len() as u64;
+            c.batch_durable(b.upto);
+            end
+        };
+        let e = write(&mut c, "a", 1);
+        assert!(
+            c.snapshot_slice(e, 100).expect("slice").is_none(),
+            "one record: not due"
+        );
+        let e = write(&mut c, "b", 2);
+        let built = c
+            .snapshot_slice(e, 100)
+            .expect("slice")
+            .expect("a whole build");
+        assert_eq!(built.covered, e - 1);
+        let e = write(&mut c, "c", 3);
+        let e = write(&mut c, "d", 4) + e - e;
+        assert!(
+            c.snapshot_slice(e, 100).expect("slice").is_none(),
+            "no second build while the first file is being written"
+        );
+        c.snapshot_written();
+        assert!(c.snapshot_slice(e, 100).expect("slice").is_some());
+    }
+
+    #[test]
+    fn compaction_starts_after_a_roll_or_an_expired_tombstone() {
+        let mut c = core();
+        assert!(
+            c.compaction_due(0, 0),
+            "the first look checks the segments found"
+        );
+        c.compaction_started(0, true);
+        assert!(!c.compaction_due(1, 0), "one pass at a time");
+        c.compaction_ended(Some(100));
+        assert!(!c.compaction_due(0, 99));
+        assert!(c.compaction_due(0, 100), "a kept tombstone expired");
+        c.compaction_started(0, false);
+        assert!(!c.compaction_due(0, 1000));
+        assert!(c.compaction_due(1, 0), "a roll");
+    }
+}
