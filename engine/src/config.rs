@@ -129,6 +129,98 @@ pub enum ConfigError {
     /// A cross-field rule from [`Config::validate`] does not hold.
     #[error("inconsistent configuration: {reason}")]
     Inconsistent { reason: String },
+    /// A key Kafka's broker knows that this broker does not implement: refused, so that a
+    /// setting is never silently dropped.
+    #[error("config key \"{key}\" (from {source_desc}) is a Kafka broker setting Ringleader does not support: {reason}")]
+    Unsupported {
+        key: String,
+        source_desc: String,
+        reason: &'static str,
+    },
+}
+
+/// A Kafka broker key accepted only so that an existing `server.properties` loads unchanged:
+/// it has no meaning here. The broker logs each one once at start-up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NoEffect {
+    pub key: String,
+    pub source_desc: String,
+    pub reason: &'static str,
+}
+
+/// Every key Kafka 4.4's broker defines (`KafkaConfig.configDef().names()`, printed from the
+/// `kafka_2.13` 4.4.0 jar), so that a Kafka key this broker does not implement is told apart
+/// from a typo.
+const KAFKA_BROKER_KEYS: &str = include_str!("kafka-4.4-broker-keys.txt");
+
+fn is_kafka_broker_key(key: &str) -> bool {
+    KAFKA_BROKER_KEYS.lines().any(|k| k == key)
+        // Per-listener overrides (`listener.name.<listener>.<key>`).
+        || key.starts_with("listener.name.")
+}
+
+const SINGLE_NODE: &str =
+    "a single node: every partition has one replica and there is no KRaft controller quorum";
+const THREADS: &str = "one executor per core (--cores) reads the sockets, runs the requests and does the disk I/O; there are no thread pools or queues between them to size";
+const FSYNC: &str =
+    "every write is fsynced before it is acknowledged, so there is no periodic flush to configure";
+
+/// Kafka keys with no meaning here, accepted and announced (docs/configuration.md lists them).
+/// Exact names, or prefixes ending in '.'.
+const NO_EFFECT: &[(&str, &str)] = &[
+    ("process.roles", "one Ringleader process is the broker and the group coordinator; there is no KRaft controller role"),
+    ("controller.", SINGLE_NODE),
+    ("metadata.log.", SINGLE_NODE),
+    ("inter.broker.listener.name", SINGLE_NODE),
+    ("listener.security.protocol.map", "every listener served here is PLAINTEXT (the listener named PLAINTEXT, or the first unnamed one)"),
+    ("offsets.topic.replication.factor", SINGLE_NODE),
+    ("transaction.state.log.replication.factor", SINGLE_NODE),
+    ("transaction.state.log.min.isr", SINGLE_NODE),
+    ("share.coordinator.state.topic.replication.factor", SINGLE_NODE),
+    ("share.coordinator.state.topic.min.isr", SINGLE_NODE),
+    ("min.insync.replicas", SINGLE_NODE),
+    ("replica.", SINGLE_NODE),
+    ("auto.leader.rebalance.enable", SINGLE_NODE),
+    ("leader.imbalance.", SINGLE_NODE),
+    ("unclean.leader.election.enable", SINGLE_NODE),
+    ("num.replica.fetchers", SINGLE_NODE),
+    ("num.network.threads", THREADS),
+    ("num.io.threads", THREADS),
+    ("background.threads", THREADS),
+    ("num.recovery.threads.per.data.dir", THREADS),
+    ("queued.max.requests", "requests are not queued between threads here; each connection reads at most 64 requests ahead of its responses"),
+    ("socket.send.buffer.bytes", "sockets keep the kernel's autotuned buffer sizes"),
+    ("socket.receive.buffer.bytes", "sockets keep the kernel's autotuned buffer sizes"),
+    ("log.flush.", FSYNC),
+];
+
+/// Kafka keys refused with a specific reason (every other unimplemented Kafka key gets
+/// [`UNSUPPORTED`]). Exact names, or prefixes ending in '.'.
+const REFUSED: &[(&str, &str)] = &[
+    ("ssl.", "TLS is not built yet; refusing rather than serving without the security this key asks for"),
+    ("sasl.", "SASL is not built yet; refusing rather than serving without the security this key asks for"),
+    ("security.", "TLS and SASL are not built yet; refusing rather than serving without the security this key asks for"),
+    ("authorizer.class.name", "ACLs are not built yet; refusing rather than serving without the authorization this key asks for"),
+    ("super.users", "ACLs are not built yet; refusing rather than serving without the authorization this key asks for"),
+    ("principal.builder.class", "TLS and SASL are not built yet"),
+    ("offsets.commit.timeout.ms", "a commit waits for its fsync however long that takes; Kafka answers REQUEST_TIMED_OUT after this timeout"),
+    ("group.coordinator.threads", "one group coordinator runs on each core: use --cores"),
+    ("group.coordinator.background.threads", "there are no background threads: assignments and snapshots run on the shard that owns the partition"),
+    ("group.consumer.regex.refresh.interval.ms", "regular expression subscriptions are resolved again on every heartbeat, not on an interval"),
+    ("transaction.", "there is no transaction coordinator yet"),
+    ("transactional.id.expiration.ms", "there is no transaction coordinator yet"),
+    ("group.share.", "share groups are not supported"),
+    ("share.", "share groups are not supported"),
+];
+
+const UNSUPPORTED: &str = "not implemented here (docs/configuration.md lists what is)";
+
+/// The reason of the first entry of `table` that names `key` exactly or is a prefix of it.
+fn lookup_reason(table: &[(&str, &'static str)], key: &str) -> Option<&'static str> {
+    table
+        .iter()
+        .find(|(k, _)| *k == key || (k.ends_with('.') && key.starts_with(k)))
+        .map(|(_, r)| *r)
 }
 
 fn did_you_mean(suggestion: &Option<&'static str>) -> String {
@@ -452,6 +544,35 @@ impl Check<String> for OneOf {
     }
 }
 
+/// Kafka allows other values, this broker only the one that describes what it does; the
+/// message says why, so the key is refused rather than parsed and ignored.
+struct Only<T: 'static>(T, &'static str);
+impl<T: PartialEq + Value> Check<T> for Only<T> {
+    fn check(&self, value: &T) -> Result<(), String> {
+        if *value == self.0 {
+            Ok(())
+        } else {
+            Err(format!(
+                "only {} is supported here: {}",
+                self.0.render(),
+                self.1
+            ))
+        }
+    }
+}
+
+/// One data directory: each shard's partitions live under it.
+struct LogDirs;
+impl Check<String> for LogDirs {
+    fn check(&self, value: &String) -> Result<(), String> {
+        if value.split(',').filter(|d| !d.trim().is_empty()).count() > 1 {
+            Err("exactly one directory is supported (Ringleader keeps every partition under one data directory)".into())
+        } else {
+            Ok(())
+        }
+    }
+}
+
 /// The classic protocol cannot be disabled (Kafka refuses to start too).
 struct ContainsClassic;
 impl Check<Vec<RebalanceProtocol>> for ContainsClassic {
@@ -660,6 +781,10 @@ macro_rules! config_keys {
             /// "--set"), keyed by canonical name. Drives `is_default` and
             /// error messages.
             origins: BTreeMap<&'static str, String>,
+            /// Kafka keys accepted without effect, in the order they were supplied.
+            no_effect: Vec<NoEffect>,
+            /// `log.retention.minutes` was given (it wins over `log.retention.hours`).
+            retention_minutes_set: bool,
         }
 
         impl Default for Config {
@@ -667,6 +792,8 @@ macro_rules! config_keys {
                 Config {
                     $($field: $default,)+
                     origins: BTreeMap::new(),
+                    no_effect: Vec::new(),
+                    retention_minutes_set: false,
                 }
             }
         }
@@ -696,9 +823,9 @@ config_keys! {
     "advertised.listeners" => advertised_listeners: String = String::new(), Listeners { advertised: true },
         "Address handed to clients: PLAINTEXT://host:port or host:port (other named listeners are ignored). Empty = the listen address.";
     "listeners" => listeners: String = "PLAINTEXT://:9092".to_string(), Listeners { advertised: false },
-        "Informational, for DescribeConfigs parity; the --listen CLI flag decides the socket.";
-    "log.dirs" => log_dirs: String = String::new(), Any,
-        "Informational, for DescribeConfigs parity; the --data-dir CLI flag decides where data lives.";
+        "The PLAINTEXT listener's host:port (an empty host: every interface). Used when --listen is not given and this key is set; otherwise the broker listens on 127.0.0.1:9092. Other named listeners (CONTROLLER) are ignored.";
+    "log.dirs" => log_dirs: String = String::new(), LogDirs,
+        "The data directory (exactly one), used when --data-dir is not given; otherwise ./data.";
 
     // --- topics ---
     "num.partitions" => num_partitions: i32 = 1, at_least(1),
@@ -716,7 +843,7 @@ config_keys! {
     "log.segment.bytes" => log_segment_bytes: i32 = 1_073_741_824, at_least(14),
         "Segment size of topic partition logs (topic-level segment.bytes default).";
     "log.retention.ms" => log_retention_ms: i64 = 604_800_000, at_least(-1),
-        "Delete segments whose newest record is older than this (-1: forever; topic retention.ms default). Kafka's log.retention.hours is not read.";
+        "Delete segments whose newest record is older than this (-1: forever; topic retention.ms default). log.retention.minutes and log.retention.hours set it too unless this key is given (ms wins over minutes, minutes over hours).";
     "log.retention.bytes" => log_retention_bytes: i64 = -1, at_least(-1),
         "Delete oldest segments while a partition is larger than this (-1: no limit; topic retention.bytes default).";
     "log.retention.check.interval.ms" => log_retention_check_interval_ms: i64 = 300_000, at_least(1),
@@ -735,8 +862,6 @@ config_keys! {
         "Most connections from one IP address; more are closed at accept (Kafka's TooManyConnectionsException).";
     "connections.max.idle.ms" => connections_max_idle_ms: i64 = 600_000, at_least(1),
         "Close a connection that has sent no complete request for this long (a half-sent frame does not count as activity, so a slow sender is closed too).";
-    "queued.max.requests" => queued_max_requests: i32 = 500, at_least(1),
-        "Requests queued before the network layer stops reading.";
 
     // --- __consumer_offsets and offset management ---
     "offsets.topic.num.partitions" => offsets_topic_num_partitions: i32 = 50, at_least(1),
@@ -745,14 +870,12 @@ config_keys! {
         "Replication factor of __consumer_offsets. A single node keeps one copy.";
     "offsets.topic.segment.bytes" => offsets_topic_segment_bytes: i32 = 104_857_600, at_least(1),
         "Segment size of __consumer_offsets; small segments compact and load faster.";
-    "offsets.topic.compression.codec" => offsets_topic_compression_codec: i32 = 0, between(0, 4),
-        "Compression codec id for __consumer_offsets: 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd.";
+    "offsets.topic.compression.codec" => offsets_topic_compression_codec: i32 = 0, Only(0, "__consumer_offsets batches are written uncompressed (no compression codecs are built in)"),
+        "Compression codec id for __consumer_offsets; only 0 (none).";
     "offsets.retention.minutes" => offsets_retention_minutes: i32 = 10_080, at_least(1),
         "Committed offsets expire this long after the group becomes empty (or, for standalone consumers, after the last commit).";
     "offsets.retention.check.interval.ms" => offsets_retention_check_interval_ms: i64 = 600_000, at_least(1),
         "How often to look for expired offsets.";
-    "offsets.commit.timeout.ms" => offsets_commit_timeout_ms: i32 = 5000, at_least(1),
-        "Timeout for coordinator writes (offset commits and group metadata).";
     "offsets.load.buffer.size" => offsets_load_buffer_size: i32 = 5_242_880, at_least(1),
         "Read batch size when loading __consumer_offsets into memory (soft limit).";
     "offsets.snapshot.interval.records" => offsets_snapshot_interval_records: i64 = 100_000, at_least(1),
@@ -787,28 +910,22 @@ config_keys! {
         "Most members in one consumer-protocol group.";
     "group.consumer.assignors" => group_consumer_assignors: Vec<ServerAssignor> = vec![ServerAssignor::Uniform, ServerAssignor::Range], Any,
         "Server-side assignors (uniform, range); the first is used when a member names none.";
-    "group.consumer.migration.policy" => group_consumer_migration_policy: MigrationPolicy = MigrationPolicy::Bidirectional, Any,
-        "Whether non-empty groups may convert between classic and consumer protocols: disabled, downgrade, upgrade, bidirectional.";
+    "group.consumer.migration.policy" => group_consumer_migration_policy: MigrationPolicy = MigrationPolicy::Disabled, Only(MigrationPolicy::Disabled, "online migration between the classic and consumer protocols is not built yet, so non-empty groups never convert (Kafka's default is bidirectional)"),
+        "Whether non-empty groups may convert between classic and consumer protocols; only disabled for now.";
     "group.consumer.assignment.interval.ms" => group_consumer_assignment_interval_ms: i32 = 1000, between(0, 15_000),
         "Minimum time between target-assignment recomputations of one group.";
-    "group.consumer.assignor.offload.enable" => group_consumer_assignor_offload_enable: bool = true, Any,
-        "Run assignor computations off the coordinator's event loop.";
-    "group.consumer.regex.refresh.interval.ms" => group_consumer_regex_refresh_interval_ms: i32 = 600_000, at_least(10_000),
-        "How often regex subscriptions are re-resolved against the topic list.";
+    "group.consumer.assignor.offload.enable" => group_consumer_assignor_offload_enable: bool = false, Only(false, "assignments are computed on the shard that owns the group; there are no background threads to offload them to (Kafka's default is true)"),
+        "Run assignor computations off the coordinator's event loop; only false.";
 
     // --- coordinator runtime ---
     "group.coordinator.rebalance.protocols" => group_coordinator_rebalance_protocols: Vec<RebalanceProtocol> = vec![RebalanceProtocol::Classic, RebalanceProtocol::Consumer, RebalanceProtocol::Streams], ContainsClassic,
         "Enabled group protocols (classic, consumer, streams, share); classic is mandatory.";
-    "group.coordinator.threads" => group_coordinator_threads: i32 = 4, at_least(1),
-        "Group coordinator threads (event loops).";
-    "group.coordinator.background.threads" => group_coordinator_background_threads: i32 = 2, at_least(1),
-        "Group coordinator background threads.";
-    "group.coordinator.append.linger.ms" => group_coordinator_append_linger_ms: i32 = -1, at_least(-1),
-        "How long coordinator writes wait to batch before flushing; -1 = adaptive.";
+    "group.coordinator.append.linger.ms" => group_coordinator_append_linger_ms: i32 = -1, Only(-1, "writes are batched adaptively: a batch is written as soon as the one before it is durable"),
+        "How long coordinator writes wait to batch before flushing; only -1 (adaptive).";
 
     // --- protocol ---
-    "unstable.api.versions.enable" => unstable_api_versions_enable: bool = false, Any,
-        "Advertise API versions Kafka still marks unstable.";
+    "unstable.api.versions.enable" => unstable_api_versions_enable: bool = false, Only(false, "this broker serves no API versions Kafka marks unstable"),
+        "Advertise API versions Kafka still marks unstable; only false.";
 }
 
 /// The descriptor for `name`, resolving aliases.
@@ -1187,17 +1304,99 @@ impl Config {
         parse_advertised(&self.advertised_listeners).ok().flatten()
     }
 
+    /// The address `listeners` names, when the key was supplied: its PLAINTEXT (or unnamed)
+    /// entry as (host, port); an empty host means every interface, as in Kafka.
+    pub fn listen_from_listeners(&self) -> Option<Result<(String, u16), String>> {
+        if !self.origins.contains_key("listeners") {
+            return None;
+        }
+        let found = parse_listener_list(&self.listeners, false).and_then(|list| {
+            list.into_iter()
+                .find(|e| {
+                    e.name
+                        .as_deref()
+                        .is_none_or(|n| n.eq_ignore_ascii_case("PLAINTEXT"))
+                })
+                .map(|e| (e.host, e.port))
+                .ok_or_else(|| {
+                    "listeners has no PLAINTEXT entry (this broker only speaks PLAINTEXT)"
+                        .to_string()
+                })
+        });
+        Some(found)
+    }
+
+    /// The data directory `log.dirs` (or `log.dir`) names, when set.
+    pub fn data_dir(&self) -> Option<PathBuf> {
+        let d = self.log_dirs.trim();
+        (!d.is_empty()).then(|| PathBuf::from(d.trim_end_matches(',')))
+    }
+
     /// `offsets.retention.minutes` in milliseconds, as Kafka computes it.
     pub fn offsets_retention_ms(&self) -> i64 {
         i64::from(self.offsets_retention_minutes) * 60_000
     }
 
+    /// Kafka keys accepted without effect (the broker logs each once at start-up).
+    pub fn accepted_without_effect(&self) -> &[NoEffect] {
+        &self.no_effect
+    }
+
     fn apply_one(&mut self, key: &str, value: &str, origin: &str) -> Result<(), ConfigError> {
-        let def = lookup(key).ok_or_else(|| ConfigError::UnknownKey {
-            key: key.to_string(),
-            source_desc: origin.to_string(),
-            suggestion: suggest(key),
-        })?;
+        if let Some(reason) = lookup_reason(NO_EFFECT, key) {
+            // Kept in the table too (DescribeConfigs reports it) when this broker has the key.
+            if let Some(def) = lookup(key) {
+                (def.set)(self, value).map_err(|reason| ConfigError::BadValue {
+                    key: key.to_string(),
+                    value: value.to_string(),
+                    reason,
+                    source_desc: origin.to_string(),
+                })?;
+                self.origins.insert(def.name, origin.to_string());
+            }
+            self.no_effect.retain(|n| n.key != key);
+            self.no_effect.push(NoEffect {
+                key: key.to_string(),
+                source_desc: origin.to_string(),
+                reason,
+            });
+            return Ok(());
+        }
+        if let Some(minutes_per_unit) = match key {
+            "log.retention.minutes" => Some(1),
+            "log.retention.hours" => Some(60),
+            _ => None,
+        } {
+            return self.apply_retention(key, value, origin, minutes_per_unit);
+        }
+        if key == "log.dir" {
+            // Kafka: log.dirs wins over log.dir whichever comes first.
+            if self.origins.contains_key("log.dirs") {
+                return Ok(());
+            }
+            return self.apply_one("log.dirs", value, origin);
+        }
+        let Some(def) = lookup(key) else {
+            if let Some(reason) = lookup_reason(REFUSED, key) {
+                return Err(ConfigError::Unsupported {
+                    key: key.to_string(),
+                    source_desc: origin.to_string(),
+                    reason,
+                });
+            }
+            if is_kafka_broker_key(key) {
+                return Err(ConfigError::Unsupported {
+                    key: key.to_string(),
+                    source_desc: origin.to_string(),
+                    reason: UNSUPPORTED,
+                });
+            }
+            return Err(ConfigError::UnknownKey {
+                key: key.to_string(),
+                source_desc: origin.to_string(),
+                suggestion: suggest(key),
+            });
+        };
         (def.set)(self, value).map_err(|reason| ConfigError::BadValue {
             key: key.to_string(),
             value: value.to_string(),
@@ -1205,6 +1404,42 @@ impl Config {
             source_desc: origin.to_string(),
         })?;
         self.origins.insert(def.name, origin.to_string());
+        Ok(())
+    }
+
+    /// Kafka's `log.retention.minutes` / `log.retention.hours`: the retention in a coarser unit,
+    /// used unless a finer one is set (ms wins over minutes, minutes over hours, whatever the
+    /// order they appear in), as Kafka's `LogConfig` resolves them.
+    fn apply_retention(
+        &mut self,
+        key: &str,
+        value: &str,
+        origin: &str,
+        minutes_per_unit: i64,
+    ) -> Result<(), ConfigError> {
+        let bad = |reason: String| ConfigError::BadValue {
+            key: key.to_string(),
+            value: value.to_string(),
+            reason,
+            source_desc: origin.to_string(),
+        };
+        let n: i32 = value
+            .trim()
+            .parse()
+            .map_err(|_| bad("expected a 32-bit integer".into()))?;
+        let finer_set = self.origins.contains_key("log.retention.ms")
+            || (minutes_per_unit > 1 && self.retention_minutes_set);
+        if minutes_per_unit == 1 {
+            self.retention_minutes_set = true;
+        }
+        if finer_set {
+            return Ok(());
+        }
+        self.log_retention_ms = if n < 0 {
+            -1
+        } else {
+            i64::from(n) * minutes_per_unit * 60_000
+        };
         Ok(())
     }
 
@@ -1316,7 +1551,6 @@ mod tests {
         assert!(c.delete_topic_enable);
         assert_eq!(c.socket_request_max_bytes, 104_857_600);
         assert_eq!(c.message_max_bytes, 1_048_588);
-        assert_eq!(c.queued_max_requests, 500);
         assert_eq!(c.offsets_topic_num_partitions, 50);
         assert_eq!(c.offsets_topic_replication_factor, 3);
         assert_eq!(c.offsets_topic_segment_bytes, 104_857_600);
@@ -1324,7 +1558,6 @@ mod tests {
         assert_eq!(c.offsets_retention_minutes, 10_080);
         assert_eq!(c.offsets_retention_ms(), 7 * 24 * 3600 * 1000);
         assert_eq!(c.offsets_retention_check_interval_ms, 600_000);
-        assert_eq!(c.offsets_commit_timeout_ms, 5000);
         assert_eq!(c.offsets_load_buffer_size, 5_242_880);
         assert_eq!(c.offset_metadata_max_bytes, 4096);
         assert_eq!(c.group_min_session_timeout_ms, 6000);
@@ -1342,13 +1575,11 @@ mod tests {
             c.group_consumer_assignors,
             vec![ServerAssignor::Uniform, ServerAssignor::Range]
         );
-        assert_eq!(
-            c.group_consumer_migration_policy,
-            MigrationPolicy::Bidirectional
-        );
+        // Kafka's default is bidirectional; online migration is not built yet.
+        assert_eq!(c.group_consumer_migration_policy, MigrationPolicy::Disabled);
         assert_eq!(c.group_consumer_assignment_interval_ms, 1000);
-        assert!(c.group_consumer_assignor_offload_enable);
-        assert_eq!(c.group_consumer_regex_refresh_interval_ms, 600_000);
+        // Kafka's default is true; assignments are computed on the owning shard here.
+        assert!(!c.group_consumer_assignor_offload_enable);
         assert_eq!(
             c.group_coordinator_rebalance_protocols,
             vec![
@@ -1357,8 +1588,6 @@ mod tests {
                 RebalanceProtocol::Streams
             ]
         );
-        assert_eq!(c.group_coordinator_threads, 4);
-        assert_eq!(c.group_coordinator_background_threads, 2);
         assert_eq!(c.group_coordinator_append_linger_ms, -1);
         assert_eq!(c.delete_retention_ms, 86_400_000);
         assert_eq!(c.log_dirs, "");
@@ -1394,7 +1623,7 @@ mod tests {
             entry(&c, "group.consumer.migration.policy")
                 .value
                 .as_deref(),
-            Some("bidirectional")
+            Some("disabled")
         );
         assert_eq!(
             entry(&c, "group.max.size").value.as_deref(),
@@ -1558,6 +1787,126 @@ mod tests {
         assert_eq!(c.num_partitions, 1);
     }
 
+    /// Kafka 4.x's KRaft `config/server.properties` (combined broker + controller), its keys and
+    /// values as shipped.
+    const KAFKA_SERVER_PROPERTIES: &str = "\
+process.roles=broker,controller
+node.id=1
+controller.quorum.bootstrap.servers=localhost:9093
+listeners=PLAINTEXT://:9092,CONTROLLER://:9093
+inter.broker.listener.name=PLAINTEXT
+advertised.listeners=PLAINTEXT://localhost:9092,CONTROLLER://localhost:9093
+controller.listener.names=CONTROLLER
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL
+num.network.threads=3
+num.io.threads=8
+socket.send.buffer.bytes=102400
+socket.receive.buffer.bytes=102400
+socket.request.max.bytes=104857600
+log.dirs=/tmp/kraft-combined-logs
+num.partitions=1
+num.recovery.threads.per.data.dir=1
+offsets.topic.replication.factor=1
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+log.retention.hours=168
+log.segment.bytes=1073741824
+log.retention.check.interval.ms=300000
+";
+
+    #[test]
+    fn kafkas_own_server_properties_loads_and_says_what_has_no_effect() {
+        let mut c = Config::default();
+        c.apply_properties(KAFKA_SERVER_PROPERTIES, "server.properties")
+            .expect("Kafka's server.properties loads");
+        c.validate().expect("and is consistent");
+        assert_eq!(
+            c.data_dir(),
+            Some(PathBuf::from("/tmp/kraft-combined-logs"))
+        );
+        assert_eq!(
+            c.listen_from_listeners(),
+            Some(Ok((String::new(), 9092))),
+            "the PLAINTEXT listener, every interface"
+        );
+        assert_eq!(c.advertised_host_port(), Some(("localhost".into(), 9092)));
+        assert_eq!(c.log_retention_ms, 168 * 3_600_000);
+        assert_eq!(c.offsets_topic_replication_factor, 1, "still reported");
+        let announced: Vec<&str> = c
+            .accepted_without_effect()
+            .iter()
+            .map(|n| n.key.as_str())
+            .collect();
+        assert_eq!(
+            announced,
+            [
+                "process.roles",
+                "controller.quorum.bootstrap.servers",
+                "inter.broker.listener.name",
+                "controller.listener.names",
+                "listener.security.protocol.map",
+                "num.network.threads",
+                "num.io.threads",
+                "socket.send.buffer.bytes",
+                "socket.receive.buffer.bytes",
+                "num.recovery.threads.per.data.dir",
+                "offsets.topic.replication.factor",
+                "share.coordinator.state.topic.replication.factor",
+                "share.coordinator.state.topic.min.isr",
+                "transaction.state.log.replication.factor",
+                "transaction.state.log.min.isr",
+            ]
+        );
+        assert!(c.accepted_without_effect()[0].source_desc == "server.properties:1");
+    }
+
+    #[test]
+    fn kafka_keys_not_implemented_are_refused_with_a_reason_and_typos_stay_unknown() {
+        let refused = set_err("ssl.keystore.location=/k.jks");
+        assert!(
+            refused.starts_with("config key \"ssl.keystore.location\" (from --set) is a Kafka broker setting Ringleader does not support: TLS is not built yet"),
+            "{refused}"
+        );
+        assert!(set_err("group.coordinator.threads=8").contains("use --cores"));
+        assert!(set_err("offsets.commit.timeout.ms=5000").contains("waits for its fsync"));
+        // A Kafka key with no specific reason.
+        let generic = set_err("log.roll.ms=1000");
+        assert!(
+            generic.contains("does not support: not implemented here"),
+            "{generic}"
+        );
+        // Not a Kafka key either: a typo, with a suggestion when one is close.
+        assert_eq!(
+            set_err("num.partition=3"),
+            "unknown config key \"num.partition\" (from --set); did you mean \"num.partitions\"?"
+        );
+    }
+
+    #[test]
+    fn retention_in_minutes_or_hours_gives_way_to_finer_units() {
+        let load = |text: &str| {
+            let mut c = Config::default();
+            c.apply_properties(text, "p").expect("loads");
+            c.log_retention_ms
+        };
+        assert_eq!(load("log.retention.hours=2\n"), 2 * 3_600_000);
+        assert_eq!(load("log.retention.minutes=3\n"), 3 * 60_000);
+        assert_eq!(load("log.retention.ms=5\nlog.retention.hours=2\n"), 5);
+        assert_eq!(load("log.retention.hours=2\nlog.retention.ms=5\n"), 5);
+        assert_eq!(
+            load("log.retention.minutes=3\nlog.retention.hours=2\n"),
+            3 * 60_000
+        );
+        assert_eq!(load("log.retention.hours=-1\n"), -1);
+        // log.dirs wins over log.dir, in either order.
+        let mut c = Config::default();
+        c.apply_properties("log.dirs=/a\nlog.dir=/b\n", "p")
+            .expect("loads");
+        assert_eq!(c.data_dir(), Some(PathBuf::from("/a")));
+    }
+
     #[test]
     fn unknown_keys_are_errors() {
         assert_eq!(
@@ -1615,13 +1964,25 @@ mod tests {
                 "group.consumer.assignment.interval.ms=-1",
                 "between 0 and 15000",
             ),
-            ("group.consumer.regex.refresh.interval.ms=9999", ">= 10000"),
-            ("group.coordinator.append.linger.ms=-2", ">= -1"),
-            ("offsets.topic.compression.codec=5", "between 0 and 4"),
+            (
+                "group.coordinator.append.linger.ms=10",
+                "only -1 is supported here",
+            ),
+            (
+                "offsets.topic.compression.codec=1",
+                "only 0 is supported here",
+            ),
+            ("group.consumer.assignor.offload.enable=true", "only false"),
+            ("unstable.api.versions.enable=true", "only false"),
+            ("log.dirs=/a,/b", "exactly one directory"),
             ("delete.topic.enable=yes", "expected true or false"),
             (
                 "group.consumer.migration.policy=sideways",
                 "DISABLED, DOWNGRADE, UPGRADE, BIDIRECTIONAL",
+            ),
+            (
+                "group.consumer.migration.policy=bidirectional",
+                "only disabled is supported here: online migration",
             ),
             (
                 "group.consumer.assignors=uniform,sticky",
@@ -1658,16 +2019,14 @@ mod tests {
         // Accepted spellings.
         let mut c = Config::default();
         set(&mut c, "delete.topic.enable=FALSE");
-        set(&mut c, "group.consumer.migration.policy=Upgrade");
+        set(&mut c, "group.consumer.migration.policy=Disabled");
         set(
             &mut c,
             "group.coordinator.rebalance.protocols= CLASSIC , share ",
         );
         set(&mut c, "group.consumer.assignors=range");
         assert!(!c.delete_topic_enable);
-        assert_eq!(c.group_consumer_migration_policy, MigrationPolicy::Upgrade);
-        assert!(c.group_consumer_migration_policy.allows_upgrade());
-        assert!(!c.group_consumer_migration_policy.allows_downgrade());
+        assert_eq!(c.group_consumer_migration_policy, MigrationPolicy::Disabled);
         assert_eq!(
             entry(&c, "group.coordinator.rebalance.protocols")
                 .value

@@ -25,12 +25,14 @@ struct Cli {
 enum Command {
     /// Run the broker.
     Serve {
-        /// Address to accept Kafka clients on.
-        #[arg(long, default_value = "127.0.0.1:9092")]
-        listen: SocketAddr,
-        /// Where topics, group state and offsets are kept.
-        #[arg(long, default_value = "./data")]
-        data_dir: PathBuf,
+        /// Address to accept Kafka clients on. Default: the PLAINTEXT entry of `listeners` when
+        /// the config sets it, else 127.0.0.1:9092.
+        #[arg(long)]
+        listen: Option<SocketAddr>,
+        /// Where topics, group state and offsets are kept. Default: `log.dirs` when the config
+        /// sets it, else ./data.
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
         /// Number of shards (one pinned executor each). Default: every available core.
         #[arg(long)]
         cores: Option<usize>,
@@ -102,8 +104,8 @@ fn main() -> ExitCode {
 }
 
 fn serve(
-    listen: SocketAddr,
-    data_dir: PathBuf,
+    listen: Option<SocketAddr>,
+    data_dir: Option<PathBuf>,
     cores: Option<usize>,
     config: Option<PathBuf>,
     sets: Vec<String>,
@@ -116,6 +118,42 @@ fn serve(
             return ExitCode::from(EXIT_CONFIG);
         }
     };
+    for n in config.accepted_without_effect() {
+        tracing::warn!(
+            key = %n.key,
+            from = %n.source_desc,
+            "config key accepted, has no effect here: {}",
+            n.reason
+        );
+    }
+    // The command line wins over the config file, which wins over the defaults.
+    let listen = match (listen, config.listen_from_listeners()) {
+        (Some(a), _) => a,
+        (None, None) => SocketAddr::from(([127, 0, 0, 1], 9092)),
+        (None, Some(found)) => {
+            let resolved = found.and_then(|(host, port)| {
+                let host = if host.is_empty() {
+                    "0.0.0.0".to_string()
+                } else {
+                    host
+                };
+                std::net::ToSocketAddrs::to_socket_addrs(&(host.as_str(), port))
+                    .map_err(|e| format!("cannot resolve {host}: {e}"))?
+                    .next()
+                    .ok_or_else(|| format!("{host} has no address"))
+            });
+            match resolved {
+                Ok(a) => a,
+                Err(e) => {
+                    eprintln!("ringleader: configuration error: listeners: {e}");
+                    return ExitCode::from(EXIT_CONFIG);
+                }
+            }
+        }
+    };
+    let data_dir = data_dir
+        .or_else(|| config.data_dir())
+        .unwrap_or_else(|| PathBuf::from("./data"));
     let cores = cores.unwrap_or_else(|| {
         std::thread::available_parallelism()
             .map(|n| n.get())

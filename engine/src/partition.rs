@@ -296,7 +296,7 @@ impl PartitionTable {
         for idx in 0..self.slots.len() {
             let ready = {
                 let mut slot = self.slots[idx].borrow_mut();
-                if !slot.core.next_deadline().is_some_and(|d| d <= now) {
+                if slot.core.next_deadline().is_none_or(|d| d > now) {
                     continue;
                 }
                 let mut ready = slot.core.tick(now, Instant::now());

@@ -241,7 +241,7 @@ impl<T: Clone> PartitionCore<T> {
 
     /// Fire the deadlines due at `now` (nothing unless serving).
     pub fn tick(&mut self, now: i64, tag: T) -> Vec<Released<T>> {
-        if self.phase != Phase::Serving || !self.next_deadline().is_some_and(|d| d <= now) {
+        if self.phase != Phase::Serving || self.next_deadline().is_none_or(|d| d > now) {
             return Vec::new();
         }
         let mut out = Output::default();

@@ -1,0 +1,142 @@
+//! Starting the real binary from a Kafka `server.properties`: Kafka's own file starts the
+//! broker (keys with no meaning here are announced once), a Kafka key this broker does not
+//! implement stops start-up with its reason.
+
+#[allow(dead_code)]
+mod common;
+
+/// Kafka 4.x's KRaft `config/server.properties`, as shipped except for the two addresses a test
+/// must own: the listener port (any free one) and `log.dirs` (a fresh directory).
+fn kafka_server_properties(data: &std::path::Path) -> String {
+    format!(
+        "process.roles=broker,controller\n\
+         node.id=1\n\
+         controller.quorum.bootstrap.servers=localhost:9093\n\
+         listeners=PLAINTEXT://127.0.0.1:0,CONTROLLER://:9093\n\
+         inter.broker.listener.name=PLAINTEXT\n\
+         advertised.listeners=PLAINTEXT://localhost:9092,CONTROLLER://localhost:9093\n\
+         controller.listener.names=CONTROLLER\n\
+         listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL\n\
+         num.network.threads=3\n\
+         num.io.threads=8\n\
+         socket.send.buffer.bytes=102400\n\
+         socket.receive.buffer.bytes=102400\n\
+         socket.request.max.bytes=104857600\n\
+         log.dirs={}\n\
+         num.partitions=1\n\
+         num.recovery.threads.per.data.dir=1\n\
+         offsets.topic.replication.factor=1\n\
+         share.coordinator.state.topic.replication.factor=1\n\
+         share.coordinator.state.topic.min.isr=1\n\
+         transaction.state.log.replication.factor=1\n\
+         transaction.state.log.min.isr=1\n\
+         log.retention.hours=168\n\
+         log.segment.bytes=1073741824\n\
+         log.retention.check.interval.ms=300000\n",
+        data.display()
+    )
+}
+
+/// Run `ringleader serve --config <file>` with no --listen or --data-dir: both come from the
+/// file. Returns the child and its stderr lines as they arrive.
+fn serve_with_config(
+    config: &std::path::Path,
+) -> (std::process::Child, std::sync::mpsc::Receiver<String>) {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_ringleader"))
+        .args(["serve", "--cores", "1", "--config"])
+        .arg(config)
+        .env("RUST_LOG", "info")
+        .env("NO_COLOR", "1")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn ringleader");
+    let stderr = child.stderr.take().expect("piped stderr");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = tx.send(line);
+        }
+    });
+    (child, rx)
+}
+
+#[test]
+fn kafkas_own_server_properties_starts_the_broker() {
+    let dir = common::data_dir("kafka-props");
+    let data = dir.join("kraft-combined-logs");
+    let config = dir.join("server.properties");
+    std::fs::write(&config, kafka_server_properties(&data)).unwrap();
+    let (mut child, lines) = serve_with_config(&config);
+    let mut seen = Vec::new();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let addr = loop {
+        let line = lines
+            .recv_timeout(deadline.saturating_duration_since(std::time::Instant::now()))
+            .unwrap_or_else(|_| panic!("no 'listening on' line:\n{}", seen.join("\n")));
+        if let Some(rest) = line.split("listening on ").nth(1) {
+            let addr = rest.split_whitespace().next().unwrap_or("");
+            break addr.parse::<std::net::SocketAddr>().expect("an address");
+        }
+        seen.push(line);
+    };
+    // The listener and the data directory are the file's.
+    assert_eq!(addr.ip().to_string(), "127.0.0.1");
+    assert!(data.join("meta.properties").exists(), "data under log.dirs");
+    let mut c = common::Client::connect(addr);
+    common::create_topic(&mut c, "from-kafka-config", 1);
+    // Each key with no meaning here is announced once, naming where it came from.
+    let announced: Vec<&String> = seen
+        .iter()
+        .filter(|l| l.contains("config key accepted, has no effect here"))
+        .collect();
+    assert_eq!(announced.len(), 15, "{announced:#?}");
+    for key in [
+        "process.roles",
+        "num.io.threads",
+        "transaction.state.log.min.isr",
+    ] {
+        let n = announced
+            .iter()
+            .filter(|l| l.contains(&format!("key={key} ")))
+            .count();
+        assert_eq!(n, 1, "{key} announced once: {announced:#?}");
+    }
+    assert!(
+        announced[0].contains("server.properties:1"),
+        "{}",
+        announced[0]
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn a_kafka_key_not_implemented_stops_start_up_with_its_reason() {
+    let dir = common::data_dir("kafka-props-refused");
+    let data = dir.join("data");
+    let config = dir.join("server.properties");
+    let text = kafka_server_properties(&data) + "ssl.keystore.location=/etc/kafka/broker.jks\n";
+    std::fs::write(&config, text).unwrap();
+    let (mut child, lines) = serve_with_config(&config);
+    let status = child.wait().unwrap();
+    let out: Vec<String> = lines.try_iter().collect();
+    assert_eq!(status.code(), Some(2), "{out:#?}");
+    assert!(
+        out.iter().any(|l| l.contains(
+            "config key \"ssl.keystore.location\" (from ") && l.contains(
+            "server.properties:25) is a Kafka broker setting Ringleader does not support: TLS is not built yet")),
+        "{out:#?}"
+    );
+    assert!(
+        !data.exists(),
+        "nothing written before the config is refused"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
