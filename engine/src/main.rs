@@ -118,6 +118,7 @@ fn serve(
             return ExitCode::from(EXIT_CONFIG);
         }
     };
+    fail_fast_on_panic();
     for n in config.accepted_without_effect() {
         tracing::warn!(
             key = %n.key,
@@ -234,4 +235,39 @@ fn serve(
             ExitCode::FAILURE
         }
     }
+}
+
+/// A panic anywhere outside the decode guard (`wire::guard::contain`) is a bug: log it and end
+/// the process with exit code 101. Left alone, the shard that panicked would be gone while the
+/// others keep serving, and every call routed to it would hang. Acknowledged writes are already
+/// durable, so exiting loses nothing a client was told.
+fn fail_fast_on_panic() {
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if wire::guard::contained() {
+            // A hostile frame; the decoder's caller answers it and closes the connection.
+            return;
+        }
+        default_hook(info);
+        let thread = std::thread::current()
+            .name()
+            .unwrap_or("unnamed")
+            .to_string();
+        let payload = info.payload();
+        let message = payload
+            .downcast_ref::<&str>()
+            .copied()
+            .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+            .unwrap_or("(no message)");
+        let at = info
+            .location()
+            .map_or_else(String::new, |l| format!(" at {}:{}", l.file(), l.line()));
+        // One line, so that log tooling keeps it whole.
+        tracing::error!(
+            thread,
+            "panic outside the decode guard{at}: {}; stopping the broker (exit code 101)",
+            message.replace('\n', " ")
+        );
+        std::process::exit(101);
+    }));
 }

@@ -112,6 +112,18 @@ pub struct PartitionTable {
     pub metrics: RefCell<crate::metrics::ShardMetrics>,
 }
 
+/// A test failpoint: `RINGLEADER_FAILPOINT_PANIC_ON_DESCRIBE=<group>` makes describing that group
+/// panic on the shard that owns it, so that a test can show a shard's panic stopping the whole
+/// process (`engine/tests/fail_fast.rs`). Read once; unset in production.
+fn failpoint_describe(group: &str) {
+    static TARGET: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    let target =
+        TARGET.get_or_init(|| std::env::var("RINGLEADER_FAILPOINT_PANIC_ON_DESCRIBE").ok());
+    if target.as_deref() == Some(group) {
+        panic!("failpoint: describing group {group}");
+    }
+}
+
 /// Milliseconds since the Unix epoch: Kafka's commit timestamps and deadlines use wall time.
 pub fn wall_clock_ms() -> i64 {
     std::time::SystemTime::now()
@@ -254,6 +266,9 @@ impl PartitionTable {
                 Box::pin(std::future::ready(reply))
             }
             PartitionOp::Group { ctx, req } => {
+                if let GroupRequest::Describe { group } = &req {
+                    failpoint_describe(group);
+                }
                 let mut slot = self.slots[idx].borrow_mut();
                 match slot.core.admit() {
                     Ok(()) => {}

@@ -12,7 +12,6 @@ use crate::versions::Versions;
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Decodable, Encodable};
-use std::panic::{catch_unwind, AssertUnwindSafe};
 
 macro_rules! apis {
     ($( $variant:ident = $key:literal : $req:ident, $resp:ident; )*) => {
@@ -149,9 +148,7 @@ pub fn decode_request(
     // The generated decoders trust array lengths (`Vec::with_capacity(n)`); a lie larger than
     // isize::MAX panics with "capacity overflow". Contain that here so one bad frame costs one
     // connection, never the process. (Huge-but-representable claims are handled by `alloc`.)
-    let decoded = catch_unwind(AssertUnwindSafe(|| {
-        Request::decode_body(api_key, api_version, &mut body)
-    }));
+    let decoded = crate::guard::contain(|| Request::decode_body(api_key, api_version, &mut body));
     let body_err = |reason: String| DecodeError::Body {
         api_key,
         version: api_version,
@@ -234,10 +231,8 @@ pub fn decode_response(
             .map_err(|e| anyhow::anyhow!("response header: {e}"))?;
     }
     let mut body = frame.slice(pos..);
-    let resp = catch_unwind(AssertUnwindSafe(|| {
-        Response::decode_body(api_key, api_version, &mut body)
-    }))
-    .map_err(|_| anyhow::anyhow!("response decoder panicked"))??;
+    let resp = crate::guard::contain(|| Response::decode_body(api_key, api_version, &mut body))
+        .map_err(|_| anyhow::anyhow!("response decoder panicked"))??;
     Ok((correlation_id, resp))
 }
 

@@ -15,6 +15,7 @@ pub mod api_versions;
 pub mod codec;
 pub mod error;
 pub mod frame;
+pub mod guard;
 pub mod header;
 pub mod partition;
 pub mod records;

@@ -313,7 +313,7 @@ pub fn decode_subscription_topics(metadata: &[u8]) -> Option<Vec<String>> {
     let version = i16::from_be_bytes([metadata[0], metadata[1]]).clamp(0, 3);
     let mut body = Bytes::copy_from_slice(&metadata[2..]);
     let sub =
-        std::panic::catch_unwind(move || ConsumerProtocolSubscription::decode(&mut body, version))
+        wire::guard::contain(move || ConsumerProtocolSubscription::decode(&mut body, version))
             .ok()?
             .ok()?;
     Some(sub.topics.iter().map(|t| t.to_string()).collect())
