@@ -195,11 +195,25 @@ class ErrorCodeDiffTest {
             c("join-group-full", x -> {
                 RawClient a = x.conn();
                 RawClient b = x.conn();
+                // A forms the group alone first. Two first joins racing the (zero) initial delay
+                // would make the outcome depend on timing on either broker: the delayed join
+                // completes with whoever rejoined before it fired.
                 JoinGroupResponseData ja = a.call(join(x.group, "", TOPIC), JOIN_V);
+                JoinGroupResponseData ja1 = a.call(join(x.group, ja.memberId(), TOPIC), JOIN_V);
+                // B joins: the rebalance then waits for A, a known member, to rejoin as well, so
+                // the join completes with both. A rejoins only once its heartbeat says the
+                // rebalance began (the two connections are not ordered: a rejoin landing first
+                // would just be handed A's current generation back).
                 JoinGroupResponseData jb = b.call(join(x.group, "", TOPIC), JOIN_V);
-                // Both rejoin with their ids: the group completes its join with two members.
-                a.send(join(x.group, ja.memberId(), TOPIC), JOIN_V);
                 b.send(join(x.group, jb.memberId(), TOPIC), JOIN_V);
+                short hb = 0;
+                for (int i = 0; i < 200 && hb != org.apache.kafka.common.protocol.Errors.REBALANCE_IN_PROGRESS.code(); i++) {
+                    hb = a.<org.apache.kafka.common.message.HeartbeatResponseData>call(new HeartbeatRequestData()
+                            .setGroupId(x.group).setGenerationId(ja1.generationId())
+                            .setMemberId(ja.memberId()), HEARTBEAT_V).errorCode();
+                    if (hb != org.apache.kafka.common.protocol.Errors.REBALANCE_IN_PROGRESS.code()) Thread.sleep(10);
+                }
+                a.send(join(x.group, ja.memberId(), TOPIC), JOIN_V);
                 x.note("join-a", ((JoinGroupResponseData) a.receive(ApiKeys.JOIN_GROUP, JOIN_V)).errorCode());
                 x.note("join-b", ((JoinGroupResponseData) b.receive(ApiKeys.JOIN_GROUP, JOIN_V)).errorCode());
                 JoinGroupResponseData third = x.conn().call(join(x.group, "", TOPIC), JOIN_V);
