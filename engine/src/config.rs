@@ -1151,6 +1151,36 @@ fn parse_properties(text: &str) -> Result<Vec<Property>, SyntaxIssue> {
 // Config API
 // ---------------------------------------------------------------------------
 
+/// The settings the coordinator needs, from the broker config.
+pub fn group_config(c: &Config) -> coordinator::group::GroupConfig {
+    coordinator::group::GroupConfig {
+        min_session_timeout_ms: c.group_min_session_timeout_ms,
+        max_session_timeout_ms: c.group_max_session_timeout_ms,
+        initial_rebalance_delay_ms: c.group_initial_rebalance_delay_ms,
+        max_size: c.group_max_size,
+        offset_metadata_max_bytes: c.offset_metadata_max_bytes,
+        offsets_retention_ms: c.offsets_retention_ms(),
+        offsets_retention_check_interval_ms: c.offsets_retention_check_interval_ms,
+        snapshot_interval_records: c.offsets_snapshot_interval_records.max(1) as u64,
+        delete_retention_ms: c.delete_retention_ms,
+        consumer_session_timeout_ms: c.group_consumer_session_timeout_ms,
+        consumer_heartbeat_interval_ms: c.group_consumer_heartbeat_interval_ms,
+        consumer_assignors: c
+            .group_consumer_assignors
+            .iter()
+            .map(|a| match a {
+                ServerAssignor::Uniform => "uniform".to_string(),
+                ServerAssignor::Range => "range".to_string(),
+            })
+            .collect(),
+        consumer_assignment_interval_ms: c.group_consumer_assignment_interval_ms,
+        consumer_max_size: c.group_consumer_max_size,
+        consumer_protocol_enabled: c
+            .group_coordinator_rebalance_protocols
+            .contains(&RebalanceProtocol::Consumer),
+    }
+}
+
 impl Config {
     /// Parse properties text (Java `.properties` subset) and apply every
     /// key in order. `source_desc` names the text in errors, e.g. the file
@@ -1905,6 +1935,14 @@ log.retention.check.interval.ms=300000
         c.apply_properties("log.dirs=/a\nlog.dir=/b\n", "p")
             .expect("loads");
         assert_eq!(c.data_dir(), Some(PathBuf::from("/a")));
+    }
+
+    #[test]
+    fn the_coordinators_defaults_are_the_configs() {
+        assert_eq!(
+            group_config(&Config::default()),
+            coordinator::group::GroupConfig::default()
+        );
     }
 
     #[test]

@@ -52,9 +52,9 @@ enum Command {
         addr: String,
     },
     /// Inspect and manage consumer groups over the Kafka protocol (like kafka-consumer-groups.sh).
-    Groups(engine::admin_cli::GroupsArgs),
+    Groups(tools::groups::GroupsArgs),
     /// Print or verify `__consumer_offsets` segment files (like kafka-dump-log.sh --offsets-decoder).
-    DumpLog(engine::dump_log::DumpLogArgs),
+    DumpLog(tools::dump_log::DumpLogArgs),
 }
 
 /// Exit code for bad configuration or arguments (clap also uses 2 for usage errors).
@@ -80,7 +80,7 @@ fn main() -> ExitCode {
             metrics_listen,
         } => serve(listen, data_dir, cores, config, sets, metrics_listen),
         Command::Stats { addr } => {
-            match engine::metrics::print_stats(&addr, &mut std::io::stdout().lock()) {
+            match tools::stats::print_stats(&addr, &mut std::io::stdout().lock()) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("ringleader stats: {e}");
@@ -89,11 +89,11 @@ fn main() -> ExitCode {
             }
         }
         Command::Groups(args) => {
-            let code = engine::admin_cli::run(&args, &mut std::io::stdout().lock());
+            let code = tools::groups::run(&args, &mut std::io::stdout().lock());
             ExitCode::from(code.clamp(0, 255) as u8)
         }
         Command::DumpLog(args) => {
-            let code = engine::dump_log::run(
+            let code = tools::dump_log::run(
                 &args,
                 &mut std::io::stdout().lock(),
                 &mut std::io::stderr().lock(),

@@ -13,23 +13,7 @@ pub struct Meta {
 /// A Kafka-style cluster id: a random UUID as 22 characters of URL-safe base64 without padding
 /// (`Uuid.randomUuid().toString()` in Kafka's `org.apache.kafka.common.Uuid`).
 pub fn new_cluster_id() -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    let bytes = uuid::Uuid::new_v4().into_bytes();
-    let mut out = String::with_capacity(22);
-    let mut acc: u32 = 0;
-    let mut bits = 0;
-    for b in bytes {
-        acc = (acc << 8) | b as u32;
-        bits += 8;
-        while bits >= 6 {
-            bits -= 6;
-            out.push(ALPHABET[((acc >> bits) & 63) as usize] as char);
-        }
-    }
-    if bits > 0 {
-        out.push(ALPHABET[((acc << (6 - bits)) & 63) as usize] as char);
-    }
-    out
+    coordinator::random_base64_uuid()
 }
 
 /// Load `meta.properties`, or create it. `configured_cluster_id` (config `cluster.id`) wins when

@@ -133,7 +133,7 @@ async fn run_shard(
     shutdown: Arc<AtomicBool>,
     ready: &mpsc::Sender<anyhow::Result<()>>,
 ) -> anyhow::Result<()> {
-    let group_config = crate::group::GroupConfig::from_config(&broker.config);
+    let group_config = crate::config::group_config(&broker.config);
     let mut tables = None;
     let exec_broker = broker.clone();
     let router = Router::join(mesh, |shard, shards| -> LocalExec {

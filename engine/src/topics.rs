@@ -13,94 +13,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use uuid::Uuid;
 
-/// The coordinator's own log topic. It always exists (we are its owner), is internal, and has
-/// `offsets.topic.num.partitions` partitions.
-pub const CONSUMER_OFFSETS: &str = "__consumer_offsets";
-
-/// Kafka's limit on topic name length (`Topic.MAX_NAME_LENGTH`).
-pub const MAX_NAME_LENGTH: usize = 249;
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Topic {
-    pub name: String,
-    pub id: Uuid,
-    pub partitions: i32,
-    #[serde(default)]
-    pub internal: bool,
-    /// Topic-level config overrides given at creation (name → value).
-    #[serde(default)]
-    pub configs: BTreeMap<String, String>,
-}
-
-/// An immutable view of all topics, shared by every shard.
-#[derive(Debug, Clone, Default)]
-pub struct TopicsSnapshot {
-    by_name: BTreeMap<String, Arc<Topic>>,
-    by_id: BTreeMap<Uuid, Arc<Topic>>,
-}
-
-impl TopicsSnapshot {
-    fn from_topics(topics: impl IntoIterator<Item = Topic>) -> Self {
-        let mut s = Self::default();
-        for t in topics {
-            let t = Arc::new(t);
-            s.by_id.insert(t.id, t.clone());
-            s.by_name.insert(t.name.clone(), t);
-        }
-        s
-    }
-    pub fn get(&self, name: &str) -> Option<&Arc<Topic>> {
-        self.by_name.get(name)
-    }
-    pub fn get_by_id(&self, id: &Uuid) -> Option<&Arc<Topic>> {
-        self.by_id.get(id)
-    }
-    pub fn iter(&self) -> impl Iterator<Item = &Arc<Topic>> {
-        self.by_name.values()
-    }
-    pub fn len(&self) -> usize {
-        self.by_name.len()
-    }
-    pub fn is_empty(&self) -> bool {
-        self.by_name.is_empty()
-    }
-    /// An existing topic whose name collides with `name` once '.' and '_' are treated alike
-    /// (Kafka forbids such pairs because metric names cannot tell them apart).
-    pub fn colliding(&self, name: &str) -> Option<&Arc<Topic>> {
-        let key = unify(name);
-        self.by_name
-            .values()
-            .find(|t| t.name != name && unify(&t.name) == key)
-    }
-}
-
-fn unify(name: &str) -> String {
-    name.replace('.', "_")
-}
-
-/// Why a topic name is invalid, in Kafka's words (`org.apache.kafka.common.internals.Topic.validate`).
-pub fn validate_name(name: &str) -> Result<(), String> {
-    if name.is_empty() {
-        return Err("Topic name is illegal, it can't be empty".into());
-    }
-    if name == "." || name == ".." {
-        return Err("Topic name cannot be \".\" or \"..\"".into());
-    }
-    if name.len() > MAX_NAME_LENGTH {
-        return Err(format!(
-            "Topic name is illegal, it can't be longer than {MAX_NAME_LENGTH} characters, topic name: {name}"
-        ));
-    }
-    if !name
-        .bytes()
-        .all(|c| c.is_ascii_alphanumeric() || c == b'.' || c == b'_' || c == b'-')
-    {
-        return Err(format!(
-            "Topic name \"{name}\" is illegal, it contains a character other than ASCII alphanumerics, '.', '_' and '-'"
-        ));
-    }
-    Ok(())
-}
+pub use coordinator::topics::{
+    validate_name, Topic, TopicsSnapshot, CONSUMER_OFFSETS, MAX_NAME_LENGTH,
+};
 
 #[derive(Debug, thiserror::Error)]
 pub enum RegistryError {

@@ -3,7 +3,6 @@
 
 use bytes::{Bytes, BytesMut};
 use clap::Parser;
-use engine::admin_cli::{self, GroupsArgs};
 use engine::config::Config;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Encodable, StrBytes};
@@ -12,6 +11,7 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use tools::groups::{self as admin_cli, GroupsArgs};
 use wire::codec::{decode_response, encode_request};
 use wire::{ApiRange, Request, RequestHeader, Response, Versions};
 

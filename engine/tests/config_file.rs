@@ -126,7 +126,8 @@ fn a_kafka_key_not_implemented_stops_start_up_with_its_reason() {
     std::fs::write(&config, text).unwrap();
     let (mut child, lines) = serve_with_config(&config);
     let status = child.wait().unwrap();
-    let out: Vec<String> = lines.try_iter().collect();
+    // Every line: the reader thread ends (and the channel closes) at the pipe's end.
+    let out: Vec<String> = lines.iter().collect();
     assert_eq!(status.code(), Some(2), "{out:#?}");
     assert!(
         out.iter().any(|l| l.contains(

@@ -545,7 +545,7 @@ mod tests {
         let topics = TOPICS.get_or_init(|| {
             let dir = std::env::temp_dir().join(format!("rl-core-{}", std::process::id()));
             std::fs::create_dir_all(&dir).expect("a temp dir");
-            let reg = crate::topics::TopicRegistry::open(&dir, 50).expect("a registry");
+            let reg = crate::topics::MemoryTopics::new(50);
             reg.create("t", 1, Default::default()).expect("topic t");
             let snap = reg.snapshot();
             let _ = std::fs::remove_dir_all(&dir);

@@ -15,8 +15,15 @@
 
 use crate::group::{consumer, Coordinator};
 use std::ops::Bound;
-use storage::snapshot::SnapshotRecord;
 use wire::records::{Record, RecordKey, RecordValue};
+
+/// One record of a snapshot: a `__consumer_offsets` key and value, encoded. The broker writes
+/// these into its snapshot file (`storage::snapshot`); the simulator keeps them in memory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SnapshotRecord {
+    pub key: Vec<u8>,
+    pub value: Vec<u8>,
+}
 
 enum Phase {
     /// Classic groups after this id.

@@ -1,9 +1,9 @@
-//! Long runs of the deterministic simulator (`engine::sim`): many seeds, for hours if asked.
+//! Long runs of the deterministic simulator (`sim` (engine/sim)): many seeds, for hours if asked.
 //!
 //! ```sh
-//! cargo run --release -p ringleader-engine --example sim -- --seeds 10000
-//! cargo run --release -p ringleader-engine --example sim -- --duration 3h --members 2000 --groups 60
-//! cargo run --release -p ringleader-engine --example sim -- --seed 1234 --trace   # replay one
+//! cargo run --release -p ringleader-sim --example sim -- --seeds 10000
+//! cargo run --release -p ringleader-sim --example sim -- --duration 3h --members 2000 --groups 60
+//! cargo run --release -p ringleader-sim --example sim -- --seed 1234 --trace   # replay one
 //! ```
 //!
 //! Seeds run on `--jobs` threads (each seed is independent and deterministic, so the thread
@@ -11,7 +11,7 @@
 //! command that replays it; the exit code is then 1.
 
 use clap::Parser;
-use engine::sim::{run_seed, SimConfig, SimStats};
+use sim::{run_seed, SimConfig, SimStats};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};

@@ -10,8 +10,8 @@
 //! the broker's shell does not also leave to the core.
 
 use super::world::{Ev, Reply, ReqMsg, World};
-use crate::group::{Coordinator, GroupRequest, GroupResponse, Output, ReqId, RequestContext};
-use crate::partition_core::{PartitionCore, Phase, Refusal, Released};
+use engine::group::{Coordinator, GroupRequest, GroupResponse, Output, ReqId, RequestContext};
+use engine::partition_core::{PartitionCore, Phase, Refusal, Released};
 use futures_lite::future::block_on;
 use storage::io::MemDir;
 use storage::log::PartitionLog;
@@ -53,7 +53,7 @@ pub(super) enum RouteKind {
 #[derive(Debug, Clone)]
 pub(super) struct Snap {
     pub offset: u64,
-    pub records: Vec<storage::snapshot::SnapshotRecord>,
+    pub records: Vec<engine::snapshot_build::SnapshotRecord>,
 }
 
 /// One batch of records in flight to the disk.
@@ -184,7 +184,7 @@ fn brief_value(v: &Option<wire::records::RecordValue>) -> String {
                 .iter()
                 .map(|m| (
                     m.member_id.clone(),
-                    crate::group::classic::decode_subscription_topics(&m.subscription)
+                    engine::group::classic::decode_subscription_topics(&m.subscription)
                 ))
                 .collect::<Vec<_>>()
         ),
@@ -207,7 +207,7 @@ impl World {
     ) -> std::io::Result<(Coordinator, PartitionLog<MemDir>)> {
         let slot = &self.slots[s];
         let mut c = Coordinator::new(slot.partition, self.p.gcfg.clone());
-        c.member_ids = Some(crate::group::SeededIds::new(self.rng.next_u64()));
+        c.member_ids = Some(engine::group::SeededIds::new(self.rng.next_u64()));
         let mut skipped = 0u64;
         let mut start = 0;
         if let Some(snap) = &slot.snapshot {
@@ -487,7 +487,7 @@ impl World {
     /// `reload_until_ok`: reload from disk, retrying every second while it fails.
     pub(super) fn try_reload(&mut self, s: usize) {
         let cut = match self.slots[s].core_mut().discard_from() {
-            Some(end) => block_on(crate::partition::discard_unacknowledged(
+            Some(end) => block_on(engine::partition::discard_unacknowledged(
                 &self.slots[s].dir,
                 &self.p.log_cfg,
                 end,

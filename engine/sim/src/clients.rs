@@ -7,9 +7,9 @@
 //! Kafka client ignores whatever comes back on a connection it has abandoned.
 
 use super::world::{Protocol, Reply, World};
-use crate::group::assignor::Assignment;
-use crate::group::{GroupRequest, GroupResponse};
 use bytes::{Bytes, BytesMut};
+use engine::group::assignor::Assignment;
+use engine::group::{GroupRequest, GroupResponse};
 use kafka_protocol::messages::consumer_group_heartbeat_request::TopicPartitions as HbTopicPartitions;
 use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
 use kafka_protocol::messages::leave_group_request::MemberIdentity;
@@ -947,7 +947,7 @@ impl World {
             .map(|m| {
                 (
                     m.member_id.to_string(),
-                    crate::group::classic::decode_subscription_topics(&m.metadata)
+                    engine::group::classic::decode_subscription_topics(&m.metadata)
                         .unwrap_or_default(),
                 )
             })

@@ -1,20 +1,26 @@
-//! Test support: a seeded, deterministic simulator of the group coordinator under faults.
+//! `sim`: a seeded, deterministic simulator of the group coordinator under faults.
+//!
+//! Owns: the simulated world (clients, network, disks, crashes), the simulator's shell around the
+//! broker's partition core, and the oracle's invariants. Must not: run in the broker (it is a
+//! crate of its own, outside the broker library), or carry a copy of anything the broker does —
+//! it drives `engine`'s own code; where it needs a decision the broker makes, that decision
+//! belongs in `engine` (pure, `now` passed in) for both to call.
 //!
 //! Nothing here runs in the broker. The simulator drives the *real* state machines — one
-//! [`crate::group::Coordinator`] per `__consumer_offsets` partition — and the *real* storage code
+//! [`engine::group::Coordinator`] per `__consumer_offsets` partition — and the *real* storage code
 //! ([`storage::log::PartitionLog`] on the fault-injecting [`storage::io::MemDir`]) with fake time,
 //! and checks invariants after every step. It exists to find the bugs that only show up when
 //! crashes, torn writes, failed fsyncs and a misbehaving network meet thousands of members.
 //!
 //! What it models (see `world.rs` for the event loop):
 //! - **Broker**: N partitions, each the broker's own sans-IO partition core
-//!   ([`crate::partition_core::PartitionCore`]: the coordinator, group commit, parked replies,
+//!   ([`engine::partition_core::PartitionCore`]: the coordinator, group commit, parked replies,
 //!   failure and reload, snapshot and compaction scheduling) over a `PartitionLog<MemDir>`. The
 //!   simulator's shell (`broker.rs`) does only the I/O the core asks for, as `partition.rs` does
 //!   in the broker: one writer batch at a time (one write + one fsync through
 //!   `PartitionLog::append`), the reload after a failed append (retrying every second while the
 //!   disk stays broken, after cutting the failed batch with
-//!   [`crate::partition::discard_unacknowledged`]), snapshot files (dropping the segments they
+//!   [`engine::partition::discard_unacknowledged`]), snapshot files (dropping the segments they
 //!   cover) and compaction slices; a restart replays snapshot + log and calls `on_loaded`.
 //!   Deadlines fire from a 5 ms ticker.
 //! - **Disk**: `MemDir::fail_after(n)` (a failing disk, healed later), and power loss:
@@ -78,7 +84,7 @@ impl SimConfig {
     /// The command that replays `seed` with this configuration.
     pub fn replay_command(&self, seed: u64) -> String {
         format!(
-            "cargo run --release -p ringleader-engine --example sim -- --seed {seed} \
+            "cargo run --release -p ringleader-sim --example sim -- --seed {seed} \
              --members {} --groups {} --partitions {} --steps {} --trace",
             self.members, self.groups, self.partitions, self.steps
         )

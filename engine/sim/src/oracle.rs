@@ -42,8 +42,8 @@
 use super::broker::{Route, RouteKind};
 use super::clients::{CState, Phase, Proto};
 use super::world::{Protocol, World};
-use crate::group::classic::State;
-use crate::group::{Coordinator, GroupRequest, GroupResponse, Output, RequestContext};
+use engine::group::classic::State;
+use engine::group::{Coordinator, GroupRequest, GroupResponse, Output, RequestContext};
 use std::collections::{BTreeMap, BTreeSet};
 use uuid::Uuid;
 use wire::records::GroupMetadataValue;
@@ -88,7 +88,7 @@ pub(super) struct Oracle {
 type Projection = (
     Vec<(String, GroupMetadataValue)>,
     Vec<(String, String, i32, wire::records::OffsetCommitValue)>,
-    Vec<crate::group::consumer::ConsumerGroup>,
+    Vec<engine::group::consumer::ConsumerGroup>,
 );
 
 fn projection(c: &Coordinator) -> Projection {
@@ -136,7 +136,7 @@ fn diff(a: &Projection, b: &Projection) -> String {
     for k in ga.keys().chain(gb.keys()) {
         let (x, y) = (ga.get(k), gb.get(k));
         if x != y {
-            let brief = |g: Option<&&crate::group::consumer::ConsumerGroup>| {
+            let brief = |g: Option<&&engine::group::consumer::ConsumerGroup>| {
                 g.map(|g| {
                     (
                         g.group_epoch,
@@ -191,7 +191,7 @@ impl World {
     pub(super) fn after_handle(
         &mut self,
         _s: usize,
-        id: crate::group::ReqId,
+        id: engine::group::ReqId,
         fetch_group: Option<&str>,
         out: &Output,
     ) {
@@ -834,7 +834,7 @@ impl World {
         let mut wanted: BTreeSet<String> = BTreeSet::new();
         match spec.protocol {
             Protocol::Consumer => {
-                let members: BTreeMap<String, &crate::group::consumer::ConsumerMember> = c
+                let members: BTreeMap<String, &engine::group::consumer::ConsumerMember> = c
                     .consumer_groups
                     .get(&spec.name)
                     .map(|cg| cg.members.iter().map(|(k, v)| (k.clone(), v)).collect())
@@ -855,7 +855,7 @@ impl World {
                     if m.member_epoch != x.epoch
                         || m.assigned != x.owned
                         || !m.pending_revocation.is_empty()
-                        || m.state != crate::group::consumer::MemberState::Stable
+                        || m.state != engine::group::consumer::MemberState::Stable
                     {
                         return Err(format!(
                             "client c{ci} (epoch {}, owns {:?}) and member {} (epoch {}, state \

@@ -6,8 +6,8 @@ use super::clients::{Client, Proto};
 use super::oracle::Oracle;
 use super::rng::Rng;
 use super::{SimConfig, SimFailure, SimStats};
-use crate::group::{GroupConfig, GroupRequest, GroupResponse, ReqId};
-use crate::topics::{TopicRegistry, TopicsSnapshot};
+use engine::group::{GroupConfig, GroupRequest, GroupResponse, ReqId};
+use engine::topics::{TopicRegistry, TopicsSnapshot};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
 use std::sync::{Arc, OnceLock};
@@ -41,7 +41,7 @@ pub(super) fn topics() -> Arc<TopicsSnapshot> {
             let dir = std::env::temp_dir().join(format!("rl-sim-topics-{}", std::process::id()));
             std::fs::create_dir_all(&dir).expect("temp dir for the simulator's topics");
             let mut topics = vec![serde_json::json!({
-                "name": crate::topics::CONSUMER_OFFSETS,
+                "name": engine::topics::CONSUMER_OFFSETS,
                 "id": uuid::Uuid::from_u128(0x5157_0000_0000_4000_8000_0000_0000_0001),
                 "partitions": 50,
                 "internal": true,

@@ -1,12 +1,12 @@
-//! The deterministic simulator (`engine::sim`) over a bounded number of seeds: the real
+//! The deterministic simulator (`sim` (engine/sim)) over a bounded number of seeds: the real
 //! coordinator and storage code under crashes, torn writes, failing disks and a lossy, duplicating,
 //! reordering network, with every invariant checked after every step.
 //!
 //! `RINGLEADER_SIM_SEEDS` (default 300) and `RINGLEADER_SIM_START` (default 0) choose the seeds;
 //! a failure prints its seed and the command that replays it. Long runs:
-//! `cargo run --release -p ringleader-engine --example sim -- --seeds 10000`.
+//! `cargo run --release -p ringleader-sim --example sim -- --seeds 10000`.
 
-use engine::sim::{run_seed, SimConfig, SimStats};
+use sim::{run_seed, SimConfig, SimStats};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 

@@ -569,7 +569,7 @@ fn heartbeat_inner(
     }
     if member_id.is_empty() {
         // v0 joiners may leave the id to us (v1 clients make their own, KIP-1082).
-        member_id = crate::meta::new_cluster_id();
+        member_id = crate::random_base64_uuid();
     }
     let existing = c
         .consumer_groups
@@ -1740,7 +1740,7 @@ pub fn describe(c: &Coordinator, group_id: &str, topics: &TopicsSnapshot) -> cgd
 #[cfg(test)]
 mod hash_tests {
     use super::*;
-    use crate::topics::TopicRegistry;
+    use crate::topics::MemoryTopics;
 
     #[test]
     fn metadata_hash_is_the_reference_brokers() {
@@ -1750,7 +1750,7 @@ mod hash_tests {
         let dir = std::env::temp_dir().join(format!("rl-hash-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
-        let reg = TopicRegistry::open(&dir, 50).unwrap();
+        let reg = MemoryTopics::new(50);
         reg.create("orders-java-consumer", 6, Default::default())
             .unwrap();
         let snap = reg.snapshot();

@@ -3,7 +3,7 @@
 
 use super::consumer::MemberState;
 use super::*;
-use crate::topics::TopicRegistry;
+use crate::topics::MemoryTopics;
 use kafka_protocol::messages::consumer_group_heartbeat_request::TopicPartitions as ReqTp;
 use kafka_protocol::messages::offset_commit_request::{
     OffsetCommitRequestPartition, OffsetCommitRequestTopic,
@@ -20,7 +20,7 @@ struct K {
     now: i64,
     next: ReqId,
     records: Vec<Record>,
-    reg: TopicRegistry,
+    reg: MemoryTopics,
     _dir: std::path::PathBuf,
 }
 
@@ -37,7 +37,7 @@ impl K {
         ));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
-        let reg = TopicRegistry::open(&dir, 50).unwrap();
+        let reg = MemoryTopics::new(50);
         reg.create("orders", 6, Default::default()).unwrap();
         Self {
             c: Coordinator::new(0, cfg),
@@ -259,7 +259,7 @@ fn lost_response_is_tolerated_and_bad_epochs_are_fenced() {
 
 #[test]
 fn a_previous_epoch_without_owned_partitions_is_fenced() {
-    // Found by the simulator (engine/src/sim): a delayed duplicate of an old heartbeat moved A
+    // Found by the simulator (engine/sim): a delayed duplicate of an old heartbeat moved A
     // to a new epoch with more partitions, and its response (the only one carrying them) went
     // to a request A no longer waited for. A's next heartbeat, with the previous epoch and no
     // owned partitions, was accepted and answered without the assignment: A kept consuming its
@@ -289,7 +289,7 @@ fn a_previous_epoch_without_owned_partitions_is_fenced() {
 
 #[test]
 fn an_assignment_is_resent_until_the_member_reports_owning_it() {
-    // Found by the simulator (engine/src/sim): the response that handed B the partitions A had
+    // Found by the simulator (engine/sim): the response that handed B the partitions A had
     // just released went to a stale request of B's that B no longer waited for. The assignment
     // was only sent when it changed, so B's next heartbeats (epoch unchanged, nothing new to
     // report) were answered without it: B never consumed those partitions.
@@ -553,7 +553,7 @@ fn silent_and_stuck_members_are_fenced() {
 
 #[test]
 fn members_loaded_from_the_log_still_time_out() {
-    // Found by the simulator (engine/src/sim): after a restart, consumer-protocol members
+    // Found by the simulator (engine/sim): after a restart, consumer-protocol members
     // loaded from the log had no session deadline, so a member whose client died before the
     // restart stayed in the group with its partitions forever. Kafka's `onLoaded` schedules
     // every loaded member's session, and the revocation deadline of a member still revoking.
@@ -741,7 +741,7 @@ fn held_bytes_per_member() {
     let dir = std::env::temp_dir().join(format!("rl-mem-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let reg = TopicRegistry::open(&dir, 50).unwrap();
+    let reg = MemoryTopics::new(50);
     let names: Vec<String> = (0..n_topics).map(|i| format!("loadgen-t{i}")).collect();
     for n in &names {
         reg.create(n, n_parts as i32, Default::default()).unwrap();

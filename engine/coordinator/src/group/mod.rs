@@ -42,7 +42,7 @@ pub type ReqId = u64;
 pub const NEW_MEMBER_JOIN_TIMEOUT_MS: i64 = 300_000;
 
 /// Settings the coordinator needs, taken from the broker config at start-up.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GroupConfig {
     pub min_session_timeout_ms: i32,
     pub max_session_timeout_ms: i32,
@@ -66,40 +66,27 @@ pub struct GroupConfig {
     pub consumer_protocol_enabled: bool,
 }
 
-impl GroupConfig {
-    pub fn from_config(c: &crate::config::Config) -> Self {
-        Self {
-            min_session_timeout_ms: c.group_min_session_timeout_ms,
-            max_session_timeout_ms: c.group_max_session_timeout_ms,
-            initial_rebalance_delay_ms: c.group_initial_rebalance_delay_ms,
-            max_size: c.group_max_size,
-            offset_metadata_max_bytes: c.offset_metadata_max_bytes,
-            offsets_retention_ms: c.offsets_retention_ms(),
-            offsets_retention_check_interval_ms: c.offsets_retention_check_interval_ms,
-            snapshot_interval_records: c.offsets_snapshot_interval_records.max(1) as u64,
-            delete_retention_ms: c.delete_retention_ms,
-            consumer_session_timeout_ms: c.group_consumer_session_timeout_ms,
-            consumer_heartbeat_interval_ms: c.group_consumer_heartbeat_interval_ms,
-            consumer_assignors: c
-                .group_consumer_assignors
-                .iter()
-                .map(|a| match a {
-                    crate::config::ServerAssignor::Uniform => "uniform".to_string(),
-                    crate::config::ServerAssignor::Range => "range".to_string(),
-                })
-                .collect(),
-            consumer_assignment_interval_ms: c.group_consumer_assignment_interval_ms,
-            consumer_max_size: c.group_consumer_max_size,
-            consumer_protocol_enabled: c
-                .group_coordinator_rebalance_protocols
-                .contains(&crate::config::RebalanceProtocol::Consumer),
-        }
-    }
-}
-
+/// Kafka's defaults (`GroupCoordinatorConfig`, `GroupConfig`), which are also the broker
+/// config's defaults (`engine::config`; a test there checks the two agree).
 impl Default for GroupConfig {
     fn default() -> Self {
-        Self::from_config(&crate::config::Config::default())
+        Self {
+            min_session_timeout_ms: 6000,
+            max_session_timeout_ms: 1_800_000,
+            initial_rebalance_delay_ms: 3000,
+            max_size: i32::MAX,
+            offset_metadata_max_bytes: 4096,
+            offsets_retention_ms: 10_080 * 60_000,
+            offsets_retention_check_interval_ms: 600_000,
+            snapshot_interval_records: 100_000,
+            delete_retention_ms: 86_400_000,
+            consumer_session_timeout_ms: 45_000,
+            consumer_heartbeat_interval_ms: 5000,
+            consumer_assignors: vec!["uniform".to_string(), "range".to_string()],
+            consumer_assignment_interval_ms: 1000,
+            consumer_max_size: i32::MAX,
+            consumer_protocol_enabled: true,
+        }
     }
 }
 

@@ -3,7 +3,7 @@
 //! durable state must match: the log alone rebuilds the state.
 
 use super::*;
-use crate::topics::TopicRegistry;
+use crate::topics::MemoryTopics;
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
 use kafka_protocol::messages::leave_group_request::MemberIdentity;
@@ -44,7 +44,7 @@ impl H {
         let dir =
             std::env::temp_dir().join(format!("rl-group-{}-{}", std::process::id(), rand_suffix()));
         std::fs::create_dir_all(&dir).unwrap();
-        let reg = TopicRegistry::open(&dir, 50).unwrap();
+        let reg = MemoryTopics::new(50);
         reg.create("orders", 6, Default::default()).unwrap();
         reg.create("other", 2, Default::default()).unwrap();
         let mut c = Coordinator::new(0, cfg);
@@ -366,7 +366,7 @@ fn seed_two_consumers_then_one_leaves() {
 
 #[test]
 fn replay_keeps_a_members_new_subscription() {
-    // Found by the simulator (engine/src/sim): a member rejoined with a new subscription, the
+    // Found by the simulator (engine/sim): a member rejoined with a new subscription, the
     // generation's record carried it, but replaying the log kept the member's subscription from
     // the older record (replay preferred what an earlier record had put in memory). After a
     // restart the group then reported stale subscribed topics (offset expiry keys on them).
