@@ -1,17 +1,14 @@
-//! The embedded consumer protocol (ConsumerProtocolSubscription / ConsumerProtocolAssignment with
-//! their int16 version prefix) and the client-side range assignor the group leader runs
+//! The embedded consumer protocol as loadgen's members use it (the bytes themselves are
+//! `wire::consumer_protocol`'s) and the client-side range assignor the group leader runs
 //! (reference §1.5 "Embedded consumer protocol", §5.3).
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
-use kafka_protocol::messages::consumer_protocol_assignment::TopicPartition as AssignedTopic;
-use kafka_protocol::messages::{
-    ConsumerProtocolAssignment, ConsumerProtocolSubscription, TopicName,
-};
-use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use bytes::Bytes;
+use kafka_protocol::protocol::StrBytes;
 use std::collections::BTreeMap;
+use wire::consumer_protocol;
 
 /// The version written in front of subscriptions and assignments (what Java 3.x+ clients write).
-pub const CONSUMER_PROTOCOL_VERSION: i16 = 3;
+pub const CONSUMER_PROTOCOL_VERSION: i16 = consumer_protocol::VERSION;
 /// The protocol type of consumer groups.
 pub const PROTOCOL_TYPE: &str = "consumer";
 /// The assignor loadgen's members offer (and run, when they lead).
@@ -32,35 +29,23 @@ pub type Assigned = (u16, i32);
 
 /// Encode a subscription to `topics` (no owned partitions, generation -1).
 pub fn encode_subscription(topics: &[TopicInfo]) -> Bytes {
-    let sub = ConsumerProtocolSubscription::default()
-        .with_topics(topics.iter().map(|t| t.name.clone()).collect());
-    encode_versioned(&sub)
+    consumer_protocol::encode_subscription(
+        topics.iter().map(|t| t.name.clone()),
+        CONSUMER_PROTOCOL_VERSION,
+    )
 }
 
 /// Decode a member's subscription metadata; returns the subscribed topic names. Newer versions
 /// than we know are read by their known prefix, as Kafka's parsers do.
 pub fn decode_subscription(bytes: &Bytes) -> anyhow::Result<Vec<StrBytes>> {
-    let mut b = bytes.clone();
-    anyhow::ensure!(b.remaining() >= 2, "subscription shorter than its version");
-    let v = b.get_i16();
-    anyhow::ensure!(v >= 0, "negative subscription version {v}");
-    let sub = ConsumerProtocolSubscription::decode(&mut b, v.min(CONSUMER_PROTOCOL_VERSION))?;
+    let sub = consumer_protocol::decode_subscription(bytes)
+        .map_err(|e| anyhow::anyhow!("subscription: {e}"))?;
     Ok(sub.topics)
 }
 
 /// Encode an assignment.
 pub fn encode_assignment(assigned: &[(StrBytes, Vec<i32>)]) -> Bytes {
-    let a = ConsumerProtocolAssignment::default().with_assigned_partitions(
-        assigned
-            .iter()
-            .map(|(t, ps)| {
-                AssignedTopic::default()
-                    .with_topic(TopicName(t.clone()))
-                    .with_partitions(ps.clone())
-            })
-            .collect(),
-    );
-    encode_versioned(&a)
+    consumer_protocol::encode_assignment(assigned.iter().cloned(), CONSUMER_PROTOCOL_VERSION)
 }
 
 /// Decode the assignment a SyncGroup response carries into (topic index, partition) pairs.
@@ -69,11 +54,8 @@ pub fn decode_assignment(bytes: &Bytes, topics: &[TopicInfo]) -> anyhow::Result<
     if bytes.is_empty() {
         return Ok(Vec::new());
     }
-    let mut b = bytes.clone();
-    anyhow::ensure!(b.remaining() >= 2, "assignment shorter than its version");
-    let v = b.get_i16();
-    anyhow::ensure!(v >= 0, "negative assignment version {v}");
-    let a = ConsumerProtocolAssignment::decode(&mut b, v.min(CONSUMER_PROTOCOL_VERSION))?;
+    let a = consumer_protocol::decode_assignment(bytes)
+        .map_err(|e| anyhow::anyhow!("assignment: {e}"))?;
     let mut out = Vec::new();
     for tp in a.assigned_partitions {
         if let Some(ti) = topics.iter().position(|t| t.name == tp.topic.0) {
@@ -82,15 +64,6 @@ pub fn decode_assignment(bytes: &Bytes, topics: &[TopicInfo]) -> anyhow::Result<
     }
     out.sort_unstable();
     Ok(out)
-}
-
-fn encode_versioned<M: Encodable>(m: &M) -> Bytes {
-    let mut buf = BytesMut::with_capacity(64);
-    buf.put_i16(CONSUMER_PROTOCOL_VERSION);
-    // Both messages encode at every version 0-3; an error here is a bug in the fields we set.
-    m.encode(&mut buf, CONSUMER_PROTOCOL_VERSION)
-        .expect("consumer protocol messages encode at version 3");
-    buf.freeze()
 }
 
 /// The client `RangeAssignor`: per topic, partitions in order; subscribers sorted by member id;
@@ -219,10 +192,7 @@ mod tests {
 
     #[test]
     fn reads_a_v0_subscription_from_another_client() {
-        let sub = ConsumerProtocolSubscription::default().with_topics(vec![s("t0")]);
-        let mut buf = BytesMut::new();
-        buf.put_i16(0);
-        sub.encode(&mut buf, 0).unwrap();
-        assert_eq!(decode_subscription(&buf.freeze()).unwrap(), vec![s("t0")]);
+        let v0 = consumer_protocol::encode_subscription([s("t0")], 0);
+        assert_eq!(decode_subscription(&v0).unwrap(), vec![s("t0")]);
     }
 }

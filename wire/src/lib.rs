@@ -13,6 +13,7 @@
 pub mod alloc;
 pub mod api_versions;
 pub mod codec;
+pub mod consumer_protocol;
 pub mod error;
 pub mod frame;
 pub mod guard;

@@ -7,7 +7,7 @@
 //! Kafka client ignores whatever comes back on a connection it has abandoned.
 
 use super::world::{Protocol, Reply, World};
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use engine::group::assignor::Assignment;
 use engine::group::{GroupRequest, GroupResponse};
 use kafka_protocol::messages::consumer_group_heartbeat_request::TopicPartitions as HbTopicPartitions;
@@ -18,7 +18,7 @@ use kafka_protocol::messages::offset_commit_request::{
 };
 use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
 use kafka_protocol::messages::*;
-use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use kafka_protocol::protocol::StrBytes;
 use std::collections::{BTreeMap, BTreeSet};
 
 const NONE: i16 = 0;
@@ -156,42 +156,18 @@ pub(super) struct Client {
 }
 
 fn subscription_bytes(topics: &[String]) -> Bytes {
-    let sub =
-        ConsumerProtocolSubscription::default().with_topics(topics.iter().map(|t| sb(t)).collect());
-    let mut b = BytesMut::new();
-    b.extend_from_slice(&0i16.to_be_bytes());
-    sub.encode(&mut b, 0)
-        .expect("a subscription encodes at version 0");
-    b.freeze()
+    wire::consumer_protocol::encode_subscription(topics.iter().map(|t| sb(t)), 0)
 }
 
 fn assignment_bytes(parts: &BTreeMap<String, Vec<i32>>) -> Bytes {
-    let a = ConsumerProtocolAssignment::default().with_assigned_partitions(
-        parts
-            .iter()
-            .map(|(t, ps)| {
-                consumer_protocol_assignment::TopicPartition::default()
-                    .with_topic(TopicName(sb(t)))
-                    .with_partitions(ps.clone())
-            })
-            .collect(),
-    );
-    let mut b = BytesMut::new();
-    b.extend_from_slice(&0i16.to_be_bytes());
-    a.encode(&mut b, 0)
-        .expect("an assignment encodes at version 0");
-    b.freeze()
+    wire::consumer_protocol::encode_assignment(parts.iter().map(|(t, ps)| (sb(t), ps.clone())), 0)
 }
 
 fn decode_assignment(bytes: &Bytes) -> Option<BTreeSet<(String, i32)>> {
     if bytes.is_empty() {
         return Some(BTreeSet::new());
     }
-    if bytes.len() < 2 {
-        return None;
-    }
-    let mut body = bytes.slice(2..);
-    let a = ConsumerProtocolAssignment::decode(&mut body, 0).ok()?;
+    let a = wire::consumer_protocol::decode_assignment(bytes).ok()?;
     Some(
         a.assigned_partitions
             .iter()

@@ -18,13 +18,12 @@
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::*;
-use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::{Duration, Instant};
 use wire::codec::{decode_response, encode_request};
 use wire::{Request, RequestHeader, Response};
@@ -737,24 +736,7 @@ pub type TopicPartition = (String, i32);
 /// version, then the struct). Newer versions are read by their known v3 prefix. Returns `None`
 /// on empty or malformed bytes; never panics or allocates more than the input justifies.
 pub fn decode_consumer_assignment(bytes: &[u8]) -> Option<TopicPartitions> {
-    if bytes.len() < 2 {
-        return None;
-    }
-    let version = i16::from_be_bytes([bytes[0], bytes[1]]);
-    if version < 0 {
-        return None;
-    }
-    let body = &bytes[2..];
-    // The generated decoder trusts array lengths; check them against the bytes first.
-    if !assignment_lengths_plausible(body) {
-        return None;
-    }
-    let mut buf = Bytes::copy_from_slice(body);
-    let decoded = catch_unwind(AssertUnwindSafe(|| {
-        ConsumerProtocolAssignment::decode(&mut buf, version.min(3))
-    }))
-    .ok()?
-    .ok()?;
+    let decoded = wire::consumer_protocol::decode_assignment(bytes).ok()?;
     let mut out = TopicPartitions::new();
     for tp in decoded.assigned_partitions {
         out.entry(tp.topic.0.to_string())
@@ -764,62 +746,12 @@ pub fn decode_consumer_assignment(bytes: &[u8]) -> Option<TopicPartitions> {
     Some(normalize(out))
 }
 
-/// Walk `[topics: int32 count, {name: int16 len + bytes, partitions: int32 count + int32s}]`
-/// checking every count against the bytes left.
-fn assignment_lengths_plausible(b: &[u8]) -> bool {
-    fn i32_at(b: &[u8], pos: usize) -> Option<i32> {
-        Some(i32::from_be_bytes(b.get(pos..pos + 4)?.try_into().ok()?))
-    }
-    let Some(topics) = i32_at(b, 0) else {
-        return false;
-    };
-    if topics < 0 {
-        return topics == -1 && b.len() >= 4;
-    }
-    let mut pos = 4usize;
-    // Each topic needs at least 6 bytes (empty name + partition count).
-    if topics as usize > (b.len() - pos) / 6 {
-        return false;
-    }
-    for _ in 0..topics {
-        let Some(name) = b.get(pos..pos + 2) else {
-            return false;
-        };
-        let name_len = i16::from_be_bytes([name[0], name[1]]);
-        if name_len < 0 {
-            return false;
-        }
-        pos += 2 + name_len as usize;
-        let Some(parts) = i32_at(b, pos) else {
-            return false;
-        };
-        pos += 4;
-        if parts < 0 || parts as usize > b.len().saturating_sub(pos) / 4 {
-            return false;
-        }
-        pos += 4 * parts as usize;
-    }
-    pos <= b.len()
-}
-
 /// Encode an assignment as `ConsumerProtocolAssignment` bytes (version prefix included).
 pub fn encode_consumer_assignment(assignment: &TopicPartitions, version: i16) -> Bytes {
-    let value = ConsumerProtocolAssignment::default().with_assigned_partitions(
-        assignment
-            .iter()
-            .map(|(t, ps)| {
-                consumer_protocol_assignment::TopicPartition::default()
-                    .with_topic(TopicName(sb(t)))
-                    .with_partitions(ps.clone())
-            })
-            .collect(),
-    );
-    let mut buf = BytesMut::new();
-    buf.extend_from_slice(&version.to_be_bytes());
-    value
-        .encode(&mut buf, version)
-        .expect("a ConsumerProtocolAssignment always encodes at versions 0-3");
-    buf.freeze()
+    wire::consumer_protocol::encode_assignment(
+        assignment.iter().map(|(t, ps)| (sb(t), ps.clone())),
+        version,
+    )
 }
 
 fn normalize(mut tps: TopicPartitions) -> TopicPartitions {

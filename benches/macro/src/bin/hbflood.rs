@@ -20,7 +20,7 @@
 //! stdout). Exit 1 when more than 1% of heartbeats failed.
 
 use anyhow::{bail, Context};
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 use clap::Parser;
 use hdrhistogram::Histogram;
 use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
@@ -127,10 +127,7 @@ fn frame(client_id: &str, key: i16, version: i16, corr: i32, req: &Request) -> B
 }
 
 fn versioned<M: Encodable>(m: &M) -> Bytes {
-    let mut b = BytesMut::new();
-    b.put_i16(3);
-    m.encode(&mut b, 3).expect("consumer protocol encodes");
-    b.freeze()
+    wire::consumer_protocol::encode(m, wire::consumer_protocol::VERSION)
 }
 
 fn read_frame(st: &mut TcpStream) -> anyhow::Result<Bytes> {

@@ -306,16 +306,7 @@ impl ClassicGroup {
 /// Topic names of a `ConsumerProtocolSubscription` (int16 version, then the struct; newer
 /// versions are read by their known prefix, as Kafka's parser does). None if it does not parse.
 pub fn decode_subscription_topics(metadata: &[u8]) -> Option<Vec<String>> {
-    use kafka_protocol::protocol::Decodable;
-    if metadata.len() < 2 {
-        return None;
-    }
-    let version = i16::from_be_bytes([metadata[0], metadata[1]]).clamp(0, 3);
-    let mut body = Bytes::copy_from_slice(&metadata[2..]);
-    let sub =
-        wire::guard::contain(move || ConsumerProtocolSubscription::decode(&mut body, version))
-            .ok()?
-            .ok()?;
+    let sub = wire::consumer_protocol::decode_subscription(metadata).ok()?;
     Some(sub.topics.iter().map(|t| t.to_string()).collect())
 }
 
