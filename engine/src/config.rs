@@ -715,17 +715,24 @@ fn parse_advertised(text: &str) -> Result<Option<(String, u16)>, String> {
     if list.is_empty() {
         return Ok(None);
     }
+    plaintext_entry(list)
+        .map(Some)
+        .ok_or_else(|| {
+            "no PLAINTEXT entry (this broker only speaks PLAINTEXT); expected PLAINTEXT://host:port or host:port"
+                .to_string()
+        })
+}
+
+/// The (host, port) of the entry named PLAINTEXT, or of the first unnamed one: the only listener
+/// this broker serves. Others (a CONTROLLER listener from a KRaft server.properties) are ignored.
+fn plaintext_entry(list: Vec<Endpoint>) -> Option<(String, u16)> {
     list.into_iter()
         .find(|e| {
             e.name
                 .as_deref()
                 .is_none_or(|n| n.eq_ignore_ascii_case("PLAINTEXT"))
         })
-        .map(|e| Some((e.host, e.port)))
-        .ok_or_else(|| {
-            "no PLAINTEXT entry (this broker only speaks PLAINTEXT); expected PLAINTEXT://host:port or host:port"
-                .to_string()
-        })
+        .map(|e| (e.host, e.port))
 }
 
 // ---------------------------------------------------------------------------
@@ -1341,17 +1348,9 @@ impl Config {
             return None;
         }
         let found = parse_listener_list(&self.listeners, false).and_then(|list| {
-            list.into_iter()
-                .find(|e| {
-                    e.name
-                        .as_deref()
-                        .is_none_or(|n| n.eq_ignore_ascii_case("PLAINTEXT"))
-                })
-                .map(|e| (e.host, e.port))
-                .ok_or_else(|| {
-                    "listeners has no PLAINTEXT entry (this broker only speaks PLAINTEXT)"
-                        .to_string()
-                })
+            plaintext_entry(list).ok_or_else(|| {
+                "listeners has no PLAINTEXT entry (this broker only speaks PLAINTEXT)".to_string()
+            })
         });
         Some(found)
     }
@@ -1376,13 +1375,7 @@ impl Config {
         if let Some(reason) = lookup_reason(NO_EFFECT, key) {
             // Kept in the table too (DescribeConfigs reports it) when this broker has the key.
             if let Some(def) = lookup(key) {
-                (def.set)(self, value).map_err(|reason| ConfigError::BadValue {
-                    key: key.to_string(),
-                    value: value.to_string(),
-                    reason,
-                    source_desc: origin.to_string(),
-                })?;
-                self.origins.insert(def.name, origin.to_string());
+                self.set_known(def, key, value, origin)?;
             }
             self.no_effect.retain(|n| n.key != key);
             self.no_effect.push(NoEffect {
@@ -1407,26 +1400,33 @@ impl Config {
             return self.apply_one("log.dirs", value, origin);
         }
         let Some(def) = lookup(key) else {
-            if let Some(reason) = lookup_reason(REFUSED, key) {
-                return Err(ConfigError::Unsupported {
+            let refused = lookup_reason(REFUSED, key)
+                .or_else(|| is_kafka_broker_key(key).then_some(UNSUPPORTED));
+            return Err(match refused {
+                Some(reason) => ConfigError::Unsupported {
                     key: key.to_string(),
                     source_desc: origin.to_string(),
                     reason,
-                });
-            }
-            if is_kafka_broker_key(key) {
-                return Err(ConfigError::Unsupported {
+                },
+                None => ConfigError::UnknownKey {
                     key: key.to_string(),
                     source_desc: origin.to_string(),
-                    reason: UNSUPPORTED,
-                });
-            }
-            return Err(ConfigError::UnknownKey {
-                key: key.to_string(),
-                source_desc: origin.to_string(),
-                suggestion: suggest(key),
+                    suggestion: suggest(key),
+                },
             });
         };
+        self.set_known(def, key, value, origin)
+    }
+
+    /// Parse, check and store a key of the table (spelt `key`, maybe an alias), remembering where
+    /// it came from.
+    fn set_known(
+        &mut self,
+        def: &'static KeyDef,
+        key: &str,
+        value: &str,
+        origin: &str,
+    ) -> Result<(), ConfigError> {
         (def.set)(self, value).map_err(|reason| ConfigError::BadValue {
             key: key.to_string(),
             value: value.to_string(),
@@ -1819,32 +1819,8 @@ mod tests {
 
     /// Kafka 4.x's KRaft `config/server.properties` (combined broker + controller), its keys and
     /// values as shipped.
-    const KAFKA_SERVER_PROPERTIES: &str = "\
-process.roles=broker,controller
-node.id=1
-controller.quorum.bootstrap.servers=localhost:9093
-listeners=PLAINTEXT://:9092,CONTROLLER://:9093
-inter.broker.listener.name=PLAINTEXT
-advertised.listeners=PLAINTEXT://localhost:9092,CONTROLLER://localhost:9093
-controller.listener.names=CONTROLLER
-listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL
-num.network.threads=3
-num.io.threads=8
-socket.send.buffer.bytes=102400
-socket.receive.buffer.bytes=102400
-socket.request.max.bytes=104857600
-log.dirs=/tmp/kraft-combined-logs
-num.partitions=1
-num.recovery.threads.per.data.dir=1
-offsets.topic.replication.factor=1
-share.coordinator.state.topic.replication.factor=1
-share.coordinator.state.topic.min.isr=1
-transaction.state.log.replication.factor=1
-transaction.state.log.min.isr=1
-log.retention.hours=168
-log.segment.bytes=1073741824
-log.retention.check.interval.ms=300000
-";
+    const KAFKA_SERVER_PROPERTIES: &str =
+        include_str!("../tests/fixtures/kafka-4.4-server.properties");
 
     #[test]
     fn kafkas_own_server_properties_loads_and_says_what_has_no_effect() {
@@ -1889,7 +1865,7 @@ log.retention.check.interval.ms=300000
                 "transaction.state.log.min.isr",
             ]
         );
-        assert!(c.accepted_without_effect()[0].source_desc == "server.properties:1");
+        assert!(c.accepted_without_effect()[0].source_desc == "server.properties:3");
     }
 
     #[test]

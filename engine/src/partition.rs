@@ -568,13 +568,7 @@ async fn write_pending(
         // undone by cutting the log back to here.
         let end = log.next_offset();
         let result = match encode_records(&batch.records) {
-            Ok(kv) => {
-                let refs: Vec<(Option<&[u8]>, Option<&[u8]>)> = kv
-                    .iter()
-                    .map(|(k, v)| (Some(k.as_slice()), v.as_deref()))
-                    .collect();
-                log.append(&refs, table.now()).await.map(|_| ())
-            }
+            Ok(kv) => append_encoded(log, &kv, table.now()).await.map(|_| ()),
             Err(e) => Err(std::io::Error::other(e)),
         };
         match result {
@@ -798,7 +792,12 @@ pub async fn discard_unacknowledged<D: storage::io::LogDir>(
     Ok((bytes, files))
 }
 
-fn encode_records(records: &[Record]) -> Result<Vec<(Vec<u8>, Option<Vec<u8>>)>, String> {
+/// A batch's records as `__consumer_offsets` key and value bytes (a tombstone has no value).
+pub type EncodedRecords = Vec<(Vec<u8>, Option<Vec<u8>>)>;
+
+/// Encode the records of a batch the core handed out; both shells (this one and the
+/// simulator's) write them with [`append_encoded`].
+pub fn encode_records(records: &[Record]) -> Result<EncodedRecords, String> {
     records
         .iter()
         .map(|r| {
@@ -808,6 +807,20 @@ fn encode_records(records: &[Record]) -> Result<Vec<(Vec<u8>, Option<Vec<u8>>)>,
             ))
         })
         .collect()
+}
+
+/// Append encoded records as one batch: one write and one fdatasync (`PartitionLog::append`).
+/// Returns the batch's first and last offset.
+pub async fn append_encoded<D: storage::io::LogDir>(
+    log: &mut PartitionLog<D>,
+    records: &EncodedRecords,
+    now: i64,
+) -> std::io::Result<(u64, u64)> {
+    let refs: Vec<(Option<&[u8]>, Option<&[u8]>)> = records
+        .iter()
+        .map(|(k, v)| (Some(k.as_slice()), v.as_deref()))
+        .collect();
+    log.append(&refs, now).await
 }
 
 #[cfg(test)]

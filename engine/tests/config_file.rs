@@ -5,35 +5,24 @@
 #[allow(dead_code)]
 mod common;
 
-/// Kafka 4.x's KRaft `config/server.properties`, as shipped except for the two addresses a test
-/// must own: the listener port (any free one) and `log.dirs` (a fresh directory).
+/// Kafka 4.x's KRaft `config/server.properties` (`tests/fixtures`, the same file the config unit
+/// tests load), as shipped except for the two addresses a test must own: the listener port (any
+/// free one) and `log.dirs` (a fresh directory).
 fn kafka_server_properties(data: &std::path::Path) -> String {
-    format!(
-        "process.roles=broker,controller\n\
-         node.id=1\n\
-         controller.quorum.bootstrap.servers=localhost:9093\n\
-         listeners=PLAINTEXT://127.0.0.1:0,CONTROLLER://:9093\n\
-         inter.broker.listener.name=PLAINTEXT\n\
-         advertised.listeners=PLAINTEXT://localhost:9092,CONTROLLER://localhost:9093\n\
-         controller.listener.names=CONTROLLER\n\
-         listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL\n\
-         num.network.threads=3\n\
-         num.io.threads=8\n\
-         socket.send.buffer.bytes=102400\n\
-         socket.receive.buffer.bytes=102400\n\
-         socket.request.max.bytes=104857600\n\
-         log.dirs={}\n\
-         num.partitions=1\n\
-         num.recovery.threads.per.data.dir=1\n\
-         offsets.topic.replication.factor=1\n\
-         share.coordinator.state.topic.replication.factor=1\n\
-         share.coordinator.state.topic.min.isr=1\n\
-         transaction.state.log.replication.factor=1\n\
-         transaction.state.log.min.isr=1\n\
-         log.retention.hours=168\n\
-         log.segment.bytes=1073741824\n\
-         log.retention.check.interval.ms=300000\n",
-        data.display()
+    let shipped = include_str!("fixtures/kafka-4.4-server.properties");
+    let swap = |text: String, from: &str, to: &str| {
+        assert!(text.contains(from), "the fixture has {from}");
+        text.replace(from, to)
+    };
+    let text = swap(
+        shipped.to_string(),
+        "listeners=PLAINTEXT://:9092,",
+        "listeners=PLAINTEXT://127.0.0.1:0,",
+    );
+    swap(
+        text,
+        "log.dirs=/tmp/kraft-combined-logs\n",
+        &format!("log.dirs={}\n", data.display()),
     )
 }
 
@@ -108,7 +97,7 @@ fn kafkas_own_server_properties_starts_the_broker() {
         assert_eq!(n, 1, "{key} announced once: {announced:#?}");
     }
     assert!(
-        announced[0].contains("server.properties:1"),
+        announced[0].contains("server.properties:3"),
         "{}",
         announced[0]
     );
@@ -132,7 +121,7 @@ fn a_kafka_key_not_implemented_stops_start_up_with_its_reason() {
     assert!(
         out.iter().any(|l| l.contains(
             "config key \"ssl.keystore.location\" (from ") && l.contains(
-            "server.properties:25) is a Kafka broker setting Ringleader does not support: TLS is not built yet")),
+            "server.properties:27) is a Kafka broker setting Ringleader does not support: TLS is not built yet")),
         "{out:#?}"
     );
     assert!(

@@ -170,10 +170,6 @@ impl<T: Clone> PartitionCore<T> {
         &mut self.coordinator
     }
 
-    pub fn ops_served(&self) -> u64 {
-        self.ops_served
-    }
-
     /// Count an operation that did not reach the coordinator (a status probe).
     pub fn count_op(&mut self) -> u64 {
         self.ops_served += 1;
@@ -195,10 +191,6 @@ impl<T: Clone> PartitionCore<T> {
 
     pub fn has_pending(&self) -> bool {
         !self.pending.is_empty()
-    }
-
-    pub fn batch_in_flight(&self) -> bool {
-        self.in_flight.is_some()
     }
 
     /// Serving with nothing pending or in flight: the coordinator's state is exactly what is
@@ -488,10 +480,6 @@ impl<T: Clone> PartitionCore<T> {
         );
         self.compacting = false;
         self.tombstone_due = next_tombstone_expiry;
-    }
-
-    pub fn compacting(&self) -> bool {
-        self.compacting
     }
 
     /// The invariants that hold between any two calls.

@@ -148,27 +148,16 @@ impl Slot {
     }
 }
 
-/// The writer's append (`log_writer`): the records encoded as `partition.rs::encode_records`
-/// does, as one batch, with one write and one fsync.
+/// The writer's append (`log_writer`): the broker's own encoding and append, as one batch with
+/// one write and one fsync. A record that does not encode is a coordinator bug, not a disk
+/// fault, so it stops the seed instead of failing the write.
 fn append(
     log: &mut PartitionLog<MemDir>,
     records: &[Record],
     now: i64,
 ) -> std::io::Result<(u64, u64)> {
-    let encoded: Vec<(Vec<u8>, Option<Vec<u8>>)> = records
-        .iter()
-        .map(|r| {
-            (
-                r.encode_key().expect("coordinator records encode"),
-                r.encode_value().expect("coordinator records encode"),
-            )
-        })
-        .collect();
-    let refs: Vec<_> = encoded
-        .iter()
-        .map(|(k, v)| (Some(k.as_slice()), v.as_deref()))
-        .collect();
-    block_on(log.append(&refs, now))
+    let encoded = engine::partition::encode_records(records).expect("coordinator records encode");
+    block_on(engine::partition::append_encoded(log, &encoded, now))
 }
 
 /// A record's value in a trace line.
