@@ -242,7 +242,10 @@ pub fn error_name(code: i16) -> String {
     }
 }
 
-/// Negative codes are loadgen's own failure kinds (never sent by a broker).
+/// Negative codes are loadgen's own failure kinds (never sent by a broker). They are not Kafka
+/// error codes: they sit below Kafka's range (whose only negative code is UNKNOWN_SERVER_ERROR,
+/// -1), so `kafka_protocol::ResponseError` has no variant for any of them and
+/// `ResponseError::try_from_code` would call them `Unknown`.
 pub mod client_error {
     /// The connection closed (or failed) with the request in flight.
     pub const DISCONNECTED: i16 = -100;
@@ -279,6 +282,7 @@ fn screaming_snake(camel: &str) -> String {
 mod tests {
     use super::*;
     use kafka_protocol::messages::api_versions_response::ApiVersion;
+    use kafka_protocol::ResponseError;
 
     fn broker(ranges: &[(i16, i16, i16)]) -> ApiVersionsResponse {
         let mut r = ApiVersionsResponse::default();
@@ -308,8 +312,14 @@ mod tests {
 
     #[test]
     fn error_names() {
-        assert_eq!(error_name(27), "REBALANCE_IN_PROGRESS(27)");
-        assert_eq!(error_name(79), "MEMBER_ID_REQUIRED(79)");
+        assert_eq!(
+            error_name(ResponseError::RebalanceInProgress.code()),
+            "REBALANCE_IN_PROGRESS(27)"
+        );
+        assert_eq!(
+            error_name(ResponseError::MemberIdRequired.code()),
+            "MEMBER_ID_REQUIRED(79)"
+        );
         assert_eq!(error_name(0), "NONE(0)");
         assert_eq!(error_name(client_error::TIMEOUT), "CLIENT_TIMEOUT");
         assert_eq!(error_name(9999), "UNKNOWN(9999)");

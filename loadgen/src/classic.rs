@@ -29,19 +29,12 @@ use kafka_protocol::messages::offset_fetch_request::{
 use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
 use wire::{Request, Response};
 
-/// Kafka error codes the state machine reacts to.
-pub mod code {
-    pub const NONE: i16 = 0;
-    pub const COORDINATOR_LOAD_IN_PROGRESS: i16 = 14;
-    pub const COORDINATOR_NOT_AVAILABLE: i16 = 15;
-    pub const NOT_COORDINATOR: i16 = 16;
-    pub const ILLEGAL_GENERATION: i16 = 22;
-    pub const UNKNOWN_MEMBER_ID: i16 = 25;
-    pub const REBALANCE_IN_PROGRESS: i16 = 27;
-    pub const MEMBER_ID_REQUIRED: i16 = 79;
-}
+/// Kafka's "no error" code. `ResponseError` has no variant for it (`try_from_code(0)` is `None`);
+/// every other code the state machine reacts to is a `ResponseError` variant.
+const NONE: i16 = 0;
 
 /// Where the member is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -223,8 +216,9 @@ impl ClassicMember {
         if self.phase != Phase::Joining {
             return;
         }
-        match r.error_code {
-            code::NONE => {
+        let code = r.error_code;
+        match ResponseError::try_from_code(code) {
+            None => {
                 self.member_id = r.member_id;
                 self.generation = r.generation_id;
                 self.is_leader = r.leader == self.member_id;
@@ -236,30 +230,32 @@ impl ClassicMember {
                 };
                 out.push(Action::Send(self.sync_request(cx, assignments)));
             }
-            code::MEMBER_ID_REQUIRED => {
+            Some(ResponseError::MemberIdRequired) => {
                 // KIP-394: the broker registered us as pending; join again with the id at once.
                 self.member_id = r.member_id;
                 out.push(Action::Send(self.join_request(cx)));
             }
-            code::REBALANCE_IN_PROGRESS => out.push(Action::Send(self.join_request(cx))),
-            code::UNKNOWN_MEMBER_ID => {
+            Some(ResponseError::RebalanceInProgress) => {
+                out.push(Action::Send(self.join_request(cx)))
+            }
+            Some(ResponseError::UnknownMemberId) => {
                 out.push(Action::Error {
                     api: Api::JoinGroup,
-                    code: r.error_code,
+                    code,
                 });
                 self.begin_join(cx, true, now, out);
             }
-            c if wire::error::is_coordinator_unavailable(c) => {
+            Some(_) if wire::error::is_coordinator_unavailable(code) => {
                 out.push(Action::Error {
                     api: Api::JoinGroup,
-                    code: c,
+                    code,
                 });
                 self.backoff(cx, false, now, out);
             }
-            c => {
+            Some(_) => {
                 out.push(Action::Error {
                     api: Api::JoinGroup,
-                    code: c,
+                    code,
                 });
                 self.backoff(cx, true, now, out);
             }
@@ -301,8 +297,9 @@ impl ClassicMember {
         if self.phase != Phase::Syncing {
             return;
         }
-        match r.error_code {
-            code::NONE => {
+        let code = r.error_code;
+        match ResponseError::try_from_code(code) {
+            None => {
                 let assignment = match assign::decode_assignment(&r.assignment, cx.topics) {
                     Ok(a) => a,
                     Err(_) => {
@@ -315,30 +312,30 @@ impl ClassicMember {
                 };
                 self.become_stable(cx, assignment, now, out);
             }
-            code::REBALANCE_IN_PROGRESS => self.begin_join(cx, false, now, out),
-            c @ (code::UNKNOWN_MEMBER_ID | code::ILLEGAL_GENERATION) => {
+            Some(ResponseError::RebalanceInProgress) => self.begin_join(cx, false, now, out),
+            Some(ResponseError::UnknownMemberId | ResponseError::IllegalGeneration) => {
                 out.push(Action::Error {
                     api: Api::SyncGroup,
-                    code: c,
+                    code,
                 });
                 self.begin_join(cx, true, now, out);
             }
-            c => {
+            Some(_) => {
                 out.push(Action::Error {
                     api: Api::SyncGroup,
-                    code: c,
+                    code,
                 });
                 self.backoff(cx, false, now, out);
             }
         }
     }
 
-    fn on_heartbeat(&mut self, cx: &Ctx, error_code: i16, now: Micros, out: &mut Vec<Action>) {
+    fn on_heartbeat(&mut self, cx: &Ctx, code: i16, now: Micros, out: &mut Vec<Action>) {
         if self.phase != Phase::Stable {
             return;
         }
-        match error_code {
-            code::NONE => {
+        match ResponseError::try_from_code(code) {
+            None => {
                 if cx.cfg.closed_loop_heartbeats {
                     let next = (self.hb_sent_us + cx.cfg.heartbeat_interval_us).max(now);
                     out.push(Action::Timer {
@@ -347,18 +344,18 @@ impl ClassicMember {
                     });
                 }
             }
-            code::REBALANCE_IN_PROGRESS => self.begin_join(cx, false, now, out),
-            c @ (code::UNKNOWN_MEMBER_ID | code::ILLEGAL_GENERATION) => {
+            Some(ResponseError::RebalanceInProgress) => self.begin_join(cx, false, now, out),
+            Some(ResponseError::UnknownMemberId | ResponseError::IllegalGeneration) => {
                 out.push(Action::Error {
                     api: Api::Heartbeat,
-                    code: c,
+                    code,
                 });
                 self.begin_join(cx, true, now, out);
             }
-            c => {
+            Some(_) => {
                 out.push(Action::Error {
                     api: Api::Heartbeat,
-                    code: c,
+                    code,
                 });
                 if cx.cfg.closed_loop_heartbeats {
                     out.push(Action::Timer {
@@ -375,31 +372,31 @@ impl ClassicMember {
             return;
         }
         self.commit_in_flight = false;
-        let err = r
+        let code = r
             .topics
             .iter()
             .flat_map(|t| t.partitions.iter())
             .map(|p| p.error_code)
-            .find(|&c| c != code::NONE)
-            .unwrap_or(code::NONE);
+            .find(|&c| c != NONE)
+            .unwrap_or(NONE);
         let next_commit = (self.commit_sent_us + cx.cfg.commit_interval_us).max(now);
-        match err {
-            code::NONE => out.push(Action::Timer {
+        match ResponseError::try_from_code(code) {
+            None => out.push(Action::Timer {
                 kind: TimerKind::Commit,
                 at_us: next_commit,
             }),
-            code::REBALANCE_IN_PROGRESS => self.begin_join(cx, false, now, out),
-            c @ (code::UNKNOWN_MEMBER_ID | code::ILLEGAL_GENERATION) => {
+            Some(ResponseError::RebalanceInProgress) => self.begin_join(cx, false, now, out),
+            Some(ResponseError::UnknownMemberId | ResponseError::IllegalGeneration) => {
                 out.push(Action::Error {
                     api: Api::OffsetCommit,
-                    code: c,
+                    code,
                 });
                 self.begin_join(cx, true, now, out);
             }
-            c => {
+            Some(_) => {
                 out.push(Action::Error {
                     api: Api::OffsetCommit,
-                    code: c,
+                    code,
                 });
                 out.push(Action::Timer {
                     kind: TimerKind::Commit,
@@ -417,7 +414,7 @@ impl ClassicMember {
         let mut err = r.error_code;
         let mut found: Vec<(StrBytes, i32, i64, i16)> = Vec::new();
         for g in &r.groups {
-            if err == code::NONE {
+            if err == NONE {
                 err = g.error_code;
             }
             for t in &g.topics {
@@ -442,8 +439,8 @@ impl ClassicMember {
             }
         }
         for (topic, partition, committed, perr) in found {
-            if perr != code::NONE {
-                if err == code::NONE {
+            if perr != NONE {
+                if err == NONE {
                     err = perr;
                 }
                 continue;
@@ -456,7 +453,7 @@ impl ClassicMember {
                 self.offsets[i] = self.offsets[i].max(committed);
             }
         }
-        if err != code::NONE {
+        if err != NONE {
             out.push(Action::Error {
                 api: Api::OffsetFetch,
                 code: err,
@@ -468,16 +465,16 @@ impl ClassicMember {
         if self.phase != Phase::Leaving {
             return;
         }
-        let err = if r.error_code != code::NONE {
+        let err = if r.error_code != NONE {
             r.error_code
         } else {
             r.members
                 .iter()
                 .map(|m| m.error_code)
-                .find(|&c| c != code::NONE)
-                .unwrap_or(code::NONE)
+                .find(|&c| c != NONE)
+                .unwrap_or(NONE)
         };
-        if err != code::NONE {
+        if err != NONE {
             out.push(Action::Error {
                 api: Api::LeaveGroup,
                 code: err,
@@ -840,7 +837,7 @@ mod tests {
     }
 
     fn sync_resp(code: i16, parts: &[i32]) -> Response {
-        let assignment = if code == 0 {
+        let assignment = if code == NONE {
             assign::encode_assignment(&[(s("t0"), parts.to_vec())])
         } else {
             Bytes::new()
@@ -865,14 +862,14 @@ mod tests {
         out.clear();
         m.on_response(
             &cx,
-            join_resp(code::MEMBER_ID_REQUIRED, "m-1", "", -1),
+            join_resp(ResponseError::MemberIdRequired.code(), "m-1", "", -1),
             10,
             &mut out,
         );
         out.clear();
-        m.on_response(&cx, join_resp(0, "m-1", "m-0", 1), 500, &mut out);
+        m.on_response(&cx, join_resp(NONE, "m-1", "m-0", 1), 500, &mut out);
         out.clear();
-        m.on_response(&cx, sync_resp(0, parts), 1000, &mut out);
+        m.on_response(&cx, sync_resp(NONE, parts), 1000, &mut out);
         assert!(m.is_stable());
         (m, out)
     }
@@ -904,7 +901,7 @@ mod tests {
         out.clear();
         m.on_response(
             &cx,
-            join_resp(code::MEMBER_ID_REQUIRED, "m-1", "", -1),
+            join_resp(ResponseError::MemberIdRequired.code(), "m-1", "", -1),
             5,
             &mut out,
         );
@@ -927,7 +924,7 @@ mod tests {
         let mut out = Vec::new();
         m.start(&cx, 100, &mut out);
         out.clear();
-        m.on_response(&cx, join_resp(0, "m-1", "m-0", 4), 200, &mut out);
+        m.on_response(&cx, join_resp(NONE, "m-1", "m-0", 4), 200, &mut out);
         let Request::SyncGroup(sg) = only_send(&out) else {
             panic!("{out:?}")
         };
@@ -939,7 +936,7 @@ mod tests {
         assert!(!m.is_leader());
 
         out.clear();
-        m.on_response(&cx, sync_resp(0, &[2, 3]), 10_100, &mut out);
+        m.on_response(&cx, sync_resp(NONE, &[2, 3]), 10_100, &mut out);
         assert!(m.is_stable());
         assert_eq!(m.assignment(), &[(0, 2), (0, 3)]);
         assert!(out.contains(&Action::Stable {
@@ -977,7 +974,7 @@ mod tests {
                     .with_metadata(env.sub.clone())
             })
             .collect();
-        let Response::JoinGroup(r) = join_resp(0, "m-a", "m-a", 1) else {
+        let Response::JoinGroup(r) = join_resp(NONE, "m-a", "m-a", 1) else {
             unreachable!()
         };
         m.on_response(
@@ -1028,7 +1025,7 @@ mod tests {
         );
         out.clear();
         // Answered quickly: next one an interval after the send.
-        m.on_response(&cx, hb_resp(0), 2_000_300, &mut out);
+        m.on_response(&cx, hb_resp(NONE), 2_000_300, &mut out);
         assert_eq!(
             timer(&out, TimerKind::Heartbeat),
             Some(2_000_000 + INTERVAL)
@@ -1037,7 +1034,7 @@ mod tests {
         out.clear();
         m.on_timer(&cx, TimerKind::Heartbeat, 5_000_000, &mut out);
         out.clear();
-        m.on_response(&cx, hb_resp(0), 9_000_000, &mut out);
+        m.on_response(&cx, hb_resp(NONE), 9_000_000, &mut out);
         assert_eq!(timer(&out, TimerKind::Heartbeat), Some(9_000_000));
         assert!(sends(&out).is_empty());
     }
@@ -1053,7 +1050,7 @@ mod tests {
         out.clear();
         m.on_response(
             &cx,
-            hb_resp(code::REBALANCE_IN_PROGRESS),
+            hb_resp(ResponseError::RebalanceInProgress.code()),
             2_000_100,
             &mut out,
         );
@@ -1066,11 +1063,11 @@ mod tests {
         assert_ne!(m.epoch(), epoch, "old heartbeats and timers are now stale");
         // A sync that is interrupted by another rebalance keeps the original join start.
         out.clear();
-        m.on_response(&cx, join_resp(0, "m-1", "m-0", 2), 2_100_000, &mut out);
+        m.on_response(&cx, join_resp(NONE, "m-1", "m-0", 2), 2_100_000, &mut out);
         out.clear();
         m.on_response(
             &cx,
-            sync_resp(code::REBALANCE_IN_PROGRESS, &[]),
+            sync_resp(ResponseError::RebalanceInProgress.code(), &[]),
             2_200_000,
             &mut out,
         );
@@ -1080,9 +1077,9 @@ mod tests {
         };
         assert_eq!(j.member_id.as_str(), "m-1");
         out.clear();
-        m.on_response(&cx, join_resp(0, "m-1", "m-0", 3), 2_300_000, &mut out);
+        m.on_response(&cx, join_resp(NONE, "m-1", "m-0", 3), 2_300_000, &mut out);
         out.clear();
-        m.on_response(&cx, sync_resp(0, &[1]), 2_400_000, &mut out);
+        m.on_response(&cx, sync_resp(NONE, &[1]), 2_400_000, &mut out);
         assert!(out.contains(&Action::Stable {
             convergence_us: 400_000 - 100
         }));
@@ -1091,7 +1088,10 @@ mod tests {
 
     #[test]
     fn fenced_members_rejoin_from_scratch() {
-        for fence in [code::UNKNOWN_MEMBER_ID, code::ILLEGAL_GENERATION] {
+        for fence in [
+            ResponseError::UnknownMemberId.code(),
+            ResponseError::IllegalGeneration.code(),
+        ] {
             let env = Env::new();
             let cx = env.cx();
             let (mut m, _) = stable_member(&env, &[0]);
@@ -1180,7 +1180,7 @@ mod tests {
                 .with_name(TopicName(s("t0")))
                 .with_partitions(vec![OffsetCommitResponsePartition::default()
                     .with_partition_index(1)
-                    .with_error_code(code::REBALANCE_IN_PROGRESS)])]);
+                    .with_error_code(ResponseError::RebalanceInProgress.code())])]);
         m.on_response(&cx, Response::OffsetCommit(rip), 30_000_100, &mut out);
         assert!(errors(&out).is_empty());
         assert!(matches!(only_send(&out), Request::JoinGroup(_)));
@@ -1223,9 +1223,9 @@ mod tests {
         };
         assert_eq!(j.member_id.as_str(), "");
         out.clear();
-        m.on_response(&cx, join_resp(0, "m-9", "m-9", 5), 5_002_000, &mut out);
+        m.on_response(&cx, join_resp(NONE, "m-9", "m-9", 5), 5_002_000, &mut out);
         out.clear();
-        m.on_response(&cx, sync_resp(0, &[0]), 5_011_000, &mut out);
+        m.on_response(&cx, sync_resp(NONE, &[0]), 5_011_000, &mut out);
         // Convergence counts from the rejoin, not from the first join of the run.
         assert!(out.contains(&Action::Stable {
             convergence_us: 10_000
@@ -1265,11 +1265,11 @@ mod tests {
         out.clear();
         let resp = LeaveGroupResponse::default().with_members(vec![MemberResponse::default()
             .with_member_id(s("m-1"))
-            .with_error_code(code::UNKNOWN_MEMBER_ID)]);
+            .with_error_code(ResponseError::UnknownMemberId.code())]);
         m.on_response(&cx, Response::LeaveGroup(resp), 9_000_500, &mut out);
         assert_eq!(
             errors(&out),
-            vec![(Api::LeaveGroup, code::UNKNOWN_MEMBER_ID)]
+            vec![(Api::LeaveGroup, ResponseError::UnknownMemberId.code())]
         );
         assert!(m.is_done());
     }
@@ -1284,13 +1284,16 @@ mod tests {
         out.clear();
         m.on_response(
             &cx,
-            join_resp(code::COORDINATOR_NOT_AVAILABLE, "", "", -1),
+            join_resp(ResponseError::CoordinatorNotAvailable.code(), "", "", -1),
             50,
             &mut out,
         );
         assert_eq!(
             errors(&out),
-            vec![(Api::JoinGroup, code::COORDINATOR_NOT_AVAILABLE)]
+            vec![(
+                Api::JoinGroup,
+                ResponseError::CoordinatorNotAvailable.code()
+            )]
         );
         assert!(sends(&out).is_empty());
         let at = timer(&out, TimerKind::Retry).unwrap();
@@ -1318,7 +1321,7 @@ mod tests {
         out.clear();
         m.on_response(
             &cx,
-            hb_resp(code::REBALANCE_IN_PROGRESS),
+            hb_resp(ResponseError::RebalanceInProgress.code()),
             3_000_000,
             &mut out,
         );
@@ -1347,7 +1350,7 @@ mod tests {
         assert!(m.open_loop_heartbeat(&cx, 11, &mut out)); // several may be in flight
         assert_eq!(sends(&out).len(), 2);
         out.clear();
-        m.on_response(&cx, hb_resp(0), 20, &mut out);
+        m.on_response(&cx, hb_resp(NONE), 20, &mut out);
         assert!(out.is_empty());
     }
 

@@ -49,18 +49,12 @@ use kafka_protocol::messages::offset_fetch_request::{
 };
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
 use wire::{Request, Response};
 
-/// Kafka error codes the state machine reacts to.
-pub mod code {
-    pub const NONE: i16 = 0;
-    pub const COORDINATOR_LOAD_IN_PROGRESS: i16 = 14;
-    pub const COORDINATOR_NOT_AVAILABLE: i16 = 15;
-    pub const NOT_COORDINATOR: i16 = 16;
-    pub const UNKNOWN_MEMBER_ID: i16 = 25;
-    pub const FENCED_MEMBER_EPOCH: i16 = 110;
-    pub const STALE_MEMBER_EPOCH: i16 = 113;
-}
+/// Kafka's "no error" code. `ResponseError` has no variant for it (`try_from_code(0)` is `None`);
+/// every other code the state machine reacts to is a `ResponseError` variant.
+const NONE: i16 = 0;
 
 /// Member epoch of a leave request.
 pub const LEAVE_EPOCH: i32 = -1;
@@ -328,7 +322,7 @@ impl ConsumerMember {
         out: &mut Vec<Action>,
     ) {
         if self.phase == Phase::Leaving {
-            if r.error_code != code::NONE {
+            if r.error_code != NONE {
                 out.push(Action::Error {
                     api: Api::ConsumerGroupHeartbeat,
                     code: r.error_code,
@@ -341,21 +335,21 @@ impl ConsumerMember {
         }
         self.hb_in_flight = false;
         let joining = self.phase == Phase::Joining;
-        match r.error_code {
-            code::NONE => {}
-            c @ (code::FENCED_MEMBER_EPOCH | code::UNKNOWN_MEMBER_ID) => {
+        match ResponseError::try_from_code(r.error_code) {
+            None => {}
+            Some(ResponseError::FencedMemberEpoch | ResponseError::UnknownMemberId) => {
                 out.push(Action::Error {
                     api: Api::ConsumerGroupHeartbeat,
-                    code: c,
+                    code: r.error_code,
                 });
                 // The broker no longer counts our partitions as ours: drop them, rejoin.
                 return self.begin_join(cx, false, now, out);
             }
-            c => {
+            Some(_) => {
                 // Coordinator errors (and anything unexpected): back off and try again.
                 out.push(Action::Error {
                     api: Api::ConsumerGroupHeartbeat,
-                    code: c,
+                    code: r.error_code,
                 });
                 return if joining {
                     self.backoff_join(cx, now, out)
@@ -469,9 +463,9 @@ impl ConsumerMember {
             .iter()
             .flat_map(|t| t.partitions.iter())
             .map(|p| p.error_code)
-            .find(|&c| c != code::NONE)
-            .unwrap_or(code::NONE);
-        if err != code::NONE {
+            .find(|&c| c != NONE)
+            .unwrap_or(NONE);
+        if err != NONE {
             // Fencing shows up on the next heartbeat; a stale epoch means the commit raced one.
             out.push(Action::Error {
                 api: Api::OffsetCommit,
@@ -487,7 +481,7 @@ impl ConsumerMember {
         }
         let mut err = r.error_code;
         for g in &r.groups {
-            if err == code::NONE {
+            if err == NONE {
                 err = g.error_code;
             }
             for t in &g.topics {
@@ -495,8 +489,8 @@ impl ConsumerMember {
                     continue;
                 };
                 for p in &t.partitions {
-                    if p.error_code != code::NONE {
-                        if err == code::NONE {
+                    if p.error_code != NONE {
+                        if err == NONE {
                             err = p.error_code;
                         }
                         continue;
@@ -508,7 +502,7 @@ impl ConsumerMember {
                 }
             }
         }
-        if err != code::NONE {
+        if err != NONE {
             out.push(Action::Error {
                 api: Api::OffsetFetch,
                 code: err,
@@ -1054,7 +1048,10 @@ mod tests {
 
     #[test]
     fn fenced_or_unknown_rejoins_with_epoch_zero_and_the_same_id() {
-        for fence in [code::FENCED_MEMBER_EPOCH, code::UNKNOWN_MEMBER_ID] {
+        for fence in [
+            ResponseError::FencedMemberEpoch.code(),
+            ResponseError::UnknownMemberId.code(),
+        ] {
             let env = Env::new();
             let cx = env.cx();
             let mut m = stable_member(&env);
@@ -1094,13 +1091,16 @@ mod tests {
         out.clear();
         m.on_response(
             &cx,
-            err_resp(code::COORDINATOR_NOT_AVAILABLE),
+            err_resp(ResponseError::CoordinatorNotAvailable.code()),
             5_000_100,
             &mut out,
         );
         assert_eq!(
             errors(&out),
-            vec![(Api::ConsumerGroupHeartbeat, code::COORDINATOR_NOT_AVAILABLE)]
+            vec![(
+                Api::ConsumerGroupHeartbeat,
+                ResponseError::CoordinatorNotAvailable.code()
+            )]
         );
         let at = timer(&out, TimerKind::Heartbeat).unwrap();
         assert_eq!(at, 5_000_100 + env.cfg.retry_backoff_us);
@@ -1222,10 +1222,18 @@ mod tests {
         let mut m = stable_member(&env);
         m.shutdown(&cx, true, 9_000_000, &mut out);
         out.clear();
-        m.on_response(&cx, err_resp(code::UNKNOWN_MEMBER_ID), 9_000_500, &mut out);
+        m.on_response(
+            &cx,
+            err_resp(ResponseError::UnknownMemberId.code()),
+            9_000_500,
+            &mut out,
+        );
         assert_eq!(
             errors(&out),
-            vec![(Api::ConsumerGroupHeartbeat, code::UNKNOWN_MEMBER_ID)]
+            vec![(
+                Api::ConsumerGroupHeartbeat,
+                ResponseError::UnknownMemberId.code()
+            )]
         );
         assert!(m.is_done());
 

@@ -581,6 +581,7 @@ mod tests {
     use super::*;
     use crate::stats::new_histogram;
     use clap::Parser;
+    use kafka_protocol::ResponseError;
 
     fn sample() -> Histogram<u64> {
         let mut h = new_histogram();
@@ -648,10 +649,16 @@ mod tests {
         for _ in 0..100 {
             stats.record_latency(Api::Heartbeat, 250);
         }
-        stats.code(Api::Heartbeat, 27);
+        stats.code(Api::Heartbeat, ResponseError::RebalanceInProgress.code());
         stats.requests[Api::JoinGroup.index()] = 12;
-        stats.code(Api::JoinGroup, 15);
-        stats.error(Api::JoinGroup, 15);
+        stats.code(
+            Api::JoinGroup,
+            ResponseError::CoordinatorNotAvailable.code(),
+        );
+        stats.error(
+            Api::JoinGroup,
+            ResponseError::CoordinatorNotAvailable.code(),
+        );
         stats.record_convergence(40_000);
         let topics = vec![TopicInfo {
             name: "loadgen-t0".to_string().into(),
@@ -728,8 +735,8 @@ mod tests {
         };
         assert!(!nobody.passed(&stats));
         // Errors above the threshold fail it too.
-        stats.error(Api::Heartbeat, 25);
-        stats.error(Api::Heartbeat, 25);
+        stats.error(Api::Heartbeat, ResponseError::UnknownMemberId.code());
+        stats.error(Api::Heartbeat, ResponseError::UnknownMemberId.code());
         let again = RunInfo {
             ever_stable: 6,
             ..nobody

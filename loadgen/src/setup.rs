@@ -11,15 +11,12 @@ use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
 use std::io::Write;
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 use wire::{Request, Response};
 
-const UNSUPPORTED_VERSION: i16 = 35;
-const TOPIC_ALREADY_EXISTS: i16 = 36;
-const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
-const COORDINATOR_NOT_AVAILABLE: i16 = 15;
 /// Keys per batched FindCoordinator request.
 const FIND_COORDINATOR_BATCH: usize = 500;
 
@@ -110,7 +107,7 @@ pub fn api_versions(client: &mut Client) -> anyhow::Result<ApiVersionsResponse> 
         let Response::ApiVersions(r) = decoded.1 else {
             bail!("unexpected response type to ApiVersions");
         };
-        if r.error_code == UNSUPPORTED_VERSION {
+        if r.error_code == ResponseError::UnsupportedVersion.code() {
             let theirs = r
                 .api_keys
                 .iter()
@@ -219,7 +216,7 @@ pub fn ensure_topics(
             bail!("unexpected response type to CreateTopics");
         };
         for t in &r.topics {
-            if t.error_code != 0 && t.error_code != TOPIC_ALREADY_EXISTS {
+            if t.error_code != 0 && t.error_code != ResponseError::TopicAlreadyExists.code() {
                 bail!(
                     "creating topic {}: {} {}",
                     t.name.0.as_str(),
@@ -253,7 +250,7 @@ pub fn ensure_topics(
                 .collect();
             bail!(
                 "topics still missing from metadata after creation: {missing:?} (error {})",
-                UNKNOWN_TOPIC_OR_PARTITION
+                ResponseError::UnknownTopicOrPartition.code()
             );
         }
         std::thread::sleep(Duration::from_millis(100));
@@ -307,7 +304,12 @@ pub fn find_coordinators(
                 }
                 for &g in chunk {
                     if !answers.iter().any(|a| a.0 == g) {
-                        answers.push((g, COORDINATOR_NOT_AVAILABLE, String::new(), -1));
+                        answers.push((
+                            g,
+                            ResponseError::CoordinatorNotAvailable.code(),
+                            String::new(),
+                            -1,
+                        ));
                     }
                 }
             } else {
@@ -393,7 +395,7 @@ mod tests {
                 seen.push(version);
                 let mut r = ApiVersionsResponse::default();
                 let body_version = if version > 2 {
-                    r.error_code = UNSUPPORTED_VERSION;
+                    r.error_code = ResponseError::UnsupportedVersion.code();
                     r.api_keys.push(
                         ApiVersion::default()
                             .with_api_key(18)

@@ -152,6 +152,7 @@ pub struct IntervalReport {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kafka_protocol::ResponseError;
 
     #[test]
     fn take_resets_and_merge_adds() {
@@ -159,9 +160,9 @@ mod tests {
         s.record_latency(Api::Heartbeat, 100);
         s.record_latency(Api::Heartbeat, 0); // clamped to 1
         s.requests[Api::Heartbeat.index()] = 2;
-        s.code(Api::Heartbeat, 27);
+        s.code(Api::Heartbeat, ResponseError::RebalanceInProgress.code());
         s.code(Api::Heartbeat, 0);
-        s.error(Api::Heartbeat, 25);
+        s.error(Api::Heartbeat, ResponseError::UnknownMemberId.code());
         let t = s.take();
         assert_eq!(s.total_requests(), 0);
         assert_eq!(s.hists[0].len(), 0);
@@ -172,7 +173,13 @@ mod tests {
         total.merge(&t);
         assert_eq!(total.hists[0].len(), 4);
         assert_eq!(total.total_errors(), 2);
-        assert_eq!(total.error_codes[&(Api::Heartbeat, 25)], 2);
-        assert_eq!(total.codes[&(Api::Heartbeat, 27)], 2);
+        assert_eq!(
+            total.error_codes[&(Api::Heartbeat, ResponseError::UnknownMemberId.code())],
+            2
+        );
+        assert_eq!(
+            total.codes[&(Api::Heartbeat, ResponseError::RebalanceInProgress.code())],
+            2
+        );
     }
 }

@@ -1169,28 +1169,43 @@ mod tests {
     };
     use kafka_protocol::messages::offset_fetch_response::OffsetFetchResponseGroup;
     use kafka_protocol::messages::*;
+    use kafka_protocol::ResponseError;
 
     #[test]
     fn response_code_finds_nested_errors() {
+        let rebalance = ResponseError::RebalanceInProgress.code();
         assert_eq!(
             response_code(&Response::Heartbeat(
-                HeartbeatResponse::default().with_error_code(27)
+                HeartbeatResponse::default().with_error_code(rebalance)
             )),
-            27
+            rebalance
         );
         let commit =
             OffsetCommitResponse::default().with_topics(vec![OffsetCommitResponseTopic::default()
                 .with_partitions(vec![
                     OffsetCommitResponsePartition::default(),
-                    OffsetCommitResponsePartition::default().with_error_code(22),
+                    OffsetCommitResponsePartition::default()
+                        .with_error_code(ResponseError::IllegalGeneration.code()),
                 ])]);
-        assert_eq!(response_code(&Response::OffsetCommit(commit)), 22);
-        let leave = LeaveGroupResponse::default()
-            .with_members(vec![MemberResponse::default().with_error_code(25)]);
-        assert_eq!(response_code(&Response::LeaveGroup(leave)), 25);
+        assert_eq!(
+            response_code(&Response::OffsetCommit(commit)),
+            ResponseError::IllegalGeneration.code()
+        );
+        let leave =
+            LeaveGroupResponse::default()
+                .with_members(vec![MemberResponse::default()
+                    .with_error_code(ResponseError::UnknownMemberId.code())]);
+        assert_eq!(
+            response_code(&Response::LeaveGroup(leave)),
+            ResponseError::UnknownMemberId.code()
+        );
         let fetch = OffsetFetchResponse::default()
-            .with_groups(vec![OffsetFetchResponseGroup::default().with_error_code(16)]);
-        assert_eq!(response_code(&Response::OffsetFetch(fetch)), 16);
+            .with_groups(vec![OffsetFetchResponseGroup::default()
+                .with_error_code(ResponseError::NotCoordinator.code())]);
+        assert_eq!(
+            response_code(&Response::OffsetFetch(fetch)),
+            ResponseError::NotCoordinator.code()
+        );
         assert_eq!(
             response_code(&Response::SyncGroup(SyncGroupResponse::default())),
             0

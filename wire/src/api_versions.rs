@@ -96,7 +96,7 @@ mod tests {
         let mut expect = Vec::new();
         expect.extend_from_slice(&16i32.to_be_bytes()); // length
         expect.extend_from_slice(&[1, 2, 3, 4]); // correlation id, header v0
-        expect.extend_from_slice(&35i16.to_be_bytes()); // UNSUPPORTED_VERSION
+        expect.extend_from_slice(&ResponseError::UnsupportedVersion.code().to_be_bytes());
         expect.extend_from_slice(&1i32.to_be_bytes()); // one api key
         expect.extend_from_slice(&18i16.to_be_bytes());
         expect.extend_from_slice(&range.min.to_be_bytes());
@@ -116,7 +116,10 @@ mod tests {
         let req = ApiVersionsRequest::default()
             .with_client_software_name("bad name".into())
             .with_client_software_version("1".into());
-        assert_eq!(response(&req, 3, &Versions::default()).error_code, 42);
+        assert_eq!(
+            response(&req, 3, &Versions::default()).error_code,
+            ResponseError::InvalidRequest.code()
+        );
         assert_eq!(response(&req, 2, &Versions::default()).error_code, 0);
     }
 }

@@ -51,7 +51,15 @@ pub enum DecodeError {
 /// (the same request is fine once it can). Every client here (admin tool, load generator,
 /// simulator) reacts to these three alike.
 pub fn is_coordinator_unavailable(code: i16) -> bool {
-    matches!(code, 14..=16)
+    use kafka_protocol::ResponseError;
+    matches!(
+        ResponseError::try_from_code(code),
+        Some(
+            ResponseError::CoordinatorLoadInProgress
+                | ResponseError::CoordinatorNotAvailable
+                | ResponseError::NotCoordinator
+        )
+    )
 }
 
 #[cfg(test)]

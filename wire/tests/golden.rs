@@ -25,6 +25,7 @@ use wire::api_versions::unsupported_version_frame;
 use wire::codec::{decode_response, encode_request, KNOWN_API_KEYS};
 use wire::kafka_protocol::messages::*;
 use wire::kafka_protocol::protocol::StrBytes;
+use wire::kafka_protocol::ResponseError;
 use wire::versions::SERVED;
 use wire::{
     decode_request, encode_response, DecodeError, Request, RequestHeader, Response, Versions,
@@ -169,7 +170,7 @@ fn find_coordinator_response(v: i16) -> FindCoordinatorResponse {
                 .with_node_id(BrokerId(-1))
                 .with_host(s(""))
                 .with_port(-1)
-                .with_error_code(15)
+                .with_error_code(ResponseError::CoordinatorNotAvailable.code())
                 .with_error_message(Some(s(COORDINATOR_NA_MSG))),
         ];
     }
@@ -245,7 +246,7 @@ fn create_topics_response(v: i16) -> CreateTopicsResponse {
         .with_error_message(None);
     let mut bad = CreatableTopicResult::default()
         .with_name(s("bad topic").into())
-        .with_error_code(17)
+        .with_error_code(ResponseError::InvalidTopicException.code())
         .with_error_message(Some(s(INVALID_TOPIC_MSG)));
     if v >= 7 {
         orders.topic_id = uuid(TOPIC_ID);
@@ -262,7 +263,7 @@ fn create_topics_response(v: i16) -> CreateTopicsResponse {
         audit.num_partitions = 1;
         audit.replication_factor = 1;
         audit.configs = None;
-        audit.topic_config_error_code = 29;
+        audit.topic_config_error_code = ResponseError::TopicAuthorizationFailed.code();
         bad.num_partitions = -1;
         bad.replication_factor = -1;
         bad.configs = None;
@@ -279,7 +280,7 @@ fn delete_topics_response(v: i16) -> DeleteTopicsResponse {
         .with_error_code(0);
     let mut ghost = DeletableTopicResult::default()
         .with_name(Some(s("ghost").into()))
-        .with_error_code(3);
+        .with_error_code(ResponseError::UnknownTopicOrPartition.code());
     if v >= 5 {
         orders.error_message = None;
         ghost.error_message = Some(s(UNKNOWN_TOPIC_MSG));
@@ -293,7 +294,7 @@ fn delete_topics_response(v: i16) -> DeleteTopicsResponse {
             DeletableTopicResult::default()
                 .with_name(None)
                 .with_topic_id(uuid(GHOST_TOPIC_ID))
-                .with_error_code(100)
+                .with_error_code(ResponseError::UnknownTopicId.code())
                 .with_error_message(Some(s(UNKNOWN_TOPIC_ID_MSG))),
         );
     } else {
@@ -504,7 +505,7 @@ fn fetch_response(v: i16) -> FetchResponse {
         .with_records(Some(Bytes::new()));
     let mut p1 = PartitionData::default()
         .with_partition_index(1)
-        .with_error_code(6)
+        .with_error_code(ResponseError::NotLeaderOrFollower.code())
         .with_high_watermark(-1)
         .with_last_stable_offset(-1)
         .with_aborted_transactions(None)
@@ -568,7 +569,13 @@ fn list_offsets_response(v: i16) -> ListOffsetsResponse {
             ]),
         ListOffsetsTopicResponse::default()
             .with_name(s("ghost").into())
-            .with_partitions(vec![part(0, 3, -1, -1, -1)]),
+            .with_partitions(vec![part(
+                0,
+                ResponseError::UnknownTopicOrPartition.code(),
+                -1,
+                -1,
+                -1,
+            )]),
     ]);
     if v >= 2 {
         r.throttle_time_ms = THROTTLE;
@@ -595,7 +602,13 @@ fn offset_commit_response(v: i16) -> OffsetCommitResponse {
     let mut r = OffsetCommitResponse::default().with_topics(vec![
         topic(TOPIC, &[(0, 0), (1, 0)]),
         // OFFSET_METADATA_TOO_LARGE, UNKNOWN_TOPIC_OR_PARTITION.
-        topic(AUDIT_TOPIC, &[(0, 12), (3, 3)]),
+        topic(
+            AUDIT_TOPIC,
+            &[
+                (0, ResponseError::OffsetMetadataTooLarge.code()),
+                (3, ResponseError::UnknownTopicOrPartition.code()),
+            ],
+        ),
     ]);
     if v >= 3 {
         r.throttle_time_ms = THROTTLE;
@@ -666,7 +679,7 @@ fn offset_fetch_response(v: i16) -> OffsetFetchResponse {
             OffsetFetchResponseGroup::default()
                 .with_group_id(s(LOADING_GROUP).into())
                 .with_topics(vec![])
-                .with_error_code(14),
+                .with_error_code(ResponseError::CoordinatorLoadInProgress.code()),
         ];
     }
     r
@@ -708,7 +721,8 @@ fn join_group_response(v: i16) -> JoinGroupResponse {
 }
 
 fn heartbeat_response(v: i16) -> HeartbeatResponse {
-    let mut r = HeartbeatResponse::default().with_error_code(27); // REBALANCE_IN_PROGRESS
+    let mut r =
+        HeartbeatResponse::default().with_error_code(ResponseError::RebalanceInProgress.code());
     if v >= 1 {
         r.throttle_time_ms = THROTTLE;
     }
@@ -723,7 +737,7 @@ fn leave_group_response(v: i16) -> LeaveGroupResponse {
     }
     if v <= 2 {
         // One member per request: its error is the top-level error (UNKNOWN_MEMBER_ID).
-        r.error_code = 25;
+        r.error_code = ResponseError::UnknownMemberId.code();
     } else {
         r.error_code = 0;
         r.members = vec![
@@ -735,7 +749,7 @@ fn leave_group_response(v: i16) -> LeaveGroupResponse {
             MemberResponse::default()
                 .with_member_id(s(""))
                 .with_group_instance_id(Some(s("consumer-c-9")))
-                .with_error_code(25),
+                .with_error_code(ResponseError::UnknownMemberId.code()),
         ];
     }
     r
@@ -788,7 +802,7 @@ fn describe_groups_response(v: i16) -> DescribeGroupsResponse {
         .with_members(vec![]);
     if v >= 6 {
         stable.error_message = None;
-        unknown.error_code = 69;
+        unknown.error_code = ResponseError::GroupIdNotFound.code();
         unknown.error_message = Some(s(GROUP_NOT_FOUND_MSG));
         unknown.group_state = s("");
     } else {
@@ -840,7 +854,11 @@ fn list_groups_response(v: i16) -> ListGroupsResponse {
 }
 
 /// DeleteGroups results: deleted, NON_EMPTY_GROUP, GROUP_ID_NOT_FOUND.
-const DELETED: &[(&str, i16)] = &[("g-old", 0), (GROUP, 68), (UNKNOWN_GROUP, 69)];
+const DELETED: &[(&str, i16)] = &[
+    ("g-old", 0),
+    (GROUP, ResponseError::NonEmptyGroup.code()),
+    (UNKNOWN_GROUP, ResponseError::GroupIdNotFound.code()),
+];
 
 fn delete_groups_response(_v: i16) -> DeleteGroupsResponse {
     use delete_groups_response::*;
@@ -860,8 +878,16 @@ fn delete_groups_response(_v: i16) -> DeleteGroupsResponse {
 
 /// OffsetDelete: the group still subscribes to `orders` (GROUP_SUBSCRIBED_TO_TOPIC), not to
 /// `audit-log`.
-const OFFSETS_DELETED: &[(&str, &[(i32, i16)])] =
-    &[(TOPIC, &[(0, 86), (1, 86)]), (AUDIT_TOPIC, &[(0, 0)])];
+const OFFSETS_DELETED: &[(&str, &[(i32, i16)])] = &[
+    (
+        TOPIC,
+        &[
+            (0, ResponseError::GroupSubscribedToTopic.code()),
+            (1, ResponseError::GroupSubscribedToTopic.code()),
+        ],
+    ),
+    (AUDIT_TOPIC, &[(0, 0)]),
+];
 
 fn offset_delete_response(_v: i16) -> OffsetDeleteResponse {
     use offset_delete_response::*;
@@ -902,7 +928,6 @@ const CG_HEARTBEAT_INTERVAL: i32 = 5000;
 const CG_REBALANCE_TIMEOUT: i32 = 300_000;
 const CG_ASSIGNOR: &str = "uniform";
 const CG_REGEX: &str = "^(orders|audit-log)$";
-const FENCED_MEMBER_EPOCH: i16 = 110;
 const FENCED_MSG: &str = "The consumer group member has a greater epoch (5) than the one known \
                           by the group coordinator (3).";
 const NOT_CONSUMER_GROUP_MSG: &str = "Group g-classic is not a consumer group.";
@@ -994,7 +1019,7 @@ fn consumer_group_heartbeat_response(_v: i16) -> ConsumerGroupHeartbeatResponse 
 fn consumer_group_heartbeat_error_response(_v: i16) -> ConsumerGroupHeartbeatResponse {
     ConsumerGroupHeartbeatResponse::default()
         .with_throttle_time_ms(THROTTLE)
-        .with_error_code(FENCED_MEMBER_EPOCH)
+        .with_error_code(ResponseError::FencedMemberEpoch.code())
         .with_error_message(Some(s(FENCED_MSG)))
         .with_member_id(None)
         .with_member_epoch(0)
@@ -1039,7 +1064,7 @@ fn consumer_group_describe_response(v: i16) -> ConsumerGroupDescribeResponse {
         .collect();
     let not_found = |group: &str, msg: &str| {
         DescribedGroup::default()
-            .with_error_code(69)
+            .with_error_code(ResponseError::GroupIdNotFound.code())
             .with_error_message(Some(s(msg)))
             .with_group_id(s(group).into())
             .with_group_state(s(""))
@@ -1091,11 +1116,14 @@ type Produced = (i32, i16, i64, i64, i64);
 
 /// `orders` (CreateTime, so LogAppendTimeMs is -1): p0 appended at the high watermark; p1 lost its
 /// leadership (NOT_LEADER_OR_FOLLOWER), nothing appended.
-const PRODUCED_ORDERS: [Produced; 2] = [(0, 0, HIGH_WATERMARK, -1, 0), (1, 6, -1, -1, -1)];
+const PRODUCED_ORDERS: [Produced; 2] = [
+    (0, 0, HIGH_WATERMARK, -1, 0),
+    (1, ResponseError::NotLeaderOrFollower.code(), -1, -1, -1),
+];
 /// `audit-log` (LogAppendTime): appended at offset 5; retention already removed offsets 0-1.
 const PRODUCED_AUDIT: Produced = (0, 0, 5, LOG_APPEND_TIME, 2);
 /// `customer-profiles` p0 (v8+): INVALID_RECORD, records 0 and 2 of the batch had no key.
-const PRODUCED_REJECTED: Produced = (0, 87, -1, -1, -1);
+const PRODUCED_REJECTED: Produced = (0, ResponseError::InvalidRecord.code(), -1, -1, -1);
 /// The RecordErrors of `PRODUCED_REJECTED`: (batch index, message).
 const RECORD_ERRORS: &[(i32, Option<&str>)] = &[(0, Some(NO_KEY_MSG)), (2, None)];
 
@@ -1166,8 +1194,16 @@ type LowWatermark = (i32, i64, i16);
 /// DeleteRecords results per topic. `orders` p0 now starts at 17; p1 was asked for an offset
 /// beyond its high watermark (OFFSET_OUT_OF_RANGE); `ghost` does not exist
 /// (UNKNOWN_TOPIC_OR_PARTITION).
-const RECORDS_DELETED: &[(&str, &[LowWatermark])] =
-    &[(TOPIC, &[(0, 17, 0), (1, -1, 1)]), ("ghost", &[(0, -1, 3)])];
+const RECORDS_DELETED: &[(&str, &[LowWatermark])] = &[
+    (
+        TOPIC,
+        &[(0, 17, 0), (1, -1, ResponseError::OffsetOutOfRange.code())],
+    ),
+    (
+        "ghost",
+        &[(0, -1, ResponseError::UnknownTopicOrPartition.code())],
+    ),
+];
 
 fn delete_records_response(_v: i16) -> DeleteRecordsResponse {
     use delete_records_response::*;
@@ -1209,7 +1245,7 @@ fn init_producer_id_response(_v: i16) -> InitProducerIdResponse {
 fn init_producer_id_error_response(_v: i16) -> InitProducerIdResponse {
     InitProducerIdResponse::default()
         .with_throttle_time_ms(THROTTLE)
-        .with_error_code(51)
+        .with_error_code(ResponseError::ConcurrentTransactions.code())
         .with_producer_id(ProducerId(-1))
         .with_producer_epoch(-1)
 }
@@ -1546,7 +1582,10 @@ fn walk_find_coordinator(frame: &[u8], v: i16) {
         w.expect_i32("coordinator.node_id", -1);
         w.expect_str("coordinator.host", "");
         w.expect_i32("coordinator.port", -1);
-        w.expect_i16("coordinator.error_code", 15);
+        w.expect_i16(
+            "coordinator.error_code",
+            ResponseError::CoordinatorNotAvailable.code(),
+        );
         w.expect_nstr("coordinator.error_message", Some(COORDINATOR_NA_MSG));
         w.expect_no_tags("coordinator tags");
     }
@@ -1670,7 +1709,10 @@ fn walk_create_topics(frame: &[u8], v: i16) {
             format!("CreateTopics v{v} TopicConfigErrorCode"),
             true,
         );
-        t.expect_i16("topic_config_error_code", 29);
+        t.expect_i16(
+            "topic_config_error_code",
+            ResponseError::TopicAuthorizationFailed.code(),
+        );
         t.end();
     }
 
@@ -1679,7 +1721,10 @@ fn walk_create_topics(frame: &[u8], v: i16) {
     if v >= 7 {
         w.expect_uuid("topics[2].topic_id", [0; 16]);
     }
-    w.expect_i16("topics[2].error_code", 17);
+    w.expect_i16(
+        "topics[2].error_code",
+        ResponseError::InvalidTopicException.code(),
+    );
     w.expect_nstr("topics[2].error_message", Some(INVALID_TOPIC_MSG));
     if v >= 5 {
         w.expect_i32("topics[2].num_partitions", -1);
@@ -1709,7 +1754,10 @@ fn walk_delete_topics(frame: &[u8], v: i16) {
     if v >= 6 {
         w.expect_uuid("responses[1].topic_id", [0; 16]);
     }
-    w.expect_i16("responses[1].error_code", 3);
+    w.expect_i16(
+        "responses[1].error_code",
+        ResponseError::UnknownTopicOrPartition.code(),
+    );
     if v >= 5 {
         w.expect_nstr("responses[1].error_message", Some(UNKNOWN_TOPIC_MSG));
     }
@@ -1717,7 +1765,10 @@ fn walk_delete_topics(frame: &[u8], v: i16) {
     if v >= 6 {
         w.expect_nstr("responses[2].name", None);
         w.expect_uuid("responses[2].topic_id", GHOST_TOPIC_ID);
-        w.expect_i16("responses[2].error_code", 100);
+        w.expect_i16(
+            "responses[2].error_code",
+            ResponseError::UnknownTopicId.code(),
+        );
         w.expect_nstr("responses[2].error_message", Some(UNKNOWN_TOPIC_ID_MSG));
         w.expect_no_tags("responses[2] tags");
     }
@@ -1886,7 +1937,7 @@ fn walk_fetch(frame: &[u8], v: i16) {
     w.expect_no_tags("p0 tags");
 
     w.expect_i32("p1.partition_index", 1);
-    w.expect_i16("p1.error_code", 6);
+    w.expect_i16("p1.error_code", ResponseError::NotLeaderOrFollower.code());
     w.expect_i64("p1.high_watermark", -1);
     w.expect_i64("p1.last_stable_offset", -1);
     if v >= 5 {
@@ -1948,7 +1999,10 @@ fn walk_list_offsets(frame: &[u8], v: i16) {
                 (1, 0, FOUND_TIMESTAMP, 17, LEADER_EPOCH + 1),
             ],
         ),
-        ("ghost", &[(0, 3, -1, -1, -1)]),
+        (
+            "ghost",
+            &[(0, ResponseError::UnknownTopicOrPartition.code(), -1, -1, -1)],
+        ),
     ];
     for (name, parts) in topics {
         w.expect_str("topic.name", name);
@@ -1978,7 +2032,13 @@ fn walk_offset_commit(frame: &[u8], v: i16) {
     }
     let topics: [(&str, &[(i32, i16)]); 2] = [
         (TOPIC, &[(0, 0), (1, 0)]),
-        (AUDIT_TOPIC, &[(0, 12), (3, 3)]),
+        (
+            AUDIT_TOPIC,
+            &[
+                (0, ResponseError::OffsetMetadataTooLarge.code()),
+                (3, ResponseError::UnknownTopicOrPartition.code()),
+            ],
+        ),
     ];
     w.expect_array("topics", topics.len());
     for (name, parts) in topics {
@@ -2034,7 +2094,10 @@ fn walk_offset_fetch(frame: &[u8], v: i16) {
         w.expect_no_tags("groups[0] tags");
         w.expect_str("groups[1].group_id", LOADING_GROUP);
         w.expect_array("groups[1].topics", 0);
-        w.expect_i16("groups[1].error_code", 14);
+        w.expect_i16(
+            "groups[1].error_code",
+            ResponseError::CoordinatorLoadInProgress.code(),
+        );
         w.expect_no_tags("groups[1] tags");
     }
     w.expect_no_tags("top-level tags");
@@ -2080,7 +2143,7 @@ fn walk_heartbeat(frame: &[u8], v: i16) {
     if v >= 1 {
         w.expect_i32("throttle_time_ms", THROTTLE);
     }
-    w.expect_i16("error_code", 27);
+    w.expect_i16("error_code", ResponseError::RebalanceInProgress.code());
     w.expect_no_tags("top-level tags");
     w.end();
 }
@@ -2093,7 +2156,7 @@ fn walk_leave_group(frame: &[u8], v: i16) {
         w.expect_i32("throttle_time_ms", THROTTLE);
     }
     if v <= 2 {
-        w.expect_i16("error_code", 25);
+        w.expect_i16("error_code", ResponseError::UnknownMemberId.code());
     } else {
         w.expect_i16("error_code", 0);
         w.expect_array("members", 2);
@@ -2103,7 +2166,10 @@ fn walk_leave_group(frame: &[u8], v: i16) {
         w.expect_no_tags("members[0] tags");
         w.expect_str("members[1].member_id", "");
         w.expect_nstr("members[1].group_instance_id", Some("consumer-c-9"));
-        w.expect_i16("members[1].error_code", 25);
+        w.expect_i16(
+            "members[1].error_code",
+            ResponseError::UnknownMemberId.code(),
+        );
         w.expect_no_tags("members[1] tags");
     }
     w.expect_no_tags("top-level tags");
@@ -2163,7 +2229,10 @@ fn walk_describe_groups(frame: &[u8], v: i16) {
     w.expect_no_tags("groups[0] tags");
 
     if v >= 6 {
-        w.expect_i16("groups[1].error_code", 69);
+        w.expect_i16(
+            "groups[1].error_code",
+            ResponseError::GroupIdNotFound.code(),
+        );
         w.expect_nstr("groups[1].error_message", Some(GROUP_NOT_FOUND_MSG));
     } else {
         w.expect_i16("groups[1].error_code", 0);
@@ -2267,7 +2336,7 @@ fn walk_consumer_group_heartbeat_error(frame: &[u8], v: i16) {
         true,
     );
     w.expect_i32("throttle_time_ms", THROTTLE);
-    w.expect_i16("error_code", FENCED_MEMBER_EPOCH);
+    w.expect_i16("error_code", ResponseError::FencedMemberEpoch.code());
     w.expect_nstr("error_message", Some(FENCED_MSG));
     w.expect_nstr("member_id", None);
     w.expect_i32("member_epoch", 0);
@@ -2485,7 +2554,14 @@ fn walk_init_producer_id(frame: &[u8], v: i16) {
 }
 
 fn walk_init_producer_id_error(frame: &[u8], v: i16) {
-    walk_init_producer_id_with(frame, v, " (error)", 51, -1, -1);
+    walk_init_producer_id_with(
+        frame,
+        v,
+        " (error)",
+        ResponseError::ConcurrentTransactions.code(),
+        -1,
+        -1,
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -3054,7 +3130,7 @@ fn api_versions_too_new_gets_the_v0_fallback_frame() {
     )
     .unwrap_or_else(|e| panic!("{e}"));
     let mut w = Walk::response(&golden, "ApiVersions fallback".into(), false, false);
-    w.expect_i16("error_code", 35);
+    w.expect_i16("error_code", ResponseError::UnsupportedVersion.code());
     w.expect_array("api_keys", 1);
     w.expect_i16("api_key", 18);
     w.expect_i16("min_version", 0);
@@ -3065,7 +3141,7 @@ fn api_versions_too_new_gets_the_v0_fallback_frame() {
     let Response::ApiVersions(resp) = resp else {
         unreachable!()
     };
-    assert_eq!(resp.error_code, 35);
+    assert_eq!(resp.error_code, ResponseError::UnsupportedVersion.code());
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -19,17 +19,12 @@ use kafka_protocol::messages::offset_commit_request::{
 use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
 use std::collections::{BTreeMap, BTreeSet};
 
+/// Kafka's "no error" code. `ResponseError` has no variant for it (`try_from_code(0)` is `None`);
+/// every other code a client reacts to is a `ResponseError` variant.
 const NONE: i16 = 0;
-const ILLEGAL_GENERATION: i16 = 22;
-const UNKNOWN_MEMBER_ID: i16 = 25;
-const REBALANCE_IN_PROGRESS: i16 = 27;
-const GROUP_ID_NOT_FOUND: i16 = 69;
-const MEMBER_ID_REQUIRED: i16 = 79;
-const FENCED_INSTANCE_ID: i16 = 82;
-const FENCED_MEMBER_EPOCH: i16 = 110;
-const STALE_MEMBER_EPOCH: i16 = 113;
 
 /// The coordinator could not answer; a Kafka client looks the coordinator up again and retries.
 use wire::error::is_coordinator_unavailable as coordinator_error;
@@ -862,8 +857,9 @@ impl World {
             Reply::Err(code) if coordinator_error(code) => return self.classic_reset(c, false),
             other => return self.fail(format!("c{c}: JoinGroup got {other:?}")),
         };
-        match r.error_code {
-            NONE => {
+        let code = r.error_code;
+        match ResponseError::try_from_code(code) {
+            None => {
                 let gen = r.generation_id;
                 // (b) classic: within one load of the partition, the generations a member is
                 // given never go back (a reload may return to the last durable generation).
@@ -899,16 +895,16 @@ impl World {
                     .with_assignments(assignments);
                 self.send_tracked(c, sync_v, GroupRequest::Sync(req), PendKind::Sync);
             }
-            MEMBER_ID_REQUIRED => {
+            Some(ResponseError::MemberIdRequired) => {
                 self.classic(c).member_id = r.member_id.to_string();
                 self.send_join(c);
             }
-            UNKNOWN_MEMBER_ID => self.classic_reset(c, true),
-            FENCED_INSTANCE_ID => self.classic_fatal(c),
-            code if coordinator_error(code) || code == REBALANCE_IN_PROGRESS => {
+            Some(ResponseError::UnknownMemberId) => self.classic_reset(c, true),
+            Some(ResponseError::FencedInstanceId) => self.classic_fatal(c),
+            Some(e) if coordinator_error(code) || e == ResponseError::RebalanceInProgress => {
                 self.classic_reset(c, false)
             }
-            code => self.fail(format!("c{c}: unexpected JoinGroup error {code}: {r:?}")),
+            Some(_) => self.fail(format!("c{c}: unexpected JoinGroup error {code}: {r:?}")),
         }
     }
 
@@ -968,8 +964,9 @@ impl World {
             Reply::Err(code) if coordinator_error(code) => return self.classic_reset(c, false),
             other => return self.fail(format!("c{c}: SyncGroup got {other:?}")),
         };
-        match r.error_code {
-            NONE => {
+        let code = r.error_code;
+        match ResponseError::try_from_code(code) {
+            None => {
                 let Some(owned) = decode_assignment(&r.assignment) else {
                     return self.fail(format!(
                         "c{c}: SyncGroup returned an assignment that does not decode"
@@ -991,11 +988,13 @@ impl World {
                     self.send_fetch(c, owned.into_iter().collect());
                 }
             }
-            REBALANCE_IN_PROGRESS | ILLEGAL_GENERATION => self.classic_reset(c, false),
-            UNKNOWN_MEMBER_ID => self.classic_reset(c, true),
-            FENCED_INSTANCE_ID => self.classic_fatal(c),
-            code if coordinator_error(code) => self.classic_reset(c, false),
-            code => self.fail(format!("c{c}: unexpected SyncGroup error {code}: {r:?}")),
+            Some(ResponseError::RebalanceInProgress | ResponseError::IllegalGeneration) => {
+                self.classic_reset(c, false)
+            }
+            Some(ResponseError::UnknownMemberId) => self.classic_reset(c, true),
+            Some(ResponseError::FencedInstanceId) => self.classic_fatal(c),
+            Some(_) if coordinator_error(code) => self.classic_reset(c, false),
+            Some(_) => self.fail(format!("c{c}: unexpected SyncGroup error {code}: {r:?}")),
         }
     }
 
@@ -1025,14 +1024,14 @@ impl World {
             Reply::Err(code) => code,
             other => return self.fail(format!("c{c}: Heartbeat got {other:?}")),
         };
-        match code {
-            NONE => {}
-            REBALANCE_IN_PROGRESS => self.classic_rejoin(c, true),
-            ILLEGAL_GENERATION => self.classic_reset(c, false),
-            UNKNOWN_MEMBER_ID => self.classic_reset(c, true),
-            FENCED_INSTANCE_ID => self.classic_fatal(c),
-            code if coordinator_error(code) => {}
-            code => self.fail(format!("c{c}: unexpected Heartbeat error {code}")),
+        match ResponseError::try_from_code(code) {
+            None => {}
+            Some(ResponseError::RebalanceInProgress) => self.classic_rejoin(c, true),
+            Some(ResponseError::IllegalGeneration) => self.classic_reset(c, false),
+            Some(ResponseError::UnknownMemberId) => self.classic_reset(c, true),
+            Some(ResponseError::FencedInstanceId) => self.classic_fatal(c),
+            Some(_) if coordinator_error(code) => {}
+            Some(_) => self.fail(format!("c{c}: unexpected Heartbeat error {code}")),
         }
     }
 
@@ -1048,19 +1047,25 @@ impl World {
         };
         let classic = self.is_classic(c);
         for code in codes {
-            let expected = matches!(code, NONE)
+            let err = ResponseError::try_from_code(code);
+            let expected = err.is_none()
                 || coordinator_error(code)
                 || if classic {
                     matches!(
-                        code,
-                        ILLEGAL_GENERATION
-                            | UNKNOWN_MEMBER_ID
-                            | REBALANCE_IN_PROGRESS
-                            | FENCED_INSTANCE_ID
-                            | GROUP_ID_NOT_FOUND
+                        err,
+                        Some(
+                            ResponseError::IllegalGeneration
+                                | ResponseError::UnknownMemberId
+                                | ResponseError::RebalanceInProgress
+                                | ResponseError::FencedInstanceId
+                                | ResponseError::GroupIdNotFound
+                        )
                     )
                 } else {
-                    matches!(code, STALE_MEMBER_EPOCH | UNKNOWN_MEMBER_ID)
+                    matches!(
+                        err,
+                        Some(ResponseError::StaleMemberEpoch | ResponseError::UnknownMemberId)
+                    )
                 };
             if !expected {
                 return self.fail(format!("c{c}: unexpected OffsetCommit error {code}"));
@@ -1080,11 +1085,13 @@ impl World {
                     .find(|c| *c != NONE),
                 _ => None,
             };
-            match first {
-                Some(REBALANCE_IN_PROGRESS) => self.classic_rejoin(c, false),
-                Some(ILLEGAL_GENERATION) => self.classic_reset(c, false),
-                Some(UNKNOWN_MEMBER_ID) | Some(GROUP_ID_NOT_FOUND) => self.classic_reset(c, true),
-                Some(FENCED_INSTANCE_ID) => self.classic_fatal(c),
+            match first.and_then(ResponseError::try_from_code) {
+                Some(ResponseError::RebalanceInProgress) => self.classic_rejoin(c, false),
+                Some(ResponseError::IllegalGeneration) => self.classic_reset(c, false),
+                Some(ResponseError::UnknownMemberId | ResponseError::GroupIdNotFound) => {
+                    self.classic_reset(c, true)
+                }
+                Some(ResponseError::FencedInstanceId) => self.classic_fatal(c),
                 _ => {}
             }
         }
@@ -1189,8 +1196,9 @@ impl World {
             }
             other => return self.fail(format!("c{c}: ConsumerGroupHeartbeat got {other:?}")),
         };
-        match r.error_code {
-            NONE => {
+        let code = r.error_code;
+        match ResponseError::try_from_code(code) {
+            None => {
                 let x = self.consumer(c);
                 if r.member_epoch < x.max_epoch {
                     let (e, m) = (r.member_epoch, x.max_epoch);
@@ -1214,10 +1222,10 @@ impl World {
                     self.reconcile(c);
                 }
             }
-            FENCED_MEMBER_EPOCH | UNKNOWN_MEMBER_ID => {
+            Some(ResponseError::FencedMemberEpoch | ResponseError::UnknownMemberId) => {
                 // Fenced: the partitions are lost (no commit), and the member rejoins with
                 // epoch 0 and the same member id.
-                self.trace(|| format!("c{c} fenced ({}): rejoins", r.error_code));
+                self.trace(|| format!("c{c} fenced ({code}): rejoins"));
                 let b = self.backoff();
                 let x = self.consumer(c);
                 x.owned.clear();
@@ -1229,13 +1237,13 @@ impl World {
                 x.next_hb = now + b;
                 self.touched.insert(self.clients[c].group);
             }
-            code if coordinator_error(code) => {
+            Some(_) if coordinator_error(code) => {
                 let b = self.backoff();
                 let x = self.consumer(c);
                 x.full = true;
                 x.next_hb = now + b;
             }
-            code => self.fail(format!(
+            Some(_) => self.fail(format!(
                 "c{c}: unexpected ConsumerGroupHeartbeat error {code}: {:?}",
                 r.error_message
             )),

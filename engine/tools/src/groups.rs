@@ -241,9 +241,6 @@ pub fn error_name(code: i16) -> String {
     }
 }
 
-const UNSUPPORTED_VERSION: i16 = 35;
-const GROUP_ID_NOT_FOUND: i16 = 69;
-
 use wire::error::is_coordinator_unavailable as is_retriable_group_error;
 
 /// An error code in a response to `api` about `what`: retriable coordinator errors are marked so.
@@ -267,7 +264,7 @@ fn not_found(group: &str) -> AdminError {
     AdminError {
         kind: ErrorKind::GroupNotFound,
         message: format!("Consumer group '{group}' does not exist."),
-        code: Some(GROUP_ID_NOT_FOUND),
+        code: Some(ResponseError::GroupIdNotFound.code()),
     }
 }
 
@@ -448,7 +445,11 @@ impl AdminConnection {
                 .with_client_software_version(StrBytes::from_static_str(env!("CARGO_PKG_VERSION")));
             let frame = self.round_trip(version, &Request::ApiVersions(req))?;
             let resp = match decode_response(API_VERSIONS.key, version, &frame) {
-                Ok((_, Response::ApiVersions(r))) if r.error_code != UNSUPPORTED_VERSION => r,
+                Ok((_, Response::ApiVersions(r)))
+                    if r.error_code != ResponseError::UnsupportedVersion.code() =>
+                {
+                    r
+                }
                 // An error reply to a too-new version is a v0 body whatever we sent.
                 _ => match decode_response(API_VERSIONS.key, 0, &frame) {
                     Ok((_, Response::ApiVersions(r))) => r,
@@ -464,7 +465,7 @@ impl AdminConnection {
                     }
                 },
             };
-            if resp.error_code == UNSUPPORTED_VERSION && version > 0 {
+            if resp.error_code == ResponseError::UnsupportedVersion.code() && version > 0 {
                 let advertised = resp
                     .api_keys
                     .iter()
@@ -1228,7 +1229,8 @@ fn describe_classic(
             format!("DescribeGroups returned no entry for group '{group}'"),
         ));
     };
-    if g.error_code == GROUP_ID_NOT_FOUND || (g.error_code == 0 && g.group_state.as_str() == "Dead")
+    if g.error_code == ResponseError::GroupIdNotFound.code()
+        || (g.error_code == 0 && g.group_state.as_str() == "Dead")
     {
         return Err(not_found(group));
     }
@@ -1292,7 +1294,8 @@ fn describe_consumer(
             format!("ConsumerGroupDescribe returned no entry for group '{group}'"),
         ));
     };
-    if g.error_code == GROUP_ID_NOT_FOUND || (g.error_code == 0 && g.group_state.as_str() == "Dead")
+    if g.error_code == ResponseError::GroupIdNotFound.code()
+        || (g.error_code == 0 && g.group_state.as_str() == "Dead")
     {
         return Err(not_found(group));
     }
@@ -1362,7 +1365,7 @@ fn offset_fetch(
                 format!("OffsetFetch returned no entry for group '{group}'"),
             ));
         };
-        if g.error_code == GROUP_ID_NOT_FOUND {
+        if g.error_code == ResponseError::GroupIdNotFound.code() {
             return Ok(out);
         }
         if g.error_code != 0 {
@@ -1404,7 +1407,7 @@ fn offset_fetch(
     let Response::OffsetFetch(resp) = conn.call(v, &Request::OffsetFetch(req))? else {
         return Err(unexpected("OffsetFetch"));
     };
-    if v >= 2 && resp.error_code == GROUP_ID_NOT_FOUND {
+    if v >= 2 && resp.error_code == ResponseError::GroupIdNotFound.code() {
         return Ok(out);
     }
     if v >= 2 && resp.error_code != 0 {
@@ -2193,7 +2196,13 @@ mod tests {
             ["Deletion of requested consumer groups ('a', 'b') was successful."]
         );
         assert_eq!(
-            format_delete(&[("G".into(), Some(error_name(68))), ("ok".into(), None)]),
+            format_delete(&[
+                (
+                    "G".into(),
+                    Some(error_name(ResponseError::NonEmptyGroup.code()))
+                ),
+                ("ok".into(), None)
+            ]),
             [
                 "Deletion of some consumer groups failed:",
                 "* Group 'G' could not be deleted due to: NON_EMPTY_GROUP",
@@ -2223,6 +2232,7 @@ mod tests {
 
     #[test]
     fn error_names_follow_kafka() {
+        // Wire numbers on purpose: this checks the names against Kafka's own table.
         assert_eq!(error_name(0), "NONE");
         assert_eq!(error_name(68), "NON_EMPTY_GROUP");
         assert_eq!(error_name(69), "GROUP_ID_NOT_FOUND");

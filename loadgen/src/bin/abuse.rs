@@ -19,6 +19,7 @@ use bytes::{Bytes, BytesMut};
 use clap::{Parser, ValueEnum};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -232,8 +233,8 @@ fn one(mode: Mode, addr: SocketAddr, counts: &Counts, rng: &mut fastrand::Rng, n
             };
             if let Some(Response::JoinGroup(r)) = round_trip(&mut s, 5, join("")) {
                 counts.answered.fetch_add(1, Ordering::Relaxed);
-                if r.error_code == 79 {
-                    // MEMBER_ID_REQUIRED: send the real join and leave without waiting for it.
+                if r.error_code == ResponseError::MemberIdRequired.code() {
+                    // Send the real join and leave without waiting for it.
                     let _ = send(&mut s, 5, join(r.member_id.as_str()), 2);
                 }
             }

@@ -31,6 +31,7 @@ use kafka_protocol::messages::{
     JoinGroupRequest, LeaveGroupRequest, SyncGroupRequest,
 };
 use kafka_protocol::protocol::{Encodable, StrBytes};
+use kafka_protocol::ResponseError;
 use mio::net::TcpStream as MioStream;
 use mio::{Events, Interest, Poll, Token};
 use serde_json::{json, Value};
@@ -107,7 +108,6 @@ const HB_VERSION: i16 = 4;
 const JOIN_VERSION: i16 = 5;
 const SYNC_VERSION: i16 = 3;
 const LEAVE_VERSION: i16 = 3;
-const MEMBER_ID_REQUIRED: i16 = 79;
 const CORR_OFFSET: usize = 8;
 
 fn s(v: &str) -> StrBytes {
@@ -191,19 +191,19 @@ fn join_all(args: &Args, streams: &mut [TcpStream], run: &str) -> anyhow::Result
             let Response::JoinGroup(r) = decode_response(11, JOIN_VERSION, &f)?.1 else {
                 bail!("not a JoinGroup response")
             };
-            match r.error_code {
-                0 => {
+            match ResponseError::try_from_code(r.error_code) {
+                None => {
                     members[i].member_id = r.member_id.to_string();
                     members[i].generation = r.generation_id;
                     if r.leader != r.member_id {
                         bail!("member {} of its own group is not the leader", r.member_id);
                     }
                 }
-                MEMBER_ID_REQUIRED => {
+                Some(ResponseError::MemberIdRequired) => {
                     members[i].member_id = r.member_id.to_string();
                     again.push(i);
                 }
-                e => bail!("JoinGroup for {}: error {e}", members[i].group),
+                Some(_) => bail!("JoinGroup for {}: error {}", members[i].group, r.error_code),
             }
         }
         pending = again;

@@ -250,10 +250,16 @@ fn lost_response_is_tolerated_and_bad_epochs_are_fenced() {
     assert_eq!((again.error_code, again.member_epoch), (0, 3));
     // Owning something it should not have, with the old epoch: fenced.
     let bad = k.hb("A", 2, Some(vec![(t, vec![0, 1, 2, 5])]));
-    assert_eq!(bad.error_code, 110);
+    assert_eq!(bad.error_code, ResponseError::FencedMemberEpoch.code());
     // An epoch from the future: fenced. An unknown member: UNKNOWN_MEMBER_ID.
-    assert_eq!(k.hb("A", 8, None).error_code, 110);
-    assert_eq!(k.hb("nobody", 2, None).error_code, 25);
+    assert_eq!(
+        k.hb("A", 8, None).error_code,
+        ResponseError::FencedMemberEpoch.code()
+    );
+    assert_eq!(
+        k.hb("nobody", 2, None).error_code,
+        ResponseError::UnknownMemberId.code()
+    );
     k.assert_replay_matches();
 }
 
@@ -276,7 +282,8 @@ fn a_previous_epoch_without_owned_partitions_is_fenced() {
     assert_eq!(k.member("A").member_epoch, 3);
     let r = k.hb("A", 2, None);
     assert_eq!(
-        r.error_code, 110,
+        r.error_code,
+        ResponseError::FencedMemberEpoch.code(),
         "a previous-epoch heartbeat must show its owned partitions to be taken as a retry"
     );
     let r = k.hb("A", 2, Some(vec![(t, vec![0, 1, 2])]));
@@ -351,20 +358,23 @@ fn zombie_commits_are_rejected() {
     };
     assert_eq!(
         code(k.send(9, commit("A", 2))),
-        113,
+        ResponseError::StaleMemberEpoch.code(),
         "a zombie with an old epoch"
     );
     assert_eq!(
         code(k.send(9, commit("A", 4))),
-        113,
+        ResponseError::StaleMemberEpoch.code(),
         "an epoch from the future"
     );
     assert_eq!(
         code(k.send(8, commit("A", 3))),
-        35,
+        ResponseError::UnsupportedVersion.code(),
         "KIP-848 members commit with v9+"
     );
-    assert_eq!(code(k.send(9, commit("ghost", 3))), 25);
+    assert_eq!(
+        code(k.send(9, commit("ghost", 3))),
+        ResponseError::UnknownMemberId.code()
+    );
     assert_eq!(code(k.send(9, commit("A", 3))), 0);
     k.assert_replay_matches();
 }
@@ -384,7 +394,10 @@ fn static_member_leaves_with_minus_two_and_returns_without_a_rebalance() {
     k.hb("B", 3, Some(vec![]));
     let epoch_before = k.c.consumer_groups["g"].group_epoch;
     // While S1 is active, another incarnation of "inst" is refused.
-    assert_eq!(k.join("S2", Some("inst"), &["orders"]).error_code, 111);
+    assert_eq!(
+        k.join("S2", Some("inst"), &["orders"]).error_code,
+        ResponseError::UnreleasedInstanceId.code()
+    );
     // S1 leaves temporarily.
     let req = ConsumerGroupHeartbeatRequest::default()
         .with_group_id(GroupId(sb("g")))
@@ -500,7 +513,7 @@ fn regex_subscription_is_re_resolved_when_topics_appear() {
     else {
         panic!()
     };
-    assert_eq!(r.error_code, 128);
+    assert_eq!(r.error_code, ResponseError::InvalidRegularExpression.code());
     k.assert_replay_matches();
 }
 
@@ -537,7 +550,7 @@ fn silent_and_stuck_members_are_fenced() {
     k.hb("B", 3, Some(vec![]));
     assert_eq!(
         k.hb("A", 2, Some(vec![(t, (0..6).collect())])).error_code,
-        25,
+        ResponseError::UnknownMemberId.code(),
         "fenced members are unknown"
     );
     assert!(
@@ -602,7 +615,7 @@ fn validation_errors() {
                 .with_subscribed_topic_names(Some(vec![]))
                 .with_topic_partitions(Some(vec![]))
         ),
-        42,
+        ResponseError::InvalidRequest.code(),
         "no rebalance timeout"
     );
     assert_eq!(
@@ -612,7 +625,7 @@ fn validation_errors() {
                 .with_rebalance_timeout_ms(1)
                 .with_topic_partitions(Some(vec![]))
         ),
-        42,
+        ResponseError::InvalidRequest.code(),
         "no subscription"
     );
     assert_eq!(
@@ -624,10 +637,13 @@ fn validation_errors() {
                 .with_subscribed_topic_names(Some(vec![]))
                 .with_topic_partitions(Some(vec![]))
         ),
-        42,
+        ResponseError::InvalidRequest.code(),
         "v1 needs a member id"
     );
-    assert_eq!(code(&mut k, base().with_member_epoch(-3)), 42);
+    assert_eq!(
+        code(&mut k, base().with_member_epoch(-3)),
+        ResponseError::InvalidRequest.code()
+    );
     assert_eq!(
         code(
             &mut k,
@@ -637,7 +653,7 @@ fn validation_errors() {
                 .with_subscribed_topic_names(Some(vec![]))
                 .with_topic_partitions(Some(vec![]))
         ),
-        42,
+        ResponseError::InvalidRequest.code(),
         "an empty group id is INVALID_REQUEST, as Kafka's request validation says"
     );
     assert_eq!(
@@ -649,11 +665,11 @@ fn validation_errors() {
                 .with_topic_partitions(Some(vec![]))
                 .with_server_assignor(Some(sb("sticky")))
         ),
-        112
+        ResponseError::UnsupportedAssignor.code()
     );
     assert_eq!(
         code(&mut k, base().with_member_epoch(3)),
-        69,
+        ResponseError::GroupIdNotFound.code(),
         "unknown group for a non-join"
     );
 }

@@ -134,7 +134,7 @@ impl H {
         let GroupResponse::Join(r) = self.take(id).expect("immediate") else {
             panic!()
         };
-        assert_eq!(r.error_code, 79, "MEMBER_ID_REQUIRED");
+        assert_eq!(r.error_code, ResponseError::MemberIdRequired.code());
         let mid = r.member_id.to_string();
         assert!(mid.starts_with(&format!("{client}-")));
         let id = self.send(5, client, Self::join_req(group, &mid, None, &["orders"]));
@@ -292,7 +292,11 @@ fn two_member_stable(h: &mut H, group: &str) -> (String, String, i32) {
     let (b, jb) = h.join_new(group, "B");
     assert!(h.take(jb).is_none(), "B waits for the join phase");
     assert_eq!(h.group(group).state, classic::State::PreparingRebalance);
-    assert_eq!(h.heartbeat(group, &a, 1), 27, "A learns of the rebalance");
+    assert_eq!(
+        h.heartbeat(group, &a, 1),
+        ResponseError::RebalanceInProgress.code(),
+        "A learns of the rebalance"
+    );
     let ja = h.join(5, group, &a);
     let ra = h.join_resp(ja);
     let rb = h.join_resp(jb);
@@ -322,7 +326,10 @@ fn seed_two_consumers_then_one_leaves() {
         panic!()
     };
     assert_eq!(r.error_code, 0);
-    assert_eq!(h.heartbeat("g-classic", &a, gen), 27);
+    assert_eq!(
+        h.heartbeat("g-classic", &a, gen),
+        ResponseError::RebalanceInProgress.code()
+    );
     let ja = h.join(5, "g-classic", &a);
     let r = h.join_resp(ja);
     assert_eq!((r.generation_id, r.members.len()), (3, 1));
@@ -378,7 +385,10 @@ fn replay_keeps_a_members_new_subscription() {
         h.take(jb).is_none(),
         "a changed subscription starts a rebalance"
     );
-    assert_eq!(h.heartbeat("g", &a, gen), 27);
+    assert_eq!(
+        h.heartbeat("g", &a, gen),
+        ResponseError::RebalanceInProgress.code()
+    );
     let ja = h.join(5, "g", &a);
     let (ra, rb) = (h.join_resp(ja), h.join_resp(jb));
     assert_eq!((ra.generation_id, rb.generation_id), (gen + 1, gen + 1));
@@ -451,7 +461,10 @@ fn member_missing_the_join_phase_is_removed_after_the_rebalance_timeout() {
     // B keeps heartbeating but never rejoins.
     for _ in 0..5 {
         h.advance(5000);
-        assert_eq!(h.heartbeat("g", &b, 2), 27);
+        assert_eq!(
+            h.heartbeat("g", &b, 2),
+            ResponseError::RebalanceInProgress.code()
+        );
     }
     assert!(h.take(ja).is_none());
     h.advance(REBALANCE as i64 - 25_000);
@@ -459,7 +472,10 @@ fn member_missing_the_join_phase_is_removed_after_the_rebalance_timeout() {
     let rc = h.join_resp(jc);
     assert_eq!((ra.generation_id, rc.generation_id), (3, 3));
     assert!(!h.group("g").members.contains_key(&b), "B was dropped");
-    assert_eq!(h.heartbeat("g", &b, 3), 25);
+    assert_eq!(
+        h.heartbeat("g", &b, 3),
+        ResponseError::UnknownMemberId.code()
+    );
     let _ = c;
 }
 
@@ -474,7 +490,10 @@ fn leader_loss_elects_a_rejoined_member() {
     }
     h.advance(2000);
     assert!(!h.group("g").members.contains_key(&a), "A expired");
-    assert_eq!(h.heartbeat("g", &b, 2), 27);
+    assert_eq!(
+        h.heartbeat("g", &b, 2),
+        ResponseError::RebalanceInProgress.code()
+    );
     let jb = h.join(5, "g", &b);
     let rb = h.join_resp(jb);
     assert_eq!(
@@ -512,7 +531,10 @@ fn sync_timeout_removes_members_that_never_sync() {
         "B never synced and was removed"
     );
     assert_eq!(h.group("g").state, classic::State::PreparingRebalance);
-    assert_eq!(h.heartbeat("g", &a, 3), 27);
+    assert_eq!(
+        h.heartbeat("g", &a, 3),
+        ResponseError::RebalanceInProgress.code()
+    );
 }
 
 #[test]
@@ -538,7 +560,7 @@ fn pending_member_expires_without_rejoining() {
     let mut h = H::new(H::default_cfg());
     let id = h.send(5, "A", H::join_req("g", "", None, &["orders"]));
     let r = h.join_resp(id);
-    assert_eq!(r.error_code, 79);
+    assert_eq!(r.error_code, ResponseError::MemberIdRequired.code());
     assert_eq!(h.group("g").pending_members.len(), 1);
     h.advance(SESSION as i64);
     assert!(h.group("g").pending_members.is_empty());
@@ -548,7 +570,10 @@ fn pending_member_expires_without_rejoining() {
         "A",
         H::join_req("g", r.member_id.as_str(), None, &["orders"]),
     );
-    assert_eq!(h.join_resp(j).error_code, 25);
+    assert_eq!(
+        h.join_resp(j).error_code,
+        ResponseError::UnknownMemberId.code()
+    );
 }
 
 #[test]
@@ -605,7 +630,7 @@ fn static_member_rejoins_without_a_rebalance_and_its_old_id_is_fenced() {
     let Some(GroupResponse::Heartbeat(r)) = h.take(id) else {
         panic!()
     };
-    assert_eq!(r.error_code, 82);
+    assert_eq!(r.error_code, ResponseError::FencedInstanceId.code());
     h.assert_replay_matches();
 }
 
@@ -641,18 +666,30 @@ fn join_validation_errors() {
             ]),
     );
     let id = h.send(5, "A", bad_session);
-    assert_eq!(h.join_resp(id).error_code, 26);
+    assert_eq!(
+        h.join_resp(id).error_code,
+        ResponseError::InvalidSessionTimeout.code()
+    );
     let id = h.send(5, "A", H::join_req("", "", None, &["orders"]));
-    assert_eq!(h.join_resp(id).error_code, 24);
+    assert_eq!(
+        h.join_resp(id).error_code,
+        ResponseError::InvalidGroupId.code()
+    );
     let id = h.send(5, "A", H::join_req("nope", "someone", None, &["orders"]));
-    assert_eq!(h.join_resp(id).error_code, 25);
+    assert_eq!(
+        h.join_resp(id).error_code,
+        ResponseError::UnknownMemberId.code()
+    );
     // One member fills the group (max size 1); a second is refused.
     let (a, ja) = h.join_new("g", "A");
     h.join_resp(ja);
     let s = h.sync("g", &a, 1, &[(&a, b"x")]);
     h.sync_resp(s);
     let id = h.send(3, "B", H::join_req("g", "", None, &["orders"]));
-    assert_eq!(h.join_resp(id).error_code, 81);
+    assert_eq!(
+        h.join_resp(id).error_code,
+        ResponseError::GroupMaxSizeReached.code()
+    );
     // A different protocol type is inconsistent.
     let mut req = JoinGroupRequest::default()
         .with_group_id(GroupId(sb("g")))
@@ -661,19 +698,37 @@ fn join_validation_errors() {
         .with_protocols(vec![JoinGroupRequestProtocol::default().with_name(sb("x"))]);
     req.member_id = sb("");
     let id = h.send(3, "B", GroupRequest::Join(req));
-    assert_eq!(h.join_resp(id).error_code, 23);
+    assert_eq!(
+        h.join_resp(id).error_code,
+        ResponseError::InconsistentGroupProtocol.code()
+    );
 }
 
 #[test]
 fn heartbeat_and_sync_errors() {
     let mut h = H::new(H::default_cfg());
-    assert_eq!(h.heartbeat("unknown", "m", 1), 25);
-    assert_eq!(h.heartbeat("", "m", 1), 24);
+    assert_eq!(
+        h.heartbeat("unknown", "m", 1),
+        ResponseError::UnknownMemberId.code()
+    );
+    assert_eq!(
+        h.heartbeat("", "m", 1),
+        ResponseError::InvalidGroupId.code()
+    );
     let (a, b, gen) = two_member_stable(&mut h, "g");
-    assert_eq!(h.heartbeat("g", &a, gen + 5), 22, "ILLEGAL_GENERATION");
-    assert_eq!(h.heartbeat("g", "stranger", gen), 25);
+    assert_eq!(
+        h.heartbeat("g", &a, gen + 5),
+        ResponseError::IllegalGeneration.code()
+    );
+    assert_eq!(
+        h.heartbeat("g", "stranger", gen),
+        ResponseError::UnknownMemberId.code()
+    );
     let s = h.sync("g", &b, gen - 1, &[]);
-    assert_eq!(h.sync_resp(s).error_code, 22);
+    assert_eq!(
+        h.sync_resp(s).error_code,
+        ResponseError::IllegalGeneration.code()
+    );
 }
 
 #[test]
@@ -692,17 +747,17 @@ fn offsets_commit_fetch_and_errors() {
     );
     assert_eq!(
         h.commit(8, "g", &a, gen - 1, &[("orders", 0, 11, None)]),
-        vec![22],
+        vec![ResponseError::IllegalGeneration.code()],
         "wrong generation"
     );
     assert_eq!(
         h.commit(8, "g", "ghost", gen, &[("orders", 0, 11, None)]),
-        vec![25],
+        vec![ResponseError::UnknownMemberId.code()],
         "unknown member"
     );
     assert_eq!(
         h.commit(8, "g", "", -1, &[("orders", 0, 11, None)]),
-        vec![25],
+        vec![ResponseError::UnknownMemberId.code()],
         "no member info on a live group"
     );
     assert_eq!(
@@ -713,21 +768,21 @@ fn offsets_commit_fetch_and_errors() {
             gen,
             &[("nope", 0, 1, None), ("orders", 6, 1, None)]
         ),
-        vec![3, 3]
+        vec![ResponseError::UnknownTopicOrPartition.code(); 2]
     );
     let big = "x".repeat(4097);
     assert_eq!(
         h.commit(8, "g", &a, gen, &[("orders", 2, 1, Some(big.as_str()))]),
-        vec![12]
+        vec![ResponseError::OffsetMetadataTooLarge.code()]
     );
     // Unknown group with a generation: ILLEGAL_GENERATION before v9, GROUP_ID_NOT_FOUND from v9.
     assert_eq!(
         h.commit(8, "nope", "m", 1, &[("orders", 0, 1, None)]),
-        vec![22]
+        vec![ResponseError::IllegalGeneration.code()]
     );
     assert_eq!(
         h.commit(9, "nope", "m", 1, &[("orders", 0, 1, None)]),
-        vec![69]
+        vec![ResponseError::GroupIdNotFound.code()]
     );
     // A standalone commit creates a simple group.
     assert_eq!(
@@ -781,7 +836,7 @@ fn offsets_commit_fetch_and_errors() {
     assert_eq!(h.group("g").state, classic::State::CompletingRebalance);
     assert_eq!(
         h.commit(8, "g", &a, gen + 1, &[("orders", 0, 12, None)]),
-        vec![27]
+        vec![ResponseError::RebalanceInProgress.code()]
     );
     let s = h.sync("g", &a, gen + 1, &[(&a, b"a")]);
     assert_eq!(h.sync_resp(s).error_code, 0);
@@ -806,8 +861,7 @@ fn delete_groups_and_offsets() {
     let id = h.send(2, "admin", GroupRequest::Delete { group: "g".into() });
     assert_eq!(
         h.take(id),
-        Some(GroupResponse::Delete(68)),
-        "NON_EMPTY_GROUP"
+        Some(GroupResponse::Delete(ResponseError::NonEmptyGroup.code()))
     );
     // The group reads "orders": its offsets cannot be deleted; "other" can.
     let del = OffsetDeleteRequest::default()
@@ -836,7 +890,7 @@ fn delete_groups_and_offsets() {
             r.topics[0].partitions[0].error_code,
             r.topics[1].partitions[0].error_code
         ),
-        (0, 86, 0)
+        (0, ResponseError::GroupSubscribedToTopic.code(), 0)
     );
     assert!(h.c.offsets.get("g", "other", 0).is_none());
     for m in [&a, &b] {
@@ -852,7 +906,10 @@ fn delete_groups_and_offsets() {
     assert!(!h.c.groups.contains_key("g"));
     assert!(!h.c.offsets.has_group("g"));
     let id = h.send(2, "admin", GroupRequest::Delete { group: "g".into() });
-    assert_eq!(h.take(id), Some(GroupResponse::Delete(69)));
+    assert_eq!(
+        h.take(id),
+        Some(GroupResponse::Delete(ResponseError::GroupIdNotFound.code()))
+    );
     h.assert_replay_matches();
 }
 
@@ -914,7 +971,7 @@ fn describe_and_list() {
     let Some(GroupResponse::Describe(d)) = h.take(id) else {
         panic!()
     };
-    assert_eq!(d.error_code, 69);
+    assert_eq!(d.error_code, ResponseError::GroupIdNotFound.code());
     let id = h.send(
         5,
         "admin",
