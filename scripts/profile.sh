@@ -214,7 +214,7 @@ parts = [
     ("write path: one send() per response (glommio yolo_send; loopback TCP incl. the receive side)", r"yolo_send"),
     ("read path: recv() (glommio yolo_recv)", r"yolo_recv"),
     ("io_uring_enter (submit + wait, incl. poll/cancel handling)", r"__sys_io_uring_enter"),
-    ("conn::serve tasks (reader + writer, everything below them)", r"engine::conn::serve"),
+    ("conn::serve tasks (reader + writer, everything below them)", r"engine::runtime::conn::serve"),
     ("request task (glommio spawn_local runs it at once: dispatch, coordinator, encode)", r"spawn_local"),
     ("partition execute (coordinator + records + responses)", r"PartitionTable.*execute|partition::.*execute"),
     ("coordinator handle", r"coordinator::group::Coordinator::handle"),

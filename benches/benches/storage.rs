@@ -9,7 +9,7 @@
 //! 3. Durable append: `PartitionLog::append` (encode + io_uring write + fdatasync) against a bare
 //!    io_uring write + fdatasync loop of the same byte sizes, for several batch sizes.
 //! 4. Compaction: the same N records in 16 MiB segments compacted in the broker's slices
-//!    (`engine::partition::COMPACTION_SLICE_BYTES`): the longest slice (how long a pass can hold
+//!    (`engine::runtime::partition::COMPACTION_SLICE_BYTES`): the longest slice (how long a pass can hold
 //!    up a partition's writes), slices per pass, bytes before and after, read rate. Beside it,
 //!    the time to build a snapshot of that state on the shard.
 //!
@@ -162,7 +162,7 @@ fn main() {
             let cfg = LogConfig { segment_bytes: 16 << 20, ..LogConfig::default() };
             let mut log = PartitionLog::open(d.clone(), cfg.clone(), |_, _, _, _| {}).await.unwrap().0;
             write_commits(&mut log, n).await;
-            let slice_bytes = engine::partition::COMPACTION_SLICE_BYTES;
+            let slice_bytes = engine::runtime::partition::COMPACTION_SLICE_BYTES;
             let mut c = log
                 .start_compaction(storage::compact::CompactConfig { delete_retention_ms: 86_400_000, slice_bytes }, 0, None)
                 .expect("closed segments");

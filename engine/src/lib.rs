@@ -1,13 +1,22 @@
-//! `engine`: Ringleader's group coordinator and everything that runs it.
+//! `engine`: the broker — Ringleader's group coordinator and everything that runs it.
 //!
-//! Owns: the broker surface (ApiVersions, Metadata, topics, FindCoordinator, DescribeConfigs,
-//! DescribeCluster), the thread-per-core runtime (one glommio executor pinned per core), client
-//! connections with in-order responses, routing of a group's work to the shard that owns its
-//! `__consumer_offsets` partition, the broker configuration (Kafka's key names and defaults), and
-//! the `ringleader` binary. The coordinator state machines are in `group` (pure: `now` passed in,
-//! records out); `partition` runs them per `__consumer_offsets` partition with group commit,
-//! sliced snapshots (`snapshot_build`) and compaction; `topic_data` and `data` serve topic
-//! partitions (Produce, Fetch, ListOffsets); `sim` drives all of it deterministically.
+//! Owns, layer by layer (each uses only the ones above it in this list; `tests/layers.rs`
+//! checks it):
+//! - shared state: the configuration (`config`, Kafka's key names and defaults), the data-dir
+//!   identity (`meta`), the topic registry (`topics`), the producer id block (`producer_ids`),
+//!   connection limits (`limits`), measurements (`metrics`), and `broker::Broker`, which holds
+//!   them for every shard;
+//! - `data`: the data path's shard side — topic partition logs, their writer tasks, retention;
+//! - `runtime`: one glommio executor pinned per core (`server`, `shard`), client connections
+//!   with in-order responses (`conn`), calls between shards by typed route with a stall bound
+//!   (`router`), the glommio shell around each `__consumer_offsets` partition's sans-IO core
+//!   (`partition`), background tasks and the one shutdown token (`tasks`);
+//! - `api`: one file per Kafka API, reaching shard state only through the router;
+//! - the `ringleader` binary (`main.rs`).
+//!
+//! The coordinator state machines and the partition core are the `coordinator` crate (pure:
+//! `now` passed in, records out); the simulator (`sim`) and the tools (`tools`) are crates of
+//! their own that use this one.
 //!
 //! Must not: read a clock or touch a socket inside a state machine (time is passed in), share a
 //! partition's state between threads, or encode bytes by hand that `wire` knows how to encode.
@@ -15,24 +24,37 @@
 // The pure coordinator lives in its own crate; these paths keep `crate::group::..` readable.
 pub use coordinator::{group, partition_core, snapshot_build};
 
+// Shared state and utilities: depend on nothing below.
 pub mod broker;
+pub mod clock;
 pub mod config;
-pub mod conn;
-pub mod data;
-pub mod groups_api;
 pub mod limits;
 pub mod meta;
 pub mod metrics;
 pub mod oneshot;
-pub mod partition;
-pub mod router;
-pub mod server;
-pub mod shard;
-pub mod topic_data;
+pub mod producer_ids;
 pub mod topics;
+
+// The data path's shard side: topic partition logs.
+pub mod data;
+
+// Threads, sockets, files and timers; knows no API.
+pub mod runtime;
+
+// One file per Kafka API; reaches shard state through the runtime's router.
+pub mod api;
 
 use std::path::Path;
 use std::sync::Arc;
+
+/// Start `cores` shards serving `broker` on `addr`, answering with the API layer.
+pub fn start(
+    broker: Arc<broker::Broker>,
+    addr: std::net::SocketAddr,
+    cores: usize,
+) -> anyhow::Result<runtime::server::ServerHandle> {
+    runtime::server::start(broker, addr, cores, api::handle)
+}
 
 /// Open the data directory and build the shared broker state for a listener at `addr`.
 pub fn open_broker(
@@ -58,7 +80,7 @@ pub fn open_broker(
         config,
         data_dir: Some(data_dir.to_path_buf()),
         metrics: metrics::MetricsHub::new(),
-        producer_ids: topic_data::ProducerIds::open(Some(data_dir))
+        producer_ids: producer_ids::ProducerIds::open(Some(data_dir))
             .map_err(|e| anyhow::anyhow!("cannot read the producer id block: {e}"))?,
         connections: Default::default(),
     }))

@@ -164,7 +164,7 @@ fn serve(
         eprintln!("ringleader: --cores must be at least 1");
         return ExitCode::from(EXIT_CONFIG);
     }
-    let addr = match engine::server::probe_listen_addr(listen) {
+    let addr = match engine::runtime::server::probe_listen_addr(listen) {
         Ok(a) => a,
         Err(e) => {
             tracing::error!("{e:#}");
@@ -189,7 +189,7 @@ fn serve(
             return ExitCode::FAILURE;
         }
     };
-    let server = match engine::server::start(broker.clone(), addr, cores) {
+    let server = match engine::start(broker.clone(), addr, cores) {
         Ok(s) => s,
         Err(e) => {
             tracing::error!("{e:#}");

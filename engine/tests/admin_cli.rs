@@ -643,7 +643,7 @@ fn silent_broker_times_out() {
 // ------------------------------------------------------------------------------------------------
 
 struct TestServer {
-    handle: Option<engine::server::ServerHandle>,
+    handle: Option<engine::runtime::server::ServerHandle>,
     addr: SocketAddr,
     dir: std::path::PathBuf,
 }
@@ -654,9 +654,10 @@ impl TestServer {
         let _ = std::fs::remove_dir_all(&dir);
         let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
         let config = Config::load(None, &sets).unwrap();
-        let addr = engine::server::probe_listen_addr("127.0.0.1:0".parse().unwrap()).unwrap();
+        let addr =
+            engine::runtime::server::probe_listen_addr("127.0.0.1:0".parse().unwrap()).unwrap();
         let broker = engine::open_broker(config, &dir, addr).unwrap();
-        let handle = engine::server::start(broker, addr, 2).unwrap();
+        let handle = engine::start(broker, addr, 2).unwrap();
         Self {
             handle: Some(handle),
             addr,

@@ -15,7 +15,7 @@ static ALLOC: wire::alloc::GuardedAlloc<std::alloc::System> =
     wire::alloc::GuardedAlloc(std::alloc::System);
 
 struct TestServer {
-    handle: Option<engine::server::ServerHandle>,
+    handle: Option<engine::runtime::server::ServerHandle>,
     addr: SocketAddr,
     dir: std::path::PathBuf,
 }
@@ -30,9 +30,10 @@ impl TestServer {
     fn start_in(dir: std::path::PathBuf, cores: usize, sets: &[&str]) -> Self {
         let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
         let config = Config::load(None, &sets).unwrap();
-        let addr = engine::server::probe_listen_addr("127.0.0.1:0".parse().unwrap()).unwrap();
+        let addr =
+            engine::runtime::server::probe_listen_addr("127.0.0.1:0".parse().unwrap()).unwrap();
         let broker = engine::open_broker(config, &dir, addr).unwrap();
-        let handle = engine::server::start(broker, addr, cores).unwrap();
+        let handle = engine::start(broker, addr, cores).unwrap();
         Self {
             handle: Some(handle),
             addr,

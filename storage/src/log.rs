@@ -206,6 +206,20 @@ impl<D: LogDir> PartitionLog<D> {
             .collect()
     }
 
+    /// [`PartitionLog::append`] for owned key and value bytes (a `None` value is a tombstone),
+    /// as the coordinator's record encoder produces them.
+    pub async fn append_pairs(
+        &mut self,
+        records: &[(Vec<u8>, Option<Vec<u8>>)],
+        timestamp: i64,
+    ) -> io::Result<(u64, u64)> {
+        let refs: Vec<(Option<&[u8]>, Option<&[u8]>)> = records
+            .iter()
+            .map(|(k, v)| (Some(k.as_slice()), v.as_deref()))
+            .collect();
+        self.append(&refs, timestamp).await
+    }
+
     /// Append `records` as one batch, durably: one write, one fdatasync. Returns the first and
     /// last offsets. On error the log must be reopened (what reached the disk is unknown); the
     /// caller fails the requests waiting on this batch.
@@ -361,6 +375,64 @@ pub fn scan_segment_file(
 
 pub fn is_segment_file(name: &str) -> bool {
     parse_segment_name(name).is_some()
+}
+
+/// Cut a partition log back to offset `end` after an append of a batch starting there failed:
+/// truncate the segment holding it, remove segments created for it, and make that durable.
+///
+/// What the failed append left in the file may not be durable (the write can land while the
+/// fsync fails; on Linux the page cache keeps serving those bytes even though they may never
+/// reach the disk). A reload that replayed them answered clients from state a power loss could
+/// still take back; and when the next append rolled to a new segment, a torn copy of them in the
+/// old one made recovery cut the log there and drop every later segment — acknowledged commits
+/// included. Returns the number of bytes and segment files removed.
+pub async fn discard_unacknowledged<D: LogDir>(
+    dir: &D,
+    config: &LogConfig,
+    end: u64,
+) -> std::io::Result<(u64, usize)> {
+    let mut bases: Vec<u64> = dir
+        .list()
+        .await?
+        .iter()
+        .filter_map(|n| parse_segment_name(n))
+        .collect();
+    bases.sort_unstable();
+    let (mut bytes, mut files) = (0u64, 0usize);
+    for base in bases.iter().filter(|b| **b >= end) {
+        dir.remove(&segment_name(*base)).await?;
+        files += 1;
+    }
+    // Only the last segment that starts before `end` can hold bytes at or after it.
+    if let Some(base) = bases.iter().rev().find(|b| **b < end) {
+        let file = dir.open(&segment_name(*base)).await?;
+        let len = file.len().await?;
+        let mut cut_at = None;
+        let (valid, _) = scan_batches(
+            &file,
+            len,
+            config.read_chunk_bytes,
+            config.max_batch_bytes,
+            |pos, h, _| {
+                if h.base_offset >= end {
+                    cut_at = Some(pos);
+                    return Err("the failed batch".into());
+                }
+                Ok(())
+            },
+        )
+        .await?;
+        let keep = cut_at.unwrap_or(valid);
+        if keep < len {
+            file.truncate(keep).await?;
+            file.sync().await?;
+            bytes = len - keep;
+        }
+    }
+    if files > 0 {
+        dir.sync_dir().await?;
+    }
+    Ok((bytes, files))
 }
 
 #[cfg(test)]
@@ -551,5 +623,59 @@ mod tests {
         drop(log);
         let (_, rep, seen) = open(&dir, LogConfig::default());
         assert_eq!((seen.len(), rep.truncated), (7, None));
+    }
+
+    #[test]
+    fn a_failed_append_is_cut_before_the_reload_so_later_batches_survive_a_crash() {
+        // Found by the simulator (engine/sim): an append whose write landed but whose fsync
+        // failed left the batch in a new segment; the reload replayed it, the next appends
+        // rolled to newer segments and were acknowledged, and a power loss then tore the
+        // unsynced batch: recovery cut the log there and removed every later segment.
+        use crate::io::MemDir;
+        use futures_lite::future::block_on;
+        let dir = MemDir::new();
+        let cfg = LogConfig {
+            segment_bytes: 150,
+            max_batch_bytes: 1 << 20,
+            read_chunk_bytes: 64,
+        };
+        let open = |dir: &MemDir| {
+            let mut keys = Vec::new();
+            let (log, _) = block_on(PartitionLog::open(
+                dir.clone(),
+                cfg.clone(),
+                |_, _, k, _| keys.push(k.map(<[u8]>::to_vec).unwrap_or_default()),
+            ))
+            .expect("the log opens");
+            (log, keys)
+        };
+        let value = vec![7u8; 100];
+        let (mut log, _) = open(&dir);
+        block_on(log.append(&[(Some(b"a"), Some(&value))], 0)).expect("a healthy append");
+        // The next append rolls (open, truncate, dir sync), writes, and its fsync fails.
+        dir.fail_after(4);
+        let end = log.next_offset();
+        assert!(block_on(log.append(&[(Some(b"f"), Some(&value))], 0)).is_err());
+        dir.heal();
+        // What a partition writer does next: cut the failed batch, then reload.
+        let (_, removed) = block_on(discard_unacknowledged(&dir, &cfg, end)).expect("cut");
+        assert_eq!(removed, 1, "the segment rolled for the failed batch goes");
+        let (mut log, keys) = open(&dir);
+        assert_eq!(
+            keys,
+            [b"a".to_vec()],
+            "the reload must not see the failed batch"
+        );
+        for k in [b"b", b"c"] {
+            block_on(log.append(&[(Some(k), Some(&value))], 0)).expect("acknowledged append");
+        }
+        // Power loss: unsynced bytes are torn half-way.
+        dir.crash(|_, unsynced| unsynced / 2);
+        let (_, keys) = open(&dir);
+        assert_eq!(
+            keys,
+            [b"a".to_vec(), b"b".to_vec(), b"c".to_vec()],
+            "every acknowledged batch must survive the crash"
+        );
     }
 }

@@ -236,6 +236,63 @@ pub fn decode_response(
     Ok((correlation_id, resp))
 }
 
+impl Response {
+    /// The top-level error code of a response, else its first non-zero partition or group
+    /// error code (the per-API error counters count this).
+    pub fn error_code(&self) -> i16 {
+        match self {
+            Response::JoinGroup(r) => r.error_code,
+            Response::SyncGroup(r) => r.error_code,
+            Response::Heartbeat(r) => r.error_code,
+            Response::LeaveGroup(r) => r.error_code,
+            Response::ConsumerGroupHeartbeat(r) => r.error_code,
+            Response::OffsetCommit(r) => r
+                .topics
+                .iter()
+                .flat_map(|t| t.partitions.iter())
+                .map(|p| p.error_code)
+                .find(|c| *c != 0)
+                .unwrap_or(0),
+            Response::OffsetFetch(r) => {
+                if r.error_code != 0 {
+                    r.error_code
+                } else {
+                    r.groups
+                        .iter()
+                        .map(|g| g.error_code)
+                        .find(|c| *c != 0)
+                        .unwrap_or(0)
+                }
+            }
+            Response::ApiVersions(r) => r.error_code,
+            Response::ListGroups(r) => r.error_code,
+            Response::OffsetDelete(r) => r.error_code,
+            Response::FindCoordinator(r) => r.error_code,
+            Response::Produce(r) => r
+                .responses
+                .iter()
+                .flat_map(|t| t.partition_responses.iter())
+                .map(|p| p.error_code)
+                .find(|c| *c != 0)
+                .unwrap_or(0),
+            Response::Fetch(r) => {
+                if r.error_code != 0 {
+                    r.error_code
+                } else {
+                    r.responses
+                        .iter()
+                        .flat_map(|t| t.partitions.iter())
+                        .map(|p| p.error_code)
+                        .find(|c| *c != 0)
+                        .unwrap_or(0)
+                }
+            }
+            Response::InitProducerId(r) => r.error_code,
+            _ => 0,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -30,6 +30,7 @@ use crate::group::{
     failed_response, Coordinator, GroupRequest, GroupResponse, Output, ReqId, RequestContext,
 };
 use crate::snapshot_build::SnapshotBuild;
+use kafka_protocol::ResponseError;
 use std::collections::VecDeque;
 use wire::records::Record;
 
@@ -38,7 +39,7 @@ pub const MAX_RECORDS_PER_BATCH: usize = 4096;
 
 /// Kafka maps a failed coordinator write (KAFKA_STORAGE_ERROR) to NOT_COORDINATOR: the client
 /// looks the coordinator up again and retries.
-const WRITE_FAILED: i16 = 16;
+const WRITE_FAILED: i16 = ResponseError::NotCoordinator.code();
 
 /// Where a partition is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -513,6 +514,23 @@ impl<T: Clone> PartitionCore<T> {
             assert!(p.needs <= self.appended_seq);
         }
     }
+}
+
+/// A batch's records as `__consumer_offsets` key and value bytes (a tombstone has no value).
+pub type EncodedRecords = Vec<(Vec<u8>, Option<Vec<u8>>)>;
+
+/// Encode the records of a batch [`PartitionCore::take_batch`] handed out; both shells (the
+/// broker's and the simulator's) append them with `storage::log::PartitionLog::append_pairs`.
+pub fn encode_records(records: &[Record]) -> Result<EncodedRecords, String> {
+    records
+        .iter()
+        .map(|r| {
+            Ok((
+                r.encode_key().map_err(|e| e.to_string())?,
+                r.encode_value().map_err(|e| e.to_string())?,
+            ))
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -13,12 +13,11 @@ use super::world::{Ev, Reply, ReqMsg, World};
 use engine::group::{Coordinator, GroupRequest, GroupResponse, Output, ReqId, RequestContext};
 use engine::partition_core::{PartitionCore, Phase, Refusal, Released};
 use futures_lite::future::block_on;
+use kafka_protocol::ResponseError;
 use storage::io::MemDir;
 use storage::log::PartitionLog;
 use wire::records::Record;
 
-const COORDINATOR_NOT_AVAILABLE: i16 = 15;
-const COORDINATOR_LOAD_IN_PROGRESS: i16 = 14;
 /// The broker's deadline ticker runs every 5 ms.
 const TICK_MS: i64 = 5;
 
@@ -156,8 +155,9 @@ fn append(
     records: &[Record],
     now: i64,
 ) -> std::io::Result<(u64, u64)> {
-    let encoded = engine::partition::encode_records(records).expect("coordinator records encode");
-    block_on(engine::partition::append_encoded(log, &encoded, now))
+    let encoded =
+        engine::partition_core::encode_records(records).expect("coordinator records encode");
+    block_on(log.append_pairs(&encoded, now))
 }
 
 /// A record's value in a trace line.
@@ -258,8 +258,8 @@ impl World {
         if let Err(refusal) = admitted {
             if !ghost {
                 let code = match refusal {
-                    Refusal::Loading => COORDINATOR_LOAD_IN_PROGRESS,
-                    Refusal::Unavailable => COORDINATOR_NOT_AVAILABLE,
+                    Refusal::Loading => ResponseError::CoordinatorLoadInProgress.code(),
+                    Refusal::Unavailable => ResponseError::CoordinatorNotAvailable.code(),
                 };
                 self.send_reply(m.client, m.corr, Reply::Err(code), load);
             }
@@ -476,7 +476,7 @@ impl World {
     /// `reload_until_ok`: reload from disk, retrying every second while it fails.
     pub(super) fn try_reload(&mut self, s: usize) {
         let cut = match self.slots[s].core_mut().discard_from() {
-            Some(end) => block_on(engine::partition::discard_unacknowledged(
+            Some(end) => block_on(storage::log::discard_unacknowledged(
                 &self.slots[s].dir,
                 &self.p.log_cfg,
                 end,

@@ -20,7 +20,7 @@
 //!   in the broker: one writer batch at a time (one write + one fsync through
 //!   `PartitionLog::append`), the reload after a failed append (retrying every second while the
 //!   disk stays broken, after cutting the failed batch with
-//!   [`engine::partition::discard_unacknowledged`]), snapshot files (dropping the segments they
+//!   [`storage::log::discard_unacknowledged`]), snapshot files (dropping the segments they
 //!   cover) and compaction slices; a restart replays snapshot + log and calls `on_loaded`.
 //!   Deadlines fire from a 5 ms ticker.
 //! - **Disk**: `MemDir::fail_after(n)` (a failing disk, healed later), and power loss:

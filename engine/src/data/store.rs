@@ -1,145 +1,25 @@
-//! Topic partition data on the shard that owns it: the log of each partition
-//! (`storage::topic_log`), its writer task (group commit), and the operations the data-path APIs
-//! send it (append, read, wait for data, offsets, delete records, forget deleted topics).
-//!
-//! Ownership: partition `p` of topic `t` lives on shard `(abs(java_hash(t)) + p) % shards`, so a
-//! topic's partitions spread over the cores, and it is touched by no other thread. Requests reach
-//! it through [`crate::router::Router::call`] with that shard index as the route.
-//!
-//! Durability: a produced batch is staged in memory, the partition's writer task writes every
-//! staged batch with one write and one fdatasync, and only then does the high watermark move,
-//! the producer get its answer and fetchers see the records. With one broker, acks=1 and acks=-1
-//! both answer once the batch is on disk (a stronger promise than Kafka's acks=1). A failed write
-//! fails the waiting producers with KAFKA_STORAGE_ERROR (retriable) and reopens the log from disk,
-//! so nothing unacknowledged is ever presented as written.
-//!
-//! Partitions open on first use (one sequential scan of their segments, logged with what it
-//! found and whether a torn tail was cut) and stay open.
+//! The data path's shard side: each topic partition's log, its writer task (group commit) and
+//! the operations of [`super::DataOp`], run by the shard that owns the partition.
 
+use super::{AppendOutcome, DataOp, DataReply, PartitionRead, ReadItem};
 use crate::broker::Broker;
 use crate::oneshot::OneShot;
 use crate::topics::Topic;
 use bytes::Bytes;
+use kafka_protocol::ResponseError;
 use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::rc::{Rc, Weak};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 use storage::io::GlommioDir;
 use storage::topic_log::{Read, TopicLog, TopicLogConfig};
 use uuid::Uuid;
 
-/// KAFKA_STORAGE_ERROR: the disk failed; clients retry.
-pub const STORAGE_ERROR: i16 = 56;
-/// OFFSET_OUT_OF_RANGE.
-pub const OFFSET_OUT_OF_RANGE: i16 = 1;
-/// UNKNOWN_TOPIC_OR_PARTITION.
-pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
-/// INVALID_RECORD.
-pub const INVALID_RECORD: i16 = 87;
 /// File Kafka writes in every partition directory naming the topic id it belongs to.
 const PARTITION_METADATA: &str = "partition.metadata";
-
-/// The shard that owns partition `partition` of `topic`.
-pub fn owner_shard(topic: &str, partition: i32, shards: usize) -> usize {
-    let h = wire::partition::java_string_hash(topic).unsigned_abs() as usize;
-    (h + partition.max(0) as usize) % shards.max(1)
-}
-
-/// An operation on topic data, executed by the owning shard.
-#[derive(Debug)]
-pub enum DataOp {
-    /// One partition's records of a Produce request (one batch, as v3+ requires).
-    Append {
-        topic: Arc<Topic>,
-        partition: i32,
-        records: Bytes,
-    },
-    /// Reads of several partitions owned by this shard.
-    Read { items: Vec<ReadItem> },
-    /// Return once any of these partitions holds data after the given offset, or after the
-    /// timeout (a Fetch waiting for min_bytes).
-    Wait {
-        items: Vec<(Arc<Topic>, i32, i64)>,
-        timeout_ms: u64,
-    },
-    /// ListOffsets for one partition; `timestamp` is the request's (-1, -2, -3, -4 or >= 0).
-    ListOffset {
-        topic: Arc<Topic>,
-        partition: i32,
-        timestamp: i64,
-    },
-    /// DeleteRecords for one partition; -1 means the high watermark.
-    DeleteRecords {
-        topic: Arc<Topic>,
-        partition: i32,
-        offset: i64,
-    },
-    /// Close the partitions of topics that no longer exist and remove their directories.
-    Forget,
-}
-
-#[derive(Debug)]
-pub struct ReadItem {
-    pub topic: Arc<Topic>,
-    pub partition: i32,
-    pub offset: i64,
-    pub max_bytes: i32,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub enum DataReply {
-    Append(AppendOutcome),
-    Read(Vec<PartitionRead>),
-    Waited,
-    /// (offset, timestamp), offset -1 when no record qualifies; or an error code.
-    Offset(Result<(i64, i64), i16>),
-    /// The new log start offset, or an error code.
-    Deleted(Result<i64, i16>),
-    Forgotten,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct AppendOutcome {
-    pub error: i16,
-    pub message: Option<String>,
-    pub base_offset: i64,
-    pub log_append_time: i64,
-    pub log_start_offset: i64,
-}
-
-impl AppendOutcome {
-    fn failed(error: i16, message: Option<String>) -> Self {
-        Self {
-            error,
-            message,
-            base_offset: -1,
-            log_append_time: -1,
-            log_start_offset: -1,
-        }
-    }
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct PartitionRead {
-    pub error: i16,
-    pub high_watermark: i64,
-    pub log_start_offset: i64,
-    pub records: Bytes,
-}
-
-impl PartitionRead {
-    fn failed(error: i16) -> Self {
-        Self {
-            error,
-            high_watermark: -1,
-            log_start_offset: -1,
-            records: Bytes::new(),
-        }
-    }
-}
 
 /// A set of waiters woken together. Holds them weakly: a waiter that gave up (timed out) is gone
 /// from the list at the next registration, so the list is bounded by live waiters.
@@ -214,7 +94,7 @@ struct DataPartition {
     changed: Notify,
     /// Wakes the writer task.
     kick: Notify,
-    /// Failed writes so far: a producer waiting across a failure gets STORAGE_ERROR.
+    /// Failed writes so far: a producer waiting across a failure gets ResponseError::KafkaStorageError.code().
     failures: Cell<u64>,
     closed: Cell<bool>,
 }
@@ -234,7 +114,7 @@ pub struct DataStore {
 
 fn storage_error(e: impl std::fmt::Display) -> i16 {
     tracing::error!(error = %e, "topic data storage error");
-    STORAGE_ERROR
+    ResponseError::KafkaStorageError.code()
 }
 
 impl DataStore {
@@ -335,7 +215,7 @@ impl DataStore {
         // Never open the coordinator's own directories as a topic log: its recovery would
         // truncate segments the coordinator is writing.
         if topic.internal {
-            return Err(UNKNOWN_TOPIC_OR_PARTITION);
+            return Err(ResponseError::UnknownTopicOrPartition.code());
         }
         let settings = TopicSettings::of(topic, &self.broker);
         let path = partition_dir(&self.data_dir, &topic.name, partition);
@@ -394,7 +274,7 @@ impl DataStore {
         };
         if !one_batch {
             return AppendOutcome::failed(
-                INVALID_RECORD,
+                ResponseError::InvalidRecord.code(),
                 Some("produce requests must carry exactly one record batch".into()),
             );
         }
@@ -405,7 +285,7 @@ impl DataStore {
         let mut batch = records.to_vec();
         let failures = p.failures.get();
         let staged = loop {
-            let now = crate::partition::wall_clock_ms();
+            let now = crate::clock::wall_clock_ms();
             let r = p
                 .log
                 .borrow_mut()
@@ -418,7 +298,10 @@ impl DataStore {
                     p.kick.notify_all();
                     w.wait().await;
                     if p.failures.get() != failures {
-                        return AppendOutcome::failed(STORAGE_ERROR, None);
+                        return AppendOutcome::failed(
+                            ResponseError::KafkaStorageError.code(),
+                            None,
+                        );
                     }
                 }
                 Err(e) => return AppendOutcome::failed(e.code(), Some(e.message())),
@@ -428,7 +311,7 @@ impl DataStore {
         // Answer once the batch (or, for a retried duplicate, the original) is durable.
         loop {
             if p.failures.get() != failures {
-                return AppendOutcome::failed(STORAGE_ERROR, None);
+                return AppendOutcome::failed(ResponseError::KafkaStorageError.code(), None);
             }
             if p.log.borrow().high_watermark() > staged.last_offset {
                 break;
@@ -458,7 +341,7 @@ impl DataStore {
                     records: Bytes::new(),
                 }
             } else {
-                PartitionRead::failed(OFFSET_OUT_OF_RANGE)
+                PartitionRead::failed(ResponseError::OffsetOutOfRange.code())
             };
         }
         let p = match self.partition(&it.topic, it.partition).await {
@@ -466,7 +349,7 @@ impl DataStore {
             Err(code) => return PartitionRead::failed(code),
         };
         if it.offset < 0 {
-            return PartitionRead::failed(OFFSET_OUT_OF_RANGE);
+            return PartitionRead::failed(ResponseError::OffsetOutOfRange.code());
         }
         let (plan, hw, start) = {
             let log = p.log.borrow();
@@ -478,7 +361,9 @@ impl DataStore {
             )
         };
         let records = match plan {
-            Read::OutOfRange => return PartitionRead::failed(OFFSET_OUT_OF_RANGE),
+            Read::OutOfRange => {
+                return PartitionRead::failed(ResponseError::OffsetOutOfRange.code())
+            }
             Read::Empty => Bytes::new(),
             Read::Data(plan) => match plan.read().await {
                 Ok(b) => Bytes::from(b),
@@ -562,7 +447,7 @@ impl DataStore {
         let hw = p.log.borrow().high_watermark() as i64;
         let target = if offset == -1 { hw } else { offset };
         if target < 0 || target > hw {
-            return Err(OFFSET_OUT_OF_RANGE);
+            return Err(ResponseError::OffsetOutOfRange.code());
         }
         TopicLog::delete_records(&p.log, target as u64)
             .await
@@ -617,7 +502,7 @@ impl DataStore {
             if s.retention_ms < 0 && s.retention_bytes < 0 {
                 continue;
             }
-            let now = crate::partition::wall_clock_ms();
+            let now = crate::clock::wall_clock_ms();
             match TopicLog::apply_retention(&p.log, now, s.retention_ms, s.retention_bytes).await {
                 Ok(0) => {}
                 Ok(n) => tracing::info!(
@@ -699,7 +584,7 @@ async fn reopen_after_failed_flush<D: storage::io::LogDir + Clone>(
         max_batch_bytes: config.max_message_bytes.max(1 << 20) * 4,
         read_chunk_bytes: config.read_chunk_bytes,
     };
-    crate::partition::discard_unacknowledged(dir, &scan, durable_end).await?;
+    storage::log::discard_unacknowledged(dir, &scan, durable_end).await?;
     Ok(TopicLog::open(dir.clone(), config.clone()).await?.0)
 }
 
@@ -770,48 +655,6 @@ pub fn sweep_deleted_topics(data_dir: &Path, broker: &Broker) {
     }
 }
 
-/// Producer ids for InitProducerId, unique across restarts: ids are handed out from blocks whose
-/// end is made durable (`DATA/producer-id-block`) before any id of the block is used.
-#[derive(Debug)]
-pub struct ProducerIds {
-    path: Option<PathBuf>,
-    state: Mutex<(i64, i64)>, // (next, end of the reserved block)
-}
-
-const PRODUCER_ID_BLOCK: i64 = 1000;
-
-impl ProducerIds {
-    pub fn open(data_dir: Option<&Path>) -> std::io::Result<Self> {
-        let path = data_dir.map(|d| d.join("producer-id-block"));
-        let start = match &path {
-            Some(p) => storage::durable_file::read(p)?
-                .and_then(|b| String::from_utf8(b).ok())
-                .and_then(|s| s.trim().parse::<i64>().ok())
-                .unwrap_or(0),
-            None => 0,
-        };
-        Ok(Self {
-            path,
-            state: Mutex::new((start, start)),
-        })
-    }
-
-    /// The next producer id. Blocking when a new block must be reserved: call off the reactor.
-    pub fn next(&self) -> std::io::Result<i64> {
-        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        if st.0 >= st.1 {
-            let end = st.1 + PRODUCER_ID_BLOCK;
-            if let Some(p) = &self.path {
-                storage::durable_file::write_atomic(p, end.to_string().as_bytes())?;
-            }
-            st.1 = end;
-        }
-        let id = st.0;
-        st.0 += 1;
-        Ok(id)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -826,24 +669,6 @@ mod tests {
         );
         assert_eq!(base64_url(b"Man"), "TWFu");
         assert_eq!(base64_url(b"Ma"), "TWE");
-    }
-
-    #[test]
-    fn producer_ids_survive_a_restart_without_reuse() {
-        let dir = std::env::temp_dir().join(format!("rl-pid-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let a = ProducerIds::open(Some(&dir)).unwrap();
-        let first: Vec<i64> = (0..3).map(|_| a.next().unwrap()).collect();
-        assert_eq!(first, vec![0, 1, 2]);
-        drop(a);
-        let b = ProducerIds::open(Some(&dir)).unwrap();
-        assert_eq!(
-            b.next().unwrap(),
-            PRODUCER_ID_BLOCK,
-            "a restart skips the rest of the block"
-        );
-        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
@@ -897,13 +722,5 @@ mod tests {
             saw_written_but_unsynced,
             "some case wrote the batch and failed its fdatasync"
         );
-    }
-
-    #[test]
-    fn partitions_of_a_topic_spread_over_shards() {
-        let owners: std::collections::HashSet<usize> =
-            (0..6).map(|p| owner_shard("orders", p, 2)).collect();
-        assert_eq!(owners.len(), 2);
-        assert_eq!(owner_shard("orders", 3, 1), 0);
     }
 }

@@ -24,9 +24,7 @@
 //! Bad input closes the connection with one log line (Kafka closes on a bad frame or an
 //! unsupported version too), after the responses to earlier requests have been written.
 
-use crate::groups_api::Caller;
-use crate::shard::Shard;
-use crate::{broker, data, groups_api};
+use crate::runtime::shard::{Caller, Shard};
 use bytes::{Buf, BytesMut};
 use futures_lite::{AsyncRead, AsyncWrite};
 use glommio::net::TcpStream;
@@ -457,28 +455,8 @@ async fn start_request(
         silent,
         decoded_at,
     };
-    // The future is boxed (it may have to become a task): the hottest requests get a box of
-    // their own size instead of the size of the largest handler.
-    let v = header.api_version;
-    let sh = shard.clone();
-    let mut fut: Pin<Box<dyn Future<Output = Result<Response, String>>>> = match request {
-        Request::Heartbeat(r) => Box::pin(async move {
-            Ok(Response::Heartbeat(
-                groups_api::heartbeat(&sh, &caller, r, v).await,
-            ))
-        }),
-        Request::ConsumerGroupHeartbeat(r) => Box::pin(async move {
-            Ok(Response::ConsumerGroupHeartbeat(
-                groups_api::consumer_group_heartbeat(&sh, &caller, r, v).await,
-            ))
-        }),
-        Request::OffsetCommit(r) => Box::pin(async move {
-            Ok(Response::OffsetCommit(
-                groups_api::offset_commit(&sh, &caller, r, v).await,
-            ))
-        }),
-        request => Box::pin(async move { dispatch(&sh, &caller, &header, request).await }),
-    };
+    // The API layer boxes the future (it may have to become a task).
+    let mut fut = (shard.handler)(shard.clone(), caller, header, request);
     // Run it until it first has to wait; most requests finish here.
     let first = std::future::poll_fn(|cx| Poll::Ready(fut.as_mut().poll(cx))).await;
     match first {
@@ -568,151 +546,11 @@ impl Api {
         let us = |d: std::time::Duration| d.as_micros() as u64;
         shard.table.metrics.borrow_mut().record_request(
             api_key,
-            error_code(&resp),
+            resp.error_code(),
             us(started - self.decoded_at),
             us(done - started),
             us(done - self.decoded_at),
         );
         true
-    }
-}
-
-/// Route a decoded request to its handler.
-async fn dispatch(
-    shard: &Rc<Shard>,
-    caller: &Caller,
-    header: &RequestHeader,
-    request: Request,
-) -> Result<Response, String> {
-    let b = &shard.broker;
-    let v = header.api_version;
-    Ok(match request {
-        Request::JoinGroup(r) => {
-            Response::JoinGroup(groups_api::join_group(shard, caller, r, v).await)
-        }
-        Request::SyncGroup(r) => {
-            Response::SyncGroup(groups_api::sync_group(shard, caller, r, v).await)
-        }
-        Request::Heartbeat(r) => {
-            Response::Heartbeat(groups_api::heartbeat(shard, caller, r, v).await)
-        }
-        Request::LeaveGroup(r) => {
-            Response::LeaveGroup(groups_api::leave_group(shard, caller, r, v).await)
-        }
-        Request::OffsetCommit(r) => {
-            Response::OffsetCommit(groups_api::offset_commit(shard, caller, r, v).await)
-        }
-        Request::OffsetFetch(r) => {
-            Response::OffsetFetch(groups_api::offset_fetch(shard, caller, r, v).await)
-        }
-        Request::OffsetDelete(r) => {
-            Response::OffsetDelete(groups_api::offset_delete(shard, caller, r, v).await)
-        }
-        Request::DescribeGroups(r) => {
-            Response::DescribeGroups(groups_api::describe_groups(shard, caller, r, v).await)
-        }
-        Request::ListGroups(r) => {
-            Response::ListGroups(groups_api::list_groups(shard, caller, r, v).await)
-        }
-        Request::DeleteGroups(r) => {
-            Response::DeleteGroups(groups_api::delete_groups(shard, caller, r, v).await)
-        }
-        Request::ConsumerGroupHeartbeat(r) => Response::ConsumerGroupHeartbeat(
-            groups_api::consumer_group_heartbeat(shard, caller, r, v).await,
-        ),
-        Request::ConsumerGroupDescribe(r) => Response::ConsumerGroupDescribe(
-            groups_api::consumer_group_describe(shard, caller, r, v).await,
-        ),
-        Request::Produce(r) => Response::Produce(data::produce(shard, r, v).await),
-        Request::ListOffsets(r) => Response::ListOffsets(data::list_offsets(shard, r, v).await),
-        Request::Fetch(r) => Response::Fetch(data::fetch(shard, r, v).await),
-        Request::DeleteRecords(r) => {
-            Response::DeleteRecords(data::delete_records(shard, r, v).await)
-        }
-        Request::InitProducerId(r) => {
-            Response::InitProducerId(data::init_producer_id(shard, r, v).await)
-        }
-        Request::ApiVersions(r) => {
-            Response::ApiVersions(api_versions::response(&r, v, &b.versions))
-        }
-        Request::Metadata(r) => Response::Metadata(broker::metadata(b, r, v).await),
-        Request::CreateTopics(r) => Response::CreateTopics(broker::create_topics(b, r, v).await),
-        Request::DeleteTopics(r) => {
-            let resp = broker::delete_topics(b, r, v).await;
-            // Close the deleted topics' partitions on every shard, then free their directories.
-            for s in 0..shard.router.shards() {
-                let op = crate::partition::PartitionOp::Data(crate::topic_data::DataOp::Forget);
-                shard.router.call(s as i32, op).await;
-            }
-            if let Some(dir) = &b.data_dir {
-                crate::topic_data::sweep_deleted_topics(dir, b);
-            }
-            Response::DeleteTopics(resp)
-        }
-        Request::FindCoordinator(r) => Response::FindCoordinator(broker::find_coordinator(b, r, v)),
-        Request::DescribeConfigs(r) => Response::DescribeConfigs(broker::describe_configs(b, r, v)),
-        Request::DescribeCluster(r) => Response::DescribeCluster(broker::describe_cluster(b, r, v)),
-        // The version table only admits the APIs above; anything else reaching here is a bug in
-        // that table, answered the way Kafka answers an API it does not serve.
-        other => {
-            return Err(format!(
-                "api key {} is advertised but has no handler",
-                other.api_key()
-            ))
-        }
-    })
-}
-
-/// The top-level (or first) error code of a response, for the per-API error counters.
-fn error_code(resp: &Response) -> i16 {
-    match resp {
-        Response::JoinGroup(r) => r.error_code,
-        Response::SyncGroup(r) => r.error_code,
-        Response::Heartbeat(r) => r.error_code,
-        Response::LeaveGroup(r) => r.error_code,
-        Response::ConsumerGroupHeartbeat(r) => r.error_code,
-        Response::OffsetCommit(r) => r
-            .topics
-            .iter()
-            .flat_map(|t| t.partitions.iter())
-            .map(|p| p.error_code)
-            .find(|c| *c != 0)
-            .unwrap_or(0),
-        Response::OffsetFetch(r) => {
-            if r.error_code != 0 {
-                r.error_code
-            } else {
-                r.groups
-                    .iter()
-                    .map(|g| g.error_code)
-                    .find(|c| *c != 0)
-                    .unwrap_or(0)
-            }
-        }
-        Response::ApiVersions(r) => r.error_code,
-        Response::ListGroups(r) => r.error_code,
-        Response::OffsetDelete(r) => r.error_code,
-        Response::FindCoordinator(r) => r.error_code,
-        Response::Produce(r) => r
-            .responses
-            .iter()
-            .flat_map(|t| t.partition_responses.iter())
-            .map(|p| p.error_code)
-            .find(|c| *c != 0)
-            .unwrap_or(0),
-        Response::Fetch(r) => {
-            if r.error_code != 0 {
-                r.error_code
-            } else {
-                r.responses
-                    .iter()
-                    .flat_map(|t| t.partitions.iter())
-                    .map(|p| p.error_code)
-                    .find(|c| *c != 0)
-                    .unwrap_or(0)
-            }
-        }
-        Response::InitProducerId(r) => r.error_code,
-        _ => 0,
     }
 }

@@ -1,14 +1,15 @@
 //! The `__consumer_offsets` partitions a shard owns, and the operations they answer.
 //!
 //! Each partition's coordinator (`group::Coordinator`) lives on exactly one shard and is only
-//! touched there, through [`crate::router::Router::call`]. Executing a group request runs the
+//! touched there, through [`crate::runtime::router::Router::partition`]. Executing a group request runs the
 //! pure state machine with the current time, hands the records it produced to the partition's
 //! record sink, and releases the responses that became ready — possibly to requests that were
 //! parked earlier (a JoinGroup waits for the join phase). A per-shard ticker fires deadlines.
 
+use crate::clock::wall_clock_ms;
 use crate::group::{Coordinator, GroupConfig, GroupRequest, GroupResponse, ReqId, RequestContext};
 use crate::oneshot::OneShot;
-use crate::partition_core::{PartitionCore, Refusal, Released};
+use crate::partition_core::{encode_records, PartitionCore, Refusal, Released};
 use crate::snapshot_build::SnapshotBuild;
 use std::cell::{Cell, RefCell};
 use std::future::Future;
@@ -17,6 +18,7 @@ use std::rc::Rc;
 use std::time::Instant;
 use storage::compact::{CompactConfig, Compaction};
 use storage::io::GlommioDir;
+use storage::log::discard_unacknowledged;
 use storage::log::{LogConfig, PartitionLog};
 use wire::records::Record;
 
@@ -30,9 +32,6 @@ pub enum PartitionOp {
         ctx: RequestContext,
         req: GroupRequest,
     },
-    /// Topic data (Produce, Fetch, ...): executed by the shard's `topic_data::DataStore`; the
-    /// route is the owning shard (`topic_data::owner_shard`), not a partition.
-    Data(crate::topic_data::DataOp),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -43,7 +42,6 @@ pub enum PartitionReply {
         ops_served: u64,
     },
     Group(GroupResponse),
-    Data(crate::topic_data::DataReply),
     /// The owning shard is gone (shutting down): callers map this to COORDINATOR_NOT_AVAILABLE.
     Unavailable,
     /// The partition is still loading its log: COORDINATOR_LOAD_IN_PROGRESS.
@@ -122,14 +120,6 @@ fn failpoint_describe(group: &str) {
     if target.as_deref() == Some(group) {
         panic!("failpoint: describing group {group}");
     }
-}
-
-/// Milliseconds since the Unix epoch: Kafka's commit timestamps and deadlines use wall time.
-pub fn wall_clock_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
 }
 
 /// What loading one partition's log found (one log line each).
@@ -254,8 +244,6 @@ impl PartitionTable {
             return Box::pin(std::future::ready(PartitionReply::Unavailable));
         };
         match op {
-            // Routed to the shard's DataStore before reaching here (server.rs).
-            PartitionOp::Data(_) => Box::pin(std::future::ready(PartitionReply::Unavailable)),
             PartitionOp::Status => {
                 let ops_served = self.slots[idx].borrow_mut().core.count_op();
                 let reply = PartitionReply::Status {
@@ -568,7 +556,7 @@ async fn write_pending(
         // undone by cutting the log back to here.
         let end = log.next_offset();
         let result = match encode_records(&batch.records) {
-            Ok(kv) => append_encoded(log, &kv, table.now()).await.map(|_| ()),
+            Ok(kv) => log.append_pairs(&kv, table.now()).await.map(|_| ()),
             Err(e) => Err(std::io::Error::other(e)),
         };
         match result {
@@ -733,96 +721,6 @@ async fn reload_until_ok(
     }
 }
 
-/// Cut a partition log back to offset `end` after an append of a batch starting there failed:
-/// truncate the segment holding it, remove segments created for it, and make that durable.
-///
-/// What the failed append left in the file may not be durable (the write can land while the
-/// fsync fails; on Linux the page cache keeps serving those bytes even though they may never
-/// reach the disk). A reload that replayed them answered clients from state a power loss could
-/// still take back; and when the next append rolled to a new segment, a torn copy of them in the
-/// old one made recovery cut the log there and drop every later segment — acknowledged commits
-/// included. Returns the number of bytes and segment files removed.
-pub async fn discard_unacknowledged<D: storage::io::LogDir>(
-    dir: &D,
-    config: &LogConfig,
-    end: u64,
-) -> std::io::Result<(u64, usize)> {
-    use storage::io::LogFile;
-    let mut bases: Vec<u64> = dir
-        .list()
-        .await?
-        .iter()
-        .filter_map(|n| storage::log::parse_segment_name(n))
-        .collect();
-    bases.sort_unstable();
-    let (mut bytes, mut files) = (0u64, 0usize);
-    for base in bases.iter().filter(|b| **b >= end) {
-        dir.remove(&storage::log::segment_name(*base)).await?;
-        files += 1;
-    }
-    // Only the last segment that starts before `end` can hold bytes at or after it.
-    if let Some(base) = bases.iter().rev().find(|b| **b < end) {
-        let file = dir.open(&storage::log::segment_name(*base)).await?;
-        let len = file.len().await?;
-        let mut cut_at = None;
-        let (valid, _) = storage::log::scan_batches(
-            &file,
-            len,
-            config.read_chunk_bytes,
-            config.max_batch_bytes,
-            |pos, h, _| {
-                if h.base_offset >= end {
-                    cut_at = Some(pos);
-                    return Err("the failed batch".into());
-                }
-                Ok(())
-            },
-        )
-        .await?;
-        let keep = cut_at.unwrap_or(valid);
-        if keep < len {
-            file.truncate(keep).await?;
-            file.sync().await?;
-            bytes = len - keep;
-        }
-    }
-    if files > 0 {
-        dir.sync_dir().await?;
-    }
-    Ok((bytes, files))
-}
-
-/// A batch's records as `__consumer_offsets` key and value bytes (a tombstone has no value).
-pub type EncodedRecords = Vec<(Vec<u8>, Option<Vec<u8>>)>;
-
-/// Encode the records of a batch the core handed out; both shells (this one and the
-/// simulator's) write them with [`append_encoded`].
-pub fn encode_records(records: &[Record]) -> Result<EncodedRecords, String> {
-    records
-        .iter()
-        .map(|r| {
-            Ok((
-                r.encode_key().map_err(|e| e.to_string())?,
-                r.encode_value().map_err(|e| e.to_string())?,
-            ))
-        })
-        .collect()
-}
-
-/// Append encoded records as one batch: one write and one fdatasync (`PartitionLog::append`).
-/// Returns the batch's first and last offset.
-pub async fn append_encoded<D: storage::io::LogDir>(
-    log: &mut PartitionLog<D>,
-    records: &EncodedRecords,
-    now: i64,
-) -> std::io::Result<(u64, u64)> {
-    let refs: Vec<(Option<&[u8]>, Option<&[u8]>)> = records
-        .iter()
-        .map(|(k, v)| (Some(k.as_slice()), v.as_deref()))
-        .collect();
-    log.append(&refs, now).await
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -857,60 +755,6 @@ mod tests {
             }
         );
         assert_eq!(run(51), PartitionReply::Unavailable);
-    }
-
-    #[test]
-    fn a_failed_append_is_cut_before_the_reload_so_later_batches_survive_a_crash() {
-        // Found by the simulator (engine/sim): an append whose write landed but whose fsync
-        // failed left the batch in a new segment; the reload replayed it, the next appends
-        // rolled to newer segments and were acknowledged, and a power loss then tore the
-        // unsynced batch: recovery cut the log there and removed every later segment.
-        use futures_lite::future::block_on;
-        use storage::io::MemDir;
-        let dir = MemDir::new();
-        let cfg = LogConfig {
-            segment_bytes: 150,
-            max_batch_bytes: 1 << 20,
-            read_chunk_bytes: 64,
-        };
-        let open = |dir: &MemDir| {
-            let mut keys = Vec::new();
-            let (log, _) = block_on(PartitionLog::open(
-                dir.clone(),
-                cfg.clone(),
-                |_, _, k, _| keys.push(k.map(<[u8]>::to_vec).unwrap_or_default()),
-            ))
-            .expect("the log opens");
-            (log, keys)
-        };
-        let value = vec![7u8; 100];
-        let (mut log, _) = open(&dir);
-        block_on(log.append(&[(Some(b"a"), Some(&value))], 0)).expect("a healthy append");
-        // The next append rolls (open, truncate, dir sync), writes, and its fsync fails.
-        dir.fail_after(4);
-        let end = log.next_offset();
-        assert!(block_on(log.append(&[(Some(b"f"), Some(&value))], 0)).is_err());
-        dir.heal();
-        // What the writer does next: cut the failed batch, then reload.
-        let (_, removed) = block_on(discard_unacknowledged(&dir, &cfg, end)).expect("cut");
-        assert_eq!(removed, 1, "the segment rolled for the failed batch goes");
-        let (mut log, keys) = open(&dir);
-        assert_eq!(
-            keys,
-            [b"a".to_vec()],
-            "the reload must not see the failed batch"
-        );
-        for k in [b"b", b"c"] {
-            block_on(log.append(&[(Some(k), Some(&value))], 0)).expect("acknowledged append");
-        }
-        // Power loss: unsynced bytes are torn half-way.
-        dir.crash(|_, unsynced| unsynced / 2);
-        let (_, keys) = open(&dir);
-        assert_eq!(
-            keys,
-            [b"a".to_vec(), b"b".to_vec(), b"c".to_vec()],
-            "every acknowledged batch must survive the crash"
-        );
     }
 
     #[test]

@@ -10,13 +10,15 @@
 //! from their connections, let in-flight requests finish and their responses be written, then exit.
 
 use crate::broker::Broker;
-use crate::partition::{PartitionOp, PartitionReply, PartitionTable};
-use crate::router::{self, LocalExec, Router};
-use crate::shard::{ConnRegistry, Shard};
+use crate::data::DataStore;
+use crate::runtime::partition::PartitionTable;
+use crate::runtime::router::{self, Executor, Router};
+use crate::runtime::shard::{ConnRegistry, Handler, Shard, ShardExec};
+use crate::runtime::tasks::{Shutdown, Tasks};
 use glommio::{LocalExecutorBuilder, Placement};
 use std::net::SocketAddr;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
@@ -32,18 +34,19 @@ const IO_MEMORY_PER_SHARD: usize = 1 << 20;
 
 pub struct ServerHandle {
     pub local_addr: SocketAddr,
-    shutdown: Arc<AtomicBool>,
+    shutdown: Shutdown,
     shards: Vec<glommio::ExecutorJoinHandle<()>>,
 }
 
 impl ServerHandle {
     /// Ask every shard to stop; returns at once. Call [`ServerHandle::join`] to wait.
     pub fn shutdown(&self) {
-        self.shutdown.store(true, Ordering::Release);
+        self.shutdown.trigger();
     }
 
+    /// The flag a signal handler sets to shut down.
     pub fn shutdown_flag(&self) -> Arc<AtomicBool> {
-        self.shutdown.clone()
+        self.shutdown.flag()
     }
 
     /// Wait for every shard to finish.
@@ -74,15 +77,21 @@ pub fn probe_listen_addr(listen: SocketAddr) -> anyhow::Result<SocketAddr> {
     }
 }
 
-/// Start `cores` shards serving `broker` on `addr` (a concrete port, see [`probe_listen_addr`]).
-/// Returns once every shard is accepting.
-pub fn start(broker: Arc<Broker>, addr: SocketAddr, cores: usize) -> anyhow::Result<ServerHandle> {
+/// Start `cores` shards serving `broker` on `addr` (a concrete port, see [`probe_listen_addr`]),
+/// each answering requests with `handler` (the API layer). Returns once every shard is
+/// accepting.
+pub fn start(
+    broker: Arc<Broker>,
+    addr: SocketAddr,
+    cores: usize,
+    handler: Handler,
+) -> anyhow::Result<ServerHandle> {
     anyhow::ensure!(cores >= 1, "--cores must be at least 1");
     raise_memlock_limit();
     let cpus = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1);
-    let shutdown = Arc::new(AtomicBool::new(false));
+    let shutdown = Shutdown::default();
     let mesh = (cores > 1).then(|| router::mesh(cores));
     let (ready_tx, ready_rx) = mpsc::channel::<anyhow::Result<()>>();
     let partitions = broker.config.offsets_topic_num_partitions;
@@ -96,7 +105,8 @@ pub fn start(broker: Arc<Broker>, addr: SocketAddr, cores: usize) -> anyhow::Res
             .name(&format!("shard-{i}"))
             .io_memory(IO_MEMORY_PER_SHARD)
             .spawn(move || async move {
-                if let Err(e) = run_shard(broker, addr, mesh, partitions, shutdown, &ready_tx).await
+                if let Err(e) =
+                    run_shard(broker, addr, mesh, partitions, shutdown, handler, &ready_tx).await
                 {
                     let _ = ready_tx.send(Err(e));
                 }
@@ -109,11 +119,11 @@ pub fn start(broker: Arc<Broker>, addr: SocketAddr, cores: usize) -> anyhow::Res
         match ready_rx.recv_timeout(Duration::from_secs(30)) {
             Ok(Ok(())) => {}
             Ok(Err(e)) => {
-                shutdown.store(true, Ordering::Release);
+                shutdown.trigger();
                 return Err(e);
             }
             Err(_) => {
-                shutdown.store(true, Ordering::Release);
+                shutdown.trigger();
                 anyhow::bail!("shards did not become ready");
             }
         }
@@ -130,43 +140,35 @@ async fn run_shard(
     addr: SocketAddr,
     mesh: Option<router::Mesh>,
     partitions: i32,
-    shutdown: Arc<AtomicBool>,
+    shutdown: Shutdown,
+    handler: Handler,
     ready: &mpsc::Sender<anyhow::Result<()>>,
 ) -> anyhow::Result<()> {
     let group_config = crate::config::group_config(&broker.config);
-    let mut tables = None;
+    let mut built = None;
     let exec_broker = broker.clone();
-    let router = Router::join(mesh, |shard, shards| -> LocalExec {
+    let router = Router::join(mesh, |shard, shards| -> Rc<dyn Executor> {
         let table = Rc::new(PartitionTable::new(shard, shards, partitions, group_config));
-        let store = crate::topic_data::DataStore::new(exec_broker, shard);
-        tables = Some((table.clone(), store.clone()));
-        Rc::new(move |p, op| match op {
-            PartitionOp::Data(op) => {
-                let fut = store.execute(op);
-                Box::pin(async move { PartitionReply::Data(fut.await) })
-            }
-            op => table.execute(p, op),
-        })
+        let store = DataStore::new(exec_broker, shard);
+        built = Some((table.clone(), store.clone()));
+        Rc::new(ShardExec { table, store })
     })
     .await?;
-    let (table, store) = tables.expect("join built the partition table");
+    let (table, store) = built.expect("join built the shard's state");
     if router.shard() == 0 {
         if let Some(dir) = &broker.data_dir {
-            crate::topic_data::sweep_deleted_topics(dir, &broker);
+            crate::data::sweep_deleted_topics(dir, &broker);
         }
     }
+    let tasks = Tasks::new();
     // Topic retention (and closing partitions of deleted topics) runs on every shard.
     {
         let store = store.clone();
-        let shutdown = shutdown.clone();
         let every = Duration::from_millis(broker.config.log_retention_check_interval_ms as u64);
-        glommio::spawn_local(async move {
-            while !shutdown.load(Ordering::Acquire) {
-                glommio::timer::sleep(every).await;
-                store.apply_retention().await;
-            }
-        })
-        .detach();
+        tasks.every("retention", every, move || {
+            let store = store.clone();
+            async move { store.apply_retention().await }
+        });
     }
     // Partitions load after the listener opens: a client that connects first gets
     // COORDINATOR_LOAD_IN_PROGRESS for a group whose partition is not loaded yet, and retries.
@@ -179,96 +181,53 @@ async fn run_shard(
     // milliseconds; a 5 ms tick keeps them within a few ms of Kafka's.
     {
         let table = table.clone();
-        let shutdown = shutdown.clone();
-        glommio::spawn_local(async move {
-            while !shutdown.load(Ordering::Acquire) {
-                glommio::timer::sleep(TICK).await;
-                table.tick(table.now());
-            }
-        })
-        .detach();
+        tasks.every("group deadlines", TICK, move || {
+            table.tick(table.now());
+            std::future::ready(())
+        });
     }
     let listener =
         bind_shard_listener(addr).map_err(|e| anyhow::anyhow!("shard bind {addr}: {e}"))?;
     {
         let table = table.clone();
         let broker = broker.clone();
-        let shutdown = shutdown.clone();
         let shard_id = router.shard();
-        glommio::spawn_local(async move {
-            while !shutdown.load(Ordering::Acquire) {
-                table.publish_metrics(shard_id, &broker.metrics);
-                glommio::timer::sleep(Duration::from_secs(1)).await;
-            }
-        })
-        .detach();
+        table.publish_metrics(shard_id, &broker.metrics);
+        tasks.every("metrics", Duration::from_secs(1), move || {
+            table.publish_metrics(shard_id, &broker.metrics);
+            std::future::ready(())
+        });
     }
     let shard = Rc::new(Shard {
         table: table.clone(),
         broker,
         router,
         conns: Rc::new(ConnRegistry::default()),
+        tasks: tasks.clone(),
+        handler,
     });
     // connections.max.idle.ms: one sweep per shard over its connections (a connection records
     // when it last completed a request; no timer is armed per read).
     {
         let conns = shard.conns.clone();
-        let shutdown = shutdown.clone();
         let idle = Duration::from_millis(shard.broker.config.connections_max_idle_ms.max(1) as u64);
-        let every = crate::shard::idle_sweep_interval(idle);
-        glommio::spawn_local(async move {
-            while !shutdown.load(Ordering::Acquire) {
-                glommio::timer::sleep(every).await;
-                conns.close_idle(Instant::now(), idle);
-            }
-        })
-        .detach();
+        let every = crate::runtime::shard::idle_sweep_interval(idle);
+        tasks.every("idle sweep", every, move || {
+            conns.close_idle(Instant::now(), idle);
+            std::future::ready(())
+        });
     }
     {
         let table = table.clone();
         let ready = ready.clone();
         let broker = shard.broker.clone();
-        glommio::spawn_local(async move {
-            let loaded: anyhow::Result<()> = async {
-                if let Some(data_dir) = data_dir {
-                    let log_config = storage::log::LogConfig {
-                        segment_bytes: broker.config.offsets_topic_segment_bytes.max(1) as u64,
-                        read_chunk_bytes: broker.config.offsets_load_buffer_size.max(4096) as usize,
-                        ..storage::log::LogConfig::default()
-                    };
-                    for r in table.open_logs(&data_dir, log_config).await.map_err(|e| anyhow::anyhow!("{e:#}"))? {
-                        let rep = &r.report;
-                        table
-                            .metrics
-                            .borrow_mut()
-                            .loads
-                            .push((r.partition, r.millis as u64, rep.records));
-                        tracing::info!(
-                            partition = r.partition,
-                            records = rep.records,
-                            bytes = rep.bytes,
-                            batches = rep.batches,
-                            segments = rep.segments,
-                            millis = r.millis as u64,
-                            skipped = r.skipped_records,
-                            snapshot_offset = rep.snapshot.map_or(-1, |(o, _, _)| o as i64),
-                            snapshot_records = rep.snapshot.map_or(0, |(_, n, _)| n),
-                            "loaded __consumer_offsets-{}",
-                            r.partition
-                        );
-                        if let Some((segment, pos, reason)) = &rep.truncated {
-                            tracing::warn!(partition = r.partition, segment = %segment, position = pos, %reason, "truncated a torn or corrupt log tail");
-                        }
-                    }
-
-                }
-                Ok(())
-            }
-            .await;
-            let _ = broker;
+        tasks.spawn("load", async move {
+            let loaded = match data_dir {
+                Some(data_dir) => load_partitions(&table, &broker, &data_dir).await,
+                None => Ok(()),
+            };
             let _ = ready.send(loaded);
-        })
-        .detach();
+        });
     }
 
     enum Event {
@@ -277,7 +236,7 @@ async fn run_shard(
     }
     loop {
         let stop = async {
-            while !shutdown.load(Ordering::Acquire) {
+            while !shutdown.is_triggered() {
                 glommio::timer::sleep(SHUTDOWN_POLL).await;
             }
             Event::Stop
@@ -295,8 +254,12 @@ async fn run_shard(
                     c.max_connections_per_ip as usize,
                 ) {
                     Ok(slot) => {
-                        glommio::spawn_local(crate::conn::serve(shard.clone(), stream, slot))
-                            .detach();
+                        glommio::spawn_local(crate::runtime::conn::serve(
+                            shard.clone(),
+                            stream,
+                            slot,
+                        ))
+                        .detach();
                     }
                     Err(why) => {
                         // One line per 1,000 refusals: a flood must not flood the log too.
@@ -327,6 +290,50 @@ async fn run_shard(
             connections = shard.conns.len(),
             "shutdown: connections still open after drain timeout"
         );
+    }
+    // Connections are drained: group deadlines, retention, sweeps and the load end now.
+    tasks.join().await;
+    Ok(())
+}
+
+/// Open and replay this shard's `__consumer_offsets` logs, one log line per partition.
+async fn load_partitions(
+    table: &Rc<PartitionTable>,
+    broker: &Broker,
+    data_dir: &std::path::Path,
+) -> anyhow::Result<()> {
+    let log_config = storage::log::LogConfig {
+        segment_bytes: broker.config.offsets_topic_segment_bytes.max(1) as u64,
+        read_chunk_bytes: broker.config.offsets_load_buffer_size.max(4096) as usize,
+        ..storage::log::LogConfig::default()
+    };
+    let loaded = table
+        .open_logs(data_dir, log_config)
+        .await
+        .map_err(|e| anyhow::anyhow!("{e:#}"))?;
+    for r in loaded {
+        let rep = &r.report;
+        table
+            .metrics
+            .borrow_mut()
+            .loads
+            .push((r.partition, r.millis as u64, rep.records));
+        tracing::info!(
+            partition = r.partition,
+            records = rep.records,
+            bytes = rep.bytes,
+            batches = rep.batches,
+            segments = rep.segments,
+            millis = r.millis as u64,
+            skipped = r.skipped_records,
+            snapshot_offset = rep.snapshot.map_or(-1, |(o, _, _)| o as i64),
+            snapshot_records = rep.snapshot.map_or(0, |(_, n, _)| n),
+            "loaded __consumer_offsets-{}",
+            r.partition
+        );
+        if let Some((segment, pos, reason)) = &rep.truncated {
+            tracing::warn!(partition = r.partition, segment = %segment, position = pos, %reason, "truncated a torn or corrupt log tail");
+        }
     }
     Ok(())
 }

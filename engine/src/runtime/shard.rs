@@ -1,21 +1,65 @@
 //! One shard: a glommio executor pinned to one core, with its slice of `__consumer_offsets`
-//! partitions, its connections, and its end of the cross-shard mesh.
+//! partitions, its topic partitions, its connections, its background tasks, and its end of the
+//! cross-shard mesh.
 
 use crate::broker::Broker;
-use crate::router::Router;
+use crate::data::{DataOp, DataReply, DataStore};
+use crate::runtime::partition::{PartitionOp, PartitionReply, PartitionTable};
+use crate::runtime::router::{Executor, Router};
+use crate::runtime::tasks::Tasks;
 use glommio::net::TcpStream;
 use std::cell::{Cell, RefCell};
+use std::future::Future;
 use std::os::fd::{AsRawFd, RawFd};
+use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use wire::{Request, RequestHeader, Response};
 
 pub struct Shard {
     pub broker: Arc<Broker>,
     pub router: Rc<Router>,
     pub conns: Rc<ConnRegistry>,
     /// This shard's partitions; also where its measurements accumulate.
-    pub table: Rc<crate::partition::PartitionTable>,
+    pub table: Rc<PartitionTable>,
+    pub tasks: Rc<Tasks>,
+    /// Answers one decoded request (the API layer, `api::handle`; the runtime does not know
+    /// what a request means).
+    pub handler: Handler,
+}
+
+/// Who is asking, for the member records Kafka keeps (client id, "/ip" host).
+#[derive(Debug, Clone)]
+pub struct Caller {
+    pub client_id: String,
+    pub client_host: String,
+}
+
+/// A request's answer, or why the connection must close.
+pub type Handled = Pin<Box<dyn Future<Output = Result<Response, String>>>>;
+
+/// The API layer's entry point. A function pointer, so the runtime depends on no handler.
+pub type Handler = fn(Rc<Shard>, Rc<Caller>, RequestHeader, Request) -> Handled;
+
+/// What a shard runs for itself and for calls from its peers.
+pub struct ShardExec {
+    pub table: Rc<PartitionTable>,
+    pub store: Rc<DataStore>,
+}
+
+impl Executor for ShardExec {
+    fn partition(
+        &self,
+        partition: i32,
+        op: PartitionOp,
+    ) -> Pin<Box<dyn Future<Output = PartitionReply>>> {
+        self.table.execute(partition, op)
+    }
+
+    fn data(&self, op: DataOp) -> Pin<Box<dyn Future<Output = DataReply>>> {
+        self.store.execute(op)
+    }
 }
 
 /// The live connections of a shard, so shutdown can stop their reads and wait for them to drain,

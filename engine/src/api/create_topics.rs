@@ -1,0 +1,338 @@
+//! CreateTopics, and the topic auto-creation Metadata triggers: validate like Kafka
+//! (partitions, replication factor, topic configs), then write the topic registry on a blocking
+//! thread.
+
+use super::common::{code, s};
+use super::describe_configs::{SOURCE_DEFAULT_CONFIG, SOURCE_TOPIC_CONFIG, TOPIC_CONFIG_DEFAULTS};
+use crate::broker::Broker;
+use crate::topics::{self, RegistryError, Topic};
+use kafka_protocol::messages::create_topics_response::{
+    CreatableTopicConfigs, CreatableTopicResult,
+};
+use kafka_protocol::messages::*;
+use kafka_protocol::ResponseError;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use uuid::Uuid;
+
+/// Check a topic config value as Kafka's `LogConfig` ConfigDef does: its type, then its
+/// validator, with Kafka's message (`ConfigException`: "Invalid value V for configuration K: ...").
+pub(crate) fn validate_topic_config(key: &str, value: &str) -> Result<(), String> {
+    let bad = |why: String| {
+        Err(format!(
+            "Invalid value {value} for configuration {key}: {why}"
+        ))
+    };
+    let long = |min: i64| match value.trim().parse::<i64>() {
+        Err(_) => bad("Not a number of type LONG".into()),
+        Ok(v) if v < min => bad(format!("Value must be at least {min}")),
+        Ok(_) => Ok(()),
+    };
+    let int = |min: i32| match value.trim().parse::<i32>() {
+        Err(_) => bad("Not a number of type INT".into()),
+        Ok(v) if v < min => bad(format!("Value must be at least {min}")),
+        Ok(_) => Ok(()),
+    };
+    let one_of = |allowed: &[&str]| {
+        if allowed.contains(&value.trim()) {
+            Ok(())
+        } else {
+            bad(format!("String must be one of: {}", allowed.join(", ")))
+        }
+    };
+    let boolean = || match value.trim().to_ascii_lowercase().as_str() {
+        "true" | "false" => Ok(()),
+        _ => bad("Expected value to be either true or false".into()),
+    };
+    match key {
+        "cleanup.policy" => {
+            for item in value.split(',').map(str::trim) {
+                if !["compact", "delete"].contains(&item) {
+                    return bad(format!("Invalid value {item} for configuration {key}: String must be one of: compact, delete"));
+                }
+            }
+            Ok(())
+        }
+        "compression.type" => {
+            one_of(&["uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"])
+        }
+        "message.timestamp.type" => one_of(&["CreateTime", "LogAppendTime"]),
+        "delete.retention.ms"
+        | "file.delete.delay.ms"
+        | "flush.ms"
+        | "min.compaction.lag.ms"
+        | "segment.jitter.ms" => long(0),
+        "flush.messages" | "max.compaction.lag.ms" | "segment.ms" => long(1),
+        "retention.ms" => long(-1),
+        "retention.bytes" => long(i64::MIN),
+        "index.interval.bytes" | "max.message.bytes" => int(0),
+        "min.insync.replicas" => int(1),
+        "segment.bytes" => int(1024 * 1024),
+        "segment.index.bytes" => int(4),
+        "preallocate" | "unclean.leader.election.enable" => boolean(),
+        "min.cleanable.dirty.ratio" => match value.trim().parse::<f64>() {
+            Err(_) => bad("Not a number of type DOUBLE".into()),
+            Ok(v) if v < 0.0 => bad("Value must be at least 0".into()),
+            Ok(v) if v > 1.0 => bad("Value must be no more than 1".into()),
+            Ok(_) => Ok(()),
+        },
+        _ => Ok(()),
+    }
+}
+
+/// Registry writes fsync; keep them off the reactor.
+pub(super) async fn create_topic(
+    broker: &Arc<Broker>,
+    name: String,
+    partitions: i32,
+    configs: BTreeMap<String, String>,
+) -> Result<Arc<Topic>, RegistryError> {
+    let b = broker.clone();
+    glommio::executor()
+        .spawn_blocking(move || b.topics.create(&name, partitions, configs))
+        .await
+}
+
+/// CreateTopics v2–v7 for a single broker: replication factor 1 only.
+pub(super) async fn handle(
+    broker: &Arc<Broker>,
+    req: CreateTopicsRequest,
+    version: i16,
+) -> CreateTopicsResponse {
+    let mut resp = CreateTopicsResponse::default();
+    let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+    for t in &req.topics {
+        *counts.entry(t.name.0.to_string()).or_default() += 1;
+    }
+    let mut reported_dup = std::collections::HashSet::new();
+    for t in req.topics {
+        let name = t.name.0.to_string();
+        let mut result = CreatableTopicResult::default()
+            .with_name(t.name.clone())
+            .with_num_partitions(-1)
+            .with_replication_factor(-1);
+        let fail = |mut r: CreatableTopicResult, e: ResponseError, msg: String| {
+            r.error_code = code(e);
+            r.error_message = Some(s(msg));
+            r
+        };
+        if counts[&name] > 1 {
+            // Kafka reports a duplicated name once, as INVALID_REQUEST.
+            if reported_dup.insert(name.clone()) {
+                resp.topics.push(fail(
+                    result,
+                    ResponseError::InvalidRequest,
+                    format!("Duplicate topic name: {name}"),
+                ));
+            }
+            continue;
+        }
+        let partitions = if t.num_partitions == -1 && t.assignments.is_empty() {
+            broker.config.num_partitions
+        } else {
+            t.num_partitions
+        };
+        let rf = if t.replication_factor == -1 {
+            broker.config.default_replication_factor
+        } else {
+            t.replication_factor as i32
+        };
+        if let Err(reason) = topics::validate_name(&name) {
+            resp.topics
+                .push(fail(result, ResponseError::InvalidTopicException, reason));
+            continue;
+        }
+        if !t.assignments.is_empty() {
+            if t.num_partitions != -1 || t.replication_factor != -1 {
+                resp.topics.push(fail(
+                    result,
+                    ResponseError::InvalidRequest,
+                    "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time.".into(),
+                ));
+                continue;
+            }
+            let bad = t.assignments.iter().enumerate().find(|(i, a)| {
+                a.partition_index != *i as i32
+                    || a.broker_ids.len() != 1
+                    || a.broker_ids[0].0 != broker.node_id
+            });
+            if let Some((_, a)) = bad {
+                resp.topics.push(fail(
+                    result,
+                    ResponseError::InvalidReplicaAssignment,
+                    format!(
+                        "Invalid replica assignment for partition {}: only broker {} exists",
+                        a.partition_index, broker.node_id
+                    ),
+                ));
+                continue;
+            }
+        } else if partitions <= 0 {
+            resp.topics.push(fail(
+                result,
+                ResponseError::InvalidPartitions,
+                "Number of partitions must be larger than 0.".into(),
+            ));
+            continue;
+        }
+        let partitions = if t.assignments.is_empty() {
+            partitions
+        } else {
+            t.assignments.len() as i32
+        };
+        if t.assignments.is_empty() && rf != 1 {
+            let msg = if rf <= 0 {
+                "Replication factor must be larger than 0, or -1 to use the default value."
+                    .to_string()
+            } else {
+                format!(
+                    "Unable to replicate the partition {rf} time(s): The target replication factor of {rf} cannot be reached because only 1 broker(s) are registered."
+                )
+            };
+            resp.topics
+                .push(fail(result, ResponseError::InvalidReplicationFactor, msg));
+            continue;
+        }
+        let mut configs = BTreeMap::new();
+        let mut config_error = None;
+        for c in &t.configs {
+            let key = c.name.to_string();
+            match (
+                TOPIC_CONFIG_DEFAULTS.iter().any(|(n, _)| *n == key),
+                &c.value,
+            ) {
+                (false, _) => config_error = Some(format!("Unknown topic config name: {key}")),
+                (true, None) => {
+                    config_error = Some(format!("Null value not supported for topic config: {key}"))
+                }
+                (true, Some(v)) => match validate_topic_config(&key, v) {
+                    Ok(()) => {
+                        configs.insert(key, v.to_string());
+                    }
+                    Err(msg) => config_error = Some(msg),
+                },
+            }
+        }
+        if let Some(msg) = config_error {
+            resp.topics
+                .push(fail(result, ResponseError::InvalidConfig, msg));
+            continue;
+        }
+        let snap = broker.topics.snapshot();
+        if snap.get(&name).is_some() {
+            resp.topics.push(fail(
+                result,
+                ResponseError::TopicAlreadyExists,
+                format!("Topic '{name}' already exists."),
+            ));
+            continue;
+        }
+        if let Some(other) = snap.colliding(&name) {
+            let msg = format!(
+                "Topic '{name}' collides with existing topic: {}",
+                other.name
+            );
+            resp.topics
+                .push(fail(result, ResponseError::InvalidTopicException, msg));
+            continue;
+        }
+        let created = if req.validate_only {
+            Ok(Arc::new(Topic {
+                name: name.clone(),
+                id: Uuid::nil(),
+                partitions,
+                internal: false,
+                configs,
+            }))
+        } else {
+            create_topic(broker, name.clone(), partitions, configs).await
+        };
+        match created {
+            Ok(topic) => {
+                if !req.validate_only {
+                    tracing::info!(topic = %topic.name, partitions = topic.partitions, id = %topic.id, "created topic");
+                }
+                result.num_partitions = topic.partitions;
+                result.replication_factor = 1;
+                if version >= 7 {
+                    result.topic_id = topic.id;
+                }
+                if version >= 5 {
+                    result.configs = Some(
+                        broker
+                            .topic_configs(&topic)
+                            .into_iter()
+                            .map(|(n, v, default)| {
+                                CreatableTopicConfigs::default()
+                                    .with_name(s(n))
+                                    .with_value(Some(s(v)))
+                                    .with_config_source(if default {
+                                        SOURCE_DEFAULT_CONFIG
+                                    } else {
+                                        SOURCE_TOPIC_CONFIG
+                                    })
+                            })
+                            .collect(),
+                    );
+                }
+                resp.topics.push(result);
+            }
+            Err(RegistryError::AlreadyExists(_)) => resp.topics.push(fail(
+                result,
+                ResponseError::TopicAlreadyExists,
+                format!("Topic '{name}' already exists."),
+            )),
+            Err(e @ (RegistryError::Collides(..) | RegistryError::InvalidName(_))) => {
+                resp.topics.push(fail(
+                    result,
+                    ResponseError::InvalidTopicException,
+                    e.to_string(),
+                ))
+            }
+            Err(e) => {
+                tracing::error!(topic = %name, error = %e, "creating topic failed");
+                resp.topics.push(fail(
+                    result,
+                    ResponseError::UnknownServerError,
+                    e.to_string(),
+                ))
+            }
+        }
+    }
+    resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::validate_topic_config as check;
+
+    #[test]
+    fn topic_config_values_are_checked_like_kafka() {
+        assert_eq!(check("retention.ms", "3600000"), Ok(()));
+        assert_eq!(
+            check("retention.ms", "soon"),
+            Err(
+                "Invalid value soon for configuration retention.ms: Not a number of type LONG"
+                    .into()
+            )
+        );
+        assert_eq!(
+            check("retention.ms", "-2"),
+            Err(
+                "Invalid value -2 for configuration retention.ms: Value must be at least -1".into()
+            )
+        );
+        assert_eq!(check("retention.bytes", "-5"), Ok(()));
+        assert!(check("segment.bytes", "1000").is_err(), "below 1 MiB");
+        assert!(
+            check("max.message.bytes", "3000000000").is_err(),
+            "not an INT"
+        );
+        assert_eq!(check("cleanup.policy", "compact,delete"), Ok(()));
+        assert!(check("cleanup.policy", "archive").is_err());
+        assert!(check("message.timestamp.type", "logappendtime").is_err());
+        assert!(check("preallocate", "yes").is_err());
+        assert!(check("min.cleanable.dirty.ratio", "1.5").is_err());
+        assert_eq!(check("min.cleanable.dirty.ratio", "0.25"), Ok(()));
+    }
+}

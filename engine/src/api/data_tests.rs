@@ -1,0 +1,751 @@
+//! Tests of the data APIs' pure planning (`list_offsets::list_offsets_with`,
+//! `fetch::fetch_with`): every answer Kafka gives, with lookups answered by a test log.
+
+use super::common::{Lookup, NO_TIMESTAMP, UNKNOWN_OFFSET};
+use crate::broker::Broker;
+use crate::data::PartitionRead;
+use crate::topics::Topic;
+use bytes::Bytes;
+use kafka_protocol::messages::fetch_request::FetchPartition;
+use kafka_protocol::messages::fetch_response::PartitionData;
+use kafka_protocol::messages::list_offsets_request::ListOffsetsPartition;
+use kafka_protocol::messages::list_offsets_response::ListOffsetsPartitionResponse;
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+use std::sync::Arc;
+use uuid::Uuid;
+
+use super::fetch::*;
+use super::list_offsets::*;
+use crate::config::Config;
+use bytes::BytesMut;
+use kafka_protocol::messages::fetch_request::FetchTopic;
+use kafka_protocol::messages::list_offsets_request::ListOffsetsTopic;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// A broker opened like `open_broker` does, on a private data dir removed on drop, with
+/// "orders" (3 partitions).
+struct TestBroker {
+    broker: Arc<Broker>,
+    dir: PathBuf,
+    orders: Uuid,
+}
+
+impl Drop for TestBroker {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn broker(tag: &str) -> TestBroker {
+    let dir = std::env::temp_dir().join(format!("rl-data-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let broker =
+        crate::open_broker(Config::default(), &dir, "127.0.0.1:9092".parse().unwrap()).unwrap();
+    let orders = broker
+        .topics
+        .create("orders", 3, BTreeMap::new())
+        .unwrap()
+        .id;
+    TestBroker {
+        broker,
+        dir,
+        orders,
+    }
+}
+
+/// The answers of an empty log: start = high watermark = 0, no record for any timestamp.
+fn empty_log(_: &Arc<Topic>, _: i32, ts: i64) -> Lookup {
+    match ts {
+        LATEST_TIMESTAMP | EARLIEST_TIMESTAMP | EARLIEST_LOCAL_TIMESTAMP => Ok((0, NO_TIMESTAMP)),
+        _ => Ok((UNKNOWN_OFFSET, NO_TIMESTAMP)),
+    }
+}
+
+fn list_offsets(b: &Broker, req: ListOffsetsRequest, v: i16) -> ListOffsetsResponse {
+    list_offsets_with(b, &req, v, empty_log)
+}
+
+/// Fetch against empty logs: offset 0 reads nothing, anything else is out of range.
+fn fetch(b: &Broker, req: FetchRequest, v: i16) -> FetchPlan {
+    fetch_with(b, &req, v, |_, p| PartitionRead {
+        error: if p.fetch_offset == 0 { 0 } else { 1 },
+        high_watermark: 0,
+        log_start_offset: 0,
+        records: Bytes::new(),
+    })
+}
+
+#[test]
+fn records_read_are_returned_with_the_logs_offsets_and_capped_by_max_bytes() {
+    let tb = broker("records");
+    // Partition 0 has 300 bytes, partition 1 has 300 bytes; response max_bytes 400: the
+    // first is sent whole, the second would overflow and is sent empty.
+    let mut req = fetch_req(11, vec![("orders", tb.orders, vec![(0, 0), (1, 0)])], 500);
+    req.max_bytes = 400;
+    let plan = fetch_with(&tb.broker, &req, 11, |_, _| PartitionRead {
+        error: 0,
+        high_watermark: 7,
+        log_start_offset: 2,
+        records: Bytes::from(vec![1u8; 300]),
+    });
+    assert_eq!(plan.wait_ms, 0, "min_bytes is met: answer at once");
+    let parts = &plan.response.responses[0].partitions;
+    assert_eq!(parts[0].records.as_ref().map(|r| r.len()), Some(300));
+    assert_eq!(
+        (
+            parts[0].high_watermark,
+            parts[0].last_stable_offset,
+            parts[0].log_start_offset
+        ),
+        (7, 7, 2)
+    );
+    assert_eq!(parts[1].records.as_ref().map(|r| r.len()), Some(0));
+    encodes_fetch(&plan.response, 11);
+}
+
+#[test]
+fn list_offsets_by_timestamp_reports_the_found_record_with_epoch_zero() {
+    let tb = broker("lo-found");
+    let resp = list_offsets_with(
+        &tb.broker,
+        &lo_req(&[("orders", &[(0, 1_000)])]),
+        7,
+        |_, _, _| Ok((42, 1_234)),
+    );
+    let p = &resp.topics[0].partitions[0];
+    assert_eq!(
+        (p.error_code, p.offset, p.timestamp, p.leader_epoch),
+        (0, 42, 1_234, 0)
+    );
+}
+
+fn name(n: &str) -> TopicName {
+    TopicName(StrBytes::from_string(n.to_string()))
+}
+
+fn lo_req(topics: &[(&str, &[(i32, i64)])]) -> ListOffsetsRequest {
+    ListOffsetsRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_topics(
+            topics
+                .iter()
+                .map(|(t, parts)| {
+                    ListOffsetsTopic::default()
+                        .with_name(name(t))
+                        .with_partitions(
+                            parts
+                                .iter()
+                                .map(|&(p, ts)| {
+                                    ListOffsetsPartition::default()
+                                        .with_partition_index(p)
+                                        .with_timestamp(ts)
+                                })
+                                .collect(),
+                        )
+                })
+                .collect(),
+        )
+}
+
+fn encodes_lo(resp: &ListOffsetsResponse, version: i16) {
+    let r = wire::encode_response(
+        1,
+        version,
+        &wire::Response::ListOffsets(resp.clone()),
+        &mut BytesMut::new(),
+    );
+    assert!(r.is_ok(), "ListOffsets v{version} does not encode: {r:?}");
+}
+
+fn encodes_fetch(resp: &FetchResponse, version: i16) {
+    let r = wire::encode_response(
+        1,
+        version,
+        &wire::Response::Fetch(resp.clone()),
+        &mut BytesMut::new(),
+    );
+    assert!(r.is_ok(), "Fetch v{version} does not encode: {r:?}");
+}
+
+fn part(resp: &ListOffsetsResponse, topic: &str, p: i32) -> ListOffsetsPartitionResponse {
+    resp.topics
+        .iter()
+        .filter(|t| t.name.0.as_str() == topic)
+        .flat_map(|t| t.partitions.iter())
+        .find(|x| x.partition_index == p)
+        .cloned()
+        .unwrap_or_else(|| panic!("no answer for {topic}-{p}"))
+}
+
+#[test]
+fn list_offsets_earliest_latest_and_lookup_across_versions() {
+    let tb = broker("lo-basic");
+    for version in [1i16, 2, 4, 5, 6, 7, 8, 9, 10] {
+        let resp = list_offsets(
+            &tb.broker,
+            lo_req(&[(
+                "orders",
+                &[
+                    (0, EARLIEST_TIMESTAMP),
+                    (1, LATEST_TIMESTAMP),
+                    (2, 1_700_000_000_000),
+                ],
+            )]),
+            version,
+        );
+        encodes_lo(&resp, version);
+        assert_eq!(resp.topics.len(), 1);
+        assert_eq!(resp.topics[0].partitions.len(), 3);
+        let epoch = if version >= 4 { 0 } else { -1 };
+        for p in [0, 1] {
+            let r = part(&resp, "orders", p);
+            assert_eq!(
+                (r.error_code, r.offset, r.timestamp, r.leader_epoch),
+                (0, 0, -1, epoch),
+                "v{version} p{p}"
+            );
+        }
+        let r = part(&resp, "orders", 2);
+        assert_eq!(
+            (r.error_code, r.offset, r.timestamp, r.leader_epoch),
+            (0, -1, -1, -1),
+            "v{version} timestamp lookup"
+        );
+    }
+}
+
+#[test]
+fn list_offsets_unknown_topic_and_partition() {
+    let tb = broker("lo-unknown");
+    for version in [1i16, 4, 7, 10] {
+        let resp = list_offsets(
+            &tb.broker,
+            lo_req(&[
+                ("nope", &[(0, LATEST_TIMESTAMP)]),
+                (
+                    "orders",
+                    &[(3, EARLIEST_TIMESTAMP), (-1, LATEST_TIMESTAMP), (0, 5)],
+                ),
+            ]),
+            version,
+        );
+        encodes_lo(&resp, version);
+        for (t, p) in [("nope", 0), ("orders", 3), ("orders", -1)] {
+            let r = part(&resp, t, p);
+            assert_eq!(
+                (r.error_code, r.offset, r.timestamp, r.leader_epoch),
+                (3, -1, -1, -1),
+                "v{version} {t}-{p}"
+            );
+        }
+        assert_eq!(part(&resp, "orders", 0).error_code, 0);
+    }
+}
+
+#[test]
+fn list_offsets_special_timestamps_follow_their_versions() {
+    let tb = broker("lo-special");
+    let ask = |ts: i64, version: i16| {
+        let resp = list_offsets(&tb.broker, lo_req(&[("orders", &[(0, ts)])]), version);
+        encodes_lo(&resp, version);
+        let r = part(&resp, "orders", 0);
+        (r.error_code, r.offset, r.timestamp, r.leader_epoch)
+    };
+    let unsupported = (35, -1, -1, -1);
+    // Max timestamp: v7+, empty partition → nothing qualifies.
+    assert_eq!(ask(MAX_TIMESTAMP, 1), unsupported);
+    assert_eq!(ask(MAX_TIMESTAMP, 6), unsupported);
+    assert_eq!(ask(MAX_TIMESTAMP, 7), (0, -1, -1, -1));
+    // Earliest local: v8+, same as earliest without tiered storage.
+    assert_eq!(ask(EARLIEST_LOCAL_TIMESTAMP, 7), unsupported);
+    assert_eq!(ask(EARLIEST_LOCAL_TIMESTAMP, 8), (0, 0, -1, 0));
+    // Latest tiered: v9+, no remote storage → -1 with epoch -1.
+    assert_eq!(ask(LATEST_TIERED_TIMESTAMP, 8), unsupported);
+    assert_eq!(ask(LATEST_TIERED_TIMESTAMP, 10), (0, -1, -1, -1));
+    // Unknown negative timestamps, including v11's -6.
+    assert_eq!(ask(-6, 10), unsupported);
+    assert_eq!(ask(i64::MIN, 10), unsupported);
+    // Timestamp 0 is a lookup, not a special value.
+    assert_eq!(ask(0, 1), (0, -1, -1, -1));
+    assert_eq!(ask(i64::MAX, 10), (0, -1, -1, -1));
+}
+
+#[test]
+fn list_offsets_current_leader_epoch() {
+    let tb = broker("lo-epoch");
+    let ask = |epoch: i32, version: i16| {
+        let mut req = lo_req(&[("orders", &[(1, LATEST_TIMESTAMP)])]);
+        req.topics[0].partitions[0].current_leader_epoch = epoch;
+        let resp = list_offsets(&tb.broker, req, version);
+        encodes_lo(&resp, version);
+        let r = part(&resp, "orders", 1);
+        (r.error_code, r.offset)
+    };
+    assert_eq!(ask(-1, 4), (0, 0));
+    assert_eq!(ask(0, 4), (0, 0));
+    assert_eq!(ask(1, 4), (75, -1));
+    assert_eq!(ask(i32::MAX, 10), (75, -1));
+    assert_eq!(ask(-2, 7), (74, -1));
+    // Before v4 the field does not exist on the wire: ignored.
+    assert_eq!(ask(5, 3), (0, 0));
+}
+
+#[test]
+fn list_offsets_duplicate_partition_is_invalid_request() {
+    let tb = broker("lo-dup");
+    let resp = list_offsets(
+        &tb.broker,
+        lo_req(&[
+            ("orders", &[(0, LATEST_TIMESTAMP), (1, LATEST_TIMESTAMP)]),
+            (
+                "orders",
+                &[(0, EARLIEST_TIMESTAMP), (2, EARLIEST_TIMESTAMP)],
+            ),
+        ]),
+        7,
+    );
+    encodes_lo(&resp, 7);
+    assert_eq!(resp.topics.len(), 1, "one entry per topic");
+    let parts: Vec<_> = resp.topics[0]
+        .partitions
+        .iter()
+        .map(|p| (p.partition_index, p.error_code))
+        .collect();
+    assert_eq!(parts, vec![(0, 42), (1, 0), (2, 0)]);
+}
+
+/// (topic name, topic id, [(partition, fetch offset)]); the version picks name or id.
+type FetchSpec<'a> = Vec<(&'a str, Uuid, Vec<(i32, i64)>)>;
+
+fn fetch_req(version: i16, topics: FetchSpec<'_>, max_wait_ms: i32) -> FetchRequest {
+    let topics = topics
+        .into_iter()
+        .map(|(n, id, parts)| {
+            let mut t = FetchTopic::default().with_partitions(
+                parts
+                    .into_iter()
+                    .map(|(p, off)| {
+                        FetchPartition::default()
+                            .with_partition(p)
+                            .with_fetch_offset(off)
+                            .with_partition_max_bytes(1_048_576)
+                    })
+                    .collect(),
+            );
+            if version >= 13 {
+                t.topic_id = id;
+            } else {
+                t.topic = name(n);
+            }
+            t
+        })
+        .collect();
+    let mut req = FetchRequest::default()
+        .with_max_wait_ms(max_wait_ms)
+        .with_min_bytes(1)
+        .with_max_bytes(52_428_800)
+        .with_topics(topics);
+    if version >= 7 {
+        req.session_id = 0;
+        req.session_epoch = 0;
+    }
+    req
+}
+
+fn all_partitions(resp: &FetchResponse) -> Vec<&PartitionData> {
+    resp.responses
+        .iter()
+        .flat_map(|t| t.partitions.iter())
+        .collect()
+}
+
+fn assert_empty_ok(p: &PartitionData) {
+    assert_eq!(p.error_code, 0, "partition {}", p.partition_index);
+    assert_eq!(p.high_watermark, 0);
+    assert_eq!(p.last_stable_offset, 0);
+    assert_eq!(p.log_start_offset, 0);
+    assert_eq!(p.preferred_read_replica, -1);
+    assert_eq!(p.records.as_ref().map(|r| r.len()), Some(0));
+}
+
+#[test]
+fn fetch_by_name_at_offset_zero_waits_max_wait() {
+    let tb = broker("f-name");
+    let plan = fetch(
+        &tb.broker,
+        fetch_req(
+            11,
+            vec![("orders", Uuid::nil(), vec![(0, 0), (1, 0), (2, 0)])],
+            500,
+        ),
+        11,
+    );
+    encodes_fetch(&plan.response, 11);
+    assert_eq!(plan.wait_ms, 500);
+    assert_eq!(plan.response.error_code, 0);
+    assert_eq!(plan.response.session_id, 0);
+    assert_eq!(plan.response.responses.len(), 1);
+    assert_eq!(plan.response.responses[0].topic.0.as_str(), "orders");
+    assert_eq!(plan.response.responses[0].topic_id, tb.orders);
+    let parts = all_partitions(&plan.response);
+    assert_eq!(parts.len(), 3);
+    for p in parts {
+        assert_empty_ok(p);
+        assert_eq!(p.aborted_transactions, None, "read_uncommitted: null");
+    }
+
+    // read_committed: an empty aborted-transaction array.
+    let mut req = fetch_req(11, vec![("orders", Uuid::nil(), vec![(0, 0)])], 500);
+    req.isolation_level = 1;
+    let plan = fetch(&tb.broker, req, 11);
+    encodes_fetch(&plan.response, 11);
+    assert_eq!(
+        all_partitions(&plan.response)[0].aborted_transactions,
+        Some(vec![])
+    );
+}
+
+#[test]
+fn fetch_by_id_v13_and_v17() {
+    let tb = broker("f-id");
+    for version in [13i16, 15, 16, 17, 18] {
+        let plan = fetch(
+            &tb.broker,
+            fetch_req(version, vec![("", tb.orders, vec![(0, 0), (2, 0)])], 100),
+            version,
+        );
+        encodes_fetch(&plan.response, version);
+        assert_eq!(plan.wait_ms, 100, "v{version}");
+        let t = &plan.response.responses[0];
+        assert_eq!(t.topic_id, tb.orders);
+        assert_eq!(t.topic.0.as_str(), "orders");
+        assert_eq!(t.partitions.len(), 2);
+        t.partitions.iter().for_each(assert_empty_ok);
+    }
+}
+
+#[test]
+fn fetch_offset_out_of_range_answers_at_once() {
+    let tb = broker("f-oor");
+    for (version, id) in [(11i16, Uuid::nil()), (13, tb.orders), (17, tb.orders)] {
+        let plan = fetch(
+            &tb.broker,
+            fetch_req(
+                version,
+                vec![("orders", id, vec![(0, 5), (1, 0), (2, -1)])],
+                500,
+            ),
+            version,
+        );
+        encodes_fetch(&plan.response, version);
+        assert_eq!(plan.wait_ms, 0, "v{version}: an error answers at once");
+        let parts = all_partitions(&plan.response);
+        let codes: Vec<_> = parts
+            .iter()
+            .map(|p| (p.partition_index, p.error_code))
+            .collect();
+        assert_eq!(codes, vec![(0, 1), (1, 0), (2, 1)]);
+        assert_eq!(parts[0].high_watermark, -1);
+        assert_eq!(parts[0].log_start_offset, -1);
+        assert_eq!(parts[0].records.as_ref().map(|r| r.len()), Some(0));
+        assert_empty_ok(parts[1]);
+    }
+}
+
+#[test]
+fn fetch_unknown_topic_id_and_name() {
+    let tb = broker("f-unknown");
+    let stranger = Uuid::from_u128(0x1234);
+    // Only unknown ids: UNKNOWN_TOPIC_ID at partition level, answered at once.
+    for version in [13i16, 17] {
+        let plan = fetch(
+            &tb.broker,
+            fetch_req(version, vec![("", stranger, vec![(0, 0), (1, 0)])], 500),
+            version,
+        );
+        encodes_fetch(&plan.response, version);
+        assert_eq!(plan.wait_ms, 0);
+        assert_eq!(plan.response.error_code, 0);
+        assert_eq!(plan.response.responses.len(), 1);
+        assert_eq!(plan.response.responses[0].topic_id, stranger);
+        for p in all_partitions(&plan.response) {
+            assert_eq!(p.error_code, 100);
+            assert_eq!(p.high_watermark, -1);
+            assert_eq!(p.records.as_ref().map(|r| r.len()), Some(0));
+        }
+    }
+    // The nil id is no topic either.
+    let plan = fetch(
+        &tb.broker,
+        fetch_req(13, vec![("", Uuid::nil(), vec![(0, 0)])], 500),
+        13,
+    );
+    assert_eq!(all_partitions(&plan.response)[0].error_code, 100);
+
+    // By name: unknown topic or partition.
+    let plan = fetch(
+        &tb.broker,
+        fetch_req(
+            11,
+            vec![
+                ("nope", Uuid::nil(), vec![(0, 0)]),
+                ("orders", Uuid::nil(), vec![(3, 0)]),
+            ],
+            500,
+        ),
+        11,
+    );
+    encodes_fetch(&plan.response, 11);
+    assert_eq!(plan.wait_ms, 0);
+    let codes: Vec<_> = all_partitions(&plan.response)
+        .iter()
+        .map(|p| p.error_code)
+        .collect();
+    assert_eq!(codes, vec![3, 3]);
+    assert_eq!(plan.response.responses[0].topic.0.as_str(), "nope");
+
+    // Mixed with a readable partition: Kafka still holds the fetch for the readable one and
+    // lists the rejected partitions after it.
+    let plan = fetch(
+        &tb.broker,
+        fetch_req(
+            17,
+            vec![
+                ("", stranger, vec![(0, 0)]),
+                ("", tb.orders, vec![(1, 0), (7, 0)]),
+            ],
+            250,
+        ),
+        17,
+    );
+    encodes_fetch(&plan.response, 17);
+    assert_eq!(plan.wait_ms, 250);
+    let got: Vec<_> = plan
+        .response
+        .responses
+        .iter()
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .map(move |p| (t.topic_id, p.partition_index, p.error_code))
+        })
+        .collect();
+    assert_eq!(
+        got,
+        vec![(tb.orders, 1, 0), (stranger, 0, 100), (tb.orders, 7, 3)]
+    );
+    assert_eq!(plan.response.responses.len(), 3);
+}
+
+#[test]
+fn fetch_sessions() {
+    let tb = broker("f-session");
+    let with_session = |version: i16, id: i32, epoch: i32| {
+        let mut req = fetch_req(version, vec![("orders", tb.orders, vec![(0, 0)])], 500);
+        req.session_id = id;
+        req.session_epoch = epoch;
+        let plan = fetch(&tb.broker, req, version);
+        encodes_fetch(&plan.response, version);
+        plan
+    };
+    // Incremental fetches name a session we never created.
+    for (version, id, epoch) in [(7i16, 7, 3), (11, 7, 1), (13, 0, 1), (17, 42, -2)] {
+        let plan = with_session(version, id, epoch);
+        assert_eq!(plan.response.error_code, 70, "v{version} {id}/{epoch}");
+        assert_eq!(plan.response.session_id, 0);
+        assert!(plan.response.responses.is_empty());
+        assert_eq!(plan.wait_ms, 0);
+    }
+    // Full fetches, including one that closes a session (epoch -1): sessionless answers.
+    for (version, id, epoch) in [(7i16, 0, 0), (11, 0, -1), (17, 7, -1), (17, 7, 0)] {
+        let plan = with_session(version, id, epoch);
+        assert_eq!(plan.response.error_code, 0, "v{version} {id}/{epoch}");
+        assert_eq!(plan.response.session_id, 0);
+        assert_eq!(all_partitions(&plan.response).len(), 1);
+        assert_eq!(plan.wait_ms, 500);
+    }
+    // Before v7 there are no session fields: whatever the struct holds is ignored.
+    let mut req = fetch_req(6, vec![("orders", Uuid::nil(), vec![(0, 0)])], 500);
+    req.session_epoch = 9;
+    let plan = fetch(&tb.broker, req, 6);
+    assert_eq!(plan.response.error_code, 0);
+    encodes_fetch(&plan.response, 6);
+}
+
+#[test]
+fn fetch_current_leader_epoch() {
+    let tb = broker("f-epoch");
+    let ask = |version: i16, epoch: i32| {
+        let mut req = fetch_req(version, vec![("orders", tb.orders, vec![(0, 0)])], 500);
+        req.topics[0].partitions[0].current_leader_epoch = epoch;
+        let plan = fetch(&tb.broker, req, version);
+        encodes_fetch(&plan.response, version);
+        (all_partitions(&plan.response)[0].error_code, plan.wait_ms)
+    };
+    assert_eq!(ask(9, -1), (0, 500));
+    assert_eq!(ask(11, 0), (0, 500));
+    assert_eq!(ask(12, 1), (75, 0));
+    assert_eq!(ask(17, i32::MAX), (75, 0));
+    // Any negative epoch means "none" in Fetch.
+    assert_eq!(ask(16, -2), (0, 500));
+    // Before v9 the field does not exist: ignored.
+    assert_eq!(ask(8, 3), (0, 500));
+}
+
+#[test]
+fn fetch_wait_follows_max_wait_and_min_bytes() {
+    let tb = broker("f-wait");
+    let wait = |max_wait: i32, min_bytes: i32, max_bytes: i32| {
+        let mut req = fetch_req(11, vec![("orders", Uuid::nil(), vec![(0, 0)])], max_wait);
+        req.min_bytes = min_bytes;
+        req.max_bytes = max_bytes;
+        fetch(&tb.broker, req, 11).wait_ms
+    };
+    assert_eq!(wait(500, 1, 1 << 20), 500);
+    assert_eq!(wait(60_000, 1, 1 << 20), MAX_FETCH_WAIT_MS);
+    assert_eq!(wait(i32::MAX, 1, 1 << 20), MAX_FETCH_WAIT_MS);
+    assert_eq!(wait(0, 1, 1 << 20), 0);
+    assert_eq!(wait(-5, 1, 1 << 20), 0);
+    assert_eq!(wait(500, 0, 1 << 20), 0, "min_bytes 0 is satisfied at once");
+    assert_eq!(wait(500, -1, 1 << 20), 0);
+    assert_eq!(wait(500, 1, 0), 0, "Kafka caps min_bytes by max_bytes");
+    // Nothing to read at all.
+    let plan = fetch(&tb.broker, fetch_req(11, vec![], 500), 11);
+    assert_eq!(plan.wait_ms, 0);
+    assert!(plan.response.responses.is_empty());
+}
+
+#[test]
+fn fetch_repeated_partition_keeps_first_position_and_last_parameters() {
+    let tb = broker("f-dup");
+    let plan = fetch(
+        &tb.broker,
+        fetch_req(
+            11,
+            vec![
+                ("orders", Uuid::nil(), vec![(0, 9), (1, 0)]),
+                ("orders", Uuid::nil(), vec![(0, 0)]),
+            ],
+            500,
+        ),
+        11,
+    );
+    encodes_fetch(&plan.response, 11);
+    let got: Vec<_> = all_partitions(&plan.response)
+        .iter()
+        .map(|p| (p.partition_index, p.error_code))
+        .collect();
+    assert_eq!(got, vec![(0, 0), (1, 0)]);
+    assert_eq!(plan.response.responses.len(), 1);
+    assert_eq!(plan.wait_ms, 500);
+}
+
+#[test]
+fn every_response_encodes_at_every_version() {
+    let tb = broker("encode");
+    let stranger = Uuid::from_u128(7);
+    for version in 4i16..=18 {
+        // Good, out-of-range, unknown partition, epoch error, unknown topic/id.
+        let mut req = fetch_req(
+            version,
+            vec![
+                ("orders", tb.orders, vec![(0, 0), (1, 3), (9, 0), (2, 0)]),
+                ("ghost", stranger, vec![(0, 0)]),
+            ],
+            500,
+        );
+        req.topics[0].partitions[3].current_leader_epoch = 4;
+        for isolation in [0i8, 1] {
+            req.isolation_level = isolation;
+            let plan = fetch(&tb.broker, req.clone(), version);
+            encodes_fetch(&plan.response, version);
+            // And the bytes decode back with non-null records everywhere.
+            let mut out = BytesMut::new();
+            wire::encode_response(
+                1,
+                version,
+                &wire::Response::Fetch(plan.response.clone()),
+                &mut out,
+            )
+            .unwrap();
+            let frame = out.freeze().slice(4..);
+            let (_, decoded) = wire::codec::decode_response(1, version, &frame).unwrap();
+            let wire::Response::Fetch(decoded) = decoded else {
+                panic!("not a fetch response")
+            };
+            assert_eq!(all_partitions(&decoded).len(), 5, "v{version}");
+            for p in all_partitions(&decoded) {
+                assert_eq!(p.records.as_ref().map(|r| r.len()), Some(0), "v{version}");
+            }
+        }
+        if version >= 7 {
+            let mut req = req.clone();
+            req.session_id = 3;
+            req.session_epoch = 4;
+            encodes_fetch(&fetch(&tb.broker, req, version).response, version);
+        }
+    }
+    for version in 1i16..=10 {
+        let mut req = lo_req(&[
+            (
+                "orders",
+                &[
+                    (0, EARLIEST_TIMESTAMP),
+                    (1, LATEST_TIMESTAMP),
+                    (2, MAX_TIMESTAMP),
+                    (5, EARLIEST_TIMESTAMP),
+                ],
+            ),
+            (
+                "ghost",
+                &[(0, EARLIEST_LOCAL_TIMESTAMP), (1, LATEST_TIERED_TIMESTAMP)],
+            ),
+            ("orders", &[(0, 1234)]),
+        ]);
+        req.topics[0].partitions[1].current_leader_epoch = 2;
+        encodes_lo(&list_offsets(&tb.broker, req, version), version);
+    }
+}
+
+#[test]
+fn odd_inputs_do_not_panic() {
+    let tb = broker("odd");
+    for version in [-1i16, 0, 1, 3, 4, 12, 13, 18, 19, i16::MAX, i16::MIN] {
+        let req = FetchRequest::default()
+            .with_max_wait_ms(i32::MIN)
+            .with_min_bytes(i32::MAX)
+            .with_max_bytes(i32::MIN)
+            .with_session_id(i32::MIN)
+            .with_session_epoch(i32::MIN)
+            .with_isolation_level(i8::MIN)
+            .with_topics(vec![
+                FetchTopic::default()
+                    .with_topic(name(""))
+                    .with_partitions(vec![FetchPartition::default()
+                        .with_partition(i32::MIN)
+                        .with_fetch_offset(i64::MIN)
+                        .with_current_leader_epoch(i32::MIN)]),
+                FetchTopic::default()
+                    .with_topic(name("orders"))
+                    .with_topic_id(tb.orders)
+                    .with_partitions(vec![FetchPartition::default()
+                        .with_partition(i32::MAX)
+                        .with_fetch_offset(i64::MAX)
+                        .with_current_leader_epoch(i32::MAX)]),
+            ]);
+        let _ = fetch(&tb.broker, req, version);
+        let req = ListOffsetsRequest::default()
+            .with_replica_id(BrokerId(i32::MIN))
+            .with_isolation_level(i8::MAX)
+            .with_timeout_ms(i32::MIN)
+            .with_topics(vec![ListOffsetsTopic::default()
+                .with_name(name(""))
+                .with_partitions(vec![ListOffsetsPartition::default()
+                    .with_partition_index(i32::MIN)
+                    .with_timestamp(i64::MIN)
+                    .with_current_leader_epoch(i32::MIN)])]);
+        let _ = list_offsets(&tb.broker, req, version);
+    }
+}

@@ -1,0 +1,114 @@
+//! DeleteTopics: remove the topics from the registry, close their partitions on every shard,
+//! and free their directories.
+
+use super::common::{code, s};
+use crate::broker::Broker;
+use crate::data::DataOp;
+use crate::runtime::shard::Shard;
+use crate::topics::{RegistryError, Topic};
+use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
+use kafka_protocol::messages::*;
+use kafka_protocol::ResponseError;
+use std::rc::Rc;
+use std::sync::Arc;
+use uuid::Uuid;
+
+async fn delete_topic(broker: &Arc<Broker>, name: String) -> Result<Arc<Topic>, RegistryError> {
+    let b = broker.clone();
+    glommio::executor()
+        .spawn_blocking(move || b.topics.delete(&name))
+        .await
+}
+
+/// DeleteTopics v1–v6 (by name; v6 also by id).
+async fn delete(
+    broker: &Arc<Broker>,
+    req: DeleteTopicsRequest,
+    version: i16,
+) -> DeleteTopicsResponse {
+    let mut resp = DeleteTopicsResponse::default();
+    let targets: Vec<(Option<String>, Uuid)> = if version >= 6 {
+        req.topics
+            .into_iter()
+            .map(|t| (t.name.map(|n| n.0.to_string()), t.topic_id))
+            .collect()
+    } else {
+        req.topic_names
+            .into_iter()
+            .map(|n| (Some(n.0.to_string()), Uuid::nil()))
+            .collect()
+    };
+    for (name, id) in targets {
+        let mut r = DeletableTopicResult::default();
+        let snap = broker.topics.snapshot();
+        let resolved = match (&name, id.is_nil()) {
+            (Some(n), _) => snap
+                .get(n)
+                .cloned()
+                .ok_or(ResponseError::UnknownTopicOrPartition),
+            (None, false) => snap
+                .get_by_id(&id)
+                .cloned()
+                .ok_or(ResponseError::UnknownTopicId),
+            (None, true) => Err(ResponseError::InvalidRequest),
+        };
+        r.name = name.clone().map(|n| TopicName(s(n)));
+        r.topic_id = id;
+        let topic = match resolved {
+            Ok(t) => t,
+            Err(e) => {
+                r.error_code = code(e);
+                // Kafka answers with the error's own message (`ApiError` of the error alone).
+                if version >= 5 {
+                    r.error_message = Some(s(e.to_string()));
+                }
+                resp.responses.push(r);
+                continue;
+            }
+        };
+        r.name = Some(TopicName(s(topic.name.clone())));
+        if version >= 6 {
+            r.topic_id = topic.id;
+        }
+        if !broker.config.delete_topic_enable {
+            r.error_code = code(ResponseError::TopicDeletionDisabled);
+        } else if topic.internal {
+            r.error_code = code(ResponseError::InvalidRequest);
+            r.error_message = Some(s(format!("Cannot delete internal topic {}", topic.name)));
+        } else {
+            match delete_topic(broker, topic.name.clone()).await {
+                Ok(t) => tracing::info!(topic = %t.name, id = %t.id, "deleted topic"),
+                Err(RegistryError::Unknown(_)) => {
+                    r.error_code = code(ResponseError::UnknownTopicOrPartition)
+                }
+                Err(e) => {
+                    tracing::error!(topic = %topic.name, error = %e, "deleting topic failed");
+                    r.error_code = code(ResponseError::UnknownServerError);
+                    r.error_message = Some(s(e.to_string()));
+                }
+            }
+        }
+        resp.responses.push(r);
+    }
+    resp
+}
+
+/// DeleteTopics: remove the topics from the registry, close their partitions on every shard,
+/// then free their directories.
+pub(super) async fn handle(
+    shard: &Rc<Shard>,
+    req: DeleteTopicsRequest,
+    version: i16,
+) -> DeleteTopicsResponse {
+    let b = &shard.broker;
+    let resp = delete(b, req, version).await;
+    for s in 0..shard.router.shards() {
+        // A shard that cannot answer (stalled, stopping) keeps the topic's open logs until its
+        // next retention pass closes them; the registry no longer lists the topic either way.
+        let _ = shard.router.data(s, DataOp::Forget).await;
+    }
+    if let Some(dir) = &b.data_dir {
+        crate::data::sweep_deleted_topics(dir, b);
+    }
+    resp
+}

@@ -1,0 +1,35 @@
+//! DescribeCluster: this one broker as the whole cluster, and its controller.
+
+use super::common::{code, s, AUTHORIZED_OPS_OMITTED, CLUSTER_AUTHORIZED_OPS};
+use crate::broker::Broker;
+use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
+use kafka_protocol::messages::*;
+use kafka_protocol::ResponseError;
+
+/// DescribeCluster v0–v2: this one broker, which is also the controller.
+pub(super) fn handle(
+    broker: &Broker,
+    req: DescribeClusterRequest,
+    version: i16,
+) -> DescribeClusterResponse {
+    let endpoint_type = if version >= 1 { req.endpoint_type } else { 1 };
+    let mut resp = DescribeClusterResponse::default()
+        .with_cluster_id(s(broker.cluster_id.clone()))
+        .with_controller_id(BrokerId(broker.node_id))
+        .with_endpoint_type(endpoint_type)
+        .with_cluster_authorized_operations(if req.include_cluster_authorized_operations {
+            CLUSTER_AUTHORIZED_OPS
+        } else {
+            AUTHORIZED_OPS_OMITTED
+        });
+    if endpoint_type != 1 && endpoint_type != 2 {
+        resp.error_code = code(ResponseError::UnsupportedEndpointType);
+        resp.error_message = Some(s(format!("Unsupported endpoint type {endpoint_type}")));
+        return resp;
+    }
+    resp.brokers = vec![DescribeClusterBroker::default()
+        .with_broker_id(BrokerId(broker.node_id))
+        .with_host(s(broker.host.clone()))
+        .with_port(broker.port)];
+    resp
+}

@@ -1,0 +1,218 @@
+//! Metadata: brokers, topics and partitions (this broker leads all), creating unknown topics when
+//! `auto.create.topics.enable` and the request allow it.
+
+use super::common::{
+    code, s, AUTHORIZED_OPS_OMITTED, CLUSTER_AUTHORIZED_OPS, TOPIC_AUTHORIZED_OPS,
+};
+use super::create_topics::create_topic;
+use super::describe_configs::TOPIC_CONFIG_DEFAULTS;
+use crate::broker::Broker;
+use crate::topics::{self, RegistryError, Topic};
+use kafka_protocol::messages::metadata_response::{
+    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
+use kafka_protocol::messages::*;
+use kafka_protocol::ResponseError;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use uuid::Uuid;
+
+impl Broker {
+    /// The effective configs of a topic: its overrides, then Kafka's defaults. The internal
+    /// offsets topic is compacted, as Kafka creates it (`GroupCoordinatorService.groupMetadataTopicConfigs`).
+    pub(crate) fn topic_configs(&self, topic: &Topic) -> Vec<(String, String, bool)> {
+        let mut out = Vec::with_capacity(TOPIC_CONFIG_DEFAULTS.len());
+        for (name, default) in TOPIC_CONFIG_DEFAULTS {
+            let internal_override = match (*name, topic.internal) {
+                ("cleanup.policy", true) => Some("compact".to_string()),
+                ("segment.bytes", true) => {
+                    Some(self.config.offsets_topic_segment_bytes.to_string())
+                }
+                _ => None,
+            };
+            match topic.configs.get(*name).cloned().or(internal_override) {
+                Some(v) => out.push(((*name).to_string(), v, false)),
+                None => out.push(((*name).to_string(), (*default).to_string(), true)),
+            }
+        }
+        out
+    }
+
+    pub(crate) fn metadata_topic(&self, topic: &Topic, version: i16) -> MetadataResponseTopic {
+        let node = BrokerId(self.node_id);
+        let partitions = (0..topic.partitions)
+            .map(|p| {
+                MetadataResponsePartition::default()
+                    .with_partition_index(p)
+                    .with_leader_id(node)
+                    .with_leader_epoch(0)
+                    .with_replica_nodes(vec![node])
+                    .with_isr_nodes(vec![node])
+            })
+            .collect();
+        let mut t = MetadataResponseTopic::default()
+            .with_name(Some(TopicName(s(topic.name.clone()))))
+            .with_is_internal(topic.internal)
+            .with_partitions(partitions)
+            .with_topic_authorized_operations(AUTHORIZED_OPS_OMITTED);
+        if version >= 10 {
+            t.topic_id = topic.id;
+        }
+        t
+    }
+
+    pub(crate) fn metadata_error(
+        name: Option<&str>,
+        id: Uuid,
+        err: ResponseError,
+    ) -> MetadataResponseTopic {
+        MetadataResponseTopic::default()
+            .with_error_code(code(err))
+            .with_name(name.map(|n| TopicName(s(n))))
+            .with_topic_id(id)
+            .with_topic_authorized_operations(AUTHORIZED_OPS_OMITTED)
+    }
+
+    pub(crate) fn broker_list(&self) -> Vec<MetadataResponseBroker> {
+        vec![MetadataResponseBroker::default()
+            .with_node_id(BrokerId(self.node_id))
+            .with_host(s(self.host.clone()))
+            .with_port(self.port)]
+    }
+}
+
+/// Metadata v0–v13. Unknown topics are created when the request allows it (v4+ flag; implied
+/// before v4) and `auto.create.topics.enable` is set, and returned ready to use.
+pub(super) async fn handle(
+    broker: &Arc<Broker>,
+    req: MetadataRequest,
+    version: i16,
+) -> MetadataResponse {
+    let topic_ops = version >= 8 && req.include_topic_authorized_operations;
+    let cluster_ops = (8..=10).contains(&version) && req.include_cluster_authorized_operations;
+    let mut resp = metadata_topics(broker, req, version).await;
+    if topic_ops {
+        for t in &mut resp.topics {
+            t.topic_authorized_operations = TOPIC_AUTHORIZED_OPS;
+        }
+    }
+    if cluster_ops {
+        resp.cluster_authorized_operations = CLUSTER_AUTHORIZED_OPS;
+    }
+    resp
+}
+
+pub(crate) async fn metadata_topics(
+    broker: &Arc<Broker>,
+    req: MetadataRequest,
+    version: i16,
+) -> MetadataResponse {
+    let mut resp = MetadataResponse::default()
+        .with_brokers(broker.broker_list())
+        .with_cluster_id(Some(s(broker.cluster_id.clone())))
+        .with_controller_id(BrokerId(broker.node_id))
+        .with_cluster_authorized_operations(AUTHORIZED_OPS_OMITTED);
+    let snap = broker.topics.snapshot();
+    // v0: an empty list means all topics; v1+: null means all, empty means none.
+    let requested = match req.topics {
+        None => None,
+        Some(t) if t.is_empty() && version == 0 => None,
+        Some(t) => Some(t),
+    };
+    let Some(requested) = requested else {
+        resp.topics = snap
+            .iter()
+            .map(|t| broker.metadata_topic(t, version))
+            .collect();
+        return resp;
+    };
+    let allow_create =
+        (version < 4 || req.allow_auto_topic_creation) && broker.config.auto_create_topics_enable;
+    let mut seen = std::collections::HashSet::new();
+    for rt in requested {
+        // v12+ may name a topic by id alone (name null; some clients send "" instead).
+        let name = rt
+            .name
+            .filter(|n| !(n.0.is_empty() && !rt.topic_id.is_nil()));
+        match name {
+            Some(name) => {
+                let name = name.0.to_string();
+                if !seen.insert(name.clone()) {
+                    continue;
+                }
+                if let Some(t) = snap.get(&name) {
+                    resp.topics.push(broker.metadata_topic(t, version));
+                    continue;
+                }
+                if let Err(_reason) = topics::validate_name(&name) {
+                    resp.topics.push(Broker::metadata_error(
+                        Some(&name),
+                        Uuid::nil(),
+                        ResponseError::InvalidTopicException,
+                    ));
+                    continue;
+                }
+                if !allow_create {
+                    resp.topics.push(Broker::metadata_error(
+                        Some(&name),
+                        Uuid::nil(),
+                        ResponseError::UnknownTopicOrPartition,
+                    ));
+                    continue;
+                }
+                let partitions = broker.config.num_partitions;
+                if broker.config.default_replication_factor != 1 {
+                    // One broker cannot hold more copies; Kafka's auto-create fails the same way.
+                    resp.topics.push(Broker::metadata_error(
+                        Some(&name),
+                        Uuid::nil(),
+                        ResponseError::InvalidReplicationFactor,
+                    ));
+                    continue;
+                }
+                match create_topic(broker, name.clone(), partitions, BTreeMap::new()).await {
+                    Ok(t) => {
+                        tracing::info!(topic = %t.name, partitions = t.partitions, id = %t.id, "auto-created topic");
+                        resp.topics.push(broker.metadata_topic(&t, version));
+                    }
+                    // A concurrent creator won the race: report what is there now.
+                    Err(RegistryError::AlreadyExists(_)) => {
+                        match broker.topics.snapshot().get(&name) {
+                            Some(t) => resp.topics.push(broker.metadata_topic(t, version)),
+                            None => resp.topics.push(Broker::metadata_error(
+                                Some(&name),
+                                Uuid::nil(),
+                                ResponseError::LeaderNotAvailable,
+                            )),
+                        }
+                    }
+                    Err(RegistryError::Collides(..) | RegistryError::InvalidName(_)) => {
+                        resp.topics.push(Broker::metadata_error(
+                            Some(&name),
+                            Uuid::nil(),
+                            ResponseError::InvalidTopicException,
+                        ))
+                    }
+                    Err(e) => {
+                        tracing::error!(topic = %name, error = %e, "auto-creating topic failed");
+                        resp.topics.push(Broker::metadata_error(
+                            Some(&name),
+                            Uuid::nil(),
+                            ResponseError::UnknownServerError,
+                        ));
+                    }
+                }
+            }
+            // Lookup by topic id (v12+; earlier versions cannot carry one).
+            None => match snap.get_by_id(&rt.topic_id) {
+                Some(t) if version >= 12 => resp.topics.push(broker.metadata_topic(t, version)),
+                _ => resp.topics.push(Broker::metadata_error(
+                    None,
+                    rt.topic_id,
+                    ResponseError::UnknownTopicId,
+                )),
+            },
+        }
+    }
+    resp
+}

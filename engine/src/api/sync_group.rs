@@ -1,0 +1,21 @@
+//! SyncGroup (classic protocol): the leader's assignment, or a follower parked until it arrives.
+
+use super::calls::{call_group, fail_code};
+use crate::group::{GroupRequest, GroupResponse};
+use crate::runtime::shard::Caller;
+use crate::runtime::shard::Shard;
+use kafka_protocol::messages::*;
+use std::rc::Rc;
+
+pub(super) async fn handle(
+    shard: &Rc<Shard>,
+    caller: &Caller,
+    r: SyncGroupRequest,
+    v: i16,
+) -> SyncGroupResponse {
+    let group = r.group_id.0.to_string();
+    match call_group(shard, caller, v, &group, GroupRequest::Sync(r)).await {
+        Ok(GroupResponse::Sync(resp)) => resp,
+        other => SyncGroupResponse::default().with_error_code(fail_code(&other)),
+    }
+}

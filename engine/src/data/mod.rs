@@ -1,0 +1,136 @@
+//! Topic partition data on the shard that owns it: the log of each partition
+//! (`storage::topic_log`), its writer task (group commit), and the operations the data-path APIs
+//! send it (append, read, wait for data, offsets, delete records, forget deleted topics).
+//!
+//! Ownership: partition `p` of topic `t` lives on shard `(abs(java_hash(t)) + p) % shards`, so a
+//! topic's partitions spread over the cores, and it is touched by no other thread. Requests reach
+//! it through `runtime::router::Router::data` with that shard index as the route.
+//!
+//! Durability: a produced batch is staged in memory, the partition's writer task writes every
+//! staged batch with one write and one fdatasync, and only then does the high watermark move,
+//! the producer get its answer and fetchers see the records. With one broker, acks=1 and acks=-1
+//! both answer once the batch is on disk (a stronger promise than Kafka's acks=1). A failed write
+//! fails the waiting producers with KAFKA_STORAGE_ERROR (retriable) and reopens the log from disk,
+//! so nothing unacknowledged is ever presented as written.
+//!
+//! Partitions open on first use (one sequential scan of their segments, logged with what it
+//! found and whether a torn tail was cut) and stay open.
+
+use crate::topics::Topic;
+use bytes::Bytes;
+use std::sync::Arc;
+
+pub mod store;
+pub use store::{partition_dir, sweep_deleted_topics, DataStore};
+
+/// The shard that owns partition `partition` of `topic`.
+pub fn owner_shard(topic: &str, partition: i32, shards: usize) -> usize {
+    let h = wire::partition::java_string_hash(topic).unsigned_abs() as usize;
+    (h + partition.max(0) as usize) % shards.max(1)
+}
+
+/// An operation on topic data, executed by the owning shard.
+#[derive(Debug)]
+pub enum DataOp {
+    /// One partition's records of a Produce request (one batch, as v3+ requires).
+    Append {
+        topic: Arc<Topic>,
+        partition: i32,
+        records: Bytes,
+    },
+    /// Reads of several partitions owned by this shard.
+    Read { items: Vec<ReadItem> },
+    /// Return once any of these partitions holds data after the given offset, or after the
+    /// timeout (a Fetch waiting for min_bytes).
+    Wait {
+        items: Vec<(Arc<Topic>, i32, i64)>,
+        timeout_ms: u64,
+    },
+    /// ListOffsets for one partition; `timestamp` is the request's (-1, -2, -3, -4 or >= 0).
+    ListOffset {
+        topic: Arc<Topic>,
+        partition: i32,
+        timestamp: i64,
+    },
+    /// DeleteRecords for one partition; -1 means the high watermark.
+    DeleteRecords {
+        topic: Arc<Topic>,
+        partition: i32,
+        offset: i64,
+    },
+    /// Close the partitions of topics that no longer exist and remove their directories.
+    Forget,
+}
+
+#[derive(Debug)]
+pub struct ReadItem {
+    pub topic: Arc<Topic>,
+    pub partition: i32,
+    pub offset: i64,
+    pub max_bytes: i32,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum DataReply {
+    Append(AppendOutcome),
+    Read(Vec<PartitionRead>),
+    Waited,
+    /// (offset, timestamp), offset -1 when no record qualifies; or an error code.
+    Offset(Result<(i64, i64), i16>),
+    /// The new log start offset, or an error code.
+    Deleted(Result<i64, i16>),
+    Forgotten,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct AppendOutcome {
+    pub error: i16,
+    pub message: Option<String>,
+    pub base_offset: i64,
+    pub log_append_time: i64,
+    pub log_start_offset: i64,
+}
+
+impl AppendOutcome {
+    fn failed(error: i16, message: Option<String>) -> Self {
+        Self {
+            error,
+            message,
+            base_offset: -1,
+            log_append_time: -1,
+            log_start_offset: -1,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct PartitionRead {
+    pub error: i16,
+    pub high_watermark: i64,
+    pub log_start_offset: i64,
+    pub records: Bytes,
+}
+
+impl PartitionRead {
+    fn failed(error: i16) -> Self {
+        Self {
+            error,
+            high_watermark: -1,
+            log_start_offset: -1,
+            records: Bytes::new(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partitions_of_a_topic_spread_over_shards() {
+        let owners: std::collections::HashSet<usize> =
+            (0..6).map(|p| owner_shard("orders", p, 2)).collect();
+        assert_eq!(owners.len(), 2);
+        assert_eq!(owner_shard("orders", 3, 1), 0);
+    }
+}
