@@ -67,6 +67,11 @@ pub struct ConsumerMember {
     pub state: MemberState,
     pub assigned: MemberAssignment,
     pub pending_revocation: MemberAssignment,
+    /// The epoch at which each partition of `assigned` and `pending_revocation` was given to
+    /// the member, sorted by (topic, partition): a commit with an older member epoch is accepted
+    /// for a partition it already held then (Kafka 4.3+, the `AssignmentEpochs` tagged field of
+    /// the current-assignment record; `ConsumerGroup.createAssignmentEpochValidator`).
+    pub assignment_epochs: Vec<(Uuid, i32, i32)>,
     /// What the member last reported owning; its assignment is sent until the two agree. Not
     /// durable (after a restart every member is sent its assignment again, which clients
     /// accept), so it takes no part in comparisons of members.
@@ -91,6 +96,7 @@ impl PartialEq for ConsumerMember {
             state,
             assigned,
             pending_revocation,
+            assignment_epochs,
             sent: _,
         } = self;
         *member_id == o.member_id
@@ -107,6 +113,7 @@ impl PartialEq for ConsumerMember {
             && *state == o.state
             && *assigned == o.assigned
             && *pending_revocation == o.pending_revocation
+            && *assignment_epochs == o.assignment_epochs
     }
 }
 
@@ -127,6 +134,7 @@ impl ConsumerMember {
             state: MemberState::Stable,
             assigned: MemberAssignment::new(),
             pending_revocation: MemberAssignment::new(),
+            assignment_epochs: Vec::new(),
             sent: None,
         }
     }
@@ -149,18 +157,55 @@ impl ConsumerMember {
             member_epoch: self.member_epoch,
             previous_member_epoch: self.previous_member_epoch,
             state: self.state as i8,
-            assigned_partitions: to_current(&self.assigned),
-            partitions_pending_revocation: to_current(&self.pending_revocation),
+            assigned_partitions: to_current(&self.assigned, &self.assignment_epochs),
+            partitions_pending_revocation: to_current(
+                &self.pending_revocation,
+                &self.assignment_epochs,
+            ),
         }
+    }
+
+    /// The epoch at which the member was given `partition` of `topic`, if it holds it (assigned
+    /// or pending revocation).
+    pub fn assignment_epoch(&self, topic: &Uuid, partition: i32) -> Option<i32> {
+        self.assignment_epochs
+            .binary_search_by(|(t, p, _)| (t, *p).cmp(&(topic, partition)))
+            .ok()
+            .map(|i| self.assignment_epochs[i].2)
+    }
+
+    /// Re-derive `assignment_epochs` after `assigned` / `pending_revocation` changed: a partition
+    /// it held before keeps its epoch (`was`), a new one gets `new_epoch`
+    /// (`CurrentAssignmentBuilder.computeNextAssignment` stamps the target epoch).
+    fn restamp(&mut self, was: &ConsumerMember, new_epoch: i32) {
+        let mut epochs = Vec::new();
+        for a in [&self.assigned, &self.pending_revocation] {
+            for (t, ps) in a.iter() {
+                for p in ps {
+                    let e = was.assignment_epoch(t, *p).unwrap_or(new_epoch);
+                    epochs.push((*t, *p, e));
+                }
+            }
+        }
+        epochs.sort_unstable();
+        epochs.dedup_by(|a, b| (a.0, a.1) == (b.0, b.1));
+        epochs.shrink_to_fit();
+        self.assignment_epochs = epochs;
     }
 }
 
-fn to_current(a: &MemberAssignment) -> Vec<CurrentTopicPartitions> {
+fn to_current(a: &MemberAssignment, epochs: &[(Uuid, i32, i32)]) -> Vec<CurrentTopicPartitions> {
+    let epoch_of = |t: &Uuid, p: i32| {
+        epochs
+            .binary_search_by(|(et, ep, _)| (et, *ep).cmp(&(t, p)))
+            .map(|i| epochs[i].2)
+            .unwrap_or(0)
+    };
     a.iter()
         .map(|(t, ps)| CurrentTopicPartitions {
             topic_id: *t,
             partitions: ps.iter().copied().collect(),
-            assignment_epochs: None,
+            assignment_epochs: Some(ps.iter().map(|p| epoch_of(t, *p)).collect()),
         })
         .collect()
 }
@@ -171,6 +216,32 @@ fn from_current(v: &[CurrentTopicPartitions]) -> MemberAssignment {
         .filter(|(_, p): &(Uuid, BTreeSet<i32>)| !p.is_empty())
         .collect::<Assignment>()
         .into()
+}
+
+/// The assignment epochs a current-assignment record carries. A record without them (written
+/// before Kafka 4.3, or by an older Ringleader), or with a list of the wrong length, gives every
+/// partition the member's epoch, never below 0 (`Utils.assignmentFromTopicPartitions`).
+fn epochs_from_current(v: &ConsumerGroupCurrentMemberAssignmentValue) -> Vec<(Uuid, i32, i32)> {
+    let fallback = v.member_epoch.max(0);
+    let mut out = Vec::new();
+    for t in v
+        .assigned_partitions
+        .iter()
+        .chain(v.partitions_pending_revocation.iter())
+    {
+        let given = t
+            .assignment_epochs
+            .as_ref()
+            .filter(|e| e.len() == t.partitions.len());
+        for (i, p) in t.partitions.iter().enumerate() {
+            let e = given.map_or(fallback, |e| e[i]);
+            out.push((t.topic_id, *p, e));
+        }
+    }
+    out.sort_unstable();
+    out.dedup_by(|a, b| (a.0, a.1) == (b.0, b.1));
+    out.shrink_to_fit();
+    out
 }
 
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -600,15 +671,14 @@ fn heartbeat_inner(
                 }
             }
             match existing {
-                // Re-joining with epoch 0: start over; what it held is released.
-                Some(mut m) => {
-                    m.member_epoch = 0;
-                    m.previous_member_epoch = -1;
-                    m.state = MemberState::Stable;
-                    m.assigned.clear();
-                    m.pending_revocation.clear();
-                    m
-                }
+                // Back with epoch 0 while the group still knows it (a fenced client rejoining,
+                // or a rejoin that overtook its own leave): it goes on as it is, with its epoch
+                // and what it holds, and its reply carries its whole assignment. Kafka's
+                // `getOrMaybeCreateMember` returns the member and
+                // `throwIfConsumerGroupMemberEpochIsInvalid` skips epoch 0
+                // (group-coordinator/.../GroupMetadataManager.java); an empty owned list then
+                // counts as revoked for a member that was revoking.
+                Some(m) => m,
                 None => ConsumerMember::new(&member_id),
             }
         }
@@ -635,12 +705,11 @@ fn heartbeat_inner(
             m
         }
     };
-    let is_new = member.member_epoch == 0;
-    // A member whose id the group already knew, back with epoch 0 (it starts over).
-    let rejoin = is_new
-        && c.consumer_groups
-            .get(&group_id)
-            .is_some_and(|g| g.members.contains_key(&member_id));
+    // A member the group does not know yet (a rejoining one it still knows goes on as it is).
+    let is_new = !c
+        .consumer_groups
+        .get(&group_id)
+        .is_some_and(|g| g.members.contains_key(&member_id));
     // Update the member's metadata from the fields the request carries (null = unchanged).
     let before = member.metadata_value();
     member.instance_id = instance_id.or(member.instance_id);
@@ -733,22 +802,6 @@ fn heartbeat_inner(
                 regex: re,
             },
             Some(RecordValue::ConsumerGroupRegularExpression(value)),
-        );
-    }
-    if rejoin {
-        // A rejoining member starts over from epoch 0 with nothing assigned. A new member has
-        // no current-assignment record until reconciliation gives it an epoch, as in Kafka
-        // (`maybeReconcile` writes one only when the member changed).
-        emit(
-            c,
-            out,
-            RecordKey::ConsumerGroupCurrentMemberAssignment {
-                group: group_id.clone(),
-                member_id: member_id.clone(),
-            },
-            Some(RecordValue::ConsumerGroupCurrentMemberAssignment(
-                member.assignment_value(),
-            )),
         );
     }
     // Bump the group epoch when what the group reads changed (subscriptions or topic metadata).
@@ -1000,6 +1053,7 @@ fn reconcile(
             MemberState::Stable
         };
     }
+    next.restamp(m, te);
     if next != *m {
         emit(
             c,
@@ -1060,6 +1114,11 @@ fn leave(
         let mut next = m.clone();
         next.previous_member_epoch = m.member_epoch;
         next.member_epoch = STATIC_LEAVE_EPOCH;
+        // `resetAssignedPartitionsEpochsToZero`: the instance that comes back commits with a
+        // new member's epochs.
+        for e in &mut next.assignment_epochs {
+            e.2 = 0;
+        }
         emit(
             c,
             out,
@@ -1541,6 +1600,7 @@ pub fn replay(c: &mut Coordinator, key: &RecordKey, value: &Option<RecordValue>)
             m.state = MemberState::from_i8(v.state);
             m.assigned = from_current(&v.assigned_partitions);
             m.pending_revocation = from_current(&v.partitions_pending_revocation);
+            m.assignment_epochs = epochs_from_current(v);
         }
         (
             RecordKey::ConsumerGroupRegularExpression { group, regex },

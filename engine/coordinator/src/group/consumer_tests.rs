@@ -339,7 +339,7 @@ fn zombie_commits_are_rejected() {
     k.hb("A", 2, Some(vec![(t, (0..6).collect())]));
     k.hb("A", 2, Some(vec![(t, vec![0, 1, 2])]));
     assert_eq!(k.member("A").member_epoch, 3);
-    let commit = |member: &str, epoch: i32| {
+    let commit_p = |member: &str, epoch: i32, partition: i32| {
         GroupRequest::OffsetCommit(
             OffsetCommitRequest::default()
                 .with_group_id(GroupId(sb("g")))
@@ -348,19 +348,30 @@ fn zombie_commits_are_rejected() {
                 .with_topics(vec![OffsetCommitRequestTopic::default()
                     .with_name(TopicName(sb("orders")))
                     .with_partitions(vec![OffsetCommitRequestPartition::default()
-                        .with_partition_index(0)
+                        .with_partition_index(partition)
                         .with_committed_offset(5)])]),
         )
     };
+    let commit = |member: &str, epoch: i32| commit_p(member, epoch, 0);
     let code = |r: GroupResponse| match r {
         GroupResponse::OffsetCommit(r) => r.topics[0].partitions[0].error_code,
         other => panic!("{other:?}"),
     };
+    // Kafka 4.3+ assignment epochs: an older epoch commits a partition the member already
+    // held at that epoch (A has had partition 0 since epoch 2) ...
+    assert_eq!(code(k.send(9, commit("A", 2))), 0, "held since epoch 2");
+    // ... and nothing it no longer holds, or got only later.
     assert_eq!(
-        code(k.send(9, commit("A", 2))),
+        code(k.send(9, commit_p("A", 2, 5))),
         ResponseError::StaleMemberEpoch.code(),
-        "a zombie with an old epoch"
+        "a zombie committing a partition that moved to B"
     );
+    assert_eq!(
+        code(k.send(9, commit("A", 1))),
+        ResponseError::StaleMemberEpoch.code(),
+        "an epoch older than the partition's assignment epoch"
+    );
+    assert_eq!(k.member("A").assignment_epoch(&t, 0), Some(2));
     assert_eq!(
         code(k.send(9, commit("A", 4))),
         ResponseError::StaleMemberEpoch.code(),
@@ -942,4 +953,49 @@ fn held_bytes_per_member() {
         println!("  {k:<28} {:>12} bytes  {:>7} per member", v, v / n);
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_member_rejoining_with_epoch_zero_goes_on_as_it_is() {
+    // Kafka 4.4 (`GroupMetadataManager.consumerGroupHeartbeat`: `getOrMaybeCreateMember` returns
+    // the member, epoch 0 is never fenced, an unchanged reconciled member is not touched): a
+    // client that rejoins with its id while the group still knows it — after a fenced
+    // heartbeat, or with the rejoin ahead of its own leave — gets its epoch and its whole
+    // assignment back in the same reply, and nothing is written.
+    let mut k = K::new(K::cfg());
+    let t = k.topic_id("orders");
+    let epoch = k.join("A", None, &["orders"]).member_epoch;
+    let a = k.hb("A", epoch, Some(vec![(t, (0..6).collect())]));
+    assert_eq!((a.error_code, a.member_epoch), (0, epoch));
+    k.advance(1000);
+    let written = k.records.len();
+    let back = k.join("A", None, &["orders"]);
+    assert_eq!(back.error_code, 0);
+    assert_eq!(back.member_epoch, epoch, "the epoch it had");
+    assert_eq!(
+        parts(&back),
+        Some((0..6).collect()),
+        "its whole assignment, in this reply"
+    );
+    assert_eq!(
+        k.records.len(),
+        written,
+        "an unchanged member writes nothing"
+    );
+    // A member that was revoking counts the empty owned list as revoked and moves on.
+    k.join("B", None, &["orders"]);
+    k.advance(1000);
+    let r = k.hb("A", epoch, Some(vec![(t, (0..6).collect())]));
+    assert_eq!(r.member_epoch, epoch, "A must first give up what B gets");
+    assert_eq!(
+        k.member("A").state,
+        consumer::MemberState::UnrevokedPartitions
+    );
+    let back = k.join("A", None, &["orders"]);
+    assert!(
+        back.member_epoch > epoch,
+        "revoked by rejoining: the target epoch"
+    );
+    assert_eq!(parts(&back).map(|p| p.len()), Some(3));
+    k.assert_replay_matches();
 }

@@ -113,9 +113,10 @@ fn java_len(s: &str) -> usize {
 fn validate_commit(
     c: &mut Coordinator,
     r: &OffsetCommitRequest,
-    version: i16,
+    ctx: &RequestContext,
     now: i64,
 ) -> Result<Option<String>, i16> {
+    let version = ctx.api_version;
     // An empty group id is a group id like any other here: Kafka refuses only a null one
     // (`GroupCoordinatorService.commitOffsets`).
     let group_id = r.group_id.0.as_str();
@@ -138,8 +139,26 @@ fn validate_commit(
         if version < 9 {
             return Err(err(ResponseError::UnsupportedVersion));
         }
-        if generation != m.member_epoch {
+        // Kafka 4.3+ (`ConsumerGroup.validateOffsetCommit`, `createAssignmentEpochValidator`):
+        // the current epoch commits anything; a newer one nothing; an older one only
+        // partitions the member already held at that epoch (assigned or pending revocation), so
+        // a member just moved to a new epoch is not fenced for a commit sent before it knew.
+        // One partition failing fails the whole request, as in Kafka.
+        if generation > m.member_epoch {
             return Err(err(ResponseError::StaleMemberEpoch));
+        }
+        if generation < m.member_epoch {
+            for t in &r.topics {
+                let Some(topic) = ctx.topics.get(t.name.0.as_str()) else {
+                    return Err(err(ResponseError::StaleMemberEpoch));
+                };
+                for p in &t.partitions {
+                    match m.assignment_epoch(&topic.id, p.partition_index) {
+                        Some(e) if e <= generation => {}
+                        _ => return Err(err(ResponseError::StaleMemberEpoch)),
+                    }
+                }
+            }
         }
         return Ok(None);
     }
@@ -188,7 +207,7 @@ pub fn commit(
     out: &mut Output,
 ) -> OffsetCommitResponse {
     let version = ctx.api_version;
-    let group_error = match validate_commit(c, &r, version, now) {
+    let group_error = match validate_commit(c, &r, ctx, now) {
         Ok(touch) => {
             if let Some(m) = touch {
                 classic::touch_member(c, r.group_id.0.as_str(), &m, now);
