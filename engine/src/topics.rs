@@ -29,6 +29,13 @@ pub enum RegistryError {
     Unknown(String),
     #[error("Cannot delete internal topic {0}")]
     Internal(String),
+    /// Kafka's wording (`ReplicationControlManager.createPartitions`).
+    #[error("The topic {name} currently has {current} partition(s); {requested} would not be an increase.")]
+    NotAnIncrease {
+        name: String,
+        current: i32,
+        requested: i32,
+    },
     #[error("could not persist topic registry at {path}: {source}")]
     Io {
         path: PathBuf,
@@ -134,6 +141,51 @@ impl TopicRegistry {
         }
         self.commit_locked(&snap, |topics| topics.retain(|t| t.name != name))?;
         Ok(topic)
+    }
+
+    /// Grow topics to new partition counts, all in one durable write (Kafka adds the partitions
+    /// of one CreatePartitions request atomically). Each count must exceed the topic's current
+    /// one. Blocking: call off the reactor.
+    pub fn add_partitions(&self, changes: &[(String, i32)]) -> Result<(), RegistryError> {
+        let _guard = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let snap = self.snapshot();
+        for (name, count) in changes {
+            let Some(t) = snap.get(name) else {
+                return Err(RegistryError::Unknown(name.clone()));
+            };
+            if *count <= t.partitions {
+                return Err(RegistryError::NotAnIncrease {
+                    name: name.clone(),
+                    current: t.partitions,
+                    requested: *count,
+                });
+            }
+        }
+        self.commit_locked(&snap, |topics| {
+            for t in topics.iter_mut() {
+                if let Some((_, count)) = changes.iter().find(|(n, _)| *n == t.name) {
+                    t.partitions = *count;
+                }
+            }
+        })
+    }
+
+    /// Replace a topic's configs, durably. Blocking: call off the reactor.
+    pub fn set_configs(
+        &self,
+        name: &str,
+        configs: BTreeMap<String, String>,
+    ) -> Result<(), RegistryError> {
+        let _guard = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let snap = self.snapshot();
+        if snap.get(name).is_none() {
+            return Err(RegistryError::Unknown(name.into()));
+        }
+        self.commit_locked(&snap, |topics| {
+            if let Some(t) = topics.iter_mut().find(|t| t.name == name) {
+                t.configs = configs;
+            }
+        })
     }
 
     fn commit(&self, change: impl FnOnce(&mut Vec<Topic>)) -> Result<(), RegistryError> {

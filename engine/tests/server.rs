@@ -473,3 +473,468 @@ fn config_describe_and_cluster() {
     assert_eq!(d.controller_id.0, 1);
     assert_eq!(d.cluster_id.len(), 22);
 }
+
+fn grow(topics: &[(&str, i32)], validate_only: bool) -> Request {
+    Request::CreatePartitions(
+        CreatePartitionsRequest::default()
+            .with_topics(
+                topics
+                    .iter()
+                    .map(|(n, c)| {
+                        create_partitions_request::CreatePartitionsTopic::default()
+                            .with_name(TopicName(StrBytes::from_string(n.to_string())))
+                            .with_count(*c)
+                            .with_assignments(None)
+                    })
+                    .collect(),
+            )
+            .with_validate_only(validate_only)
+            .with_timeout_ms(5000),
+    )
+}
+
+fn partitions_of(c: &mut Client, topic: &str) -> usize {
+    let Response::Metadata(m) = c.call(
+        12,
+        Request::Metadata(MetadataRequest::default().with_topics(Some(vec![topic_req(topic)]))),
+    ) else {
+        panic!()
+    };
+    assert_eq!(m.topics[0].error_code, 0);
+    m.topics[0].partitions.len()
+}
+
+fn results(resp: Response) -> Vec<(String, i16, Option<String>)> {
+    let Response::CreatePartitions(r) = resp else {
+        panic!("{resp:?}")
+    };
+    r.results
+        .into_iter()
+        .map(|r| {
+            (
+                r.name.0.to_string(),
+                r.error_code,
+                r.error_message.map(|m| m.to_string()),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn create_partitions_grows_topics_like_kafka_and_survives_a_restart() {
+    use kafka_protocol::ResponseError as E;
+    let mut server = TestServer::start("grow", 2, &["group.consumer.assignment.interval.ms=0"]);
+    let mut c = Client::connect(server.addr);
+    for (name, n) in [("orders", 2), ("other", 1)] {
+        let Response::CreateTopics(r) = c.call(7, create(name, n, 1)) else {
+            panic!()
+        };
+        assert_eq!(r.topics[0].error_code, 0);
+    }
+    // A KIP-848 member owning both partitions of "orders".
+    let hb = |c: &mut Client, member: &str, epoch: i32, owned: Option<Vec<i32>>, id| {
+        let mut r = ConsumerGroupHeartbeatRequest::default()
+            .with_group_id(GroupId(StrBytes::from_static_str("grower")))
+            .with_member_id(StrBytes::from_string(member.to_string()))
+            .with_member_epoch(epoch)
+            .with_rebalance_timeout_ms(if epoch == 0 { 30_000 } else { -1 })
+            .with_subscribed_topic_names(
+                (epoch == 0).then(|| vec![TopicName(StrBytes::from_static_str("orders"))]),
+            );
+        r.topic_partitions = owned.map(|ps| {
+            vec![consumer_group_heartbeat_request::TopicPartitions::default()
+                .with_topic_id(id)
+                .with_partitions(ps)]
+        });
+        if epoch == 0 {
+            r.topic_partitions = Some(vec![]);
+        }
+        let Response::ConsumerGroupHeartbeat(resp) = c.call(1, Request::ConsumerGroupHeartbeat(r))
+        else {
+            panic!()
+        };
+        assert_eq!(resp.error_code, 0, "{:?}", resp.error_message);
+        let mut got: Vec<i32> = resp
+            .assignment
+            .map(|a| {
+                a.topic_partitions
+                    .into_iter()
+                    .flat_map(|t| t.partitions)
+                    .collect()
+            })
+            .unwrap_or_default();
+        got.sort();
+        (resp.member_epoch, got)
+    };
+    let topic_id = {
+        let Response::Metadata(m) = c.call(
+            12,
+            Request::Metadata(
+                MetadataRequest::default().with_topics(Some(vec![topic_req("orders")])),
+            ),
+        ) else {
+            panic!()
+        };
+        m.topics[0].topic_id
+    };
+    let member = "m-grow-0000000000001";
+    let (epoch, got) = hb(&mut c, member, 0, None, topic_id);
+    assert_eq!(got, vec![0, 1]);
+
+    // validate_only answers as the change would and changes nothing.
+    assert_eq!(
+        results(c.call(3, grow(&[("orders", 4)], true))),
+        [("orders".into(), 0, None)]
+    );
+    assert_eq!(partitions_of(&mut c, "orders"), 2);
+
+    // Kafka's errors, each topic answered on its own.
+    let got = results(c.call(
+        3,
+        grow(
+            &[
+                ("orders", 2),
+                ("other", 0),
+                ("ghost", 3),
+                ("dup", 2),
+                ("dup", 3),
+                ("__consumer_offsets", 60),
+            ],
+            false,
+        ),
+    ));
+    let code = |n: &str| {
+        got.iter()
+            .find(|r| r.0 == n)
+            .map(|r| (r.1, r.2.clone()))
+            .unwrap()
+    };
+    assert_eq!(
+        got.iter().filter(|r| r.0 == "dup").count(),
+        1,
+        "a duplicate is answered once"
+    );
+    assert_eq!(
+        code("dup"),
+        (
+            E::InvalidRequest.code(),
+            Some("Duplicate topic name.".into())
+        )
+    );
+    assert_eq!(
+        code("orders"),
+        (
+            E::InvalidPartitions.code(),
+            Some("Topic already has 2 partition(s).".into())
+        )
+    );
+    assert_eq!(
+        code("other"),
+        (
+            E::InvalidPartitions.code(),
+            Some(
+                "The topic other currently has 1 partition(s); 0 would not be an increase.".into()
+            )
+        )
+    );
+    assert_eq!(code("ghost"), (E::UnknownTopicOrPartition.code(), None));
+    assert_eq!(code("__consumer_offsets").0, E::InvalidPartitions.code());
+    // Manual assignments must name this broker, one per new partition.
+    let mut req = grow(&[("other", 3)], false);
+    if let Request::CreatePartitions(r) = &mut req {
+        r.topics[0].assignments = Some(vec![
+            create_partitions_request::CreatePartitionsAssignment::default()
+                .with_broker_ids(vec![BrokerId(1)]),
+        ]);
+    }
+    let got = results(c.call(3, req));
+    assert_eq!(got[0].1, E::InvalidReplicaAssignment.code());
+    assert_eq!(
+        got[0].2.as_deref(),
+        Some(
+            "Attempted to add 2 additional partition(s), but only 1 assignment(s) were specified."
+        )
+    );
+    // Too many new partitions in one request fails it whole.
+    let got = results(c.call(3, grow(&[("orders", 3), ("other", 10_002)], false)));
+    assert!(
+        got.iter().all(|r| r.1 == E::PolicyViolation.code()),
+        "{got:?}"
+    );
+    assert_eq!(partitions_of(&mut c, "other"), 1);
+
+    // The change itself: Metadata shows it at once, and the group's next heartbeat sees the
+    // subscribed topic's metadata change and hands the member the new partitions.
+    assert_eq!(
+        results(c.call(3, grow(&[("orders", 4)], false))),
+        [("orders".into(), 0, None)]
+    );
+    assert_eq!(partitions_of(&mut c, "orders"), 4);
+    let (next_epoch, got) = hb(&mut c, member, epoch, Some(vec![0, 1]), topic_id);
+    assert!(next_epoch > epoch, "{next_epoch} > {epoch}");
+    assert_eq!(got, vec![0, 1, 2, 3]);
+    drop(c);
+
+    // The new count is durable.
+    let dir = server.dir.clone();
+    server.stop();
+    let server2 = TestServer::start_in(dir, 2, &[]);
+    let mut c = Client::connect(server2.addr);
+    assert_eq!(partitions_of(&mut c, "orders"), 4);
+}
+
+/// (name, value, source) of a topic's configs, as DescribeConfigs reports them.
+fn topic_configs(c: &mut Client, topic: &str, keys: &[&str]) -> Vec<(String, Option<String>, i8)> {
+    let res = describe_configs_request::DescribeConfigsResource::default()
+        .with_resource_type(2)
+        .with_resource_name(StrBytes::from_string(topic.into()))
+        .with_configuration_keys(Some(
+            keys.iter()
+                .map(|k| StrBytes::from_string(k.to_string()))
+                .collect(),
+        ));
+    let Response::DescribeConfigs(r) = c.call(
+        4,
+        Request::DescribeConfigs(DescribeConfigsRequest::default().with_resources(vec![res])),
+    ) else {
+        panic!()
+    };
+    assert_eq!(r.results[0].error_code, 0);
+    let mut got: Vec<(String, Option<String>, i8)> = r.results[0]
+        .configs
+        .iter()
+        .map(|e| {
+            (
+                e.name.to_string(),
+                e.value.as_ref().map(|v| v.to_string()),
+                e.config_source,
+            )
+        })
+        .collect();
+    // In the order asked for.
+    got.sort_by_key(|(name, _, _)| keys.iter().position(|k| k == name));
+    got
+}
+
+fn incremental(
+    resources: &[(i8, &str, &[(&str, i8, Option<&str>)])],
+    validate_only: bool,
+) -> Request {
+    Request::IncrementalAlterConfigs(
+        IncrementalAlterConfigsRequest::default()
+            .with_validate_only(validate_only)
+            .with_resources(
+                resources
+                    .iter()
+                    .map(|(t, name, ops)| {
+                        incremental_alter_configs_request::AlterConfigsResource::default()
+                            .with_resource_type(*t)
+                            .with_resource_name(StrBytes::from_string(name.to_string()))
+                            .with_configs(
+                                ops.iter()
+                                    .map(|(k, op, v)| {
+                                        incremental_alter_configs_request::AlterableConfig::default(
+                                        )
+                                        .with_name(StrBytes::from_string(k.to_string()))
+                                        .with_config_operation(*op)
+                                        .with_value(v.map(|v| StrBytes::from_string(v.into())))
+                                    })
+                                    .collect(),
+                            )
+                    })
+                    .collect(),
+            ),
+    )
+}
+
+fn alter_results(resp: Response) -> Vec<(String, i16, Option<String>)> {
+    let out = match resp {
+        Response::IncrementalAlterConfigs(r) => r
+            .responses
+            .into_iter()
+            .map(|r| {
+                (
+                    r.resource_name.to_string(),
+                    r.error_code,
+                    r.error_message.map(|m| m.to_string()),
+                )
+            })
+            .collect(),
+        Response::AlterConfigs(r) => r
+            .responses
+            .into_iter()
+            .map(|r| {
+                (
+                    r.resource_name.to_string(),
+                    r.error_code,
+                    r.error_message.map(|m| m.to_string()),
+                )
+            })
+            .collect(),
+        other => panic!("{other:?}"),
+    };
+    out
+}
+
+#[test]
+fn topic_configs_are_altered_like_kafka_and_survive_a_restart() {
+    use kafka_protocol::ResponseError as E;
+    const SET: i8 = 0;
+    const DELETE: i8 = 1;
+    const APPEND: i8 = 2;
+    let mut server = TestServer::start("alter", 1, &[]);
+    let mut c = Client::connect(server.addr);
+    let Response::CreateTopics(r) = c.call(7, create("events", 1, 1)) else {
+        panic!()
+    };
+    assert_eq!(r.topics[0].error_code, 0);
+    let keys = ["retention.ms", "cleanup.policy"];
+    let defaults = topic_configs(&mut c, "events", &keys);
+    assert_eq!(
+        defaults,
+        [
+            ("retention.ms".into(), Some("604800000".into()), 5),
+            ("cleanup.policy".into(), Some("delete".into()), 5)
+        ]
+    );
+
+    // validate_only changes nothing.
+    let ok = alter_results(c.call(
+        1,
+        incremental(
+            &[(2, "events", &[("retention.ms", SET, Some("1000"))])],
+            true,
+        ),
+    ));
+    assert_eq!(ok, [("events".into(), 0, None)]);
+    assert_eq!(topic_configs(&mut c, "events", &keys), defaults);
+
+    // SET and APPEND to a list; DescribeConfigs shows the topic's own values.
+    let ok = alter_results(c.call(
+        1,
+        incremental(
+            &[(
+                2,
+                "events",
+                &[
+                    ("retention.ms", SET, Some("1000")),
+                    ("cleanup.policy", APPEND, Some("compact")),
+                ],
+            )],
+            false,
+        ),
+    ));
+    assert_eq!(ok, [("events".into(), 0, None)]);
+    assert_eq!(
+        topic_configs(&mut c, "events", &keys),
+        [
+            ("retention.ms".into(), Some("1000".into()), 1),
+            ("cleanup.policy".into(), Some("delete,compact".into()), 1)
+        ]
+    );
+
+    // Kafka's errors, one per resource.
+    let got = alter_results(c.call(
+        1,
+        incremental(
+            &[
+                (2, "events", &[("retention.ms", APPEND, Some("5"))]),
+                (2, "ghost", &[("retention.ms", SET, Some("5"))]),
+                (2, "dup", &[("retention.ms", SET, Some("5"))]),
+                (2, "dup", &[("retention.ms", SET, Some("6"))]),
+            ],
+            false,
+        ),
+    ));
+    assert_eq!(
+        got[0],
+        (
+            "events".into(),
+            E::InvalidConfig.code(),
+            Some("Can't APPEND to key retention.ms because its type is not LIST.".into())
+        )
+    );
+    assert_eq!(
+        got[1],
+        (
+            "ghost".into(),
+            E::UnknownTopicOrPartition.code(),
+            Some("The topic 'ghost' does not exist.".into())
+        )
+    );
+    assert_eq!(got[2].1, E::InvalidRequest.code());
+    assert_eq!(got[3].1, E::InvalidRequest.code());
+    let got = alter_results(c.call(
+        1,
+        incremental(
+            &[
+                (2, "ghost", &[("no.such.config", SET, Some("1"))]),
+                (2, "events", &[("retention.ms", SET, Some("soon"))]),
+                (2, "events2", &[("retention.ms", SET, None)]),
+            ],
+            false,
+        ),
+    ));
+    // Validation comes before the existence check, as in Kafka.
+    assert_eq!(
+        got[0],
+        (
+            "ghost".into(),
+            E::InvalidConfig.code(),
+            Some("Unknown topic config name: no.such.config".into())
+        )
+    );
+    assert_eq!(got[1].1, E::InvalidConfig.code());
+    assert!(
+        got[1]
+            .2
+            .as_deref()
+            .unwrap()
+            .starts_with("Invalid value soon for configuration retention.ms"),
+        "{got:?}"
+    );
+    assert_eq!(got[2].1, E::InvalidRequest.code());
+    // Broker configs are read at start-up: refused with a message.
+    let got = alter_results(c.call(
+        1,
+        incremental(&[(4, "1", &[("log.retention.ms", SET, Some("1"))])], false),
+    ));
+    assert_eq!(got[0].1, E::InvalidRequest.code());
+    assert!(got[0].2.is_some());
+
+    // DELETE goes back to the default; the legacy AlterConfigs replaces the whole set.
+    let ok = alter_results(c.call(
+        1,
+        incremental(&[(2, "events", &[("retention.ms", DELETE, None)])], false),
+    ));
+    assert_eq!(ok, [("events".into(), 0, None)]);
+    assert_eq!(topic_configs(&mut c, "events", &["retention.ms"])[0].2, 5);
+    let legacy = AlterConfigsRequest::default().with_resources(vec![
+        alter_configs_request::AlterConfigsResource::default()
+            .with_resource_type(2)
+            .with_resource_name(StrBytes::from_static_str("events"))
+            .with_configs(vec![alter_configs_request::AlterableConfig::default()
+                .with_name(StrBytes::from_static_str("retention.ms"))
+                .with_value(Some(StrBytes::from_static_str("2000")))]),
+    ]);
+    assert_eq!(
+        alter_results(c.call(1, Request::AlterConfigs(legacy))),
+        [("events".into(), 0, None)]
+    );
+    let after = topic_configs(&mut c, "events", &keys);
+    assert_eq!(
+        after,
+        [
+            ("retention.ms".into(), Some("2000".into()), 1),
+            ("cleanup.policy".into(), Some("delete".into()), 5)
+        ]
+    );
+    drop(c);
+
+    // Durable.
+    let dir = server.dir.clone();
+    server.stop();
+    let server2 = TestServer::start_in(dir, 1, &[]);
+    let mut c = Client::connect(server2.addr);
+    assert_eq!(topic_configs(&mut c, "events", &keys), after);
+}

@@ -332,6 +332,13 @@ impl<D: LogDir + Clone> TopicLog<D> {
     pub fn log_start_offset(&self) -> u64 {
         self.log_start
     }
+
+    /// Take new per-topic limits (an altered `segment.bytes` or `max.message.bytes`): the next
+    /// staged batch is checked against the new maximum and the next roll uses the new size.
+    pub fn set_limits(&mut self, segment_bytes: u64, max_message_bytes: usize) {
+        self.config.segment_bytes = segment_bytes;
+        self.config.max_message_bytes = max_message_bytes;
+    }
     pub fn high_watermark(&self) -> u64 {
         self.high_watermark
     }

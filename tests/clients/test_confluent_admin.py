@@ -202,3 +202,39 @@ def test_describe_configs_topic_and_broker(start_broker):
     broker_cfg = results[ResourceType.BROKER]
     assert "auto.create.topics.enable" in broker_cfg, sorted(broker_cfg)
     assert broker_cfg["auto.create.topics.enable"].value == "false"
+
+
+def test_create_partitions_grows_a_topic_and_refuses_a_decrease(broker):
+    from confluent_kafka.admin import NewPartitions
+
+    admin = confluent_admin(broker)
+    assert confluent_create(admin, "growing", partitions=2) is None
+
+    # validate_only: the answer of a real change, and nothing changes.
+    fs = admin.create_partitions([NewPartitions("growing", 5)], validate_only=True,
+                                 request_timeout=CALL_TIMEOUT_S)
+    assert fs["growing"].result(timeout=CALL_TIMEOUT_S) is None
+    assert len(confluent_topics(admin)["growing"].partitions) == 2
+
+    fs = admin.create_partitions([NewPartitions("growing", 5)], request_timeout=CALL_TIMEOUT_S)
+    assert fs["growing"].result(timeout=CALL_TIMEOUT_S) is None
+    assert sorted(confluent_topics(admin)["growing"].partitions) == [0, 1, 2, 3, 4]
+
+    # Kafka's answer to a count that is not an increase, and to an unknown topic.
+    for count, expected in ((3, "would not be an increase"), (5, "already has 5 partition(s)")):
+        fs = admin.create_partitions([NewPartitions("growing", count)],
+                                     request_timeout=CALL_TIMEOUT_S)
+        try:
+            fs["growing"].result(timeout=CALL_TIMEOUT_S)
+            raise AssertionError(f"a count of {count} must be refused")
+        except KafkaException as e:
+            err = e.args[0]
+            assert err.code() == KafkaError.INVALID_PARTITIONS, err
+            assert expected in err.str(), err.str()
+    fs = admin.create_partitions([NewPartitions("no-such-topic", 3)], request_timeout=CALL_TIMEOUT_S)
+    try:
+        fs["no-such-topic"].result(timeout=CALL_TIMEOUT_S)
+        raise AssertionError("an unknown topic must be refused")
+    except KafkaException as e:
+        assert e.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART, e.args[0]
+    assert len(confluent_topics(admin)["growing"].partitions) == 5

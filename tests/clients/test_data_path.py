@@ -901,3 +901,37 @@ def test_retention_ms_deletes_segments_with_only_old_records(start_broker):
                f"the first segment file starting at the log start offset {low}", interval=0.2)
     got = read_partitions(broker, "ret-ms", {0: 255})
     assert [r.value for r in got[0]] == [d.value for d in delivered[low:]]
+
+
+def test_retention_ms_altered_on_a_live_topic_takes_effect_without_a_restart(start_broker):
+    """IncrementalAlterConfigs retention.ms on a topic that already holds old records: describe
+    reads the new value back, and the next retention pass removes the old segments."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    broker = start_broker(RETENTION_FAST)
+    admin = confluent_admin(broker)
+    create_topic(admin, "ret-alter", 1, {"segment.bytes": SEGMENT_1MB})
+    now = int(time.time() * 1000)
+    size = 10_000
+    old = [{"value": b"old-%03d" % i + b"o" * (size - 7), "partition": 0, "timestamp": now - 7_200_000 + i}
+           for i in range(250)]
+    new = [{"value": b"new-%03d" % i + b"n" * (size - 7), "partition": 0} for i in range(5)]
+    prod = producer(broker, batch_size=65536)
+    delivered = produce_all(prod, "ret-alter", old) + produce_all(prod, "ret-alter", new)
+    assert len(delivered) == 255
+    time.sleep(1.5)  # three retention passes under the default retention.ms (7 days) keep all
+    assert watermarks(broker, "ret-alter", [0])[0] == (0, 255)
+
+    res = ConfigResource(ResourceType.TOPIC, "ret-alter", incremental_configs=[
+        ConfigEntry("retention.ms", "3600000", incremental_operation=AlterConfigOpType.SET)])
+    for f in admin.incremental_alter_configs([res]).values():
+        assert f.result(timeout=30) is None
+    desc = admin.describe_configs([ConfigResource(ResourceType.TOPIC, "ret-alter")])
+    entries = next(iter(desc.values())).result(timeout=30)
+    assert entries["retention.ms"].value == "3600000"
+    assert not entries["retention.ms"].is_default
+
+    wait_until(lambda: watermarks(broker, "ret-alter", [0])[0][0] > 0, 20,
+               "the altered retention.ms moving the log start offset", interval=0.5)
+    (low, high), = watermarks(broker, "ret-alter", [0]).values()
+    assert high == 255 and 0 < low <= 250, (low, high)

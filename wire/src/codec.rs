@@ -95,8 +95,10 @@ apis! {
     EndTxn = 26: EndTxnRequest, EndTxnResponse;
     TxnOffsetCommit = 28: TxnOffsetCommitRequest, TxnOffsetCommitResponse;
     DescribeConfigs = 32: DescribeConfigsRequest, DescribeConfigsResponse;
+    AlterConfigs = 33: AlterConfigsRequest, AlterConfigsResponse;
     CreatePartitions = 37: CreatePartitionsRequest, CreatePartitionsResponse;
     DeleteGroups = 42: DeleteGroupsRequest, DeleteGroupsResponse;
+    IncrementalAlterConfigs = 44: IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse;
     OffsetDelete = 47: OffsetDeleteRequest, OffsetDeleteResponse;
     DescribeCluster = 60: DescribeClusterRequest, DescribeClusterResponse;
     ConsumerGroupHeartbeat = 68: ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse;
@@ -357,6 +359,9 @@ mod tests {
             21 => Request::DeleteRecords(Default::default()),
             22 => Request::InitProducerId(Default::default()),
             32 => Request::DescribeConfigs(Default::default()),
+            33 => Request::AlterConfigs(Default::default()),
+            37 => Request::CreatePartitions(Default::default()),
+            44 => Request::IncrementalAlterConfigs(Default::default()),
             60 => Request::DescribeCluster(Default::default()),
             k => panic!("add a default request for key {k}"),
         }

@@ -38,7 +38,10 @@ pub const SERVED: &[ApiRange] = &[
     r(21, 0, 2), // DeleteRecords: trunk 0-2
     r(22, 0, 5), // InitProducerId: trunk 0-6; v6 (KIP-939 2PC) is unstable and the crate stops at 5
     r(32, 1, 4), // DescribeConfigs: trunk 1-4
+    r(33, 0, 2), // AlterConfigs: trunk 0-2
+    r(37, 0, 3), // CreatePartitions: trunk 0-3
     r(42, 0, 2), // DeleteGroups: trunk 0-3; the crate stops at 2
+    r(44, 0, 1), // IncrementalAlterConfigs: trunk 0-1
     r(47, 0, 0), // OffsetDelete: trunk 0
     r(60, 0, 2), // DescribeCluster: trunk 0-2
     r(68, 0, 1), // ConsumerGroupHeartbeat: trunk 0-1 (librdkafka needs v1)

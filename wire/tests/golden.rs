@@ -396,6 +396,136 @@ fn describe_cluster_response(v: i16) -> DescribeClusterResponse {
     r
 }
 
+// The config and partition admin APIs: AlterConfigs (33), CreatePartitions (37) and
+// IncrementalAlterConfigs (44).
+
+const INVALID_RETENTION_MSG: &str =
+    "Invalid value abc for configuration retention.ms: Not a number of type LONG";
+const INVALID_MIN_ISR_MSG: &str =
+    "Invalid value 0 for configuration min.insync.replicas: Value must be at least 1";
+const INVALID_PARTITIONS_MSG: &str =
+    "Topic currently has 3 partitions, which is higher than the requested 2.";
+const THROTTLED_MSG: &str = "The throttling quota has been exceeded.";
+
+/// One AlterConfigs / IncrementalAlterConfigs resource result:
+/// (error code, error message, resource type, resource name).
+type ConfigResult = (i16, Option<&'static str>, i8, &'static str);
+
+/// AlterConfigs: orders altered; audit-log rejected (a bad value); ghost does not exist.
+const ALTERED_CONFIGS: &[ConfigResult] = &[
+    (0, None, 2, TOPIC),
+    (
+        ResponseError::InvalidConfig.code(),
+        Some(INVALID_RETENTION_MSG),
+        2,
+        AUDIT_TOPIC,
+    ),
+    (
+        ResponseError::UnknownTopicOrPartition.code(),
+        Some(UNKNOWN_TOPIC_MSG),
+        2,
+        "ghost",
+    ),
+];
+
+/// IncrementalAlterConfigs: orders altered; audit-log rejected; broker 1 altered.
+const INCREMENTALLY_ALTERED: &[ConfigResult] = &[
+    (0, None, 2, TOPIC),
+    (
+        ResponseError::InvalidConfig.code(),
+        Some(INVALID_MIN_ISR_MSG),
+        2,
+        AUDIT_TOPIC,
+    ),
+    (0, None, 4, "1"),
+];
+
+/// One CreatePartitions topic result: (name, error code, error message).
+type PartitionsResult = (&'static str, i16, Option<&'static str>);
+
+/// CreatePartitions in every served version: orders grown; audit-log asked to shrink; ghost unknown.
+const PARTITIONS_CREATED: &[PartitionsResult] = &[
+    (TOPIC, 0, None),
+    (
+        AUDIT_TOPIC,
+        ResponseError::InvalidPartitions.code(),
+        Some(INVALID_PARTITIONS_MSG),
+    ),
+    (
+        "ghost",
+        ResponseError::UnknownTopicOrPartition.code(),
+        Some(UNKNOWN_TOPIC_MSG),
+    ),
+];
+
+/// From v3 (KIP-599) a topic may also be refused for the controller mutation quota.
+const PARTITIONS_THROTTLED: PartitionsResult = (
+    "payments",
+    ResponseError::ThrottlingQuotaExceeded.code(),
+    Some(THROTTLED_MSG),
+);
+
+fn partitions_created(v: i16) -> Vec<PartitionsResult> {
+    let mut out = PARTITIONS_CREATED.to_vec();
+    if v >= 3 {
+        out.push(PARTITIONS_THROTTLED);
+    }
+    out
+}
+
+fn alter_configs_response(_v: i16) -> AlterConfigsResponse {
+    use alter_configs_response::*;
+    AlterConfigsResponse::default()
+        .with_throttle_time_ms(THROTTLE)
+        .with_responses(
+            ALTERED_CONFIGS
+                .iter()
+                .map(|&(e, msg, rtype, rname)| {
+                    AlterConfigsResourceResponse::default()
+                        .with_error_code(e)
+                        .with_error_message(msg.map(s))
+                        .with_resource_type(rtype)
+                        .with_resource_name(s(rname))
+                })
+                .collect(),
+        )
+}
+
+fn create_partitions_response(v: i16) -> CreatePartitionsResponse {
+    use create_partitions_response::*;
+    CreatePartitionsResponse::default()
+        .with_throttle_time_ms(THROTTLE)
+        .with_results(
+            partitions_created(v)
+                .into_iter()
+                .map(|(name, e, msg)| {
+                    CreatePartitionsTopicResult::default()
+                        .with_name(s(name).into())
+                        .with_error_code(e)
+                        .with_error_message(msg.map(s))
+                })
+                .collect(),
+        )
+}
+
+fn incremental_alter_configs_response(_v: i16) -> IncrementalAlterConfigsResponse {
+    use incremental_alter_configs_response::*;
+    IncrementalAlterConfigsResponse::default()
+        .with_throttle_time_ms(THROTTLE)
+        .with_responses(
+            INCREMENTALLY_ALTERED
+                .iter()
+                .map(|&(e, msg, rtype, rname)| {
+                    AlterConfigsResourceResponse::default()
+                        .with_error_code(e)
+                        .with_error_message(msg.map(s))
+                        .with_resource_type(rtype)
+                        .with_resource_name(s(rname))
+                })
+                .collect(),
+        )
+}
+
 // ---------------------------------------------------------------------------------------------
 // The group and data-path APIs: shared values. Their walkers follow the trunk (4.1+) JSONs, which
 // carry DescribeGroups v6, Fetch v18 and the OffsetCommit/OffsetFetch v10 topic-id shapes.
@@ -1904,6 +2034,65 @@ fn walk_describe_cluster(frame: &[u8], v: i16) {
     w.end();
 }
 
+// AlterConfigsResponse.json (validVersions 0-2, flexible 2+) and
+// IncrementalAlterConfigsResponse.json (validVersions 0-1, flexible 1+) share one body:
+// ThrottleTimeMs, Responses[]{ErrorCode, ErrorMessage (nullable 0+), ResourceType (int8),
+// ResourceName}. No tagged fields are defined.
+fn walk_config_resource_responses(frame: &[u8], ctx: String, flex: bool, want: &[ConfigResult]) {
+    let mut w = Walk::response(frame, ctx, flex, flex);
+    w.expect_i32("throttle_time_ms", THROTTLE);
+    w.expect_array("responses", want.len());
+    for &(e, msg, rtype, rname) in want {
+        w.expect_i16("response.error_code", e);
+        w.expect_nstr("response.error_message", msg);
+        w.expect_i8("response.resource_type", rtype);
+        w.expect_str("response.resource_name", rname);
+        w.expect_no_tags("response tags");
+    }
+    w.expect_no_tags("top-level tags");
+    w.end();
+}
+
+fn walk_alter_configs(frame: &[u8], v: i16) {
+    walk_config_resource_responses(frame, format!("AlterConfigs v{v}"), v >= 2, ALTERED_CONFIGS);
+}
+
+fn walk_incremental_alter_configs(frame: &[u8], v: i16) {
+    walk_config_resource_responses(
+        frame,
+        format!("IncrementalAlterConfigs v{v}"),
+        v >= 1,
+        INCREMENTALLY_ALTERED,
+    );
+}
+
+// CreatePartitionsResponse.json: validVersions 0-3, flexible 2+. ThrottleTimeMs,
+// Results[]{Name, ErrorCode, ErrorMessage (nullable 0+)}. No tagged fields are defined.
+fn walk_create_partitions(frame: &[u8], v: i16) {
+    let flex = v >= 2;
+    let mut w = Walk::response(frame, format!("CreatePartitions v{v}"), flex, flex);
+    w.expect_i32("throttle_time_ms", THROTTLE);
+    let want: &[PartitionsResult] = if v >= 3 {
+        &[
+            PARTITIONS_CREATED[0],
+            PARTITIONS_CREATED[1],
+            PARTITIONS_CREATED[2],
+            PARTITIONS_THROTTLED,
+        ]
+    } else {
+        PARTITIONS_CREATED
+    };
+    w.expect_array("results", want.len());
+    for &(name, e, msg) in want {
+        w.expect_str("result.name", name);
+        w.expect_i16("result.error_code", e);
+        w.expect_nstr("result.error_message", msg);
+        w.expect_no_tags("result tags");
+    }
+    w.expect_no_tags("top-level tags");
+    w.end();
+}
+
 // FetchResponse.json: validVersions 4-18, flexible 12+. Topic[0-12] / TopicId[13+]; partition
 // tags 0 DivergingEpoch, 1 CurrentLeader, 2 SnapshotId (12+); top-level tag 0 NodeEndpoints (16+).
 fn walk_fetch(frame: &[u8], v: i16) {
@@ -2619,6 +2808,27 @@ const GOLDEN_APIS: &[GoldenApi] = &[
         walk: walk_describe_configs,
     },
     GoldenApi {
+        api_key: 33,
+        file_stem: "alter_configs",
+        name: "AlterConfigs",
+        build: |v| Response::AlterConfigs(alter_configs_response(v)),
+        walk: walk_alter_configs,
+    },
+    GoldenApi {
+        api_key: 37,
+        file_stem: "create_partitions",
+        name: "CreatePartitions",
+        build: |v| Response::CreatePartitions(create_partitions_response(v)),
+        walk: walk_create_partitions,
+    },
+    GoldenApi {
+        api_key: 44,
+        file_stem: "incremental_alter_configs",
+        name: "IncrementalAlterConfigs",
+        build: |v| Response::IncrementalAlterConfigs(incremental_alter_configs_response(v)),
+        walk: walk_incremental_alter_configs,
+    },
+    GoldenApi {
         api_key: 60,
         file_stem: "describe_cluster",
         name: "DescribeCluster",
@@ -2950,6 +3160,21 @@ fn golden_delete_topics_responses() {
 #[test]
 fn golden_describe_configs_responses() {
     run_golden(golden_api(32));
+}
+
+#[test]
+fn golden_alter_configs_responses() {
+    run_golden(golden_api(33));
+}
+
+#[test]
+fn golden_create_partitions_responses() {
+    run_golden(golden_api(37));
+}
+
+#[test]
+fn golden_incremental_alter_configs_responses() {
+    run_golden(golden_api(44));
 }
 
 #[test]
@@ -3626,6 +3851,183 @@ fn requests_describe_configs() {
             Some("adminclient-1"),
             v,
             Request::DescribeConfigs(expect),
+        );
+    }
+}
+
+#[test]
+fn requests_alter_configs() {
+    use alter_configs_request::*;
+    // The legacy, whole-set AlterConfigs: a topic (one value null) and a broker.
+    for v in [0i16, 1, 2] {
+        let flex = v >= 2;
+        let mut e = Enc::request(33, v, CID, Some("adminclient-1"), flex);
+        e.arr(2);
+        e.i8(2); // TOPIC
+        e.str(TOPIC);
+        e.arr(2);
+        e.str("retention.ms");
+        e.nstr(Some("86400000"));
+        e.tags();
+        e.str("cleanup.policy");
+        e.nstr(None);
+        e.tags();
+        e.tags();
+        e.i8(4); // BROKER
+        e.str("1");
+        e.arr(1);
+        e.str("log.cleaner.threads");
+        e.nstr(Some("2"));
+        e.tags();
+        e.tags();
+        e.bool(true); // validate_only
+        e.tags();
+        let expect = AlterConfigsRequest::default()
+            .with_resources(vec![
+                AlterConfigsResource::default()
+                    .with_resource_type(2)
+                    .with_resource_name(s(TOPIC))
+                    .with_configs(vec![
+                        AlterableConfig::default()
+                            .with_name(s("retention.ms"))
+                            .with_value(Some(s("86400000"))),
+                        AlterableConfig::default()
+                            .with_name(s("cleanup.policy"))
+                            .with_value(None),
+                    ]),
+                AlterConfigsResource::default()
+                    .with_resource_type(4)
+                    .with_resource_name(s("1"))
+                    .with_configs(vec![AlterableConfig::default()
+                        .with_name(s("log.cleaner.threads"))
+                        .with_value(Some(s("2")))]),
+            ])
+            .with_validate_only(true);
+        check_request(
+            e.finish(),
+            Some("adminclient-1"),
+            v,
+            Request::AlterConfigs(expect),
+        );
+    }
+}
+
+#[test]
+fn requests_create_partitions() {
+    use create_partitions_request::*;
+    // orders grows to 4 with the placement left to the broker (null assignments); audit-log grows
+    // to 3 with the two new partitions placed by hand.
+    for v in [0i16, 1, 2, 3] {
+        let flex = v >= 2;
+        let mut e = Enc::request(37, v, CID, Some("adminclient-1"), flex);
+        e.arr(2);
+        e.str(TOPIC);
+        e.i32(4);
+        e.narr(None);
+        e.tags();
+        e.str(AUDIT_TOPIC);
+        e.i32(3);
+        e.arr(2);
+        for brokers in [[NODE, NODE2], [NODE2, NODE]] {
+            e.arr(2);
+            e.i32(brokers[0]);
+            e.i32(brokers[1]);
+            e.tags();
+        }
+        e.tags();
+        e.i32(30_000);
+        e.bool(false); // validate_only
+        e.tags();
+        let expect = CreatePartitionsRequest::default()
+            .with_topics(vec![
+                CreatePartitionsTopic::default()
+                    .with_name(s(TOPIC).into())
+                    .with_count(4)
+                    .with_assignments(None),
+                CreatePartitionsTopic::default()
+                    .with_name(s(AUDIT_TOPIC).into())
+                    .with_count(3)
+                    .with_assignments(Some(vec![
+                        CreatePartitionsAssignment::default()
+                            .with_broker_ids(vec![BrokerId(NODE), BrokerId(NODE2)]),
+                        CreatePartitionsAssignment::default()
+                            .with_broker_ids(vec![BrokerId(NODE2), BrokerId(NODE)]),
+                    ])),
+            ])
+            .with_timeout_ms(30_000)
+            .with_validate_only(false);
+        check_request(
+            e.finish(),
+            Some("adminclient-1"),
+            v,
+            Request::CreatePartitions(expect),
+        );
+    }
+}
+
+#[test]
+fn requests_incremental_alter_configs() {
+    use incremental_alter_configs_request::*;
+    // ConfigOperation: 0 SET, 1 DELETE (null value), 2 APPEND, 3 SUBTRACT.
+    let topic_ops: [(&str, i8, Option<&str>); 3] = [
+        ("retention.ms", 0, Some("86400000")),
+        ("cleanup.policy", 2, Some("compact")),
+        ("min.insync.replicas", 1, None),
+    ];
+    for v in [0i16, 1] {
+        let flex = v >= 1;
+        let mut e = Enc::request(44, v, CID, Some("adminclient-1"), flex);
+        e.arr(2);
+        e.i8(2); // TOPIC
+        e.str(TOPIC);
+        e.arr(topic_ops.len());
+        for (name, op, value) in topic_ops {
+            e.str(name);
+            e.i8(op);
+            e.nstr(value);
+            e.tags();
+        }
+        e.tags();
+        e.i8(4); // BROKER
+        e.str("1");
+        e.arr(1);
+        e.str("log.cleaner.threads");
+        e.i8(3);
+        e.nstr(Some("1"));
+        e.tags();
+        e.tags();
+        e.bool(false); // validate_only
+        e.tags();
+        let expect = IncrementalAlterConfigsRequest::default()
+            .with_resources(vec![
+                AlterConfigsResource::default()
+                    .with_resource_type(2)
+                    .with_resource_name(s(TOPIC))
+                    .with_configs(
+                        topic_ops
+                            .iter()
+                            .map(|&(name, op, value)| {
+                                AlterableConfig::default()
+                                    .with_name(s(name))
+                                    .with_config_operation(op)
+                                    .with_value(value.map(s))
+                            })
+                            .collect(),
+                    ),
+                AlterConfigsResource::default()
+                    .with_resource_type(4)
+                    .with_resource_name(s("1"))
+                    .with_configs(vec![AlterableConfig::default()
+                        .with_name(s("log.cleaner.threads"))
+                        .with_config_operation(3)
+                        .with_value(Some(s("1")))]),
+            ])
+            .with_validate_only(false);
+        check_request(
+            e.finish(),
+            Some("adminclient-1"),
+            v,
+            Request::IncrementalAlterConfigs(expect),
         );
     }
 }
@@ -4882,7 +5284,8 @@ fn requests_init_producer_id() {
 fn request_golden_cases_cover_every_served_api() {
     // The request tests above exist for exactly these keys; a new served key needs its own.
     let covered = [
-        0i16, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 19, 20, 21, 22, 32, 42, 47, 60, 68, 69,
+        0i16, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 19, 20, 21, 22, 32, 33, 37, 42, 44,
+        47, 60, 68, 69,
     ];
     for r in SERVED {
         assert!(

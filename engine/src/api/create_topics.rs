@@ -100,6 +100,35 @@ pub(super) async fn handle(
     version: i16,
 ) -> CreateTopicsResponse {
     let mut resp = CreateTopicsResponse::default();
+    // Kafka's bound on the partitions one request may create (`ReplicationControlManager.
+    // validateTotalNumberOfPartitions`): over it, every topic fails alike. It also keeps one
+    // request from making the registry (and every metadata hash) arbitrarily large.
+    let total: i64 = req
+        .topics
+        .iter()
+        .map(|t| match (t.assignments.is_empty(), t.num_partitions) {
+            (false, _) => t.assignments.len() as i64,
+            (true, -1) => broker.config.num_partitions as i64,
+            (true, n) => n.max(0) as i64,
+        })
+        .sum();
+    if total > super::create_partitions::MAX_PARTITIONS_PER_REQUEST {
+        resp.topics = req
+            .topics
+            .iter()
+            .map(|t| {
+                CreatableTopicResult::default()
+                    .with_name(t.name.clone())
+                    .with_num_partitions(-1)
+                    .with_replication_factor(-1)
+                    .with_error_code(ResponseError::PolicyViolation.code())
+                    .with_error_message(Some(s(
+                        "Excessively large number of partitions per request.",
+                    )))
+            })
+            .collect();
+        return resp;
+    }
     let mut counts: BTreeMap<String, usize> = BTreeMap::new();
     for t in &req.topics {
         *counts.entry(t.name.0.to_string()).or_default() += 1;

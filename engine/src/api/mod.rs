@@ -10,7 +10,8 @@
 //! group and assemble the answer in the shape of the request's version; the data APIs
 //! (`produce.rs`, `fetch.rs`, `list_offsets.rs`, `delete_records.rs`, `init_producer_id.rs`)
 //! split by owning shard; the broker APIs (`api_versions.rs`, `metadata.rs`, `create_topics.rs`,
-//! `delete_topics.rs`, `find_coordinator.rs`, `describe_configs.rs`, `describe_cluster.rs`)
+//! `delete_topics.rs`, `create_partitions.rs`, `find_coordinator.rs`, `describe_configs.rs`,
+//! `alter_configs.rs`, `incremental_alter_configs.rs`, `describe_cluster.rs`)
 //! answer from the shared state.
 
 use crate::runtime::shard::Caller;
@@ -21,9 +22,11 @@ use wire::{Request, RequestHeader, Response};
 mod calls;
 mod common;
 
+mod alter_configs;
 mod api_versions;
 mod consumer_group_describe;
 mod consumer_group_heartbeat;
+mod create_partitions;
 mod create_topics;
 mod delete_groups;
 mod delete_records;
@@ -34,6 +37,7 @@ mod describe_groups;
 mod fetch;
 mod find_coordinator;
 mod heartbeat;
+mod incremental_alter_configs;
 mod init_producer_id;
 mod join_group;
 mod leave_group;
@@ -135,6 +139,13 @@ async fn dispatch(
         Request::CreateTopics(r) => Response::CreateTopics(create_topics::handle(b, r, v).await),
         Request::DeleteTopics(r) => {
             Response::DeleteTopics(delete_topics::handle(shard, r, v).await)
+        }
+        Request::CreatePartitions(r) => {
+            Response::CreatePartitions(create_partitions::handle(b, r, v).await)
+        }
+        Request::AlterConfigs(r) => Response::AlterConfigs(alter_configs::handle(b, r, v).await),
+        Request::IncrementalAlterConfigs(r) => {
+            Response::IncrementalAlterConfigs(incremental_alter_configs::handle(b, r, v).await)
         }
         Request::FindCoordinator(r) => Response::FindCoordinator(find_coordinator::handle(b, r, v)),
         Request::DescribeConfigs(r) => Response::DescribeConfigs(describe_configs::handle(b, r, v)),

@@ -282,6 +282,10 @@ impl DataStore {
             Ok(p) => p,
             Err(code) => return AppendOutcome::failed(code, None),
         };
+        // The topic's configs may have been altered since the log opened (AlterConfigs).
+        p.log
+            .borrow_mut()
+            .set_limits(settings.segment_bytes, settings.max_message_bytes);
         let mut batch = records.to_vec();
         let failures = p.failures.get();
         let staged = loop {

@@ -21,9 +21,11 @@ import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.function.Supplier;
 import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AlterConfigOp;
 import org.apache.kafka.clients.admin.Config;
 import org.apache.kafka.clients.admin.ConfigEntry;
 import org.apache.kafka.clients.admin.ConsumerGroupDescription;
+import org.apache.kafka.clients.admin.CreatePartitionsOptions;
 import org.apache.kafka.clients.admin.DescribeClusterOptions;
 import org.apache.kafka.clients.admin.DescribeClusterResult;
 import org.apache.kafka.clients.admin.DescribeConsumerGroupsOptions;
@@ -31,6 +33,7 @@ import org.apache.kafka.clients.admin.GroupListing;
 import org.apache.kafka.clients.admin.ListGroupsOptions;
 import org.apache.kafka.clients.admin.MemberDescription;
 import org.apache.kafka.clients.admin.MemberToRemove;
+import org.apache.kafka.clients.admin.NewPartitions;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.OffsetSpec;
 import org.apache.kafka.clients.admin.RecordsToDelete;
@@ -112,6 +115,18 @@ class AdminClientTest {
             }
         }
 
+        /** "ok", or the exception's class and message: where Kafka's message is part of the contract. */
+        static String failure(ThrowingRunnable r) {
+            try {
+                r.run();
+                return "ok";
+            } catch (ExecutionException e) {
+                return e.getCause().getClass().getSimpleName() + ": " + e.getCause().getMessage();
+            } catch (Exception e) {
+                return e.getClass().getSimpleName() + ": " + e.getMessage();
+            }
+        }
+
         interface ThrowingRunnable {
             void run() throws Exception;
         }
@@ -173,6 +188,63 @@ class AdminClientTest {
             }
             line("describeTopics unknown: " + outcome(() -> get(admin.describeTopics(
                     TopicCollection.ofTopicNames(List.of("adm-missing"))).allTopicNames())));
+
+            // CreatePartitions: the change, validate-only, and Kafka's refusals with their messages.
+            line("createPartitions " + t2 + " to 4: " + failure(() -> get(admin.createPartitions(
+                    Map.of(t2, NewPartitions.increaseTo(4))).all())));
+            line("createPartitions validateOnly: " + failure(() -> get(admin.createPartitions(
+                    Map.of(a, NewPartitions.increaseTo(5)), new CreatePartitionsOptions().validateOnly(true)).all())));
+            line("createPartitions decrease: " + failure(() -> get(admin.createPartitions(
+                    Map.of(t2, NewPartitions.increaseTo(2))).all())));
+            line("createPartitions same count: " + failure(() -> get(admin.createPartitions(
+                    Map.of(t2, NewPartitions.increaseTo(4))).all())));
+            line("createPartitions unknown topic: " + failure(() -> get(admin.createPartitions(
+                    Map.of("adm-missing", NewPartitions.increaseTo(4))).all())));
+            Clients.waitUntil(Duration.ofSeconds(30), t2 + " described with 4 partitions", () -> uncheck(() ->
+                    get(admin.describeTopics(TopicCollection.ofTopicNames(List.of(t2))).allTopicNames())
+                            .get(t2).partitions().size() == 4));
+            line("describeTopics " + t2 + " after createPartitions: 4 partitions");
+            line("describeTopics " + a + " after validateOnly: partitions=" + get(admin.describeTopics(
+                    TopicCollection.ofTopicNames(List.of(a))).allTopicNames()).get(a).partitions().size());
+
+            // IncrementalAlterConfigs: set, append to a list, the refusals, delete.
+            ConfigResource resB = new ConfigResource(ConfigResource.Type.TOPIC, t2);
+            line("incrementalAlterConfigs set+append: " + failure(() -> get(admin.incrementalAlterConfigs(Map.of(resB,
+                    List.of(new AlterConfigOp(new ConfigEntry("retention.ms", "1000"), AlterConfigOp.OpType.SET),
+                            new AlterConfigOp(new ConfigEntry("cleanup.policy", "compact"), AlterConfigOp.OpType.APPEND))))
+                    .all())));
+            line("incrementalAlterConfigs append to a non-list: " + failure(() -> get(admin.incrementalAlterConfigs(
+                    Map.of(resB, List.of(new AlterConfigOp(new ConfigEntry("retention.ms", "5"),
+                            AlterConfigOp.OpType.APPEND)))).all())));
+            line("incrementalAlterConfigs unknown key: " + failure(() -> get(admin.incrementalAlterConfigs(
+                    Map.of(resB, List.of(new AlterConfigOp(new ConfigEntry("no.such.config", "1"),
+                            AlterConfigOp.OpType.SET)))).all())));
+            line("incrementalAlterConfigs unknown topic: " + failure(() -> get(admin.incrementalAlterConfigs(
+                    Map.of(new ConfigResource(ConfigResource.Type.TOPIC, "adm-missing"), List.of(new AlterConfigOp(
+                            new ConfigEntry("retention.ms", "5"), AlterConfigOp.OpType.SET)))).all())));
+            // Kafka applies a config change to its brokers' caches a moment after answering.
+            Clients.waitUntil(Duration.ofSeconds(30), "altered configs described", () -> uncheck(() -> {
+                Config c2 = get(admin.describeConfigs(List.of(resB)).all()).get(resB);
+                return "1000".equals(c2.get("retention.ms").value());
+            }));
+            Config altered = get(admin.describeConfigs(List.of(resB)).all()).get(resB);
+            for (String k : List.of("retention.ms", "cleanup.policy")) {
+                ConfigEntry e = altered.get(k);
+                line("describeConfigs after alter " + k + ": " + e.value() + " " + e.source() + " default=" + e.isDefault());
+            }
+            line("incrementalAlterConfigs delete+subtract: " + failure(() -> get(admin.incrementalAlterConfigs(
+                    Map.of(resB, List.of(
+                            new AlterConfigOp(new ConfigEntry("retention.ms", null), AlterConfigOp.OpType.DELETE),
+                            new AlterConfigOp(new ConfigEntry("cleanup.policy", "compact"),
+                                    AlterConfigOp.OpType.SUBTRACT)))).all())));
+            Clients.waitUntil(Duration.ofSeconds(30), "deleted config back to its default", () -> uncheck(() ->
+                    get(admin.describeConfigs(List.of(resB)).all()).get(resB).get("retention.ms").isDefault()));
+            Config back = get(admin.describeConfigs(List.of(resB)).all()).get(resB);
+            for (String k : List.of("retention.ms", "cleanup.policy")) {
+                ConfigEntry e = back.get(k);
+                line("describeConfigs after delete+subtract " + k + ": " + e.value() + " " + e.source()
+                        + " default=" + e.isDefault());
+            }
 
             DescribeClusterResult c = admin.describeCluster(new DescribeClusterOptions().includeAuthorizedOperations(true));
             line("describeCluster: nodes=" + get(c.nodes()).size() + " controller=" + (get(c.controller()) != null)

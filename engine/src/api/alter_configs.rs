@@ -1,0 +1,301 @@
+//! AlterConfigs (the legacy whole-set replacement) and the checks IncrementalAlterConfigs shares:
+//! topic configs, validated as Kafka 4.4 validates them, written to the topic registry durably,
+//! and read by the data path on its next operation (retention on its next pass, the timestamp
+//! type, `max.message.bytes` and `segment.bytes` on the next append) — no restart.
+//!
+//! Kafka's order (`ConfigAdminManager.preprocess` on the broker, then the controller's
+//! `ConfigurationControlManager` and `ControllerConfigurationValidator`): a resource named twice
+//! fails both entries, a key named twice or a null value fails its resource (INVALID_REQUEST);
+//! then the resulting set is validated (an unknown key or a bad value: INVALID_CONFIG) before the
+//! topic's existence is checked, so an unknown topic with a bad key reports INVALID_CONFIG.
+//!
+//! Broker and group resources are refused with a message: the broker's configuration is read at
+//! start-up (`docs/configuration.md`), and per-group configs are not served yet.
+
+use super::common::s;
+use super::create_topics::validate_topic_config;
+use super::describe_configs::TOPIC_CONFIG_DEFAULTS;
+use crate::broker::Broker;
+use crate::topics::RegistryError;
+use kafka_protocol::messages::*;
+use kafka_protocol::ResponseError;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+/// `ConfigResource.Type` codes.
+pub(super) const RESOURCE_TOPIC: i8 = 2;
+pub(super) const RESOURCE_BROKER: i8 = 4;
+pub(super) const RESOURCE_BROKER_LOGGER: i8 = 8;
+pub(super) const RESOURCE_GROUP: i8 = 32;
+
+/// One change to one key (`AlterConfigOp.OpType`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Op {
+    Set,
+    Delete,
+    Append,
+    Subtract,
+}
+
+impl Op {
+    pub(super) fn from_code(code: i8) -> Option<Op> {
+        Some(match code {
+            0 => Op::Set,
+            1 => Op::Delete,
+            2 => Op::Append,
+            3 => Op::Subtract,
+            _ => return None,
+        })
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Op::Set => "SET",
+            Op::Delete => "DELETE",
+            Op::Append => "APPEND",
+            Op::Subtract => "SUBTRACT",
+        }
+    }
+}
+
+/// A resource's requested changes, from either request.
+pub(super) struct Change {
+    pub resource_type: i8,
+    pub name: String,
+    /// (key, operation, value)
+    pub ops: Vec<(String, Option<Op>, Option<String>)>,
+    /// AlterConfigs: keys not named are removed (the request is the whole new set).
+    pub replace: bool,
+}
+
+type Outcome = Result<(), (ResponseError, String)>;
+
+/// Topic configs whose value is a list (APPEND/SUBTRACT apply to them only).
+const LIST_CONFIGS: &[&str] = &["cleanup.policy"];
+
+fn invalid(msg: impl Into<String>) -> Outcome {
+    Err((ResponseError::InvalidConfig, msg.into()))
+}
+
+/// The topic's configs after `change`, checked, or why not.
+fn resulting_topic_configs(
+    change: &Change,
+    current: &BTreeMap<String, String>,
+) -> Result<BTreeMap<String, String>, (ResponseError, String)> {
+    let mut out = if change.replace {
+        BTreeMap::new()
+    } else {
+        current.clone()
+    };
+    for (key, op, value) in &change.ops {
+        let op = op.ok_or_else(|| {
+            (
+                ResponseError::InvalidRequest,
+                format!("Unknown operation for config {key}"),
+            )
+        })?;
+        if matches!(op, Op::Append | Op::Subtract) && !LIST_CONFIGS.contains(&key.as_str()) {
+            return Err((
+                ResponseError::InvalidConfig,
+                format!(
+                    "Can't {} to key {key} because its type is not LIST.",
+                    op.name()
+                ),
+            ));
+        }
+        let known = TOPIC_CONFIG_DEFAULTS.iter().find(|(n, _)| n == key);
+        let Some((_, default)) = known else {
+            return Err((
+                ResponseError::InvalidConfig,
+                format!("Unknown topic config name: {key}"),
+            ));
+        };
+        match op {
+            Op::Set => {
+                out.insert(key.clone(), value.clone().unwrap_or_default());
+            }
+            Op::Delete => {
+                out.remove(key);
+            }
+            Op::Append | Op::Subtract => {
+                let base = out.get(key).cloned().unwrap_or_else(|| default.to_string());
+                let mut items: Vec<String> = base
+                    .split(',')
+                    .map(|x| x.trim().to_string())
+                    .filter(|x| !x.is_empty())
+                    .collect();
+                for v in value.as_deref().unwrap_or("").split(',').map(str::trim) {
+                    if v.is_empty() {
+                        continue;
+                    }
+                    if op == Op::Append && !items.iter().any(|x| x == v) {
+                        items.push(v.to_string());
+                    } else if op == Op::Subtract {
+                        items.retain(|x| x != v);
+                    }
+                }
+                out.insert(key.clone(), items.join(","));
+            }
+        }
+    }
+    for (key, value) in &out {
+        if let Err(msg) = validate_topic_config(key, value) {
+            return Err((ResponseError::InvalidConfig, msg));
+        }
+    }
+    Ok(out)
+}
+
+/// Check and apply every change; one outcome per change, in request order.
+pub(super) async fn apply(
+    broker: &Arc<Broker>,
+    changes: Vec<Change>,
+    validate_only: bool,
+) -> Vec<Outcome> {
+    let mut named: HashMap<(i8, String), usize> = HashMap::new();
+    for c in &changes {
+        *named.entry((c.resource_type, c.name.clone())).or_default() += 1;
+    }
+    let mut out = Vec::with_capacity(changes.len());
+    for c in &changes {
+        out.push(
+            apply_one(
+                broker,
+                c,
+                named[&(c.resource_type, c.name.clone())] > 1,
+                validate_only,
+            )
+            .await,
+        );
+    }
+    out
+}
+
+async fn apply_one(broker: &Arc<Broker>, c: &Change, twice: bool, validate_only: bool) -> Outcome {
+    if twice {
+        return Err((
+            ResponseError::InvalidRequest,
+            "Each resource must appear at most once.".into(),
+        ));
+    }
+    let mut keys = std::collections::HashSet::new();
+    if c.ops.iter().any(|(k, _, _)| !keys.insert(k.as_str())) {
+        return Err((
+            ResponseError::InvalidRequest,
+            "Error due to duplicate config keys".into(),
+        ));
+    }
+    let nulls: Vec<&str> = c
+        .ops
+        .iter()
+        .filter(|(_, op, v)| v.is_none() && *op != Some(Op::Delete))
+        .map(|(k, _, _)| k.as_str())
+        .collect();
+    if !nulls.is_empty() {
+        return Err((
+            ResponseError::InvalidRequest,
+            format!("Null value not supported for : {}", nulls.join(", ")),
+        ));
+    }
+    match c.resource_type {
+        RESOURCE_TOPIC => {}
+        RESOURCE_BROKER | RESOURCE_BROKER_LOGGER => {
+            return Err((
+                ResponseError::InvalidRequest,
+                "Ringleader reads its broker configuration at start-up; dynamic broker configs are not supported (change server.properties or --set and restart).".into(),
+            ))
+        }
+        RESOURCE_GROUP => {
+            return Err((
+                ResponseError::InvalidRequest,
+                "Per-group configs (consumer.session.timeout.ms, ...) are not supported yet; the broker's group.consumer.* settings apply to every group.".into(),
+            ))
+        }
+        other => {
+            return Err((ResponseError::InvalidRequest, format!("Unknown resource type {other}")))
+        }
+    }
+    if c.name.is_empty() {
+        return Err((
+            ResponseError::InvalidRequest,
+            "Default topic resources are not allowed.".into(),
+        ));
+    }
+    let snap = broker.topics.snapshot();
+    let topic = snap.get(c.name.as_str());
+    let empty = BTreeMap::new();
+    let configs = resulting_topic_configs(c, topic.map_or(&empty, |t| &t.configs))?;
+    let Some(topic) = topic else {
+        return Err((
+            ResponseError::UnknownTopicOrPartition,
+            format!("The topic '{}' does not exist.", c.name),
+        ));
+    };
+    if topic.internal {
+        // Kafka would accept it; the coordinator's log settings come from offsets.topic.*.
+        return invalid(format!(
+            "The configs of {} come from the broker's offsets.topic.* settings.",
+            c.name
+        ));
+    }
+    if validate_only || configs == topic.configs {
+        return Ok(());
+    }
+    let (b, name) = (broker.clone(), c.name.clone());
+    let written = glommio::executor()
+        .spawn_blocking(move || b.topics.set_configs(&name, configs))
+        .await;
+    match written {
+        Ok(()) => Ok(()),
+        Err(RegistryError::Unknown(name)) => Err((
+            ResponseError::UnknownTopicOrPartition,
+            format!("The topic '{name}' does not exist."),
+        )),
+        Err(e) => {
+            tracing::error!(topic = %c.name, error = %e, "altering topic configs failed");
+            Err((ResponseError::UnknownServerError, e.to_string()))
+        }
+    }
+}
+
+/// AlterConfigs v0–v2: each resource's configs become exactly the ones given.
+pub(super) async fn handle(
+    broker: &Arc<Broker>,
+    req: AlterConfigsRequest,
+    _version: i16,
+) -> AlterConfigsResponse {
+    let changes: Vec<Change> = req
+        .resources
+        .iter()
+        .map(|r| Change {
+            resource_type: r.resource_type,
+            name: r.resource_name.to_string(),
+            ops: r
+                .configs
+                .iter()
+                .map(|c| {
+                    (
+                        c.name.to_string(),
+                        Some(Op::Set),
+                        c.value.as_ref().map(|v| v.to_string()),
+                    )
+                })
+                .collect(),
+            replace: true,
+        })
+        .collect();
+    let outcomes = apply(broker, changes, req.validate_only).await;
+    let mut resp = AlterConfigsResponse::default();
+    for (r, o) in req.resources.iter().zip(outcomes) {
+        let mut x = alter_configs_response::AlterConfigsResourceResponse::default()
+            .with_resource_type(r.resource_type)
+            .with_resource_name(r.resource_name.clone())
+            .with_error_message(None);
+        if let Err((e, msg)) = o {
+            x.error_code = e.code();
+            x.error_message = Some(s(msg));
+        }
+        resp.responses.push(x);
+    }
+    resp
+}

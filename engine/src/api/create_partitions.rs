@@ -1,0 +1,193 @@
+//! CreatePartitions: grow topics, checked as Kafka's controller checks them
+//! (`ControllerApis.createPartitions`, `ReplicationControlManager.createPartitions` and
+//! `validateManualPartitionAssignment` in Kafka 4.4), then written to the topic registry in one
+//! durable step on a blocking thread.
+//!
+//! Nothing else has to be told: every request reads the registry's current snapshot, so Metadata
+//! lists the new partitions at once, Produce and Fetch reach them (a partition's log opens on
+//! first use, as a new topic's do), a consumer group's next heartbeat sees its subscribed topics'
+//! metadata hash change and computes a new target, and a classic group's leader rejoins when its
+//! client's metadata shows the new count. Committed offsets are keyed by partition and untouched.
+
+use super::common::s;
+use crate::broker::Broker;
+use crate::topics::{RegistryError, CONSUMER_OFFSETS};
+use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
+use kafka_protocol::messages::*;
+use kafka_protocol::ResponseError;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// Kafka's bound on the partitions one request may add (`validateTotalNumberOfPartitions`,
+/// `QuorumController.MAX_RECORDS_PER_USER_OP`).
+pub(super) const MAX_PARTITIONS_PER_REQUEST: i64 = 10_000;
+
+fn result(
+    name: &TopicName,
+    e: Option<(ResponseError, Option<String>)>,
+) -> CreatePartitionsTopicResult {
+    let mut r = CreatePartitionsTopicResult::default().with_name(name.clone());
+    if let Some((e, msg)) = e {
+        r.error_code = e.code();
+        r.error_message = msg.map(s);
+    }
+    r
+}
+
+/// Why `topic`'s entry cannot be applied, or `None` if it can: Kafka's checks in its order.
+fn check(
+    broker: &Broker,
+    t: &create_partitions_request::CreatePartitionsTopic,
+    current: Option<i32>,
+) -> Option<(ResponseError, Option<String>)> {
+    let name = t.name.0.as_str();
+    let Some(current) = current else {
+        return Some((ResponseError::UnknownTopicOrPartition, None));
+    };
+    if name == CONSUMER_OFFSETS {
+        // Kafka lets this through and breaks every group's coordinator mapping (a group's
+        // partition is its hash modulo this count); here the count is a broker setting.
+        return Some((
+            ResponseError::InvalidPartitions,
+            Some(format!(
+                "The partition count of {CONSUMER_OFFSETS} is offsets.topic.num.partitions ({current}); a group's partition is its hash modulo that count, so it cannot change."
+            )),
+        ));
+    }
+    if t.count == current {
+        return Some((
+            ResponseError::InvalidPartitions,
+            Some(format!("Topic already has {current} partition(s).")),
+        ));
+    }
+    if t.count < current {
+        let e = RegistryError::NotAnIncrease {
+            name: name.to_string(),
+            current,
+            requested: t.count,
+        };
+        return Some((ResponseError::InvalidPartitions, Some(e.to_string())));
+    }
+    let additional = t.count - current;
+    if let Some(assignments) = &t.assignments {
+        if assignments.len() as i64 != additional as i64 {
+            return Some((
+                ResponseError::InvalidReplicaAssignment,
+                Some(format!(
+                    "Attempted to add {additional} additional partition(s), but only {} assignment(s) were specified.",
+                    assignments.len()
+                )),
+            ));
+        }
+        for a in assignments {
+            let invalid = |msg: String| Some((ResponseError::InvalidReplicaAssignment, Some(msg)));
+            if a.broker_ids.is_empty() {
+                return invalid(
+                    "The manual partition assignment includes an empty replica list.".into(),
+                );
+            }
+            if let Some(b) = a.broker_ids.iter().find(|b| b.0 != broker.node_id) {
+                return invalid(format!(
+                    "The manual partition assignment includes broker {}, but no such broker is registered.",
+                    b.0
+                ));
+            }
+            if a.broker_ids.len() > 1 {
+                return invalid(format!(
+                    "The manual partition assignment includes the broker {} more than once.",
+                    broker.node_id
+                ));
+            }
+        }
+    }
+    None
+}
+
+/// CreatePartitions v0–v3 (`validate_only` answers as the change would, and changes nothing).
+pub(super) async fn handle(
+    broker: &Arc<Broker>,
+    req: CreatePartitionsRequest,
+    _version: i16,
+) -> CreatePartitionsResponse {
+    let mut resp = CreatePartitionsResponse::default();
+    let snap = broker.topics.snapshot();
+    // Too many new partitions fails the whole request, every topic alike.
+    let additional: i64 = req
+        .topics
+        .iter()
+        .filter_map(|t| {
+            let current = snap.get(t.name.0.as_str())?.partitions;
+            (t.count > current).then(|| (t.count - current) as i64)
+        })
+        .sum();
+    if additional > MAX_PARTITIONS_PER_REQUEST {
+        let msg = "Excessively large number of additional partitions per request.";
+        resp.results = req
+            .topics
+            .iter()
+            .map(|t| {
+                result(
+                    &t.name,
+                    Some((ResponseError::PolicyViolation, Some(msg.into()))),
+                )
+            })
+            .collect();
+        return resp;
+    }
+    let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
+    for t in &req.topics {
+        *seen.entry(t.name.0.as_str()).or_default() += 1;
+    }
+    // Kafka answers a duplicated name once, first, and does not apply it.
+    for (name, n) in &seen {
+        if *n > 1 {
+            let name = TopicName(s(*name));
+            resp.results.push(result(
+                &name,
+                Some((
+                    ResponseError::InvalidRequest,
+                    Some("Duplicate topic name.".into()),
+                )),
+            ));
+        }
+    }
+    let mut changes = Vec::new();
+    let mut ok = Vec::new();
+    for t in req.topics.iter().filter(|t| seen[t.name.0.as_str()] == 1) {
+        let current = snap.get(t.name.0.as_str()).map(|topic| topic.partitions);
+        match check(broker, t, current) {
+            Some(e) => resp.results.push(result(&t.name, Some(e))),
+            None => {
+                changes.push((t.name.0.to_string(), t.count));
+                ok.push(t.name.clone());
+            }
+        }
+    }
+    if !changes.is_empty() && !req.validate_only {
+        let b = broker.clone();
+        let written = glommio::executor()
+            .spawn_blocking(move || b.topics.add_partitions(&changes))
+            .await;
+        if let Err(e) = written {
+            // A topic deleted or grown by a concurrent request since the checks, or the disk.
+            let code = match &e {
+                RegistryError::Unknown(_) => ResponseError::UnknownTopicOrPartition,
+                RegistryError::NotAnIncrease { .. } => ResponseError::InvalidPartitions,
+                _ => {
+                    tracing::error!(error = %e, "adding partitions failed");
+                    ResponseError::UnknownServerError
+                }
+            };
+            let msg = e.to_string();
+            for name in ok {
+                resp.results
+                    .push(result(&name, Some((code, Some(msg.clone())))));
+            }
+            return resp;
+        }
+    }
+    for name in ok {
+        resp.results.push(result(&name, None));
+    }
+    resp
+}
