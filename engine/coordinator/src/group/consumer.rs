@@ -1114,8 +1114,11 @@ fn leave(
         let mut next = m.clone();
         next.previous_member_epoch = m.member_epoch;
         next.member_epoch = STATIC_LEAVE_EPOCH;
-        // `resetAssignedPartitionsEpochsToZero`: the instance that comes back commits with a
+        // `consumerGroupStaticMemberGroupLeave`: what it was revoking is released now, and
+        // (`resetAssignedPartitionsEpochsToZero`) the instance that comes back commits with a
         // new member's epochs.
+        next.pending_revocation.clear();
+        next.restamp(&m, 0);
         for e in &mut next.assignment_epochs {
             e.2 = 0;
         }
