@@ -966,3 +966,543 @@ fn describe_a_group_made_over_the_wire() {
     let (code, out) = groups(server.addr, &["--list"]);
     assert_eq!((code, out.as_str()), (0, ""));
 }
+
+// ------------------------------------------------------------------------------------------------
+// --reset-offsets and --delete-offsets against the real broker
+// ------------------------------------------------------------------------------------------------
+
+/// 2023-11-14T22:13:20Z and 2023-11-14T22:15:00Z.
+const T1: i64 = 1_700_000_000_000;
+const T2: i64 = 1_700_000_100_000;
+
+fn create_topic(c: &mut Client, name: &str, partitions: i32) {
+    let create = Request::CreateTopics(CreateTopicsRequest::default().with_topics(vec![
+        create_topics_request::CreatableTopic::default()
+            .with_name(TopicName(s(name)))
+            .with_num_partitions(partitions)
+            .with_replication_factor(1),
+    ]));
+    let Response::CreateTopics(ct) = c.call(c.version(19, 7).unwrap(), create) else {
+        panic!()
+    };
+    assert_eq!(ct.topics[0].error_code, 0, "CreateTopics {name}");
+}
+
+fn produce(c: &mut Client, topic: &str, partition: i32, count: usize, timestamp: i64) {
+    let values: Vec<String> = (0..count).map(|i| format!("v{i}")).collect();
+    let recs: Vec<_> = values.iter().map(|v| (None, Some(v.as_bytes()))).collect();
+    let mut batch = Vec::new();
+    storage::batch::encode_batch(0, timestamp, &recs, &mut batch);
+    let req = Request::Produce(
+        ProduceRequest::default()
+            .with_acks(-1)
+            .with_timeout_ms(30_000)
+            .with_topic_data(vec![produce_request::TopicProduceData::default()
+                .with_name(TopicName(s(topic)))
+                .with_partition_data(vec![
+                    produce_request::PartitionProduceData::default()
+                        .with_index(partition)
+                        .with_records(Some(Bytes::from(batch))),
+                ])]),
+    );
+    let Response::Produce(r) = c.call(c.version(0, 9).unwrap(), req) else {
+        panic!()
+    };
+    assert_eq!(
+        r.responses[0].partition_responses[0].error_code, 0,
+        "Produce"
+    );
+}
+
+/// Commit offsets as an admin (generation -1, no member id).
+fn admin_commit(c: &mut Client, group: &str, topic: &str, offsets: &[(i32, i64)]) {
+    let commit = OffsetCommitRequest::default()
+        .with_group_id(GroupId(s(group)))
+        .with_generation_id_or_member_epoch(-1)
+        .with_member_id(s(""))
+        .with_topics(vec![
+            offset_commit_request::OffsetCommitRequestTopic::default()
+                .with_name(TopicName(s(topic)))
+                .with_partitions(
+                    offsets
+                        .iter()
+                        .map(|(p, o)| {
+                            offset_commit_request::OffsetCommitRequestPartition::default()
+                                .with_partition_index(*p)
+                                .with_committed_offset(*o)
+                                .with_committed_metadata(Some(s("")))
+                        })
+                        .collect(),
+                ),
+        ]);
+    let Response::OffsetCommit(oc) =
+        c.call(c.version(8, 9).unwrap(), Request::OffsetCommit(commit))
+    else {
+        panic!()
+    };
+    for p in &oc.topics[0].partitions {
+        assert_eq!(p.error_code, 0, "OffsetCommit {}", p.partition_index);
+    }
+}
+
+/// Committed offsets of `group` read back with OffsetFetch (all topics).
+fn fetch_committed(c: &mut Client, group: &str) -> Vec<(String, i32, i64)> {
+    let v = c.version(9, 7).unwrap();
+    let req = OffsetFetchRequest::default()
+        .with_group_id(GroupId(s(group)))
+        .with_topics(None);
+    let Response::OffsetFetch(r) = c.call(v, Request::OffsetFetch(req)) else {
+        panic!()
+    };
+    assert_eq!(r.error_code, 0, "OffsetFetch");
+    let mut out: Vec<(String, i32, i64)> = r
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .filter(|p| p.committed_offset >= 0)
+                .map(|p| (t.name.0.to_string(), p.partition_index, p.committed_offset))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// (partition, NEW-OFFSET) rows of a --reset-offsets table, checking the GROUP/TOPIC columns.
+fn reset_rows(out: &str, group: &str, topic: &str) -> Vec<(i32, i64)> {
+    assert!(out.starts_with('\n'), "{out:?}");
+    let mut lines = out.lines().skip(1);
+    assert_eq!(
+        lines.next(),
+        Some("GROUP           TOPIC           PARTITION  NEW-OFFSET"),
+        "{out}"
+    );
+    lines
+        .map(|l| {
+            let cols: Vec<&str> = l.split_whitespace().collect();
+            assert_eq!(cols.len(), 4, "{out}");
+            assert_eq!((cols[0], cols[1]), (group, topic), "{out}");
+            (cols[2].parse().unwrap(), cols[3].parse().unwrap())
+        })
+        .collect()
+}
+
+/// Join `group` as its sole classic member, assigning every partition of `topic` to itself.
+fn join_classic(c: &mut Client, group: &str, topic: &str, partitions: &[i32]) -> String {
+    let (join_v, sync_v) = (c.version(11, 9).unwrap(), c.version(14, 5).unwrap());
+    let mut subscription = BytesMut::new();
+    subscription.extend_from_slice(&0i16.to_be_bytes());
+    ConsumerProtocolSubscription::default()
+        .with_topics(vec![s(topic)])
+        .encode(&mut subscription, 0)
+        .unwrap();
+    let subscription = subscription.freeze();
+    let mut member_id = String::new();
+    let joined = loop {
+        let req = JoinGroupRequest::default()
+            .with_group_id(GroupId(s(group)))
+            .with_session_timeout_ms(30_000)
+            .with_rebalance_timeout_ms(30_000)
+            .with_member_id(s(&member_id))
+            .with_protocol_type(s("consumer"))
+            .with_protocols(vec![join_group_request::JoinGroupRequestProtocol::default(
+            )
+            .with_name(s("range"))
+            .with_metadata(subscription.clone())]);
+        let Response::JoinGroup(j) = c.call(join_v, Request::JoinGroup(req)) else {
+            panic!()
+        };
+        if j.error_code == kafka_protocol::ResponseError::MemberIdRequired.code()
+            && member_id.is_empty()
+        {
+            member_id = j.member_id.to_string();
+            continue;
+        }
+        assert_eq!(j.error_code, 0, "JoinGroup");
+        break j;
+    };
+    member_id = joined.member_id.to_string();
+    let assignment = admin_cli::encode_consumer_assignment(&tps(&[(topic, partitions)]), 0);
+    let mut sync = SyncGroupRequest::default()
+        .with_group_id(GroupId(s(group)))
+        .with_generation_id(joined.generation_id)
+        .with_member_id(s(&member_id))
+        .with_assignments(vec![
+            sync_group_request::SyncGroupRequestAssignment::default()
+                .with_member_id(s(&member_id))
+                .with_assignment(assignment),
+        ]);
+    if sync_v >= 5 {
+        sync.protocol_type = Some(s("consumer"));
+        sync.protocol_name = Some(s("range"));
+    }
+    let Response::SyncGroup(sg) = c.call(sync_v, Request::SyncGroup(sync)) else {
+        panic!()
+    };
+    assert_eq!(sg.error_code, 0, "SyncGroup");
+    member_id
+}
+
+#[test]
+fn reset_offsets_every_mode_dry_run_and_execute() {
+    let server = TestServer::start("reset", &["group.initial.rebalance.delay.ms=0"]);
+    let mut c = Client::connect(server.addr);
+    let needed = [
+        (0, 9),
+        (2, 10),
+        (3, 12),
+        (8, 9),
+        (9, 9),
+        (11, 9),
+        (14, 5),
+        (15, 5),
+    ];
+    if needed.iter().any(|(k, m)| c.version(*k, *m).is_none()) {
+        eprintln!("group/offset APIs not all served: reset-offsets not checked");
+        return;
+    }
+    create_topic(&mut c, "events", 2);
+    // events-0: offsets 0-4 at T1, 5-9 at T2 (latest 10); events-1: 0-2 at T1 (latest 3).
+    produce(&mut c, "events", 0, 5, T1);
+    produce(&mut c, "events", 0, 5, T2);
+    produce(&mut c, "events", 1, 3, T1);
+    admin_commit(&mut c, "g-reset", "events", &[(0, 4), (1, 2)]);
+    let before = fetch_committed(&mut c, "g-reset");
+    assert_eq!(
+        before,
+        [("events".to_string(), 0, 4), ("events".to_string(), 1, 2)]
+    );
+
+    let dry = |scenario: &[&str]| -> Vec<(i32, i64)> {
+        let mut argv = vec!["--reset-offsets", "--group", "g-reset", "--all-topics"];
+        argv.extend_from_slice(scenario);
+        let (code, out) = groups(server.addr, &argv);
+        assert_eq!(code, 0, "{scenario:?}: {out}");
+        reset_rows(&out, "g-reset", "events")
+    };
+    assert_eq!(dry(&["--to-earliest"]), [(0, 0), (1, 0)]);
+    assert_eq!(dry(&["--to-latest", "--dry-run"]), [(0, 10), (1, 3)]);
+    assert_eq!(dry(&["--to-current"]), [(0, 4), (1, 2)]);
+    // Out of range: clamped to [earliest, latest].
+    assert_eq!(dry(&["--to-offset", "7"]), [(0, 7), (1, 3)]);
+    assert_eq!(dry(&["--to-offset", "-5"]), [(0, 0), (1, 0)]);
+    assert_eq!(dry(&["--shift-by", "3"]), [(0, 7), (1, 3)]);
+    assert_eq!(dry(&["--shift-by", "-3"]), [(0, 1), (1, 0)]);
+    // Ten years back (before T1): every partition's first offset.
+    assert_eq!(dry(&["--by-duration", "P3650DT1H"]), [(0, 0), (1, 0)]);
+    // Between T1 and T2: events-0 moves to the T2 batch; events-1 has nothing that late and
+    // falls back to its latest offset, with Kafka's warning.
+    let (code, out) = groups(
+        server.addr,
+        &[
+            "--reset-offsets",
+            "--group",
+            "g-reset",
+            "--all-topics",
+            "--to-datetime",
+            "2023-11-14T22:14:00.000",
+        ],
+    );
+    assert_eq!(code, 0, "{out}");
+    let warn =
+        "\nWarn: Partition 1 from topic events is empty. Falling back to latest known offset.\n";
+    assert!(out.starts_with(warn), "{out}");
+    assert_eq!(
+        reset_rows(&out[warn.len()..], "g-reset", "events"),
+        [(0, 5), (1, 3)]
+    );
+    let (code, out) = groups(
+        server.addr,
+        &[
+            "--reset-offsets",
+            "--group",
+            "g-reset",
+            "--all-topics",
+            "--to-datetime",
+            "2023-11-14T22:13:20.000Z",
+        ],
+    );
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(reset_rows(&out, "g-reset", "events"), [(0, 0), (1, 0)]);
+    // --topic scopes: one partition, or a whole topic.
+    let (code, out) = groups(
+        server.addr,
+        &[
+            "--reset-offsets",
+            "--group",
+            "g-reset",
+            "--topic",
+            "events:1",
+            "--to-latest",
+        ],
+    );
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(
+        out,
+        "\nGROUP           TOPIC           PARTITION  NEW-OFFSET\ng-reset         events          1          3\n"
+    );
+    let (code, out) = groups(
+        server.addr,
+        &[
+            "--reset-offsets",
+            "--group",
+            "g-reset",
+            "--topic",
+            "events",
+            "--to-earliest",
+        ],
+    );
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(reset_rows(&out, "g-reset", "events"), [(0, 0), (1, 0)]);
+
+    // None of the dry runs changed anything.
+    assert_eq!(fetch_committed(&mut c, "g-reset"), before);
+
+    // --execute commits.
+    let (code, out) = groups(
+        server.addr,
+        &[
+            "--reset-offsets",
+            "--group",
+            "g-reset",
+            "--topic",
+            "events:0",
+            "--to-offset",
+            "6",
+            "--execute",
+        ],
+    );
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(reset_rows(&out, "g-reset", "events"), [(0, 6)]);
+    assert_eq!(
+        fetch_committed(&mut c, "g-reset"),
+        [("events".to_string(), 0, 6), ("events".to_string(), 1, 2)]
+    );
+    let (code, out) = groups(
+        server.addr,
+        &[
+            "--reset-offsets",
+            "--group",
+            "g-reset",
+            "--all-topics",
+            "--shift-by",
+            "-1",
+            "--execute",
+        ],
+    );
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(reset_rows(&out, "g-reset", "events"), [(0, 5), (1, 1)]);
+    let (code, out) = groups(server.addr, &["--describe", "--group", "g-reset"]);
+    assert_eq!(code, 0, "{out}");
+    let current: Vec<(String, String)> = out
+        .lines()
+        .filter(|l| l.starts_with("g-reset "))
+        .map(|l| {
+            let cols: Vec<&str> = l.split_whitespace().collect();
+            (cols[2].to_string(), cols[3].to_string())
+        })
+        .collect();
+    assert_eq!(
+        current,
+        [("0".into(), "5".into()), ("1".into(), "1".into())],
+        "{out}"
+    );
+    // A group nobody ever used is Dead: it can be reset (and so created).
+    let (code, out) = groups(
+        server.addr,
+        &[
+            "--reset-offsets",
+            "--group",
+            "g-new",
+            "--topic",
+            "events",
+            "--to-latest",
+            "--execute",
+        ],
+    );
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(reset_rows(&out, "g-new", "events"), [(0, 10), (1, 3)]);
+    assert_eq!(
+        fetch_committed(&mut c, "g-new"),
+        [("events".to_string(), 0, 10), ("events".to_string(), 1, 3)]
+    );
+
+    // A live group is refused, and nothing is committed.
+    let member = join_classic(&mut c, "g-live", "events", &[0, 1]);
+    assert!(!member.is_empty());
+    let (code, out) = groups(
+        server.addr,
+        &[
+            "--reset-offsets",
+            "--group",
+            "g-live",
+            "--all-topics",
+            "--to-earliest",
+            "--execute",
+        ],
+    );
+    assert_eq!(code, 1, "{out}");
+    assert_eq!(
+        out,
+        "\nError: Assignments can only be reset if the group 'g-live' is inactive, but the current state is Stable.\n\nGROUP           TOPIC           PARTITION  NEW-OFFSET\n"
+    );
+    assert_eq!(fetch_committed(&mut c, "g-live"), []);
+
+    // Bad arguments exit 2 before connecting.
+    for argv in [
+        &["--reset-offsets", "--group", "g", "--all-topics"][..],
+        &["--reset-offsets", "--group", "g", "--to-earliest"],
+        &[
+            "--reset-offsets",
+            "--group",
+            "g",
+            "--all-topics",
+            "--to-earliest",
+            "--to-latest",
+        ],
+        &[
+            "--reset-offsets",
+            "--group",
+            "g",
+            "--topic",
+            "t:x",
+            "--to-earliest",
+        ],
+        &[
+            "--reset-offsets",
+            "--group",
+            "g",
+            "--all-topics",
+            "--to-datetime",
+            "yesterday",
+        ],
+        &[
+            "--reset-offsets",
+            "--group",
+            "g",
+            "--all-topics",
+            "--by-duration",
+            "1d",
+        ],
+        &["--describe", "--group", "g", "--to-earliest"],
+    ] {
+        let (code, out) = groups(server.addr, argv);
+        assert_eq!(code, 2, "{argv:?}: {out}");
+        assert!(out.starts_with("Error: "), "{out}");
+    }
+}
+
+#[test]
+fn delete_offsets_output_and_effect() {
+    let server = TestServer::start("deloffsets", &["group.initial.rebalance.delay.ms=0"]);
+    let mut c = Client::connect(server.addr);
+    let needed = [(3, 12), (8, 9), (9, 9), (11, 9), (14, 5), (15, 5), (47, 0)];
+    if needed.iter().any(|(k, m)| c.version(*k, *m).is_none()) {
+        eprintln!("group/offset APIs not all served: delete-offsets not checked");
+        return;
+    }
+    create_topic(&mut c, "orders", 3);
+    create_topic(&mut c, "audit", 1);
+    admin_commit(&mut c, "g-del", "orders", &[(0, 1), (1, 2), (2, 3)]);
+    admin_commit(&mut c, "g-del", "audit", &[(0, 7)]);
+
+    let (code, out) = groups(
+        server.addr,
+        &[
+            "--delete-offsets",
+            "--group",
+            "g-del",
+            "--topic",
+            "orders:0,2",
+        ],
+    );
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(
+        out,
+        "Request succeeded for deleting offsets from group g-del.\n\n\
+         TOPIC           PARTITION  STATUS         \n\
+         orders          0          Successful     \n\
+         orders          2          Successful     \n"
+    );
+    assert_eq!(
+        fetch_committed(&mut c, "g-del"),
+        [("audit".to_string(), 0, 7), ("orders".to_string(), 1, 2)]
+    );
+
+    // A whole topic, plus one that does not exist.
+    let (code, out) = groups(
+        server.addr,
+        &[
+            "--delete-offsets",
+            "--group",
+            "g-del",
+            "--topic",
+            "audit",
+            "--topic",
+            "nope",
+        ],
+    );
+    assert_eq!(code, 1, "{out}");
+    assert_eq!(
+        out,
+        "Request succeeded for deleting offsets from group g-del.\n\n\
+         TOPIC           PARTITION  STATUS         \n\
+         audit           0          Successful     \n\
+         nope            -          Error: org.apache.kafka.common.errors.UnknownTopicOrPartitionException: This server does not host this topic-partition.\n"
+    );
+    assert_eq!(
+        fetch_committed(&mut c, "g-del"),
+        [("orders".to_string(), 1, 2)]
+    );
+
+    // A group that does not exist.
+    let (code, out) = groups(
+        server.addr,
+        &[
+            "--delete-offsets",
+            "--group",
+            "g-none",
+            "--topic",
+            "orders:1",
+        ],
+    );
+    assert_eq!(code, 1, "{out}");
+    assert_eq!(
+        out,
+        "\nError: The group id does not exist.\n\n\
+         TOPIC           PARTITION  STATUS         \n\
+         orders          1          Error: org.apache.kafka.common.errors.GroupIdNotFoundException: The group id does not exist.\n"
+    );
+
+    // A live group subscribed to the topic keeps its offsets.
+    join_classic(&mut c, "g-live", "orders", &[0, 1, 2]);
+    let (code, out) = groups(
+        server.addr,
+        &[
+            "--delete-offsets",
+            "--group",
+            "g-live",
+            "--topic",
+            "orders:1",
+        ],
+    );
+    assert_eq!(code, 1, "{out}");
+    assert_eq!(
+        out,
+        "\nError: Encountered some partition-level error, see the follow-up details.\n\n\
+         TOPIC           PARTITION  STATUS         \n\
+         orders          1          Error: org.apache.kafka.common.errors.GroupSubscribedToTopicException: Deleting offsets of a topic is forbidden while the consumer group is actively subscribed to it.\n"
+    );
+
+    // Bad arguments.
+    for argv in [
+        &["--delete-offsets", "--group", "g-del"][..],
+        &["--delete-offsets", "--topic", "orders"],
+        &["--delete-offsets", "--all-groups", "--topic", "orders"],
+        &["--delete-offsets", "--group", "g-del", "--topic", "orders:"],
+    ] {
+        let (code, out) = groups(server.addr, argv);
+        assert_eq!(code, 2, "{argv:?}: {out}");
+    }
+}

@@ -441,6 +441,69 @@ def test_delete_groups(sides):
     d.check()
 
 
+# ------------------------------------------------------------- `ringleader groups` against Kafka's own tool
+def ringleader_groups(bootstrap: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(binary_path()), "groups", "--bootstrap", bootstrap, "--timeout-ms", "30000", *args],
+                          capture_output=True, text=True, timeout=CALL_S * 2)
+
+
+def _rows_sorted(text: str) -> list[str]:
+    """kafka-consumer-groups prints --reset-offsets rows in HashMap order: sort each block of rows under a
+    table header (the header and everything else stay in place)."""
+    out: list[str] = []
+    block: list[str] | None = None
+    for line in text.split("\n"):
+        if block is not None and line and not line.startswith(("Error:", "Warn:")):
+            block.append(line)
+            continue
+        if block is not None:
+            out.extend(sorted(block))
+            block = None
+        out.append(line)
+        if line.startswith(("GROUP ", "TOPIC ")):
+            block = []
+    if block is not None:
+        out.extend(sorted(block))
+    return out
+
+
+def test_ringleader_groups_reset_and_delete_offsets_print_what_kafka_prints(sides):
+    """`ringleader groups --reset-offsets` (dry runs) and `--delete-offsets` (cases that change nothing) print
+    what kafka-consumer-groups prints, both run against the reference broker itself (same broker, same state).
+    Stdout only: Ringleader exits 1 where Kafka prints an error and exits 0, as its --delete does."""
+    kafka, _ = sides
+    failures = []
+    cases = [
+        ("--reset-offsets", "--group", EMPTY_CLASSIC, "--all-topics", "--to-earliest"),
+        ("--reset-offsets", "--group", EMPTY_CLASSIC, "--all-topics", "--to-latest", "--dry-run"),
+        ("--reset-offsets", "--group", EMPTY_CLASSIC, "--all-topics", "--to-current"),
+        ("--reset-offsets", "--group", EMPTY_CLASSIC, "--all-topics", "--to-offset", "4"),
+        ("--reset-offsets", "--group", EMPTY_CLASSIC, "--all-topics", "--to-offset", "40"),
+        ("--reset-offsets", "--group", EMPTY_CLASSIC, "--all-topics", "--shift-by", "-2"),
+        ("--reset-offsets", "--group", EMPTY_CLASSIC, "--topic", f"{TOPIC}:0,2", "--shift-by", "8"),
+        ("--reset-offsets", "--group", EMPTY_CLASSIC, "--topic", TOPIC, "--to-datetime", MID),
+        ("--reset-offsets", "--group", EMPTY_CLASSIC, "--topic", TOPIC, "--to-datetime", BEFORE),
+        ("--reset-offsets", "--group", SIMPLE, "--all-topics", "--by-duration", "P1D"),
+        ("--reset-offsets", "--group", SIMPLE, "--topic", f"{TOPIC}:1", "--to-current"),
+        ("--reset-offsets", "--group", NO_SUCH_GROUP, "--topic", TOPIC, "--to-offset", "3"),
+        ("--reset-offsets", "--group", LIVE_CLASSIC, "--all-topics", "--to-earliest", "--execute"),
+        ("--reset-offsets", "--group", LIVE_CONSUMER, "--all-topics", "--to-earliest", "--execute"),
+        ("--delete-offsets", "--group", LIVE_CLASSIC, "--topic", TOPIC),
+        ("--delete-offsets", "--group", LIVE_CONSUMER, "--topic", f"{TOPIC}:0"),
+        ("--delete-offsets", "--group", NO_SUCH_GROUP, "--topic", f"{TOPIC}:1"),
+    ]
+    for args in cases:
+        k = consumer_groups(kafka.bootstrap, *args, *TOOL_TIMEOUT_ARGS)
+        r = ringleader_groups(kafka.bootstrap, *args)
+        sanity(k)
+        if _rows_sorted(k.stdout) != _rows_sorted(r.stdout):
+            failures.append(f"=== {' '.join(args)}\n--- kafka-consumer-groups:\n{k.stdout}\n"
+                            f"--- ringleader groups (exit {r.returncode}):\n{r.stdout}{r.stderr}")
+    for g in (LIVE_CLASSIC, LIVE_CONSUMER, EMPTY_CLASSIC, SIMPLE):
+        assert kafka.committed(g) == COMMITTED[g], g
+    assert not failures, f"{len(failures)} difference(s):\n\n" + "\n\n".join(failures)
+
+
 # ----------------------------------------------------------------------------------------- dump-log
 def ringleader_dump(path: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([str(binary_path()), "dump-log", *args, str(path)], capture_output=True, text=True,

@@ -9,7 +9,9 @@
 //!   on UNSUPPORTED_VERSION as KIP-511 describes), send a request, read its response and check the
 //!   correlation id. Versions are always the highest both sides support.
 //! - fetching (`Session`): FindCoordinator, ListGroups, DescribeGroups / ConsumerGroupDescribe,
-//!   OffsetFetch, ListOffsets and DeleteGroups, turned into the plain data types below.
+//!   OffsetFetch, ListOffsets and DeleteGroups, turned into the plain data types below; Metadata,
+//!   OffsetCommit (an admin commit: generation -1, no member id) and OffsetDelete for
+//!   --reset-offsets and --delete-offsets.
 //! - formatting (`format_*`): pure functions from those data types to output lines.
 //!
 //! Everything, errors included, goes to the one writer given to [`run`]; error lines start with
@@ -32,7 +34,8 @@ use wire::{Request, RequestHeader, Response};
 // Arguments
 // ------------------------------------------------------------------------------------------------
 
-/// `ringleader groups`: list, describe and delete consumer groups (like kafka-consumer-groups.sh).
+/// `ringleader groups`: list, describe and delete consumer groups, reset and delete their committed
+/// offsets (like kafka-consumer-groups.sh).
 #[derive(clap::Args, Debug)]
 pub struct GroupsArgs {
     /// Broker to bootstrap from, host:port (a comma-separated list is tried in order).
@@ -65,6 +68,47 @@ pub struct GroupsArgs {
     /// With --describe --members: show each member's assignment.
     #[arg(long)]
     pub verbose: bool,
+    /// Reset the committed offsets of the groups given with --group (or --all-groups); a dry run
+    /// unless --execute is given.
+    #[arg(long)]
+    pub reset_offsets: bool,
+    /// Delete the committed offsets of one group (--group) for the partitions given with --topic.
+    #[arg(long)]
+    pub delete_offsets: bool,
+    /// With --reset-offsets / --delete-offsets: a topic, or topic:p0,p1,... (repeatable).
+    #[arg(long)]
+    pub topic: Vec<String>,
+    /// With --reset-offsets: every partition the group has a committed offset for.
+    #[arg(long)]
+    pub all_topics: bool,
+    /// Reset to the earliest offset.
+    #[arg(long)]
+    pub to_earliest: bool,
+    /// Reset to the latest offset.
+    #[arg(long)]
+    pub to_latest: bool,
+    /// Reset to the current committed offset (the latest when none is committed).
+    #[arg(long)]
+    pub to_current: bool,
+    /// Reset to this offset (clamped to [earliest, latest]).
+    #[arg(long, allow_hyphen_values = true)]
+    pub to_offset: Option<i64>,
+    /// Shift the committed offset by N (may be negative; clamped to [earliest, latest]).
+    #[arg(long, allow_hyphen_values = true)]
+    pub shift_by: Option<i64>,
+    /// Reset to the first offset at or after this time: YYYY-MM-DDTHH:mm:SS.sss, optionally
+    /// followed by Z or +hh:mm / -hh:mm (UTC when no zone is given).
+    #[arg(long)]
+    pub to_datetime: Option<String>,
+    /// Reset to the first offset at or after now minus this duration (PnDTnHnMnS).
+    #[arg(long, allow_hyphen_values = true)]
+    pub by_duration: Option<String>,
+    /// With --reset-offsets: only show the new offsets (the default).
+    #[arg(long)]
+    pub dry_run: bool,
+    /// With --reset-offsets: commit the new offsets.
+    #[arg(long)]
+    pub execute: bool,
     /// Timeout for connecting, for each request, and for retrying retriable errors.
     #[arg(long, default_value_t = 10_000)]
     pub timeout_ms: u64,
@@ -87,6 +131,31 @@ pub enum Action {
     Delete {
         groups: GroupSelection,
     },
+    ResetOffsets {
+        groups: GroupSelection,
+        /// `None` = --all-topics; otherwise the --topic values.
+        topics: Option<Vec<String>>,
+        spec: ResetSpec,
+        execute: bool,
+    },
+    DeleteOffsets {
+        group: String,
+        topics: Vec<String>,
+    },
+}
+
+/// Where --reset-offsets moves each partition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ResetSpec {
+    Earliest,
+    Latest,
+    Current,
+    Offset(i64),
+    ShiftBy(i64),
+    /// Epoch milliseconds (from --to-datetime).
+    Timestamp(i64),
+    /// Milliseconds before now (from --by-duration).
+    Duration(i64),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -105,15 +174,40 @@ pub enum DescribeView {
 
 /// Check the argument combination (exit code 2 on `Err`). Pure: no I/O.
 pub fn validate(args: &GroupsArgs) -> Result<Action, String> {
-    let actions = [args.list, args.describe, args.delete]
-        .iter()
-        .filter(|b| **b)
-        .count();
+    let actions = [
+        args.list,
+        args.describe,
+        args.delete,
+        args.reset_offsets,
+        args.delete_offsets,
+    ]
+    .iter()
+    .filter(|b| **b)
+    .count();
     if actions == 0 {
-        return Err("one of --list, --describe or --delete is required".into());
+        return Err(
+            "one of --list, --describe, --delete, --reset-offsets or --delete-offsets is required"
+                .into(),
+        );
     }
     if actions > 1 {
-        return Err("--list, --describe and --delete are mutually exclusive".into());
+        return Err("--list, --describe, --delete, --reset-offsets and --delete-offsets are mutually exclusive".into());
+    }
+    let reset_opts = args.to_earliest
+        || args.to_latest
+        || args.to_current
+        || args.to_offset.is_some()
+        || args.shift_by.is_some()
+        || args.to_datetime.is_some()
+        || args.by_duration.is_some()
+        || args.dry_run
+        || args.execute
+        || args.all_topics;
+    if reset_opts && !args.reset_offsets {
+        return Err("--all-topics, --dry-run, --execute and the --to-*/--shift-by/--by-duration scenarios need --reset-offsets".into());
+    }
+    if !args.topic.is_empty() && !args.reset_offsets && !args.delete_offsets {
+        return Err("--topic needs --reset-offsets or --delete-offsets".into());
     }
     if args.timeout_ms == 0 || args.timeout_ms > MAX_TIMEOUT_MS {
         return Err(format!(
@@ -164,9 +258,74 @@ pub fn validate(args: &GroupsArgs) -> Result<Action, String> {
         });
     }
     if args.state || args.members || args.offsets || args.verbose {
-        return Err(
-            "--state, --members, --offsets and --verbose are not valid with --delete".into(),
-        );
+        return Err("--state, --members, --offsets and --verbose need --describe".into());
+    }
+    if args.reset_offsets {
+        let groups = selection()?;
+        let topics = match (args.topic.is_empty(), args.all_topics) {
+            (true, false) => {
+                return Err(
+                    "One of the reset scopes should be defined: --all-topics, --topic.".into(),
+                )
+            }
+            (false, true) => return Err("--topic and --all-topics are mutually exclusive".into()),
+            (true, true) => None,
+            (false, false) => {
+                for t in &args.topic {
+                    parse_topic_arg(t)?;
+                }
+                Some(args.topic.clone())
+            }
+        };
+        let mut specs = Vec::new();
+        if args.to_earliest {
+            specs.push(ResetSpec::Earliest);
+        }
+        if args.to_latest {
+            specs.push(ResetSpec::Latest);
+        }
+        if args.to_current {
+            specs.push(ResetSpec::Current);
+        }
+        if let Some(o) = args.to_offset {
+            specs.push(ResetSpec::Offset(o));
+        }
+        if let Some(n) = args.shift_by {
+            specs.push(ResetSpec::ShiftBy(n));
+        }
+        if let Some(d) = &args.to_datetime {
+            specs.push(ResetSpec::Timestamp(parse_datetime(d)?));
+        }
+        if let Some(d) = &args.by_duration {
+            specs.push(ResetSpec::Duration(parse_duration_ms(d)?));
+        }
+        if specs.len() != 1 {
+            return Err("Option '[reset-offsets]' requires exactly one of the following scenarios: [to-offset], [to-datetime], [by-duration], [to-earliest], [to-latest], [shift-by], [to-current]".into());
+        }
+        if args.dry_run && args.execute {
+            return Err("--dry-run and --execute are mutually exclusive".into());
+        }
+        return Ok(Action::ResetOffsets {
+            groups,
+            topics,
+            spec: specs.pop().expect("one scenario"),
+            execute: args.execute,
+        });
+    }
+    if args.delete_offsets {
+        if args.all_groups || args.group.len() != 1 {
+            return Err("--delete-offsets takes exactly one --group".into());
+        }
+        if args.topic.is_empty() {
+            return Err("--delete-offsets needs at least one --topic".into());
+        }
+        for t in &args.topic {
+            parse_topic_arg(t)?;
+        }
+        return Ok(Action::DeleteOffsets {
+            group: args.group[0].clone(),
+            topics: args.topic.clone(),
+        });
     }
     Ok(Action::Delete {
         groups: selection()?,
@@ -305,6 +464,9 @@ pub const OFFSET_FETCH: ApiSpec = api(9, "OffsetFetch", 1, 9);
 pub const LIST_OFFSETS: ApiSpec = api(2, "ListOffsets", 1, 10);
 pub const DELETE_GROUPS: ApiSpec = api(42, "DeleteGroups", 0, 2);
 pub const CONSUMER_GROUP_DESCRIBE: ApiSpec = api(69, "ConsumerGroupDescribe", 0, 1);
+pub const METADATA: ApiSpec = api(3, "Metadata", 1, 12);
+pub const OFFSET_COMMIT: ApiSpec = api(8, "OffsetCommit", 2, 9);
+pub const OFFSET_DELETE: ApiSpec = api(47, "OffsetDelete", 0, 0);
 
 /// The largest response frame accepted. The body is read in chunks, so a lying length costs at
 /// most what the peer really sends.
@@ -629,6 +791,9 @@ fn api_name(key: i16) -> &'static str {
         2 => "ListOffsets",
         42 => "DeleteGroups",
         69 => "ConsumerGroupDescribe",
+        3 => "Metadata",
+        8 => "OffsetCommit",
+        47 => "OffsetDelete",
         _ => "request",
     }
 }
@@ -1753,7 +1918,8 @@ fn emit_error(out: &mut dyn Write, e: &dyn fmt::Display) {
 
 /// Runs the command, writing the report to `out`; returns the process exit code (0 ok, 1 error
 /// e.g. unreachable broker / unsupported API / group not found, 2 bad arguments such as
-/// --describe without --group/--all-groups, or none of --list/--describe/--delete).
+/// --describe without --group/--all-groups, or no action). --reset-offsets exits 1 when a group is
+/// refused for being active, --delete-offsets when any partition failed (Kafka's tool exits 0).
 pub fn run(args: &GroupsArgs, out: &mut dyn Write) -> i32 {
     let action = match validate(args) {
         Ok(a) => a,
@@ -1779,6 +1945,15 @@ pub fn run(args: &GroupsArgs, out: &mut dyn Write) -> i32 {
             verbose,
         } => run_describe(&mut session, groups, view, verbose, out),
         Action::Delete { groups } => run_delete(&mut session, groups, out),
+        Action::ResetOffsets {
+            groups,
+            topics,
+            spec,
+            execute,
+        } => run_reset_offsets(&mut session, groups, topics.as_deref(), &spec, execute, out),
+        Action::DeleteOffsets { group, topics } => {
+            run_delete_offsets(&mut session, &group, &topics, out)
+        }
     };
     let _ = out.flush();
     code
@@ -1889,6 +2064,863 @@ fn run_delete(session: &mut Session, selection: GroupSelection, out: &mut dyn Wr
             emit_error(out, &e);
             1
         }
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+// --reset-offsets and --delete-offsets
+// ------------------------------------------------------------------------------------------------
+
+/// A --topic value: `topic` (every partition) or `topic:p0,p1,...`. Messages as in Kafka's
+/// `GroupOffsetsResetter.parseTopicsWithPartitions`.
+pub fn parse_topic_arg(arg: &str) -> Result<(String, Option<Vec<i32>>), String> {
+    if !arg.contains(':') {
+        if arg.is_empty() {
+            return Err("--topic needs a topic name".into());
+        }
+        return Ok((arg.to_string(), None));
+    }
+    let parts: Vec<&str> = arg.split(':').collect();
+    if parts.len() != 2 || parts[0].is_empty() || parts[1].is_empty() {
+        return Err(format!(
+            "Invalid topic arg '{arg}', expected topic name and partitions"
+        ));
+    }
+    let mut ps = Vec::new();
+    for p in parts[1].split(',') {
+        match p.parse::<i32>() {
+            Ok(n) if n >= 0 => ps.push(n),
+            _ => {
+                return Err(format!(
+                    "Invalid partition '{p}' specified in topic arg '{arg}''"
+                ))
+            }
+        }
+    }
+    Ok((parts[0].to_string(), Some(ps)))
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date.
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = if y >= 0 { y } else { y - 399 } / 400;
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// `--to-datetime`: `YYYY-MM-DDTHH:mm:SS[.sss]` with an optional `Z` or `+hh:mm`/`-hh:mm`
+/// (`+hhmm` too). Without a zone the time is taken as UTC. Returns epoch milliseconds.
+pub fn parse_datetime(text: &str) -> Result<i64, String> {
+    let bad =
+        || format!("Error parsing timestamp '{text}': expected format yyyy-MM-dd'T'HH:mm:ss.SSS");
+    let b = text.as_bytes();
+    if b.len() < 19
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || b[10] != b'T'
+        || b[13] != b':'
+        || b[16] != b':'
+    {
+        return Err(bad());
+    }
+    let num = |r: std::ops::Range<usize>| -> Result<i64, String> {
+        let s = text.get(r).ok_or_else(bad)?;
+        if s.is_empty() || !s.bytes().all(|c| c.is_ascii_digit()) {
+            return Err(bad());
+        }
+        s.parse::<i64>().map_err(|_| bad())
+    };
+    let (y, mo, d, h, mi, se) = (
+        num(0..4)?,
+        num(5..7)?,
+        num(8..10)?,
+        num(11..13)?,
+        num(14..16)?,
+        num(17..19)?,
+    );
+    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || se > 59 {
+        return Err(bad());
+    }
+    let mut rest = &text[19..];
+    let mut millis = 0;
+    if let Some(r) = rest.strip_prefix('.') {
+        let digits = r.bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 || digits > 9 {
+            return Err(bad());
+        }
+        let frac = &r[..digits];
+        let padded = format!("{frac:0<3}");
+        millis = padded[..3].parse::<i64>().map_err(|_| bad())?;
+        rest = &r[digits..];
+    }
+    let offset_min = match rest {
+        "" | "Z" => 0,
+        z if z.starts_with('+') || z.starts_with('-') => {
+            let sign = if z.starts_with('-') { -1 } else { 1 };
+            let digits: String = z[1..].chars().filter(|c| *c != ':').collect();
+            if digits.len() != 4 || !digits.bytes().all(|c| c.is_ascii_digit()) {
+                return Err(bad());
+            }
+            let hh: i64 = digits[..2].parse().map_err(|_| bad())?;
+            let mm: i64 = digits[2..].parse().map_err(|_| bad())?;
+            sign * (hh * 60 + mm)
+        }
+        _ => return Err(bad()),
+    };
+    let days = days_from_civil(y, mo, d);
+    Ok(((days * 24 + h) * 60 + mi) * 60_000 + se * 1000 + millis - offset_min * 60_000)
+}
+
+/// `--by-duration`: an ISO-8601 duration as Java's `Duration.parse` reads it
+/// (`[-]PnDTnHnMn.nS`). Returns milliseconds.
+pub fn parse_duration_ms(text: &str) -> Result<i64, String> {
+    let bad = || format!("Error parsing duration '{text}': expected format PnDTnHnMnS");
+    let upper = text.to_ascii_uppercase();
+    let (neg, rest) = match upper.strip_prefix('-') {
+        Some(r) => (true, r),
+        None => (false, upper.strip_prefix('+').unwrap_or(&upper)),
+    };
+    let rest = rest.strip_prefix('P').ok_or_else(bad)?;
+    let (date, time) = match rest.split_once('T') {
+        Some((d, t)) => {
+            if t.is_empty() {
+                return Err(bad());
+            }
+            (d, Some(t))
+        }
+        None => (rest, None),
+    };
+    let mut total: f64 = 0.0;
+    let mut any = false;
+    let mut take = |part: &str, units: &[(char, f64)]| -> Result<(), String> {
+        let mut cur = String::new();
+        let mut next_unit = 0;
+        for ch in part.chars() {
+            if ch.is_ascii_digit() || ch == '.' || ch == '-' || ch == '+' {
+                cur.push(ch);
+                continue;
+            }
+            let idx = units[next_unit..]
+                .iter()
+                .position(|(u, _)| *u == ch)
+                .ok_or_else(bad)?
+                + next_unit;
+            if cur.is_empty() || (cur.contains('.') && ch != 'S') {
+                return Err(bad());
+            }
+            let n: f64 = cur.parse().map_err(|_| bad())?;
+            total += n * units[idx].1;
+            any = true;
+            cur.clear();
+            next_unit = idx + 1;
+        }
+        if cur.is_empty() {
+            Ok(())
+        } else {
+            Err(bad())
+        }
+    };
+    take(date, &[('D', 86_400_000.0)])?;
+    if let Some(t) = time {
+        take(t, &[('H', 3_600_000.0), ('M', 60_000.0), ('S', 1000.0)])?;
+    }
+    if !any || !total.is_finite() || total.abs() > 1e17 {
+        return Err(bad());
+    }
+    let ms = total.round() as i64;
+    Ok(if neg { -ms } else { ms })
+}
+
+/// Kafka's exception class for an error code, as its admin client reports it.
+fn exception_name(code: i16) -> String {
+    let Some(e) = ResponseError::try_from_code(code) else {
+        return "NONE".into();
+    };
+    let class = match e {
+        ResponseError::NonEmptyGroup => "GroupNotEmptyException".to_string(),
+        ResponseError::GroupAuthorizationFailed => "GroupAuthorizationException".to_string(),
+        ResponseError::TopicAuthorizationFailed => "TopicAuthorizationException".to_string(),
+        ResponseError::Unknown(_) => "UnknownServerException".to_string(),
+        other => format!("{other:?}Exception"),
+    };
+    format!(
+        "org.apache.kafka.common.errors.{class}: {}",
+        error_message(code)
+    )
+}
+
+/// Kafka's message for an error code (its `Errors.message()`) for the errors these commands
+/// meet; the error's name otherwise.
+fn error_message(code: i16) -> String {
+    use ResponseError as E;
+    let Some(e) = E::try_from_code(code) else {
+        return String::new();
+    };
+    match e {
+        E::UnknownServerError => {
+            "The server experienced an unexpected error when processing the request."
+        }
+        E::UnknownTopicOrPartition => "This server does not host this topic-partition.",
+        E::CoordinatorLoadInProgress => {
+            "The coordinator is loading and hence can't process requests."
+        }
+        E::CoordinatorNotAvailable => "The coordinator is not available.",
+        E::NotCoordinator => "This is not the correct coordinator.",
+        E::InvalidTopicException => {
+            "The request attempted to perform an operation on an invalid topic."
+        }
+        E::InvalidGroupId => "The configured groupId is invalid.",
+        E::TopicAuthorizationFailed => "Topic authorization failed.",
+        E::GroupAuthorizationFailed => "Group authorization failed.",
+        E::NonEmptyGroup => "The group is not empty.",
+        E::GroupIdNotFound => "The group id does not exist.",
+        E::GroupSubscribedToTopic => {
+            "Deleting offsets of a topic is forbidden while the consumer group is actively subscribed to it."
+        }
+        _ => return error_name(code),
+    }
+    .to_string()
+}
+
+/// `--reset-offsets` output (Kafka's `printOffsetsToReset`): a blank line, then the table; the
+/// header only when some group was asked about. Rows sorted by topic, partition.
+pub fn format_reset(results: &[(String, BTreeMap<TopicPartition, i64>)]) -> Vec<String> {
+    let group_w = results
+        .iter()
+        .map(|(g, _)| g.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(15);
+    let topic_w = results
+        .iter()
+        .flat_map(|(_, m)| m.keys().map(|(t, _)| t.chars().count()))
+        .max()
+        .unwrap_or(0)
+        .max(15);
+    let mut out = vec![String::new()];
+    if results.is_empty() {
+        return out;
+    }
+    out.push(format!(
+        "{:<group_w$} {:<topic_w$} {:<10} NEW-OFFSET",
+        "GROUP", "TOPIC", "PARTITION"
+    ));
+    for (g, m) in results {
+        for ((t, p), o) in m {
+            out.push(format!("{g:<group_w$} {t:<topic_w$} {p:<10} {o}"));
+        }
+    }
+    out
+}
+
+/// `--delete-offsets` output, as Kafka prints it (including its padded STATUS column).
+/// `partitions`: (topic, partition or -1 for an unknown topic) with `None` = deleted or
+/// `Some(error code)`.
+pub fn format_delete_offsets(
+    group: &str,
+    top_level: i16,
+    partitions: &[(TopicPartition, Option<i16>)],
+) -> Vec<String> {
+    let mut out = Vec::new();
+    let err = |out: &mut Vec<String>, m: String| {
+        out.push(String::new());
+        out.push(format!("Error: {m}"));
+    };
+    match ResponseError::try_from_code(top_level) {
+        None => out.push(format!(
+            "Request succeeded for deleting offsets from group {group}."
+        )),
+        Some(
+            ResponseError::InvalidGroupId
+            | ResponseError::GroupIdNotFound
+            | ResponseError::GroupAuthorizationFailed
+            | ResponseError::NonEmptyGroup,
+        ) => err(&mut out, error_message(top_level)),
+        Some(
+            ResponseError::GroupSubscribedToTopic
+            | ResponseError::TopicAuthorizationFailed
+            | ResponseError::UnknownTopicOrPartition,
+        ) => err(
+            &mut out,
+            "Encountered some partition-level error, see the follow-up details.".into(),
+        ),
+        Some(_) => err(
+            &mut out,
+            format!("Encountered some unknown error: {}", error_name(top_level)),
+        ),
+    }
+    let topic_w = partitions
+        .iter()
+        .map(|((t, _), _)| t.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(15);
+    out.push(String::new());
+    out.push(format!(
+        "{:<topic_w$} {:<10} {:<15}",
+        "TOPIC", "PARTITION", "STATUS"
+    ));
+    let mut rows: Vec<&(TopicPartition, Option<i16>)> = partitions.iter().collect();
+    // Kafka sorts on topic + partition concatenated as a string.
+    rows.sort_by_key(|((t, p), _)| format!("{t}{p}"));
+    for ((t, p), e) in rows {
+        let part = if *p >= 0 { p.to_string() } else { "-".into() };
+        let status = match e {
+            None => "Successful".to_string(),
+            Some(c) => format!("Error: {}", exception_name(*c)),
+        };
+        out.push(format!("{t:<topic_w$} {part:<10} {status:<15}"));
+    }
+    out
+}
+
+impl Session {
+    /// Partition counts of topics (Metadata). `Err(code)` for a topic the broker reports an
+    /// error for.
+    fn topic_partitions(
+        &mut self,
+        topics: &[String],
+    ) -> Result<BTreeMap<String, Result<Vec<i32>, i16>>, AdminError> {
+        let mut out = BTreeMap::new();
+        if topics.is_empty() {
+            return Ok(out);
+        }
+        let v = self.bootstrap.require(METADATA)?;
+        let mut req = MetadataRequest::default().with_topics(Some(
+            topics
+                .iter()
+                .map(|t| {
+                    metadata_request::MetadataRequestTopic::default()
+                        .with_name(Some(TopicName(sb(t))))
+                })
+                .collect(),
+        ));
+        if v >= 4 {
+            req.allow_auto_topic_creation = false;
+        }
+        let Response::Metadata(resp) = self.bootstrap.call(v, &Request::Metadata(req))? else {
+            return Err(unexpected("Metadata"));
+        };
+        for t in topics {
+            let entry = resp
+                .topics
+                .iter()
+                .find(|rt| rt.name.as_ref().map(|n| n.0.as_str()) == Some(t.as_str()));
+            let r = match entry {
+                None => Err(ResponseError::UnknownTopicOrPartition.code()),
+                Some(rt) if rt.error_code != 0 => Err(rt.error_code),
+                Some(rt) => {
+                    let mut ps: Vec<i32> =
+                        rt.partitions.iter().map(|p| p.partition_index).collect();
+                    ps.sort_unstable();
+                    Ok(ps)
+                }
+            };
+            out.insert(t.clone(), r);
+        }
+        Ok(out)
+    }
+
+    /// ListOffsets at `timestamp` (-2 earliest, -1 latest, or epoch ms) asked of the bootstrap
+    /// broker. Partitions answered with an error are left out; -1 offsets are kept.
+    fn list_offsets(
+        &mut self,
+        partitions: &BTreeSet<TopicPartition>,
+        timestamp: i64,
+    ) -> Result<BTreeMap<TopicPartition, i64>, AdminError> {
+        let mut out = BTreeMap::new();
+        if partitions.is_empty() {
+            return Ok(out);
+        }
+        let v = self.bootstrap.require(LIST_OFFSETS)?;
+        let mut by_topic: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
+        for (t, p) in partitions {
+            by_topic.entry(t.as_str()).or_default().push(*p);
+        }
+        let topics = by_topic
+            .into_iter()
+            .map(|(t, ps)| {
+                list_offsets_request::ListOffsetsTopic::default()
+                    .with_name(TopicName(sb(t)))
+                    .with_partitions(
+                        ps.into_iter()
+                            .map(|p| {
+                                list_offsets_request::ListOffsetsPartition::default()
+                                    .with_partition_index(p)
+                                    .with_timestamp(timestamp)
+                            })
+                            .collect(),
+                    )
+            })
+            .collect();
+        let mut req = ListOffsetsRequest::default()
+            .with_replica_id(BrokerId(-1))
+            .with_topics(topics);
+        if v >= 10 {
+            req.timeout_ms = self.timeout.as_millis().min(i32::MAX as u128) as i32;
+        }
+        let Response::ListOffsets(resp) = self.bootstrap.call(v, &Request::ListOffsets(req))?
+        else {
+            return Err(unexpected("ListOffsets"));
+        };
+        for t in &resp.topics {
+            for p in &t.partitions {
+                if p.error_code == 0 {
+                    out.insert((t.name.0.to_string(), p.partition_index), p.offset);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Committed offsets of `group` (OffsetFetch for all topics).
+    fn group_offsets(&mut self, group: &str) -> Result<BTreeMap<TopicPartition, i64>, AdminError> {
+        self.retrying(|s| {
+            let node = s.coordinator(group)?;
+            let conn = s.conn_for(&node)?;
+            let result = offset_fetch(conn, group, &TopicPartitions::new());
+            if matches!(&result, Err(e) if e.kind == ErrorKind::Retriable) {
+                s.coordinators.remove(group);
+            }
+            result
+        })
+    }
+
+    /// Commit `offsets` for `group` as an admin (generation -1, no member id).
+    fn commit_offsets(
+        &mut self,
+        group: &str,
+        offsets: &BTreeMap<TopicPartition, i64>,
+    ) -> Result<(), AdminError> {
+        let mut by_topic: BTreeMap<&str, Vec<(i32, i64)>> = BTreeMap::new();
+        for ((t, p), o) in offsets {
+            by_topic.entry(t.as_str()).or_default().push((*p, *o));
+        }
+        self.retrying(|s| {
+            let node = s.coordinator(group)?;
+            let conn = s.conn_for(&node)?;
+            let v = conn.require(OFFSET_COMMIT)?;
+            let mut req = OffsetCommitRequest::default()
+                .with_group_id(GroupId(sb(group)))
+                .with_generation_id_or_member_epoch(-1)
+                .with_member_id(sb(""))
+                .with_topics(
+                    by_topic
+                        .iter()
+                        .map(|(t, ps)| {
+                            offset_commit_request::OffsetCommitRequestTopic::default()
+                                .with_name(TopicName(sb(t)))
+                                .with_partitions(
+                                    ps.iter()
+                                        .map(|(p, o)| {
+                                            offset_commit_request::OffsetCommitRequestPartition::default()
+                                                .with_partition_index(*p)
+                                                .with_committed_offset(*o)
+                                                .with_committed_metadata(Some(sb("")))
+                                        })
+                                        .collect(),
+                                )
+                        })
+                        .collect(),
+                );
+            if (2..=4).contains(&v) {
+                req.retention_time_ms = -1;
+            }
+            let Response::OffsetCommit(resp) = conn.call(v, &Request::OffsetCommit(req))? else {
+                return Err(unexpected("OffsetCommit"));
+            };
+            for t in &resp.topics {
+                for p in &t.partitions {
+                    if p.error_code != 0 {
+                        if is_retriable_group_error(p.error_code) {
+                            s.coordinators.remove(group);
+                        }
+                        return Err(broker_error(
+                            "OffsetCommit",
+                            &format!("group '{group}' ({}-{})", t.name.0, p.partition_index),
+                            p.error_code,
+                            None,
+                        ));
+                    }
+                }
+            }
+            Ok(())
+        })
+    }
+
+    /// OffsetDelete: the top-level error code and each partition's error code.
+    fn delete_offsets(
+        &mut self,
+        group: &str,
+        partitions: &BTreeSet<TopicPartition>,
+    ) -> Result<(i16, BTreeMap<TopicPartition, i16>), AdminError> {
+        let mut by_topic: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
+        for (t, p) in partitions {
+            by_topic.entry(t.as_str()).or_default().push(*p);
+        }
+        self.retrying(|s| {
+            let node = s.coordinator(group)?;
+            let conn = s.conn_for(&node)?;
+            let v = conn.require(OFFSET_DELETE)?;
+            let req = OffsetDeleteRequest::default()
+                .with_group_id(GroupId(sb(group)))
+                .with_topics(
+                    by_topic
+                        .iter()
+                        .map(|(t, ps)| {
+                            offset_delete_request::OffsetDeleteRequestTopic::default()
+                                .with_name(TopicName(sb(t)))
+                                .with_partitions(
+                                    ps.iter()
+                                        .map(|p| {
+                                            offset_delete_request::OffsetDeleteRequestPartition::default()
+                                                .with_partition_index(*p)
+                                        })
+                                        .collect(),
+                                )
+                        })
+                        .collect(),
+                );
+            let Response::OffsetDelete(resp) = conn.call(v, &Request::OffsetDelete(req))? else {
+                return Err(unexpected("OffsetDelete"));
+            };
+            if is_retriable_group_error(resp.error_code) {
+                s.coordinators.remove(group);
+                return Err(broker_error(
+                    "OffsetDelete",
+                    &format!("group '{group}'"),
+                    resp.error_code,
+                    None,
+                ));
+            }
+            let mut per = BTreeMap::new();
+            for t in &resp.topics {
+                for p in &t.partitions {
+                    per.insert((t.name.0.to_string(), p.partition_index), p.error_code);
+                }
+            }
+            Ok((resp.error_code, per))
+        })
+    }
+
+    /// The partitions named by --topic values: explicit ones as given, bare topics expanded
+    /// with Metadata. Unknown bare topics are returned apart with their error code.
+    #[allow(clippy::type_complexity)]
+    fn resolve_topics(
+        &mut self,
+        args: &[String],
+    ) -> Result<(BTreeSet<TopicPartition>, Vec<(String, i16)>), AdminError> {
+        let mut parts = BTreeSet::new();
+        let mut bare = Vec::new();
+        for a in args {
+            let (t, ps) =
+                parse_topic_arg(a).map_err(|m| AdminError::new(ErrorKind::Protocol, m))?;
+            match ps {
+                Some(ps) => parts.extend(ps.into_iter().map(|p| (t.clone(), p))),
+                None => {
+                    if !bare.contains(&t) {
+                        bare.push(t)
+                    }
+                }
+            }
+        }
+        let mut failed = Vec::new();
+        for (t, r) in self.topic_partitions(&bare)? {
+            match r {
+                Ok(ps) => parts.extend(ps.into_iter().map(|p| (t.clone(), p))),
+                Err(code) => failed.push((t, code)),
+            }
+        }
+        Ok((parts, failed))
+    }
+
+    /// The new offsets for one inactive group.
+    fn prepare_reset(
+        &mut self,
+        group: &str,
+        topics: Option<&[String]>,
+        spec: &ResetSpec,
+        out: &mut dyn Write,
+    ) -> Result<BTreeMap<TopicPartition, i64>, AdminError> {
+        let committed = match (topics, spec) {
+            (None, _) | (_, ResetSpec::ShiftBy(_) | ResetSpec::Current) => {
+                self.group_offsets(group)?
+            }
+            _ => BTreeMap::new(),
+        };
+        let parts: BTreeSet<TopicPartition> = match topics {
+            None => committed.keys().cloned().collect(),
+            Some(args) => {
+                let (parts, failed) = self.resolve_topics(args)?;
+                if let Some((t, code)) = failed.first() {
+                    return Err(AdminError {
+                        kind: ErrorKind::Broker,
+                        message: format!(
+                            "Executing consumer group command failed due to {} (topic '{t}')",
+                            exception_name(*code)
+                        ),
+                        code: Some(*code),
+                    });
+                }
+                parts
+            }
+        };
+        let lookup = |s: &mut Session,
+                      ts: i64,
+                      what: &str|
+         -> Result<BTreeMap<TopicPartition, i64>, AdminError> {
+            let got = s.list_offsets(&parts, ts)?;
+            for tp in &parts {
+                if got.get(tp).is_none_or(|o| ts < 0 && *o < 0) {
+                    return Err(AdminError::new(
+                        ErrorKind::Broker,
+                        format!(
+                            "Error getting {what} offset of topic partition: {}-{}",
+                            tp.0, tp.1
+                        ),
+                    ));
+                }
+            }
+            Ok(got)
+        };
+        let clamp = |s: &mut Session,
+                     wanted: BTreeMap<TopicPartition, i64>|
+         -> Result<BTreeMap<TopicPartition, i64>, AdminError> {
+            let earliest = lookup(s, -2, "starting")?;
+            let latest = lookup(s, -1, "ending")?;
+            Ok(wanted
+                .into_iter()
+                .map(|(tp, o)| {
+                    let (lo, hi) = (earliest[&tp], latest[&tp]);
+                    let o = if o > hi {
+                        hi
+                    } else if o < lo {
+                        lo
+                    } else {
+                        o
+                    };
+                    (tp, o)
+                })
+                .collect())
+        };
+        let by_time = |s: &mut Session,
+                       ts: i64,
+                       out: &mut dyn Write|
+         -> Result<BTreeMap<TopicPartition, i64>, AdminError> {
+            let got = s.list_offsets(&parts, ts)?;
+            let mut res = BTreeMap::new();
+            let mut empty = BTreeSet::new();
+            for tp in &parts {
+                match got.get(tp) {
+                    Some(o) if *o >= 0 => {
+                        res.insert(tp.clone(), *o);
+                    }
+                    _ => {
+                        let _ = writeln!(
+                            out,
+                            "\nWarn: Partition {} from topic {} is empty. Falling back to latest known offset.",
+                            tp.1, tp.0
+                        );
+                        empty.insert(tp.clone());
+                    }
+                }
+            }
+            if !empty.is_empty() {
+                let latest = s.list_offsets(&empty, -1)?;
+                for tp in empty {
+                    match latest.get(&tp) {
+                        Some(o) if *o >= 0 => {
+                            res.insert(tp, *o);
+                        }
+                        _ => {
+                            return Err(AdminError::new(
+                                ErrorKind::Broker,
+                                format!(
+                                    "Error getting offset by timestamp of topic partition: {}-{}",
+                                    tp.0, tp.1
+                                ),
+                            ))
+                        }
+                    }
+                }
+            }
+            Ok(res)
+        };
+        match spec {
+            ResetSpec::Earliest => lookup(self, -2, "starting"),
+            ResetSpec::Latest => lookup(self, -1, "ending"),
+            ResetSpec::Offset(o) => clamp(self, parts.iter().map(|tp| (tp.clone(), *o)).collect()),
+            ResetSpec::ShiftBy(n) => {
+                let mut wanted = BTreeMap::new();
+                for tp in &parts {
+                    let Some(c) = committed.get(tp) else {
+                        return Err(AdminError::new(
+                            ErrorKind::Broker,
+                            format!(
+                                "Cannot shift offset for partition {}-{} since there is no current committed offset",
+                                tp.0, tp.1
+                            ),
+                        ));
+                    };
+                    wanted.insert(tp.clone(), c.saturating_add(*n));
+                }
+                clamp(self, wanted)
+            }
+            ResetSpec::Timestamp(ts) => by_time(self, *ts, out),
+            ResetSpec::Duration(ms) => {
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_millis() as i64)
+                    .unwrap_or(0);
+                by_time(self, now.saturating_sub(*ms), out)
+            }
+            ResetSpec::Current => {
+                let mut res = BTreeMap::new();
+                let missing: BTreeSet<TopicPartition> = parts
+                    .iter()
+                    .filter(|tp| !committed.contains_key(*tp))
+                    .cloned()
+                    .collect();
+                for tp in &parts {
+                    if let Some(c) = committed.get(tp) {
+                        res.insert(tp.clone(), *c);
+                    }
+                }
+                let latest = self.list_offsets(&missing, -1)?;
+                for tp in missing {
+                    match latest.get(&tp) {
+                        Some(o) if *o >= 0 => {
+                            res.insert(tp, *o);
+                        }
+                        _ => {
+                            return Err(AdminError::new(
+                                ErrorKind::Broker,
+                                format!(
+                                    "Error getting ending offset of topic partition: {}-{}",
+                                    tp.0, tp.1
+                                ),
+                            ))
+                        }
+                    }
+                }
+                Ok(res)
+            }
+        }
+    }
+}
+
+fn run_reset_offsets(
+    session: &mut Session,
+    selection: GroupSelection,
+    topics: Option<&[String]>,
+    spec: &ResetSpec,
+    execute: bool,
+    out: &mut dyn Write,
+) -> i32 {
+    let groups = match resolve_selection(session, selection) {
+        Ok(g) => g,
+        Err(e) => {
+            emit_error(out, &e);
+            return 1;
+        }
+    };
+    let mut code = 0;
+    let mut results = Vec::new();
+    for group in groups {
+        let state = match session.describe(&group) {
+            Ok(d) => d.state,
+            Err(e) if e.kind == ErrorKind::GroupNotFound => "Dead".to_string(),
+            Err(e) => {
+                emit_error(out, &e);
+                return 1;
+            }
+        };
+        if state != "Empty" && state != "Dead" {
+            let _ = writeln!(
+                out,
+                "\nError: Assignments can only be reset if the group '{group}' is inactive, but the current state is {state}."
+            );
+            code = 1;
+            results.push((group, BTreeMap::new()));
+            continue;
+        }
+        let prepared = match session.prepare_reset(&group, topics, spec, out) {
+            Ok(p) => p,
+            Err(e) => {
+                emit_error(out, &e);
+                return 1;
+            }
+        };
+        if execute && !prepared.is_empty() {
+            if let Err(e) = session.commit_offsets(&group, &prepared) {
+                emit_error(out, &e);
+                return 1;
+            }
+        }
+        results.push((group, prepared));
+    }
+    emit(out, &format_reset(&results));
+    code
+}
+
+fn run_delete_offsets(
+    session: &mut Session,
+    group: &str,
+    topics: &[String],
+    out: &mut dyn Write,
+) -> i32 {
+    let (parts, failed) = match session.resolve_topics(topics) {
+        Ok(r) => r,
+        Err(e) => {
+            emit_error(out, &e);
+            return 1;
+        }
+    };
+    let mut rows: Vec<(TopicPartition, Option<i16>)> = failed
+        .iter()
+        .map(|(t, c)| ((t.clone(), -1), Some(*c)))
+        .collect();
+    let mut top = 0;
+    if !parts.is_empty() {
+        let (top_level, per) = match session.delete_offsets(group, &parts) {
+            Ok(r) => r,
+            Err(e) => {
+                emit_error(out, &e);
+                return 1;
+            }
+        };
+        // Like the admin client: the request fails with the top-level error, else with the
+        // first partition's error; a top-level error fails every partition.
+        top = if top_level != 0 {
+            top_level
+        } else {
+            parts
+                .iter()
+                .filter_map(|tp| per.get(tp).copied())
+                .find(|c| *c != 0)
+                .unwrap_or(0)
+        };
+        for tp in &parts {
+            let e = if top_level != 0 {
+                Some(top_level)
+            } else {
+                match per.get(tp) {
+                    None => Some(ResponseError::UnknownServerError.code()),
+                    Some(0) => None,
+                    Some(c) => Some(*c),
+                }
+            };
+            rows.push((tp.clone(), e));
+        }
+    }
+    emit(out, &format_delete_offsets(group, top, &rows));
+    if top != 0 || !failed.is_empty() {
+        1
+    } else {
+        0
     }
 }
 
@@ -2282,6 +3314,80 @@ mod tests {
             format_table(&["H1", "H2"], &rows),
             ["H1         H2", "a", "long-value x"]
         );
+    }
+
+    #[test]
+    fn datetime_and_duration_parsing() {
+        assert_eq!(
+            parse_datetime("2023-11-14T22:13:20.000"),
+            Ok(1_700_000_000_000)
+        );
+        assert_eq!(
+            parse_datetime("2023-11-14T22:13:20.5Z"),
+            Ok(1_700_000_000_500)
+        );
+        assert_eq!(parse_datetime("2023-11-14T22:13:20"), Ok(1_700_000_000_000));
+        assert_eq!(
+            parse_datetime("2023-11-15T00:13:20.000+02:00"),
+            Ok(1_700_000_000_000)
+        );
+        assert_eq!(parse_datetime("1970-01-01T00:00:00.000"), Ok(0));
+        for bad in [
+            "2023-11-14",
+            "2023-13-14T00:00:00",
+            "2023-11-14T22:13:20.000X",
+            "x",
+        ] {
+            assert!(parse_datetime(bad).is_err(), "{bad}");
+        }
+        assert_eq!(parse_duration_ms("PT1H"), Ok(3_600_000));
+        assert_eq!(parse_duration_ms("P1DT2H3M4.5S"), Ok(93_784_500));
+        assert_eq!(parse_duration_ms("pt30s"), Ok(30_000));
+        assert_eq!(parse_duration_ms("-PT1M"), Ok(-60_000));
+        for bad in ["1d", "P", "PT", "P1H", "PT1D", "PT1S2M", ""] {
+            assert!(parse_duration_ms(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn reset_and_delete_offsets_formats() {
+        let mut m = BTreeMap::new();
+        m.insert(("orders".to_string(), 1), 5);
+        m.insert(("orders".to_string(), 0), 12);
+        assert_eq!(
+            format_reset(&[("g1".to_string(), m)]),
+            [
+                "",
+                "GROUP           TOPIC           PARTITION  NEW-OFFSET",
+                "g1              orders          0          12",
+                "g1              orders          1          5",
+            ]
+        );
+        assert_eq!(format_reset(&[]), [""]);
+        let rows = vec![
+            (("t".to_string(), 10), None),
+            (
+                ("t".to_string(), 2),
+                Some(ResponseError::GroupSubscribedToTopic.code()),
+            ),
+        ];
+        let out = format_delete_offsets("g", ResponseError::GroupSubscribedToTopic.code(), &rows);
+        assert_eq!(
+            out[..3],
+            [
+                "",
+                "Error: Encountered some partition-level error, see the follow-up details.",
+                ""
+            ]
+        );
+        assert_eq!(out[3], "TOPIC           PARTITION  STATUS         ");
+        // Kafka's order: "t10" before "t2".
+        assert_eq!(out[4], "t               10         Successful     ");
+        assert!(out[5].starts_with("t               2          Error: org.apache.kafka.common.errors.GroupSubscribedToTopicException: "));
+        assert_eq!(parse_topic_arg("a:1,2"), Ok(("a".into(), Some(vec![1, 2]))));
+        assert_eq!(parse_topic_arg("a"), Ok(("a".into(), None)));
+        assert!(parse_topic_arg("a:x").is_err());
+        assert!(parse_topic_arg("a:1:2").is_err());
     }
 
     #[test]
