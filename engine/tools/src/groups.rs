@@ -1234,50 +1234,11 @@ impl Session {
         &mut self,
         partitions: &BTreeSet<TopicPartition>,
     ) -> Result<BTreeMap<TopicPartition, i64>, AdminError> {
-        let mut out = BTreeMap::new();
-        let Some(v) = self.bootstrap.version_for(LIST_OFFSETS) else {
-            return Ok(out);
-        };
-        if partitions.is_empty() {
-            return Ok(out);
+        if self.bootstrap.version_for(LIST_OFFSETS).is_none() {
+            return Ok(BTreeMap::new());
         }
-        let mut by_topic: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
-        for (t, p) in partitions {
-            by_topic.entry(t.as_str()).or_default().push(*p);
-        }
-        let topics = by_topic
-            .into_iter()
-            .map(|(t, ps)| {
-                list_offsets_request::ListOffsetsTopic::default()
-                    .with_name(TopicName(sb(t)))
-                    .with_partitions(
-                        ps.into_iter()
-                            .map(|p| {
-                                list_offsets_request::ListOffsetsPartition::default()
-                                    .with_partition_index(p)
-                                    .with_timestamp(-1)
-                            })
-                            .collect(),
-                    )
-            })
-            .collect();
-        let mut req = ListOffsetsRequest::default()
-            .with_replica_id(BrokerId(-1))
-            .with_topics(topics);
-        if v >= 10 {
-            req.timeout_ms = self.timeout.as_millis().min(i32::MAX as u128) as i32;
-        }
-        let Response::ListOffsets(resp) = self.bootstrap.call(v, &Request::ListOffsets(req))?
-        else {
-            return Err(unexpected("ListOffsets"));
-        };
-        for t in &resp.topics {
-            for p in &t.partitions {
-                if p.error_code == 0 && p.offset >= 0 {
-                    out.insert((t.name.0.to_string(), p.partition_index), p.offset);
-                }
-            }
-        }
+        let mut out = self.list_offsets(partitions, -1)?;
+        out.retain(|_, offset| *offset >= 0);
         Ok(out)
     }
 
