@@ -261,22 +261,6 @@ impl MigrationPolicy {
             MigrationPolicy::Bidirectional => "bidirectional",
         }
     }
-
-    /// Classic group -> consumer group conversion allowed.
-    pub fn allows_upgrade(self) -> bool {
-        matches!(
-            self,
-            MigrationPolicy::Upgrade | MigrationPolicy::Bidirectional
-        )
-    }
-
-    /// Consumer group -> classic group conversion allowed.
-    pub fn allows_downgrade(self) -> bool {
-        matches!(
-            self,
-            MigrationPolicy::Downgrade | MigrationPolicy::Bidirectional
-        )
-    }
 }
 
 /// Built-in server-side assignors (`group.consumer.assignors`). Kafka also
@@ -917,8 +901,8 @@ config_keys! {
         "Most members in one consumer-protocol group.";
     "group.consumer.assignors" => group_consumer_assignors: Vec<ServerAssignor> = vec![ServerAssignor::Uniform, ServerAssignor::Range], Any,
         "Server-side assignors (uniform, range); the first is used when a member names none.";
-    "group.consumer.migration.policy" => group_consumer_migration_policy: MigrationPolicy = MigrationPolicy::Disabled, Only(MigrationPolicy::Disabled, "online migration between the classic and consumer protocols is not built yet, so non-empty groups never convert (Kafka's default is bidirectional)"),
-        "Whether non-empty groups may convert between classic and consumer protocols; only disabled for now.";
+    "group.consumer.migration.policy" => group_consumer_migration_policy: MigrationPolicy = MigrationPolicy::Bidirectional, Any,
+        "Whether live groups convert between the classic and consumer protocols (online upgrade and downgrade): bidirectional, upgrade, downgrade or disabled.";
     "group.consumer.assignment.interval.ms" => group_consumer_assignment_interval_ms: i32 = 1000, between(0, 15_000),
         "Minimum time between target-assignment recomputations of one group.";
     "group.consumer.assignor.offload.enable" => group_consumer_assignor_offload_enable: bool = false, Only(false, "assignments are computed on the shard that owns the group; there are no background threads to offload them to (Kafka's default is true)"),
@@ -1185,6 +1169,14 @@ pub fn group_config(c: &Config) -> coordinator::group::GroupConfig {
         consumer_protocol_enabled: c
             .group_coordinator_rebalance_protocols
             .contains(&RebalanceProtocol::Consumer),
+        migration_policy: match c.group_consumer_migration_policy {
+            MigrationPolicy::Disabled => coordinator::group::migration::MigrationPolicy::Disabled,
+            MigrationPolicy::Upgrade => coordinator::group::migration::MigrationPolicy::Upgrade,
+            MigrationPolicy::Downgrade => coordinator::group::migration::MigrationPolicy::Downgrade,
+            MigrationPolicy::Bidirectional => {
+                coordinator::group::migration::MigrationPolicy::Bidirectional
+            }
+        },
     }
 }
 
@@ -1605,8 +1597,10 @@ mod tests {
             c.group_consumer_assignors,
             vec![ServerAssignor::Uniform, ServerAssignor::Range]
         );
-        // Kafka's default is bidirectional; online migration is not built yet.
-        assert_eq!(c.group_consumer_migration_policy, MigrationPolicy::Disabled);
+        assert_eq!(
+            c.group_consumer_migration_policy,
+            MigrationPolicy::Bidirectional
+        );
         assert_eq!(c.group_consumer_assignment_interval_ms, 1000);
         // Kafka's default is true; assignments are computed on the owning shard here.
         assert!(!c.group_consumer_assignor_offload_enable);
@@ -1653,7 +1647,7 @@ mod tests {
             entry(&c, "group.consumer.migration.policy")
                 .value
                 .as_deref(),
-            Some("disabled")
+            Some("bidirectional")
         );
         assert_eq!(
             entry(&c, "group.max.size").value.as_deref(),
@@ -1993,10 +1987,6 @@ mod tests {
             (
                 "group.consumer.migration.policy=sideways",
                 "DISABLED, DOWNGRADE, UPGRADE, BIDIRECTIONAL",
-            ),
-            (
-                "group.consumer.migration.policy=bidirectional",
-                "only disabled is supported here: online migration",
             ),
             (
                 "group.consumer.assignors=uniform,sticky",

@@ -9,7 +9,7 @@ close hands all six back to A. The broker runs with a 1 s heartbeat interval (Ka
 
 Also: describe_consumer_groups of a classic group (ConsumerGroupDescribe → GROUP_ID_NOT_FOUND →
 DescribeGroups fallback), commits with member epochs, a regex subscription picking up a topic
-created later, a classic JoinGroup into a KIP-848 group, and raw DescribeGroups v3/v6 of a KIP-848
+created later, a classic consumer joining a KIP-848 group (online migration), and raw DescribeGroups v3/v6 of a KIP-848
 group (Kafka 4 answers "Dead" / "Group X is not a classic group.").
 """
 
@@ -34,6 +34,7 @@ FAST_HEARTBEATS = (
 )
 JOIN_GROUP = 11
 INCONSISTENT_GROUP_PROTOCOL = 23
+MEMBER_ID_REQUIRED = 79
 
 
 @pytest.fixture
@@ -301,8 +302,8 @@ def assigned_topics(consumer) -> dict[str, list[int]]:
 
 
 def raw_join_v5(broker, group: str, topic: str) -> tuple[int, str]:
-    """A classic JoinGroup v5 (what librdkafka sends) with a known member id, so there is no
-    MEMBER_ID_REQUIRED round: returns (error code, member id)."""
+    """A classic JoinGroup v5 (what librdkafka sends) without a member id, as a new member's first
+    join: returns (error code, member id)."""
     subscription = struct.pack(">hi", 0, 1) + kstring(topic) + struct.pack(">i", -1)
     body = (kstring(group) + struct.pack(">ii", 10000, 30000) + kstring("") + kstring(None) + kstring("consumer")
             + struct.pack(">i", 1) + kstring("range") + struct.pack(">i", len(subscription)) + subscription)
@@ -319,47 +320,53 @@ def raw_join_v5(broker, group: str, topic: str) -> tuple[int, str]:
     return err, member_id
 
 
-def test_classic_member_in_a_consumer_group_is_inconsistent(cbroker):
-    """(e) A KIP-848 group with a live member: a classic JoinGroup for the same group id gets
-    INCONSISTENT_GROUP_PROTOCOL (Ringleader does not implement Kafka's classic→consumer member
-    migration, which would instead admit the classic member), both as a raw JoinGroup and from a
-    classic librdkafka consumer, and the KIP-848 member keeps its assignment."""
+def test_classic_member_joins_a_consumer_group(cbroker):
+    """(e) A KIP-848 group with a live member: a classic consumer joining the same group id becomes
+    a member of the consumer group (Kafka's `classicGroupJoinToConsumerGroup`; a raw v5 JoinGroup
+    without a member id first gets MEMBER_ID_REQUIRED, as from a classic group): the KIP-848
+    member gives up half of the partitions, the classic one gets them through SyncGroup, and the
+    group stays a consumer group with both members. Under `group.consumer.migration.policy=disabled`
+    the same join is INCONSISTENT_GROUP_PROTOCOL (`throwIfClassicMemberCannotJoinConsumerGroup`)."""
     admin = confluent_admin(cbroker)
     assert confluent_create(admin, "orders", partitions=6) is None
     a = kip848_consumer(cbroker, "g-mixed", "mixed-848")
     classic = None
-    errors: list = []
     try:
         a.subscribe(["orders"])
         wait_until(lambda: assigned(a) == ALL6, 30, "the KIP-848 member owning all six", step=poll_all(a))
 
-        err, _ = raw_join_v5(cbroker, "g-mixed", "orders")
-        assert err == INCONSISTENT_GROUP_PROTOCOL, err
+        err, member_id = raw_join_v5(cbroker, "g-mixed", "orders")
+        assert (err, bool(member_id)) == (MEMBER_ID_REQUIRED, True), (err, member_id)
 
         classic = Consumer({
             "bootstrap.servers": cbroker.bootstrap, "group.id": "g-mixed", "client.id": "mixed-classic",
             "group.protocol": "classic", "partition.assignment.strategy": "range",
             "session.timeout.ms": 10000, "heartbeat.interval.ms": 1000, "enable.auto.commit": False,
             "logger": logging.getLogger("librdkafka"), "broker.address.family": "v4",
-            "socket.timeout.ms": 10000, "reconnect.backoff.max.ms": 1000, "error_cb": errors.append})
+            "socket.timeout.ms": 10000, "reconnect.backoff.max.ms": 1000})
         classic.subscribe(["orders"])
-
-        seen: list = []
-
-        def step():
-            for c in (a, classic):
-                msg = c.poll(0.05)
-                if msg is not None and msg.error() is not None:
-                    seen.append(msg.error())
-        wait_until(lambda: any(e.code() == INCONSISTENT_GROUP_PROTOCOL for e in seen + errors), 20,
-                   f"the classic consumer seeing INCONSISTENT_GROUP_PROTOCOL (saw {seen} / {errors})", step=step)
-        assert classic.assignment() == []
-        assert assigned(a) == ALL6
+        wait_until(lambda: len(assigned(a)) == 3 and sorted(assigned(a) + assigned(classic)) == ALL6, 30,
+                   "the two members sharing the six partitions", step=poll_all(a, classic))
         d = describe(admin, "g-mixed")
         assert d.type == ConsumerGroupType.CONSUMER
-        assert [m.client_id for m in d.members] == ["mixed-848"]
+        assert sorted(m.client_id for m in d.members) == ["mixed-848", "mixed-classic"]
     finally:
         close_quietly(*(c for c in (classic, a) if c is not None))
+
+
+def test_classic_join_into_a_consumer_group_with_migration_disabled(start_broker):
+    broker = start_broker(*FAST_HEARTBEATS, "group.consumer.migration.policy=disabled")
+    admin = confluent_admin(broker)
+    assert confluent_create(admin, "orders", partitions=6) is None
+    a = kip848_consumer(broker, "g-mixed", "mixed-848")
+    try:
+        a.subscribe(["orders"])
+        wait_until(lambda: assigned(a) == ALL6, 30, "the KIP-848 member owning all six", step=poll_all(a))
+        err, _ = raw_join_v5(broker, "g-mixed", "orders")
+        assert err == INCONSISTENT_GROUP_PROTOCOL, err
+        assert assigned(a) == ALL6
+    finally:
+        close_quietly(a)
 
 
 # ------------------------------------------------------------- DescribeGroups on a consumer group

@@ -73,7 +73,7 @@ pub struct Member {
 }
 
 impl Member {
-    fn metadata_for(&self, protocol: &str) -> Bytes {
+    pub(super) fn metadata_for(&self, protocol: &str) -> Bytes {
         self.protocols
             .iter()
             .find(|(n, _)| n == protocol)
@@ -235,7 +235,7 @@ impl ClassicGroup {
 
     /// `ClassicGroup.selectProtocol`: each member votes for its first supported candidate; most
     /// votes wins (ties go to the candidate listed first).
-    fn select_protocol(&self) -> Option<String> {
+    pub(super) fn select_protocol(&self) -> Option<String> {
         let candidates = self.candidate_protocols();
         if candidates.is_empty() {
             return None;
@@ -258,7 +258,7 @@ impl ClassicGroup {
         Some(candidates[best].clone())
     }
 
-    fn compute_subscribed_topics(&self) -> Option<BTreeSet<String>> {
+    pub(super) fn compute_subscribed_topics(&self) -> Option<BTreeSet<String>> {
         if self.protocol_type.as_deref() != Some("consumer") {
             return None;
         }
@@ -314,7 +314,7 @@ fn s(v: &str) -> StrBytes {
     StrBytes::from_string(v.to_string())
 }
 
-fn join_error(code: i16, member_id: &str, version: i16) -> JoinGroupResponse {
+pub(super) fn join_error(code: i16, member_id: &str, version: i16) -> JoinGroupResponse {
     JoinGroupResponse::default()
         .with_error_code(code)
         .with_generation_id(-1)
@@ -324,11 +324,11 @@ fn join_error(code: i16, member_id: &str, version: i16) -> JoinGroupResponse {
         .with_protocol_name(if version >= 7 { None } else { Some(s("")) })
 }
 
-fn reply_join(out: &mut Output, id: ReqId, resp: JoinGroupResponse) {
+pub(super) fn reply_join(out: &mut Output, id: ReqId, resp: JoinGroupResponse) {
     out.replies.push((id, GroupResponse::Join(resp)));
 }
 
-fn reply_sync(
+pub(super) fn reply_sync(
     out: &mut Output,
     id: ReqId,
     code: i16,
@@ -345,7 +345,13 @@ fn reply_sync(
     out.replies.push((id, GroupResponse::Sync(r)));
 }
 
-fn schedule_heartbeat(c: &mut Coordinator, group: &str, member: &str, timeout_ms: i64, now: i64) {
+pub(super) fn schedule_heartbeat(
+    c: &mut Coordinator,
+    group: &str,
+    member: &str,
+    timeout_ms: i64,
+    now: i64,
+) {
     let deadline = now + timeout_ms;
     c.timers.schedule(
         TimerKey::Heartbeat {
@@ -465,13 +471,9 @@ pub fn join(
     }
     if let Some(cg) = c.consumer_groups.get(&group_id) {
         if !cg.members.is_empty() {
-            // Kafka lets a classic member join a live consumer group (online migration,
-            // `classicGroupJoinToConsumerGroup`); not yet (issue 15).
-            return reply_join(
-                out,
-                id,
-                join_error(err(ResponseError::InconsistentGroupProtocol), "", v),
-            );
+            // A classic member joins a live consumer group as one of its members (online
+            // migration, `GMM.classicGroupJoin` → `classicGroupJoinToConsumerGroup`).
+            return super::migration::join(c, id, ctx, r, now, out);
         }
         // `maybeDeleteEmptyConsumerGroup`: an empty consumer group gives way to a classic one.
         if member_id.is_empty() {
@@ -877,7 +879,7 @@ fn prepare_rebalance_or_complete_join(
 }
 
 /// §5.5.5 (`prepareRebalance`).
-fn prepare_rebalance(c: &mut Coordinator, group_id: &str, now: i64, out: &mut Output) {
+pub(super) fn prepare_rebalance(c: &mut Coordinator, group_id: &str, now: i64, out: &mut Output) {
     let cfg_delay = c.config.initial_rebalance_delay_ms as i64;
     let g = c.groups.get_mut(group_id).expect("present");
     if g.state == State::CompletingRebalance {
@@ -1087,6 +1089,10 @@ pub fn sync(
             None,
         );
     }
+    if c.consumer_groups.contains_key(&group_id) {
+        // `GMM.classicGroupSync` → `classicGroupSyncToConsumerGroup`.
+        return super::migration::sync(c, id, ctx, r, now, out);
+    }
     let Some(g) = c.groups.get_mut(&group_id) else {
         return reply_sync(
             out,
@@ -1254,6 +1260,10 @@ fn heartbeat_code(c: &mut Coordinator, r: &HeartbeatRequest, now: i64) -> i16 {
     }
     // One lookup of the group and one of the member: this is every heartbeat's path.
     let Some(g) = c.groups.get_mut(group_id) else {
+        if c.consumer_groups.contains_key(group_id) {
+            // `GMM.classicGroupHeartbeat` → `classicGroupHeartbeatToConsumerGroup`.
+            return super::migration::heartbeat(c, r, now);
+        }
         return err(ResponseError::UnknownMemberId);
     };
     if g.state == State::Dead {

@@ -21,10 +21,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use uuid::Uuid;
 use wire::records::{
-    ConsumerGroupCurrentMemberAssignmentValue, ConsumerGroupMemberMetadataValue,
-    ConsumerGroupMetadataValue, ConsumerGroupRegularExpressionValue,
-    ConsumerGroupTargetAssignmentMemberValue, ConsumerGroupTargetAssignmentMetadataValue,
-    CurrentTopicPartitions, Record, RecordKey, RecordValue, TargetTopicPartitions,
+    ClassicMemberMetadata, ConsumerGroupCurrentMemberAssignmentValue,
+    ConsumerGroupMemberMetadataValue, ConsumerGroupMetadataValue,
+    ConsumerGroupRegularExpressionValue, ConsumerGroupTargetAssignmentMemberValue,
+    ConsumerGroupTargetAssignmentMetadataValue, CurrentTopicPartitions, Record, RecordKey,
+    RecordValue, TargetTopicPartitions,
 };
 
 /// Member epoch sentinels (ConsumerGroupHeartbeatRequest.json).
@@ -76,6 +77,10 @@ pub struct ConsumerMember {
     /// durable (after a restart every member is sent its assignment again, which clients
     /// accept), so it takes no part in comparisons of members.
     pub sent: Option<PackedAssignment>,
+    /// Set for a member that uses the classic protocol (JoinGroup/SyncGroup/Heartbeat) inside
+    /// this consumer group: its session timeout and JoinGroup protocols, as the member metadata
+    /// record's `ClassicMemberMetadata` carries them (`ConsumerGroupMember.classicMemberMetadata`).
+    pub classic: Option<Box<ClassicMemberMetadata>>,
 }
 
 /// Every field but `sent` (not durable state): a replayed member equals the live one.
@@ -98,6 +103,7 @@ impl PartialEq for ConsumerMember {
             pending_revocation,
             assignment_epochs,
             sent: _,
+            classic,
         } = self;
         *member_id == o.member_id
             && *instance_id == o.instance_id
@@ -114,11 +120,12 @@ impl PartialEq for ConsumerMember {
             && *assigned == o.assigned
             && *pending_revocation == o.pending_revocation
             && *assignment_epochs == o.assignment_epochs
+            && *classic == o.classic
     }
 }
 
 impl ConsumerMember {
-    fn new(member_id: &str) -> Self {
+    pub(super) fn new(member_id: &str) -> Self {
         Self {
             member_id: member_id.into(),
             instance_id: None,
@@ -136,9 +143,24 @@ impl ConsumerMember {
             pending_revocation: MemberAssignment::new(),
             assignment_epochs: Vec::new(),
             sent: None,
+            classic: None,
         }
     }
-    fn metadata_value(&self) -> ConsumerGroupMemberMetadataValue {
+
+    /// Whether the member speaks the classic protocol (`ConsumerGroupMember.useClassicProtocol`).
+    pub fn uses_classic(&self) -> bool {
+        self.classic.is_some()
+    }
+
+    /// The session timeout that applies to this member: its JoinGroup's for a classic member,
+    /// the group's otherwise.
+    pub fn session_timeout_ms(&self, consumer_session_timeout_ms: i32) -> i64 {
+        self.classic
+            .as_ref()
+            .map_or(consumer_session_timeout_ms, |c| c.session_timeout_ms) as i64
+    }
+
+    pub(super) fn metadata_value(&self) -> ConsumerGroupMemberMetadataValue {
         ConsumerGroupMemberMetadataValue {
             instance_id: self.instance_id.clone(),
             rack_id: self.rack_id.clone(),
@@ -149,10 +171,10 @@ impl ConsumerMember {
             subscribed_topic_regex: Some(self.subscribed_topic_regex.clone().unwrap_or_default()),
             rebalance_timeout_ms: self.rebalance_timeout_ms,
             server_assignor: self.server_assignor.clone(),
-            classic_member_metadata: None,
+            classic_member_metadata: self.classic.as_deref().cloned(),
         }
     }
-    fn assignment_value(&self) -> ConsumerGroupCurrentMemberAssignmentValue {
+    pub(super) fn assignment_value(&self) -> ConsumerGroupCurrentMemberAssignmentValue {
         ConsumerGroupCurrentMemberAssignmentValue {
             member_epoch: self.member_epoch,
             previous_member_epoch: self.previous_member_epoch,
@@ -177,7 +199,7 @@ impl ConsumerMember {
     /// Re-derive `assignment_epochs` after `assigned` / `pending_revocation` changed: a partition
     /// it held before keeps its epoch (`was`), a new one gets `new_epoch`
     /// (`CurrentAssignmentBuilder.computeNextAssignment` stamps the target epoch).
-    fn restamp(&mut self, was: &ConsumerMember, new_epoch: i32) {
+    pub(super) fn restamp(&mut self, was: &ConsumerMember, new_epoch: i32) {
         let mut epochs = Vec::new();
         for a in [&self.assigned, &self.pending_revocation] {
             for (t, ps) in a.iter() {
@@ -210,7 +232,7 @@ fn to_current(a: &MemberAssignment, epochs: &[(Uuid, i32, i32)]) -> Vec<CurrentT
         .collect()
 }
 
-fn from_current(v: &[CurrentTopicPartitions]) -> MemberAssignment {
+pub(super) fn from_current(v: &[CurrentTopicPartitions]) -> MemberAssignment {
     v.iter()
         .map(|t| (t.topic_id, t.partitions.iter().copied().collect()))
         .filter(|(_, p): &(Uuid, BTreeSet<i32>)| !p.is_empty())
@@ -277,7 +299,7 @@ impl ConsumerGroup {
     }
 
     /// Partitions some member other than `except` still holds (assigned or being revoked).
-    fn owned_by_others(&self, except: &str) -> BTreeSet<(Uuid, i32)> {
+    pub(super) fn owned_by_others(&self, except: &str) -> BTreeSet<(Uuid, i32)> {
         let mut s = BTreeSet::new();
         for (id, m) in &self.members {
             if id == except {
@@ -293,7 +315,7 @@ impl ConsumerGroup {
     }
 
     /// Topic names the whole group subscribes to (names and resolved regexes).
-    fn subscribed_names(&self) -> BTreeSet<&str> {
+    pub(super) fn subscribed_names(&self) -> BTreeSet<&str> {
         let mut s = BTreeSet::new();
         let mut last: Option<&Arc<[String]>> = None;
         for m in self.members.values() {
@@ -342,7 +364,7 @@ impl ConsumerGroup {
 /// written as a little-endian long; 0 when there is none. Kafka's hash4j streams write every
 /// number little-endian and a string as its UTF-16 code units then its length, so the records
 /// carry the value the reference broker would write for the same topics.
-fn metadata_hash(names: &BTreeSet<&str>, topics: &TopicsSnapshot) -> i64 {
+pub(super) fn metadata_hash(names: &BTreeSet<&str>, topics: &TopicsSnapshot) -> i64 {
     let mut buf = Vec::new();
     for n in names {
         if let Some(t) = topics.get(n) {
@@ -390,7 +412,7 @@ fn response_assignment(a: &MemberAssignment) -> cgh::Assignment {
 }
 
 /// An assignment as a target-assignment record (type 7) stores it.
-fn target_value(a: &Assignment) -> ConsumerGroupTargetAssignmentMemberValue {
+pub(super) fn target_value(a: &Assignment) -> ConsumerGroupTargetAssignmentMemberValue {
     ConsumerGroupTargetAssignmentMemberValue {
         topic_partitions: a
             .iter()
@@ -403,7 +425,9 @@ fn target_value(a: &Assignment) -> ConsumerGroupTargetAssignmentMemberValue {
 }
 
 /// The same for a stored (packed) target.
-fn packed_target_value(a: &PackedAssignment) -> ConsumerGroupTargetAssignmentMemberValue {
+pub(super) fn packed_target_value(
+    a: &PackedAssignment,
+) -> ConsumerGroupTargetAssignmentMemberValue {
     ConsumerGroupTargetAssignmentMemberValue {
         topic_partitions: a
             .iter()
@@ -416,7 +440,7 @@ fn packed_target_value(a: &PackedAssignment) -> ConsumerGroupTargetAssignmentMem
 }
 
 /// `new` as an `Arc`, sharing the first of `candidates` that holds the same value.
-fn shared<'a, T: ?Sized + PartialEq + 'a>(
+pub(super) fn shared<'a, T: ?Sized + PartialEq + 'a>(
     new: &T,
     candidates: impl IntoIterator<Item = &'a Arc<T>>,
     make: impl FnOnce() -> Arc<T>,
@@ -428,7 +452,7 @@ fn shared<'a, T: ?Sized + PartialEq + 'a>(
         .unwrap_or_else(make)
 }
 
-fn s(v: &str) -> StrBytes {
+pub(super) fn s(v: &str) -> StrBytes {
     StrBytes::from_string(v.to_string())
 }
 
@@ -524,7 +548,12 @@ fn compile(re: &str) -> Result<regex::Regex, String> {
     regex::Regex::new(&format!("^(?:{re})$")).map_err(|e| e.to_string())
 }
 
-fn emit(c: &mut Coordinator, out: &mut Output, key: RecordKey, value: Option<RecordValue>) {
+pub(super) fn emit(
+    c: &mut Coordinator,
+    out: &mut Output,
+    key: RecordKey,
+    value: Option<RecordValue>,
+) {
     c.apply(Record { key, value }, out);
 }
 
@@ -563,29 +592,17 @@ fn heartbeat_inner(
     }
     // A classic group of the same id (`getOrMaybeCreateConsumerGroup`): an empty one (offsets
     // only) is converted, as Kafka's `maybeDeleteEmptyClassicGroup` does; a live one can only be
-    // joined (epoch 0), and only if Kafka could upgrade it online (`validateOnlineUpgrade`):
-    // otherwise GROUP_ID_NOT_FOUND.
+    // joined (epoch 0), which converts it online when `validateOnlineUpgrade` allows
+    // (`convertToConsumerGroup`), and is GROUP_ID_NOT_FOUND otherwise.
     if let Some(g) = c.groups.get(&group_id) {
-        if r.member_epoch != 0 && !(g.members.is_empty() && g.state == super::classic::State::Empty)
-        {
+        let empty = g.members.is_empty() && g.state == super::classic::State::Empty;
+        if r.member_epoch != 0 && !empty {
             return Err((
                 err(ResponseError::GroupIdNotFound),
                 format!("Group {group_id} is not a consumer group."),
             ));
         }
-        if !g.members.is_empty() && g.protocol_type.as_deref() != Some("consumer") {
-            return Err((
-                err(ResponseError::GroupIdNotFound),
-                format!("Cannot upgrade classic group {group_id} to consumer group because the group does not use the consumer embedded protocol."),
-            ));
-        }
-        if !g.members.is_empty() && g.members.len() as i64 > c.config.consumer_max_size as i64 {
-            return Err((
-                err(ResponseError::GroupIdNotFound),
-                format!("Cannot upgrade classic group {group_id} to consumer group because the group size exceeds the consumer group maximum size."),
-            ));
-        }
-        if g.members.is_empty() && g.state == super::classic::State::Empty {
+        if empty {
             if g.last_record.is_some() {
                 emit(
                     c,
@@ -598,11 +615,7 @@ fn heartbeat_inner(
             }
             c.groups.remove(&group_id);
         } else {
-            // Kafka converts the group here (online upgrade, KIP-848); not yet (issue 15).
-            return Err((
-                err(ResponseError::InconsistentGroupProtocol),
-                format!("Group {group_id} is a classic group with members."),
-            ));
+            super::migration::upgrade(c, &group_id, ctx, r, now, out)?;
         }
     }
     let interval = c.config.consumer_heartbeat_interval_ms;
@@ -864,7 +877,7 @@ fn heartbeat_inner(
 
 /// Recompute the target when the group epoch moved past it, at most once per
 /// `group.consumer.assignment.interval.ms` (a burst of joins makes one new target).
-fn maybe_compute_target(
+pub(super) fn maybe_compute_target(
     c: &mut Coordinator,
     group_id: &str,
     topics: &TopicsSnapshot,
@@ -966,7 +979,7 @@ fn maybe_compute_target(
 }
 
 /// `CurrentAssignmentBuilder`: move a member one step toward the target.
-fn reconcile(
+pub(super) fn reconcile(
     c: &mut Coordinator,
     group_id: &str,
     member_id: &str,
@@ -1019,13 +1032,17 @@ fn reconcile(
         next.assigned = keep.into();
         next.pending_revocation = revoke.into();
         next.state = MemberState::UnrevokedPartitions;
-        c.timers.schedule(
-            TimerKey::ConsumerRevocation {
-                group: group_id.into(),
-                member: member_id.into(),
-            },
-            now + next.rebalance_timeout_ms.max(0) as i64,
-        );
+        // A classic member revokes by rejoining, which its join timeout bounds instead
+        // (`maybeReconcile` arms the rebalance timeout only for consumer-protocol members).
+        if !next.uses_classic() {
+            c.timers.schedule(
+                TimerKey::ConsumerRevocation {
+                    group: group_id.into(),
+                    member: member_id.into(),
+                },
+                now + next.rebalance_timeout_ms.max(0) as i64,
+            );
+        }
     } else {
         c.timers.cancel(&TimerKey::ConsumerRevocation {
             group: group_id.into(),
@@ -1148,17 +1165,52 @@ pub fn remove_member(
     c: &mut Coordinator,
     group_id: &str,
     member_id: &str,
-    _now: i64,
+    now: i64,
     out: &mut Output,
 ) {
-    fence_members(c, group_id, &[member_id.to_string()], out);
+    fence_members(c, group_id, &[member_id.to_string()], now, out);
+}
+
+/// Every timer a consumer-group member may have armed.
+pub(super) fn cancel_member_timers(c: &mut Coordinator, group_id: &str, member_id: &str) {
+    for key in [
+        TimerKey::ConsumerSession {
+            group: group_id.into(),
+            member: member_id.into(),
+        },
+        TimerKey::ConsumerRevocation {
+            group: group_id.into(),
+            member: member_id.into(),
+        },
+        TimerKey::ConsumerJoin {
+            group: group_id.into(),
+            member: member_id.into(),
+        },
+        TimerKey::ConsumerSync {
+            group: group_id.into(),
+            member: member_id.into(),
+        },
+    ] {
+        c.timers.cancel(&key);
+    }
 }
 
 /// `consumerGroupFenceMembers`: tombstones for each member, then one new group epoch for all
 /// of them. The epoch carries the hash of what the remaining members subscribe to (0 when none
 /// is left), and a group left empty gets a target assignment at that epoch with no timestamp,
-/// so the next member computes a fresh one at once.
-fn fence_members(c: &mut Coordinator, group_id: &str, member_ids: &[String], out: &mut Output) {
+/// so the next member computes a fresh one at once. When only classic-protocol members would be
+/// left, the group goes back to being a classic group instead, if the policy allows it
+/// (`validateOnlineDowngradeWithFencedMembers`, `convertToClassicGroup`).
+fn fence_members(
+    c: &mut Coordinator,
+    group_id: &str,
+    member_ids: &[String],
+    now: i64,
+    out: &mut Output,
+) {
+    if super::migration::downgrade_on_leave(c, group_id, member_ids, now, out) {
+        return;
+    }
     let mut removed = 0;
     for member_id in member_ids {
         let Some(g) = c.consumer_groups.get(group_id) else {
@@ -1198,14 +1250,7 @@ fn fence_members(c: &mut Coordinator, group_id: &str, member_ids: &[String], out
             },
             None,
         );
-        c.timers.cancel(&TimerKey::ConsumerSession {
-            group: group_id.into(),
-            member: member_id.clone(),
-        });
-        c.timers.cancel(&TimerKey::ConsumerRevocation {
-            group: group_id.into(),
-            member: member_id.clone(),
-        });
+        cancel_member_timers(c, group_id, member_id);
     }
     if removed == 0 {
         return;
@@ -1254,7 +1299,7 @@ pub fn leave_by_identities(
     c: &mut Coordinator,
     group_id: &str,
     identities: &[(String, Option<String>)],
-    _now: i64,
+    now: i64,
     out: &mut Output,
 ) -> Vec<MemberResponse> {
     let g = &c.consumer_groups[group_id];
@@ -1295,7 +1340,7 @@ pub fn leave_by_identities(
                 .with_error_code(code),
         );
     }
-    fence_members(c, group_id, &leaving, out);
+    fence_members(c, group_id, &leaving, now, out);
     results
 }
 
@@ -1550,6 +1595,7 @@ pub fn replay(c: &mut Coordinator, key: &RecordKey, value: &Option<RecordValue>)
             m.subscribed_topic_regex = v.subscribed_topic_regex.clone().filter(|r| !r.is_empty());
             m.rebalance_timeout_ms = v.rebalance_timeout_ms;
             m.server_assignor = v.server_assignor.clone();
+            m.classic = v.classic_member_metadata.clone().map(Box::new);
         }
         (RecordKey::ConsumerGroupMemberMetadata { group, member_id }, None) => {
             if let Some(g) = c.consumer_groups.get_mut(group) {
@@ -1771,7 +1817,8 @@ pub fn describe(c: &Coordinator, group_id: &str, topics: &TopicsSnapshot) -> cgd
                         .map(PackedAssignment::to_assignment)
                         .unwrap_or_default(),
                 ))
-                .with_member_type(1)
+                // KIP-1099: 0 for a member using the classic protocol, 1 for the consumer one.
+                .with_member_type(if m.uses_classic() { 0 } else { 1 })
         })
         .collect();
     let assignor = {

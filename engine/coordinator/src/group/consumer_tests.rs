@@ -15,19 +15,19 @@ fn sb(s: &str) -> StrBytes {
     StrBytes::from_string(s.to_string())
 }
 
-struct K {
-    c: Coordinator,
-    now: i64,
-    next: ReqId,
-    records: Vec<Record>,
-    reg: MemoryTopics,
+pub(super) struct K {
+    pub(super) c: Coordinator,
+    pub(super) now: i64,
+    pub(super) next: ReqId,
+    pub(super) records: Vec<Record>,
+    pub(super) reg: MemoryTopics,
     _dir: std::path::PathBuf,
 }
 
 type Parts = Vec<(uuid::Uuid, Vec<i32>)>;
 
 impl K {
-    fn new(cfg: GroupConfig) -> Self {
+    pub(super) fn new(cfg: GroupConfig) -> Self {
         use std::sync::atomic::{AtomicU64, Ordering};
         static N: AtomicU64 = AtomicU64::new(0);
         let dir = std::env::temp_dir().join(format!(
@@ -48,16 +48,16 @@ impl K {
             _dir: dir,
         }
     }
-    fn cfg() -> GroupConfig {
+    pub(super) fn cfg() -> GroupConfig {
         GroupConfig {
             consumer_assignment_interval_ms: 1000,
             ..GroupConfig::default()
         }
     }
-    fn topic_id(&self, name: &str) -> uuid::Uuid {
+    pub(super) fn topic_id(&self, name: &str) -> uuid::Uuid {
         self.reg.snapshot().get(name).unwrap().id
     }
-    fn ctx(&self, v: i16) -> RequestContext {
+    pub(super) fn ctx(&self, v: i16) -> RequestContext {
         RequestContext {
             client_id: "c".into(),
             client_host: "/127.0.0.1".into(),
@@ -65,7 +65,7 @@ impl K {
             topics: self.reg.snapshot(),
         }
     }
-    fn send(&mut self, v: i16, req: GroupRequest) -> GroupResponse {
+    pub(super) fn send(&mut self, v: i16, req: GroupRequest) -> GroupResponse {
         let id = self.next;
         self.next += 1;
         let mut out = Output::default();
@@ -79,7 +79,7 @@ impl K {
             .map(|(_, r)| r)
             .expect("answered at once")
     }
-    fn hb(
+    pub(super) fn hb(
         &mut self,
         member: &str,
         epoch: i32,
@@ -99,7 +99,7 @@ impl K {
             other => panic!("{other:?}"),
         }
     }
-    fn join(
+    pub(super) fn join(
         &mut self,
         member: &str,
         instance: Option<&str>,
@@ -118,18 +118,18 @@ impl K {
             other => panic!("{other:?}"),
         }
     }
-    fn advance(&mut self, ms: i64) {
+    pub(super) fn advance(&mut self, ms: i64) {
         self.now += ms;
         let mut out = Output::default();
         self.c.tick(self.now, &mut out);
         self.records.extend(out.records);
         self.assert_single_owner();
     }
-    fn member(&self, id: &str) -> &consumer::ConsumerMember {
+    pub(super) fn member(&self, id: &str) -> &consumer::ConsumerMember {
         &self.c.consumer_groups["g"].members[id]
     }
     /// The invariant above all: a partition is never owned by two members at once.
-    fn assert_single_owner(&self) {
+    pub(super) fn assert_single_owner(&self) {
         for g in self.c.consumer_groups.values() {
             let mut seen = BTreeSet::new();
             for m in g.members.values() {
@@ -147,7 +147,7 @@ impl K {
             }
         }
     }
-    fn assert_replay_matches(&self) {
+    pub(super) fn assert_replay_matches(&self) {
         let mut fresh = Coordinator::new(0, self.c.config.clone());
         for r in &self.records {
             let back = Record::decode(

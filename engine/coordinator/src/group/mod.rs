@@ -18,6 +18,9 @@
 pub mod assignor;
 pub mod classic;
 pub mod consumer;
+pub mod migration;
+#[cfg(test)]
+mod migration_tests;
 
 #[cfg(test)]
 mod consumer_tests;
@@ -64,6 +67,8 @@ pub struct GroupConfig {
     pub consumer_max_size: i32,
     /// `group.coordinator.rebalance.protocols` contains `consumer`.
     pub consumer_protocol_enabled: bool,
+    /// `group.consumer.migration.policy`: whether live groups convert between the protocols.
+    pub migration_policy: migration::MigrationPolicy,
 }
 
 /// Kafka's defaults (`GroupCoordinatorConfig`, `GroupConfig`), which are also the broker
@@ -86,6 +91,7 @@ impl Default for GroupConfig {
             consumer_assignment_interval_ms: 1000,
             consumer_max_size: i32::MAX,
             consumer_protocol_enabled: true,
+            migration_policy: migration::MigrationPolicy::Bidirectional,
         }
     }
 }
@@ -238,6 +244,10 @@ pub enum TimerKey {
     ConsumerRevocation { group: String, member: String },
     /// The assignment interval passed while a new group epoch waits for a target.
     ConsumerAssignment { group: String },
+    /// A classic member of a consumer group told to rejoin that has not by its rebalance timeout.
+    ConsumerJoin { group: String, member: String },
+    /// A classic member of a consumer group that has not sent SyncGroup after its JoinGroup.
+    ConsumerSync { group: String, member: String },
 }
 
 /// Deadlines ordered by time. Each owner remembers its own deadline, so rescheduling removes the
@@ -533,6 +543,10 @@ impl Coordinator {
                 TimerKey::ConsumerRevocation { group, member } => {
                     consumer::on_member_timeout(self, &group, &member, true, now, out)
                 }
+                TimerKey::ConsumerJoin { group, member }
+                | TimerKey::ConsumerSync { group, member } => {
+                    consumer::on_member_timeout(self, &group, &member, false, now, out)
+                }
                 TimerKey::ConsumerAssignment { group } => {
                     let topics = self.last_topics.clone();
                     consumer::on_assignment_due(self, &group, topics.as_deref(), now, out)
@@ -554,7 +568,7 @@ impl Coordinator {
     /// client died before a restart kept its partitions forever).
     pub fn on_loaded(&mut self, now: i64) {
         self.load_checked = hashbrown::HashMap::new();
-        let consumer_session = self.config.consumer_session_timeout_ms as i64;
+        let consumer_session = self.config.consumer_session_timeout_ms;
         let mut consumer_timers = Vec::new();
         for (g, grp) in &self.consumer_groups {
             for m in grp.members.values() {
@@ -563,7 +577,7 @@ impl Coordinator {
                         group: g.clone(),
                         member: m.member_id.clone(),
                     },
-                    now + consumer_session,
+                    now + m.session_timeout_ms(consumer_session),
                 ));
                 if m.state == consumer::MemberState::UnrevokedPartitions {
                     consumer_timers.push((

@@ -62,13 +62,7 @@ class ErrorCodeDiffTest {
     static final String[] SETS = {"group.initial.rebalance.delay.ms=0", "group.max.size=2", "group.consumer.max.size=2"};
 
     /** Cases whose outcome differs for a reason another open issue owns. */
-    static final Map<String, String> KNOWN = Map.of(
-            "cgh-on-classic-group-with-members",
-            "issue 15 (online migration): Kafka converts a classic group whose members all use the consumer "
-                    + "embedded protocol; Ringleader answers INCONSISTENT_GROUP_PROTOCOL",
-            "classic-join-to-consumer-group",
-            "issue 15 (online migration): Kafka lets a classic member join a consumer group; Ringleader answers "
-                    + "INCONSISTENT_GROUP_PROTOCOL");
+    static final Map<String, String> KNOWN = Map.of();
 
     private RingleaderBroker ringleader;
     private ReferenceKafka kafka;
@@ -499,6 +493,33 @@ class ErrorCodeDiffTest {
             c("classic-join-to-consumer-group", x -> {
                 cgJoinNew(x.conn(), x.group, TOPIC);
                 x.note("join", joinNew(x.conn(), join(x.group, "", TOPIC)).errorCode());
+            }),
+            // Mixed groups (online migration): a classic member inside a converted group.
+            c("classic-heartbeat-after-upgrade", x -> {
+                RawClient k = x.conn();
+                Member m = joinAndSync(k, x.group, TOPIC);
+                x.note("cgh", x.conn().<ConsumerGroupHeartbeatResponseData>call(cgJoin(x.group, newMemberId(), TOPIC), CGH_V).errorCode());
+                x.note("hb", heartbeat(k, x.group, m.generation(), m.memberId()));
+                x.note("hb-wrong-generation", heartbeat(k, x.group, m.generation() + 5, m.memberId()));
+                JoinGroupResponseData j = k.call(join(x.group, m.memberId(), TOPIC), JOIN_V);
+                x.note("rejoin", j.errorCode());
+                x.note("sync-wrong-generation", k.<SyncGroupResponseData>call(sync(x.group, j.generationId() + 5, m.memberId()), SYNC_V).errorCode());
+                x.note("sync", k.<SyncGroupResponseData>call(sync(x.group, j.generationId(), m.memberId()), SYNC_V).errorCode());
+            }),
+            c("cgh-upgrade-of-a-full-classic-group", x -> {
+                RawClient a = x.conn();
+                Member m = joinAndSync(a, x.group, TOPIC);
+                RawClient b = x.conn();
+                JoinGroupResponseData jb = b.call(join(x.group, "", TOPIC), JOIN_V);
+                b.send(join(x.group, jb.memberId(), TOPIC), JOIN_V);
+                awaitState(x, "PreparingRebalance");
+                a.send(join(x.group, m.memberId(), TOPIC), JOIN_V);
+                awaitState(x, "CompletingRebalance");
+                x.note("cgh", x.conn().<ConsumerGroupHeartbeatResponseData>call(cgJoin(x.group, newMemberId(), TOPIC), CGH_V).errorCode());
+            }),
+            c("classic-join-to-consumer-group-with-other-protocol-type", x -> {
+                cgJoinNew(x.conn(), x.group, TOPIC);
+                x.note("join", joinNew(x.conn(), join(x.group, "", TOPIC).setProtocolType("connect")).errorCode());
             }),
             c("cgh-v99-too-new-closes", x -> {
                 try {
