@@ -103,6 +103,7 @@ fn memory_per_member() {
         client_host: "/127.0.0.1".into(),
         api_version: 1,
         topics: reg.snapshot(),
+        group_configs: Default::default(),
     };
     let (members, groups) = (100_000usize, 100usize);
     let (a0, b0) = counting_alloc::snapshot();

@@ -69,6 +69,7 @@ fn fixture() -> Fixture {
         client_host: "/127.0.0.1".into(),
         api_version: 3,
         topics: reg.snapshot(),
+        group_configs: Default::default(),
     };
     Fixture { ctx, _dir: dir }
 }

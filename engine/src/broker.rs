@@ -12,6 +12,8 @@ pub struct Broker {
     pub config: Config,
     pub versions: Versions,
     pub topics: TopicRegistry,
+    /// Per-group config overrides (GROUP config resources).
+    pub group_configs: crate::group_configs::GroupConfigRegistry,
     pub cluster_id: String,
     pub node_id: i32,
     /// What clients are told to connect to (advertised.listeners, else the listen address).

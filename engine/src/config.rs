@@ -483,10 +483,6 @@ fn at_least<T: Int>(min: T) -> Bounds<T> {
     Bounds { min, max: T::MAX }
 }
 
-fn between<T: Int>(min: T, max: T) -> Bounds<T> {
-    Bounds { min, max }
-}
-
 impl<T: Int> Bounds<T> {
     fn expected(&self) -> String {
         match (self.min == T::MIN, self.max == T::MAX) {
@@ -903,8 +899,12 @@ config_keys! {
         "Server-side assignors (uniform, range); the first is used when a member names none.";
     "group.consumer.migration.policy" => group_consumer_migration_policy: MigrationPolicy = MigrationPolicy::Bidirectional, Any,
         "Whether live groups convert between the classic and consumer protocols (online upgrade and downgrade): bidirectional, upgrade, downgrade or disabled.";
-    "group.consumer.assignment.interval.ms" => group_consumer_assignment_interval_ms: i32 = 1000, between(0, 15_000),
+    "group.consumer.assignment.interval.ms" => group_consumer_assignment_interval_ms: i32 = 1000, at_least(0),
         "Minimum time between target-assignment recomputations of one group.";
+    "group.consumer.min.assignment.interval.ms" => group_consumer_min_assignment_interval_ms: i32 = 0, at_least(0),
+        "Smallest allowed consumer-group assignment interval (bounds per-group overrides).";
+    "group.consumer.max.assignment.interval.ms" => group_consumer_max_assignment_interval_ms: i32 = 15_000, at_least(0),
+        "Largest allowed consumer-group assignment interval (bounds per-group overrides).";
     "group.consumer.assignor.offload.enable" => group_consumer_assignor_offload_enable: bool = false, Only(false, "assignments are computed on the shard that owns the group; there are no background threads to offload them to (Kafka's default is true)"),
         "Run assignor computations off the coordinator's event loop; only false.";
 
@@ -1246,7 +1246,22 @@ impl Config {
         }
 
         use Rel::{Le, Lt};
-        let rules: [(&str, Rel, &str); 8] = [
+        let rules: [(&str, Rel, &str); 11] = [
+            (
+                "group.consumer.min.assignment.interval.ms",
+                Le,
+                "group.consumer.max.assignment.interval.ms",
+            ),
+            (
+                "group.consumer.min.assignment.interval.ms",
+                Le,
+                "group.consumer.assignment.interval.ms",
+            ),
+            (
+                "group.consumer.assignment.interval.ms",
+                Le,
+                "group.consumer.max.assignment.interval.ms",
+            ),
             (
                 "group.min.session.timeout.ms",
                 Le,
@@ -1965,12 +1980,8 @@ mod tests {
             ("offset.metadata.max.bytes=x", "expected a 32-bit integer"),
             ("offsets.topic.replication.factor=40000", "(at most 32767)"),
             (
-                "group.consumer.assignment.interval.ms=15001",
-                "between 0 and 15000",
-            ),
-            (
                 "group.consumer.assignment.interval.ms=-1",
-                "between 0 and 15000",
+                "expected an integer >= 0",
             ),
             (
                 "group.coordinator.append.linger.ms=10",
@@ -2054,6 +2065,10 @@ mod tests {
             (
                 &["group.consumer.min.heartbeat.interval.ms=6000"],
                 "group.consumer.min.heartbeat.interval.ms (6000, --set) must be less than or equal to group.consumer.heartbeat.interval.ms (5000, default)",
+            ),
+            (
+                &["group.consumer.assignment.interval.ms=15001"],
+                "group.consumer.assignment.interval.ms (15001, --set) must be less than or equal to group.consumer.max.assignment.interval.ms (15000, default)",
             ),
             (
                 &["group.consumer.heartbeat.interval.ms=16000"],

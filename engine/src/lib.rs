@@ -28,6 +28,7 @@ pub use coordinator::{group, partition_core, snapshot_build};
 pub mod broker;
 pub mod clock;
 pub mod config;
+pub mod group_configs;
 pub mod limits;
 pub mod meta;
 pub mod metrics;
@@ -66,6 +67,7 @@ pub fn open_broker(
         .map_err(|e| anyhow::anyhow!("cannot create data dir {}: {e}", data_dir.display()))?;
     let meta = meta::load_or_create(data_dir, config.node_id, &config.cluster_id)?;
     let topics = topics::TopicRegistry::open(data_dir, config.offsets_topic_num_partitions)?;
+    let group_configs = group_configs::GroupConfigRegistry::open(data_dir)?;
     let (host, port) = match config.advertised_host_port() {
         Some((h, p)) => (h, p as i32),
         None => (advertised_host_for(addr), addr.port() as i32),
@@ -73,6 +75,7 @@ pub fn open_broker(
     Ok(Arc::new(broker::Broker {
         versions: wire::Versions::default(),
         topics,
+        group_configs,
         cluster_id: meta.cluster_id,
         node_id: meta.node_id,
         host,

@@ -661,3 +661,53 @@ def test_groups_live_in_the_same_offsets_partitions(dumps):
     common = sorted(set(kafka) & set(rl))
     assert set(SCENARIO_GROUPS) <= set(common), (sorted(kafka), sorted(rl))
     assert {g: rl[g] for g in common} == {g: kafka[g] for g in common}
+
+
+# ------------------------------------------------------------------ kafka-configs on a group resource
+def test_kafka_configs_on_group_configs_prints_what_kafka_prints(sides):
+    """KIP-848 group configs through Kafka 4.4's own kafka-configs: alter (in and out of the
+    broker's bounds, unknown keys, bad values, session not above heartbeat), describe, delete —
+    the same output from both brokers. `--describe --all` is compared on the consumer-group keys:
+    Kafka also lists its share- and streams-group keys, which this broker refuses (it serves
+    neither kind of group)."""
+    kafka, rl = sides
+    d = Diffs(kafka, rl)
+
+    def configs(label: str, *args: str, only_consumer_keys: bool = False):
+        run = lambda b: kafka_tool("configs", "--bootstrap-server", b, "--entity-type", "groups",  # noqa: E731
+                                   "--entity-name", "tools-gcfg", *args)
+        k, r = in_parallel(lambda: run(kafka.bootstrap), lambda: run(rl.bootstrap))
+        if only_consumer_keys:
+            keep = lambda t: "\n".join(ln for ln in t.splitlines()  # noqa: E731
+                                       if not ln.strip().startswith(("share.", "streams.", "errors.")))
+            k.stdout, r.stdout = keep(k.stdout), keep(r.stdout)
+        d.runs += 1
+        report = compare_results(label, k, r, kafka.norm, rl.norm)
+        if report:
+            d.failures.append(report)
+        return k
+
+    sanity(configs("describe all, nothing set", "--describe", "--all", only_consumer_keys=True),
+           ["consumer.session.timeout.ms=45000"])
+    sanity(configs("set the session timeout", "--alter", "--add-config", "consumer.session.timeout.ms=50000"),
+           ["Completed updating config"])
+    sanity(configs("describe the override", "--describe"), ["DYNAMIC_GROUP_CONFIG:consumer.session.timeout.ms=50000"])
+    k = configs("below the broker's minimum", "--alter", "--add-config", "consumer.session.timeout.ms=5000")
+    sanity(k, ["must be in the range 45000 to 60000 inclusive"], rc=k.rc)
+    assert k.rc != 0, k
+    for label, value in (("an unknown key", "foo.bar=1"), ("not a number", "consumer.session.timeout.ms=abc"),
+                         ("heartbeat above the broker's maximum", "consumer.heartbeat.interval.ms=20000"),
+                         ("assignment interval above the maximum", "consumer.assignment.interval.ms=16000")):
+        k = configs(label, "--alter", "--add-config", value)
+        assert k.rc != 0, k
+    sanity(configs("two keys at once", "--alter", "--add-config",
+                   "consumer.heartbeat.interval.ms=6000,consumer.session.timeout.ms=46000"),
+           ["Completed updating config"])
+    sanity(configs("describe both", "--describe"), ["consumer.heartbeat.interval.ms=6000"])
+    sanity(configs("delete one", "--alter", "--delete-config", "consumer.session.timeout.ms"),
+           ["Completed updating config"])
+    sanity(configs("describe all after the delete", "--describe", "--all", only_consumer_keys=True),
+           ["consumer.session.timeout.ms=45000", "consumer.heartbeat.interval.ms=6000"])
+    sanity(configs("delete the other", "--alter", "--delete-config", "consumer.heartbeat.interval.ms"),
+           ["Completed updating config"])
+    d.check()

@@ -559,6 +559,7 @@ mod tests {
         });
         RequestContext {
             topics: topics.clone(),
+            group_configs: Default::default(),
             ..Default::default()
         }
     }

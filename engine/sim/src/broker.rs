@@ -302,6 +302,7 @@ impl World {
             client_host: "/10.0.0.1".into(),
             api_version: m.version,
             topics: self.topics.clone(),
+            group_configs: Default::default(),
         };
         let fetch_group = match &m.req {
             GroupRequest::OffsetFetch { group, .. } => Some(group.clone()),

@@ -417,6 +417,7 @@ impl World {
                 client_host: "/127.0.0.1".into(),
                 api_version: 8,
                 topics: self.topics.clone(),
+                group_configs: Default::default(),
             };
             let mut out = Output::default();
             let c = self.slots[s].coordinator_mut().expect("loaded");

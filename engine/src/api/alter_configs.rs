@@ -9,8 +9,10 @@
 //! then the resulting set is validated (an unknown key or a bad value: INVALID_CONFIG) before the
 //! topic's existence is checked, so an unknown topic with a bad key reports INVALID_CONFIG.
 //!
-//! Broker and group resources are refused with a message: the broker's configuration is read at
-//! start-up (`docs/configuration.md`), and per-group configs are not served yet.
+//! Group resources hold the KIP-848 group configs (`crate::group_configs`): validated against the
+//! broker's `group.consumer.min/max.*` bounds, written durably, applied from each group's next
+//! heartbeat; the group need not exist. Broker resources are refused with a message: the broker's
+//! configuration is read at start-up (`docs/configuration.md`).
 
 use super::common::s;
 use super::create_topics::validate_topic_config;
@@ -205,12 +207,7 @@ async fn apply_one(broker: &Arc<Broker>, c: &Change, twice: bool, validate_only:
                 "Ringleader reads its broker configuration at start-up; dynamic broker configs are not supported (change server.properties or --set and restart).".into(),
             ))
         }
-        RESOURCE_GROUP => {
-            return Err((
-                ResponseError::InvalidRequest,
-                "Per-group configs (consumer.session.timeout.ms, ...) are not supported yet; the broker's group.consumer.* settings apply to every group.".into(),
-            ))
-        }
+        RESOURCE_GROUP => return apply_group(broker, c, validate_only).await,
         other => {
             return Err((ResponseError::InvalidRequest, format!("Unknown resource type {other}")))
         }
@@ -256,6 +253,70 @@ async fn apply_one(broker: &Arc<Broker>, c: &Change, twice: bool, validate_only:
             Err((ResponseError::UnknownServerError, e.to_string()))
         }
     }
+}
+
+/// A group's configs after `change` (no group key is a LIST, so APPEND and SUBTRACT are refused).
+fn resulting_group_configs(
+    change: &Change,
+    current: &BTreeMap<String, String>,
+) -> Result<BTreeMap<String, String>, (ResponseError, String)> {
+    let mut out = if change.replace {
+        BTreeMap::new()
+    } else {
+        current.clone()
+    };
+    for (key, op, value) in &change.ops {
+        match op {
+            None => {
+                return Err((
+                    ResponseError::InvalidRequest,
+                    format!("Unknown operation for config {key}"),
+                ))
+            }
+            Some(op @ (Op::Append | Op::Subtract)) => {
+                return invalid(format!(
+                    "Can't {} to key {key} because its type is not LIST.",
+                    op.name()
+                ))
+                .map(|_| BTreeMap::new())
+            }
+            Some(Op::Set) => {
+                out.insert(key.clone(), value.clone().unwrap_or_default());
+            }
+            Some(Op::Delete) => {
+                out.remove(key);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// A GROUP resource: the resulting set is validated as a whole (`GroupConfig.validate`), then
+/// written; the group's coordinator reads it with the group's next request.
+async fn apply_group(broker: &Arc<Broker>, c: &Change, validate_only: bool) -> Outcome {
+    if c.name.is_empty() {
+        return Err((
+            ResponseError::InvalidRequest,
+            "A group resource needs a group id.".into(),
+        ));
+    }
+    let snap = broker.group_configs.snapshot();
+    let now = snap.get(&c.name).cloned().unwrap_or_default();
+    let configs = resulting_group_configs(c, &crate::group_configs::to_strings(&now))?;
+    let next =
+        crate::group_configs::validate(&configs, &crate::group_configs::Bounds::of(&broker.config))
+            .map_err(|m| (ResponseError::InvalidConfig, m))?;
+    if validate_only || next == now {
+        return Ok(());
+    }
+    let (b, group) = (broker.clone(), c.name.clone());
+    let written = glommio::executor()
+        .spawn_blocking(move || b.group_configs.set(&group, next))
+        .await;
+    written.map_err(|e| {
+        tracing::error!(group = %c.name, error = %e, "altering group configs failed");
+        (ResponseError::UnknownServerError, e.to_string())
+    })
 }
 
 /// AlterConfigs v0–v2: each resource's configs become exactly the ones given.

@@ -38,6 +38,7 @@ pub(crate) async fn call_partition(
         client_host: caller.client_host.clone(),
         api_version: version,
         topics: shard.broker.topics.snapshot(),
+        group_configs: shard.broker.group_configs.snapshot(),
     };
     match shard
         .router

@@ -47,6 +47,11 @@ pub(crate) const RESOURCE_BROKER: i8 = 4;
 
 pub(crate) const RESOURCE_BROKER_LOGGER: i8 = 8;
 
+pub(crate) const RESOURCE_GROUP: i8 = 32;
+
+/// `ConfigSource.GROUP_CONFIG`: a per-group override (Kafka prints DYNAMIC_GROUP_CONFIG).
+pub(crate) const SOURCE_GROUP_CONFIG: i8 = 8;
+
 /// DescribeConfigs v1–v4 for the broker resource (our config, Kafka names) and topics.
 pub(super) fn handle(
     broker: &Broker,
@@ -146,6 +151,46 @@ pub(super) fn handle(
                     }
                 }
             },
+            RESOURCE_GROUP => {
+                // Every consumer-group key: the group's override (GROUP_CONFIG) with the broker
+                // setting it overrides as a synonym, else the broker's value (DEFAULT_CONFIG),
+                // as Kafka 4.4 describes a group (`kafka-configs --entity-type groups`).
+                let bounds = crate::group_configs::Bounds::of(&broker.config);
+                let over = broker
+                    .group_configs
+                    .snapshot()
+                    .get(res.resource_name.as_str())
+                    .map(crate::group_configs::to_strings)
+                    .unwrap_or_default();
+                for key in crate::group_configs::KEYS.into_iter().filter(|k| wanted(k)) {
+                    let (broker_key, default) = bounds.default_of(key);
+                    let default_synonym = DescribeConfigsSynonym::default()
+                        .with_name(s(broker_key.to_string()))
+                        .with_value(Some(s(default.to_string())))
+                        .with_source(SOURCE_DEFAULT_CONFIG);
+                    let (value, source) = match over.get(key) {
+                        Some(v) => (v.clone(), SOURCE_GROUP_CONFIG),
+                        None => (default.to_string(), SOURCE_DEFAULT_CONFIG),
+                    };
+                    let mut e = DescribeConfigsResourceResult::default()
+                        .with_name(s(key.to_string()))
+                        .with_value(Some(s(value.clone())))
+                        .with_config_source(source)
+                        .with_config_type(3);
+                    if req.include_synonyms {
+                        if source == SOURCE_GROUP_CONFIG {
+                            e.synonyms.push(
+                                DescribeConfigsSynonym::default()
+                                    .with_name(s(key.to_string()))
+                                    .with_value(Some(s(value)))
+                                    .with_source(SOURCE_GROUP_CONFIG),
+                            );
+                        }
+                        e.synonyms.push(default_synonym);
+                    }
+                    result.configs.push(e);
+                }
+            }
             RESOURCE_BROKER_LOGGER => {
                 // No per-logger levels to show; an empty list, as a broker with no overrides.
             }

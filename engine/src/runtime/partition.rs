@@ -15,6 +15,7 @@ use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::Instant;
 use storage::compact::{CompactConfig, Compaction};
 use storage::io::GlommioDir;
@@ -108,7 +109,13 @@ pub struct PartitionTable {
     clock: fn() -> i64,
     /// This shard's measurements (requests, durability waits, fsyncs, gauges).
     pub metrics: RefCell<crate::metrics::ShardMetrics>,
+    /// Where a loading partition reads the per-group configs, so that the sessions it restarts
+    /// run on each group's own timeout (requests bring later changes).
+    group_configs: RefCell<Option<GroupConfigsSource>>,
 }
+
+/// The current per-group config overrides (the broker's registry, read lock-free).
+pub type GroupConfigsSource = Rc<dyn Fn() -> Arc<coordinator::group::GroupOverridesMap>>;
 
 /// A test failpoint: `RINGLEADER_FAILPOINT_PANIC_ON_DESCRIBE=<group>` makes describing that group
 /// panic on the shard that owns it, so that a test can show a shard's panic stopping the whole
@@ -165,7 +172,21 @@ impl PartitionTable {
             next_req: Cell::new(1),
             clock,
             metrics: RefCell::new(crate::metrics::ShardMetrics::default()),
+            group_configs: RefCell::new(None),
         }
+    }
+
+    /// Where loads read the per-group configs (set once by the server).
+    pub fn set_group_configs(&self, source: GroupConfigsSource) {
+        *self.group_configs.borrow_mut() = Some(source);
+    }
+
+    fn group_configs_now(&self) -> Arc<coordinator::group::GroupOverridesMap> {
+        self.group_configs
+            .borrow()
+            .as_ref()
+            .map(|f| f())
+            .unwrap_or_default()
     }
 
     /// Durable mode: load every owned partition from `DATA/__consumer_offsets-<p>/` (replaying its
@@ -185,6 +206,7 @@ impl PartitionTable {
             let (coordinator, log, report, skipped) = load_partition(
                 partition,
                 &self.config,
+                self.group_configs_now(),
                 dir.clone(),
                 log_config.clone(),
                 self.now(),
@@ -357,6 +379,7 @@ impl PartitionTable {
 async fn load_partition(
     partition: i32,
     config: &GroupConfig,
+    group_configs: Arc<coordinator::group::GroupOverridesMap>,
     dir: GlommioDir,
     log_config: LogConfig,
     now: i64,
@@ -394,6 +417,7 @@ async fn load_partition(
     if let Some(snap) = &snapshot {
         report.snapshot = Some((snap.offset, snap.len() as u64, snap.size_bytes() as u64));
     }
+    coordinator.group_configs = group_configs;
     coordinator.on_loaded(now);
     Ok((coordinator, log, report, skipped))
 }
@@ -695,6 +719,7 @@ async fn reload_until_ok(
                 load_partition(
                     partition,
                     &table.config,
+                    table.group_configs_now(),
                     dir.clone(),
                     log_config.clone(),
                     table.now(),

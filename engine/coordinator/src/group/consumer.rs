@@ -618,7 +618,7 @@ fn heartbeat_inner(
             super::migration::upgrade(c, &group_id, ctx, r, now, out)?;
         }
     }
-    let interval = c.config.consumer_heartbeat_interval_ms;
+    let interval = c.consumer_heartbeat_interval_ms(&group_id);
     let mut member_id = r.member_id.to_string();
     match r.member_epoch {
         LEAVE_EPOCH | STATIC_LEAVE_EPOCH => return leave(c, &group_id, r, now, out),
@@ -846,7 +846,7 @@ fn heartbeat_inner(
             group: group_id.clone(),
             member: member_id.clone(),
         },
-        now + c.config.consumer_session_timeout_ms as i64,
+        now + c.consumer_session_timeout_ms(&group_id) as i64,
     );
     let m = c
         .consumer_groups
@@ -891,14 +891,13 @@ pub(super) fn maybe_compute_target(
         return;
     }
     // `canComputeNextTargetAssignment`: no timestamp yet (a new or emptied group) means now.
-    if g.assignment_timestamp != 0
-        && now < g.assignment_timestamp + c.config.consumer_assignment_interval_ms as i64
-    {
+    let interval = c.consumer_assignment_interval_ms(group_id) as i64;
+    if g.assignment_timestamp != 0 && now < g.assignment_timestamp + interval {
         c.timers.schedule(
             TimerKey::ConsumerAssignment {
                 group: group_id.to_string(),
             },
-            g.assignment_timestamp + c.config.consumer_assignment_interval_ms as i64,
+            g.assignment_timestamp + interval,
         );
         return;
     }
@@ -1445,7 +1444,7 @@ fn replace_static(
             group: group_id.into(),
             member: new_id.clone(),
         },
-        now + c.config.consumer_session_timeout_ms as i64,
+        now + c.consumer_session_timeout_ms(group_id) as i64,
     );
     let assigned = m.assigned.clone();
     if let Some(n) = c
@@ -1458,7 +1457,7 @@ fn replace_static(
     Ok(ConsumerGroupHeartbeatResponse::default()
         .with_member_id(Some(s(&new_id)))
         .with_member_epoch(m.member_epoch)
-        .with_heartbeat_interval_ms(c.config.consumer_heartbeat_interval_ms)
+        .with_heartbeat_interval_ms(c.consumer_heartbeat_interval_ms(group_id))
         .with_assignment(Some(response_assignment(&assigned))))
 }
 

@@ -21,6 +21,8 @@ pub(super) struct K {
     pub(super) next: ReqId,
     pub(super) records: Vec<Record>,
     pub(super) reg: MemoryTopics,
+    /// Per-group config overrides every request carries.
+    pub(super) group_configs: Arc<GroupOverridesMap>,
     _dir: std::path::PathBuf,
 }
 
@@ -45,6 +47,7 @@ impl K {
             next: 1,
             records: Vec::new(),
             reg,
+            group_configs: Arc::default(),
             _dir: dir,
         }
     }
@@ -63,6 +66,7 @@ impl K {
             client_host: "/127.0.0.1".into(),
             api_version: v,
             topics: self.reg.snapshot(),
+            group_configs: self.group_configs.clone(),
         }
     }
     pub(super) fn send(&mut self, v: i16, req: GroupRequest) -> GroupResponse {
@@ -778,6 +782,7 @@ fn held_bytes_per_member() {
         client_host: "/127.0.0.1".into(),
         api_version: v,
         topics: reg.snapshot(),
+        group_configs: Default::default(),
     };
     let (c0, c1, c9) = (ctx(0), ctx(1), ctx(9));
     let mut now = 1_000_000i64;
@@ -997,5 +1002,58 @@ fn a_member_rejoining_with_epoch_zero_goes_on_as_it_is() {
         "revoked by rejoining: the target epoch"
     );
     assert_eq!(parts(&back).map(|p| p.len()), Some(3));
+    k.assert_replay_matches();
+}
+
+#[test]
+fn a_groups_own_configs_apply_from_its_next_heartbeat() {
+    let mut k = K::new(K::cfg());
+    let t = k.topic_id("orders");
+    let a = k.join("A", None, &["orders"]);
+    assert_eq!(a.heartbeat_interval_ms, 5000);
+    // `consumer.heartbeat.interval.ms` and `consumer.session.timeout.ms` set for g (and another
+    // value for an unrelated group): the next heartbeat carries them.
+    k.group_configs = Arc::new(
+        [
+            (
+                "g".to_string(),
+                GroupOverrides {
+                    heartbeat_interval_ms: Some(2000),
+                    session_timeout_ms: Some(3000),
+                    assignment_interval_ms: Some(0),
+                },
+            ),
+            (
+                "other".to_string(),
+                GroupOverrides {
+                    heartbeat_interval_ms: Some(9000),
+                    ..Default::default()
+                },
+            ),
+        ]
+        .into_iter()
+        .collect(),
+    );
+    let a = k.hb("A", a.member_epoch, Some(vec![(t, (0..6).collect())]));
+    assert_eq!(a.heartbeat_interval_ms, 2000);
+    // With an assignment interval of 0 a joiner's target is computed in its own request, even
+    // right after the last one.
+    let b = k.join("B", None, &["orders"]);
+    assert_eq!(k.c.consumer_groups["g"].assignment_epoch, b.member_epoch);
+    assert_eq!(k.c.consumer_groups["g"].group_epoch, b.member_epoch);
+    // The group's session timeout (3 s), not the broker's 45 s: B goes silent and is fenced.
+    for _ in 0..4 {
+        k.advance(1000);
+        let e = k.member("A").member_epoch;
+        let owned: Vec<i32> = k
+            .member("A")
+            .assigned
+            .iter()
+            .flat_map(|(_, ps)| ps.iter().copied())
+            .collect();
+        k.hb("A", e, Some(vec![(t, owned)]));
+    }
+    assert!(!k.c.consumer_groups["g"].members.contains_key("B"));
+    assert!(k.c.consumer_groups["g"].members.contains_key("A"));
     k.assert_replay_matches();
 }

@@ -342,7 +342,7 @@ pub(super) fn upgrade(
                 m.assignment_value(),
             )),
         );
-        let session = m.session_timeout_ms(c.config.consumer_session_timeout_ms);
+        let session = m.session_timeout_ms(c.consumer_session_timeout_ms(group_id));
         c.timers.schedule(
             TimerKey::ConsumerSession {
                 group: group_id.into(),
@@ -733,7 +733,7 @@ pub(super) fn sync(
             return Err(err(ResponseError::RebalanceInProgress));
         }
         let bytes = assignment_bytes(&m.assigned, &ctx.topics, protocol_version(&first.metadata));
-        let session = m.session_timeout_ms(c.config.consumer_session_timeout_ms);
+        let session = m.session_timeout_ms(c.consumer_session_timeout_ms(&group_id));
         let member_id = m.member_id.clone();
         c.timers.cancel(&TimerKey::ConsumerSync {
             group: group_id.clone(),
@@ -775,7 +775,7 @@ pub(super) fn heartbeat(c: &mut Coordinator, r: &HeartbeatRequest, now: i64) -> 
         || m.state == MemberState::UnrevokedPartitions
         || (m.state == MemberState::UnreleasedPartitions && !waiting_on_unreleased(g, m));
     let m = m.clone();
-    let session = m.session_timeout_ms(c.config.consumer_session_timeout_ms);
+    let session = m.session_timeout_ms(c.consumer_session_timeout_ms(group_id));
     c.timers.schedule(
         TimerKey::ConsumerSession {
             group: group_id.into(),
@@ -955,7 +955,7 @@ fn to_classic(
         out,
     );
     for m in &remaining {
-        let timeout = m.session_timeout_ms(c.config.consumer_session_timeout_ms);
+        let timeout = m.session_timeout_ms(c.consumer_session_timeout_ms(group_id));
         classic::schedule_heartbeat(c, group_id, &m.member_id, timeout, now);
     }
     tracing::info!(

@@ -96,6 +96,24 @@ impl Default for GroupConfig {
     }
 }
 
+/// One group's overrides of the broker's consumer-group settings: Kafka's group configs
+/// (`GroupConfig`: `consumer.session.timeout.ms`, `consumer.heartbeat.interval.ms`,
+/// `consumer.assignment.interval.ms`), set with IncrementalAlterConfigs on a GROUP resource and
+/// applied from the group's next heartbeat. `None` is the broker's value. They are kept outside
+/// `__consumer_offsets` (Kafka keeps them in its metadata log), so a group need not exist.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct GroupOverrides {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_timeout_ms: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heartbeat_interval_ms: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub assignment_interval_ms: Option<i32>,
+}
+
+/// Every group's overrides, by group id.
+pub type GroupOverridesMap = BTreeMap<String, GroupOverrides>;
+
 /// Who sent a request, as Kafka records it on the member.
 #[derive(Debug, Clone, Default)]
 pub struct RequestContext {
@@ -104,6 +122,8 @@ pub struct RequestContext {
     pub api_version: i16,
     /// Topics that exist right now, for commit validation and subscription checks.
     pub topics: Arc<TopicsSnapshot>,
+    /// Per-group config overrides right now.
+    pub group_configs: Arc<GroupOverridesMap>,
 }
 
 /// One group's share of a (possibly multi-group) request.
@@ -316,6 +336,8 @@ pub struct Coordinator {
     pub timers: Timers,
     /// The topics seen with the latest request, for deadlines that need them (a delayed target).
     pub last_topics: Option<Arc<TopicsSnapshot>>,
+    /// The per-group config overrides seen with the latest request.
+    pub group_configs: Arc<GroupOverridesMap>,
     /// Completed classic join phases and consumer-group target assignments (a metric only).
     pub rebalances: u64,
     /// Where new classic member ids come from: `None` draws random UUIDs, as Kafka does; the
@@ -373,6 +395,7 @@ impl Coordinator {
             groups: BTreeMap::new(),
             consumer_groups: BTreeMap::new(),
             last_topics: None,
+            group_configs: Arc::default(),
             rebalances: 0,
             member_ids: None,
             offsets: OffsetStore::default(),
@@ -380,6 +403,31 @@ impl Coordinator {
             load_checked: hashbrown::HashMap::new(),
             load_epoch: 0,
         }
+    }
+
+    /// `consumer.session.timeout.ms` of `group`: its override, else the broker's
+    /// (`GMM.consumerGroupSessionTimeoutMs`).
+    pub fn consumer_session_timeout_ms(&self, group: &str) -> i32 {
+        self.group_configs
+            .get(group)
+            .and_then(|o| o.session_timeout_ms)
+            .unwrap_or(self.config.consumer_session_timeout_ms)
+    }
+
+    /// `consumer.heartbeat.interval.ms` of `group` (`GMM.consumerGroupHeartbeatIntervalMs`).
+    pub fn consumer_heartbeat_interval_ms(&self, group: &str) -> i32 {
+        self.group_configs
+            .get(group)
+            .and_then(|o| o.heartbeat_interval_ms)
+            .unwrap_or(self.config.consumer_heartbeat_interval_ms)
+    }
+
+    /// `consumer.assignment.interval.ms` of `group` (`GMM.consumerGroupAssignmentIntervalMs`).
+    pub fn consumer_assignment_interval_ms(&self, group: &str) -> i32 {
+        self.group_configs
+            .get(group)
+            .and_then(|o| o.assignment_interval_ms)
+            .unwrap_or(self.config.consumer_assignment_interval_ms)
     }
 
     /// The earliest deadline, so the runtime knows when to call `tick`.
@@ -411,6 +459,9 @@ impl Coordinator {
             .is_none_or(|t| !Arc::ptr_eq(t, &ctx.topics))
         {
             self.last_topics = Some(ctx.topics.clone());
+        }
+        if !Arc::ptr_eq(&self.group_configs, &ctx.group_configs) {
+            self.group_configs = ctx.group_configs.clone();
         }
         match req {
             GroupRequest::ConsumerHeartbeat(r) => consumer::heartbeat(self, id, ctx, r, now, out),
@@ -568,9 +619,9 @@ impl Coordinator {
     /// client died before a restart kept its partitions forever).
     pub fn on_loaded(&mut self, now: i64) {
         self.load_checked = hashbrown::HashMap::new();
-        let consumer_session = self.config.consumer_session_timeout_ms;
         let mut consumer_timers = Vec::new();
         for (g, grp) in &self.consumer_groups {
+            let consumer_session = self.consumer_session_timeout_ms(g);
             for m in grp.members.values() {
                 consumer_timers.push((
                     TimerKey::ConsumerSession {

@@ -71,6 +71,7 @@ impl H {
             client_host: "/127.0.0.1".into(),
             api_version: v,
             topics: self.topics.clone(),
+            group_configs: Default::default(),
         }
     }
     fn absorb(&mut self, out: Output) {
