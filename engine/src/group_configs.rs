@@ -2,8 +2,8 @@
 //! resource holds, validated as Kafka 4.4 validates them and kept durably.
 //!
 //! Kafka keeps group configs in its metadata log, not in `__consumer_offsets`; here they live in
-//! `DATA/group-configs.json`, written whole through `storage::durable_file` (tmp + fsync + rename
-//! + dir fsync) before an alter is answered. Readers (every group request carries a snapshot to
+//! `DATA/group-configs.json`, written whole through `storage::durable_file` (a temporary file,
+//! fsync, rename, directory fsync) before an alter is answered. Readers (every group request carries a snapshot to
 //! its partition's coordinator) take a lock-free `ArcSwap` snapshot; writers serialise on a mutex
 //! and run off the reactor. A group need not exist to have configs, as in Kafka.
 //!
