@@ -210,3 +210,86 @@ def test_rolling_upgrade_and_downgrade_of_a_four_member_group_under_load(start_b
     finally:
         stop.set()
         close_quietly(*g.members.values())
+
+
+# ------------------------------------------------------------------ partitions added while a group consumes
+@pytest.fixture(params=["ringleader", "kafka"])
+def target(request, start_broker):
+    if request.param == "ringleader":
+        return start_broker(*FAST)
+    return request.getfixturevalue("kafka_ref")
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_a_partition_increase_reaches_a_consuming_group(target, protocol):
+    """CreatePartitions while a two-member group consumes: with the consumer protocol the group's
+    subscribed-topics hash changes and the coordinator computes a new target; with the classic
+    protocol the leader sees the new count in its metadata and rejoins. Either way the new
+    partitions get owners and their records are consumed, and the committed offsets of the old
+    partitions are untouched by the change. Run against Ringleader and the reference broker."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import NewPartitions
+
+    topic, group = f"growing-{protocol}", f"g-growing-{protocol}"
+    admin = confluent_admin(target)
+    assert confluent_create(admin, topic, partitions=2) is None
+    own = Ownership()
+    consumed: set[bytes] = set()
+    members = []
+    for i in range(2):
+        conf = {
+            "bootstrap.servers": target.bootstrap, "group.id": group, "group.protocol": protocol,
+            "client.id": f"grow-{i}", "logger": logging.getLogger("librdkafka"), "broker.address.family": "v4",
+            "auto.offset.reset": "earliest", "enable.auto.commit": False,
+            "topic.metadata.refresh.interval.ms": 1000, "socket.timeout.ms": 10000,
+            "reconnect.backoff.max.ms": 1000,
+        }
+        if protocol == "classic":
+            conf.update({"session.timeout.ms": 10000, "heartbeat.interval.ms": 500})
+        c = Consumer(conf)
+        c.subscribe([topic], **own.callbacks(f"grow-{i}"))
+        members.append(c)
+
+    def poll():
+        for c in members:
+            msg = c.poll(0.05)
+            if msg is not None and msg.error() is None:
+                consumed.add(msg.value())
+
+    p = Producer({"bootstrap.servers": target.bootstrap, "broker.address.family": "v4",
+                  "topic.metadata.refresh.interval.ms": 1000})
+
+    def produce(partitions, tag):
+        values = set()
+        for part in partitions:
+            for n in range(20):
+                v = f"{tag}-{part}-{n}".encode()
+                p.produce(topic, value=v, partition=part)
+                values.add(v)
+        assert p.flush(30) == 0
+        return values
+
+    try:
+        before = produce([0, 1], "before")
+        wait_until(lambda: before <= consumed and sorted(own.owner) == [0, 1], 60,
+                   f"the old partitions consumed\n{own}", step=poll)
+        # Each member commits where its old partitions stand.
+        for c in members:
+            mine = [TopicPartition(topic, a.partition, 20) for a in c.assignment()]
+            if mine:
+                c.commit(offsets=mine, asynchronous=False)
+        fs = admin.create_partitions([NewPartitions(topic, 6)], request_timeout=CALL_TIMEOUT_S)
+        assert fs[topic].result(timeout=CALL_TIMEOUT_S) is None
+        # The producer learns the new count from its next metadata request.
+        wait_until(lambda: len(p.list_topics(topic, timeout=10).topics[topic].partitions) == 6, 30,
+                   "the producer seeing six partitions")
+        after = produce(range(6), "after")
+        wait_until(lambda: sorted(own.owner) == list(range(6)) and set(own.owner.values()) == {"grow-0", "grow-1"},
+                   90, f"all six partitions owned by the two members\n{own}", step=poll)
+        wait_until(lambda: after <= consumed, 60, "the records of the new partitions consumed", step=poll)
+        got = members[0].committed([TopicPartition(topic, part) for part in range(6)], timeout=CALL_TIMEOUT_S)
+        assert {tp.partition: tp.offset for tp in got if tp.offset >= 0} == {0: 20, 1: 20}, got
+        assert not own.violations, f"{own.violations}\n{own}"
+    finally:
+        close_quietly(*members)
