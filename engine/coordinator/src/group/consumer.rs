@@ -891,14 +891,10 @@ pub(super) fn maybe_compute_target(
         return;
     }
     // `canComputeNextTargetAssignment`: no timestamp yet (a new or emptied group) means now.
+    // Otherwise the next request after the interval computes it — no timer, exactly as Kafka's
+    // `maybeUpdateTargetAssignment` (members heartbeat well within an interval's reach).
     let interval = c.consumer_assignment_interval_ms(group_id) as i64;
     if g.assignment_timestamp != 0 && now < g.assignment_timestamp + interval {
-        c.timers.schedule(
-            TimerKey::ConsumerAssignment {
-                group: group_id.to_string(),
-            },
-            g.assignment_timestamp + interval,
-        );
         return;
     }
     let members: Vec<AssignMember> = g
@@ -1525,19 +1521,6 @@ pub fn on_member_timeout(
         return;
     }
     remove_member(c, group_id, member_id, now, out);
-}
-
-/// The assignment interval passed with a newer group epoch waiting: compute the target now.
-pub fn on_assignment_due(
-    c: &mut Coordinator,
-    group_id: &str,
-    topics: Option<&TopicsSnapshot>,
-    now: i64,
-    out: &mut Output,
-) {
-    if let Some(t) = topics {
-        maybe_compute_target(c, group_id, t, now, out);
-    }
 }
 
 /// Rebuild consumer-group state from one record (types 3, 5, 6, 7, 8, 16).

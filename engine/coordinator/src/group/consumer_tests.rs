@@ -463,7 +463,11 @@ fn a_burst_of_joins_makes_one_new_target() {
         (6, 2),
         "joins inside the interval only bump the group epoch"
     );
+    // Nothing happens when the interval passes: the next heartbeat after it computes the
+    // target (Kafka's `maybeUpdateTargetAssignment` runs in a request, no timer).
     k.advance(1000);
+    assert_eq!(k.c.consumer_groups["g"].assignment_epoch, 2);
+    k.hb("A", 2, Some(vec![(t, (0..6).collect())]));
     let targets = k
         .records
         .iter()

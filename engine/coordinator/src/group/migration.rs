@@ -891,9 +891,6 @@ fn to_classic(
     for m in &ids {
         consumer::cancel_member_timers(c, group_id, m);
     }
-    c.timers.cancel(&TimerKey::ConsumerAssignment {
-        group: group_id.into(),
-    });
     debug_assert!(!c.consumer_groups.contains_key(group_id));
     // The classic group, Stable at the group epoch, members in the consumer group's order.
     let mut cg = ClassicGroup::empty(group_id, now);

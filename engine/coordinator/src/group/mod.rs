@@ -262,8 +262,6 @@ pub enum TimerKey {
     ConsumerSession { group: String, member: String },
     /// A consumer-protocol member that has not finished revoking by its rebalance timeout.
     ConsumerRevocation { group: String, member: String },
-    /// The assignment interval passed while a new group epoch waits for a target.
-    ConsumerAssignment { group: String },
     /// A classic member of a consumer group told to rejoin that has not by its rebalance timeout.
     ConsumerJoin { group: String, member: String },
     /// A classic member of a consumer group that has not sent SyncGroup after its JoinGroup.
@@ -597,10 +595,6 @@ impl Coordinator {
                 TimerKey::ConsumerJoin { group, member }
                 | TimerKey::ConsumerSync { group, member } => {
                     consumer::on_member_timeout(self, &group, &member, false, now, out)
-                }
-                TimerKey::ConsumerAssignment { group } => {
-                    let topics = self.last_topics.clone();
-                    consumer::on_assignment_due(self, &group, topics.as_deref(), now, out)
                 }
                 TimerKey::Retention => {
                     offsets::expire(self, now, out);
