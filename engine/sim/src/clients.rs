@@ -214,58 +214,7 @@ impl Client {
         let rng = &mut w.rng;
         // Most members subscribe to all the group's topics; some to a subset.
         let subscription = pick_subscription(rng, &topics);
-        let proto = match protocol {
-            Protocol::Classic => {
-                let is_static = rng.chance(0.2);
-                let join_v = if is_static {
-                    *rng.pick(&[5, 7, 9])
-                } else {
-                    *rng.pick(&[1, 3, 4, 5, 7, 9])
-                };
-                let session_timeout = rng.range(6000, 15_001) as i32;
-                Proto::Classic(Classic {
-                    member_id: String::new(),
-                    instance_id: is_static.then(|| format!("inst-{idx}")),
-                    generation: -1,
-                    state: CState::Unjoined,
-                    owned: BTreeSet::new(),
-                    subscription,
-                    session_timeout,
-                    rebalance_timeout: rng.range(6000, 20_001) as i32,
-                    join_v,
-                    sync_v: if join_v >= 5 { *rng.pick(&[3, 5]) } else { 1 },
-                    hb_v: if join_v >= 5 { 3 } else { 1 },
-                    commit_v: if join_v >= 5 {
-                        *rng.pick(&[7, 8, 9])
-                    } else {
-                        *rng.pick(&[2, 5, 6])
-                    },
-                    leave_v: if join_v >= 5 { *rng.pick(&[3, 5]) } else { 1 },
-                    next_hb: 0,
-                    hb_corr: None,
-                    retry_at: 0,
-                    seen: None,
-                })
-            }
-            Protocol::Consumer => Proto::Consumer(Consumer {
-                member_id: String::new(),
-                epoch: 0,
-                owned: Assignment::new(),
-                target: None,
-                revoking: None,
-                subscription,
-                sub_version: 0,
-                sub_acked: 0,
-                full: true,
-                acked_owned: None,
-                rebalance_timeout: rng.range(5000, 20_001) as i32,
-                interval: 1000,
-                next_hb: 0,
-                hb_corr: None,
-                max_epoch: 0,
-                commit_on_revoke: rng.chance(0.7),
-            }),
-        };
+        let proto = new_proto(rng, idx, protocol, subscription);
         let mut c = Client {
             idx,
             group,
@@ -334,6 +283,68 @@ impl Client {
     }
 }
 
+/// A new process's protocol state: a classic member (maybe static) or a KIP-848 member, with
+/// versions and timeouts drawn from `rng`.
+fn new_proto(
+    rng: &mut super::rng::Rng,
+    idx: usize,
+    protocol: Protocol,
+    subscription: Vec<String>,
+) -> Proto {
+    match protocol {
+        Protocol::Classic => {
+            let is_static = rng.chance(0.2);
+            let join_v = if is_static {
+                *rng.pick(&[5, 7, 9])
+            } else {
+                *rng.pick(&[1, 3, 4, 5, 7, 9])
+            };
+            let session_timeout = rng.range(6000, 15_001) as i32;
+            Proto::Classic(Classic {
+                member_id: String::new(),
+                instance_id: is_static.then(|| format!("inst-{idx}")),
+                generation: -1,
+                state: CState::Unjoined,
+                owned: BTreeSet::new(),
+                subscription,
+                session_timeout,
+                rebalance_timeout: rng.range(6000, 20_001) as i32,
+                join_v,
+                sync_v: if join_v >= 5 { *rng.pick(&[3, 5]) } else { 1 },
+                hb_v: if join_v >= 5 { 3 } else { 1 },
+                commit_v: if join_v >= 5 {
+                    *rng.pick(&[7, 8, 9])
+                } else {
+                    *rng.pick(&[2, 5, 6])
+                },
+                leave_v: if join_v >= 5 { *rng.pick(&[3, 5]) } else { 1 },
+                next_hb: 0,
+                hb_corr: None,
+                retry_at: 0,
+                seen: None,
+            })
+        }
+        Protocol::Consumer => Proto::Consumer(Consumer {
+            member_id: String::new(),
+            epoch: 0,
+            owned: Assignment::new(),
+            target: None,
+            revoking: None,
+            subscription,
+            sub_version: 0,
+            sub_acked: 0,
+            full: true,
+            acked_owned: None,
+            rebalance_timeout: rng.range(5000, 20_001) as i32,
+            interval: 1000,
+            next_hb: 0,
+            hb_corr: None,
+            max_epoch: 0,
+            commit_on_revoke: rng.chance(0.7),
+        }),
+    }
+}
+
 fn pick_subscription(rng: &mut super::rng::Rng, topics: &[String]) -> Vec<String> {
     if topics.len() > 1 && rng.chance(0.3) {
         let keep: Vec<String> = topics.iter().filter(|_| rng.chance(0.6)).cloned().collect();
@@ -387,6 +398,19 @@ impl World {
                 if let Some(at) = self.clients[c].restart_at {
                     if at <= self.now {
                         self.clients[c].incarnation += 1;
+                        let g = self.clients[c].group;
+                        if self.groups[g].mixed && self.rng.chance(0.5) {
+                            // Restarted with the other `group.protocol`: the rolling upgrade
+                            // (or downgrade) that online migration serves.
+                            let (other, subscription) = match &self.clients[c].proto {
+                                Proto::Classic(x) => (Protocol::Consumer, x.subscription.clone()),
+                                Proto::Consumer(x) => (Protocol::Classic, x.subscription.clone()),
+                            };
+                            self.clients[c].proto =
+                                new_proto(&mut self.rng, c, other, subscription);
+                            self.stats.protocol_switches += 1;
+                            self.trace(|| format!("c{c} switches to {other:?}"));
+                        }
                         let now = self.now;
                         self.clients[c].reset_for_incarnation(now);
                         self.trace(|| format!("c{c} starts again"));
@@ -863,8 +887,11 @@ impl World {
                 let gen = r.generation_id;
                 // (b) classic: within one load of the partition, the generations a member is
                 // given never go back (a reload may return to the last durable generation).
+                // In a mixed group the generation is the member's epoch in the consumer group,
+                // which starts again at 0 for a static member that takes over its slot.
+                let mixed = self.groups[self.clients[c].group].mixed;
                 if let Some((l, g)) = self.classic(c).seen {
-                    if l == load && gen < g {
+                    if l == load && gen < g && !mixed {
                         return self.fail(format!(
                             "(b) classic client c{c} was given generation {gen} after {g} by the \
                              same coordinator load"

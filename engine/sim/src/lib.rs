@@ -118,6 +118,11 @@ pub struct SimStats {
     pub client_crashes: u64,
     /// Acknowledged (released, error-free) offset commits, per partition committed.
     pub acked_commits: u64,
+    /// Clients restarted with the other protocol (mixed groups: rolling upgrades/downgrades).
+    pub protocol_switches: u64,
+    /// Times a mixed group was seen held as the other kind than at its previous check, within
+    /// one load (an online upgrade or downgrade, or an empty group converted).
+    pub conversions: u64,
     /// Individual invariant evaluations.
     pub checks: u64,
     /// A digest of every event processed, to prove that a seed replays identically.
@@ -143,6 +148,8 @@ impl SimStats {
         self.records += o.records;
         self.client_crashes += o.client_crashes;
         self.acked_commits += o.acked_commits;
+        self.protocol_switches += o.protocol_switches;
+        self.conversions += o.conversions;
         self.checks += o.checks;
         self.digest = self.digest.rotate_left(5) ^ o.digest;
     }
@@ -155,7 +162,7 @@ impl fmt::Display for SimStats {
             "seeds {} | steps {} | simulated {:.1} h | requests {} | responses {} | dropped {} | \
              duplicated {} | broker crashes {} | disk faults {} | failed writes {} | reloads {} | \
              snapshots {} | compactions {} | batches {} | records {} | client crashes {} | acked commits {} | \
-             invariant checks {}",
+             protocol switches {} | conversions {} | invariant checks {}",
             self.seeds,
             self.steps,
             self.sim_ms as f64 / 3_600_000.0,
@@ -173,6 +180,8 @@ impl fmt::Display for SimStats {
             self.records,
             self.client_crashes,
             self.acked_commits,
+            self.protocol_switches,
+            self.conversions,
             self.checks
         )
     }

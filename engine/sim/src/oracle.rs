@@ -65,6 +65,9 @@ struct History {
 #[derive(Debug, Default, Clone)]
 struct Watermark {
     load: u64,
+    /// What the coordinator held the group as (a mixed group changes): epochs are compared
+    /// only within one kind, since converting an empty group starts its epochs afresh.
+    kind: Option<Protocol>,
     generation: i32,
     group_epoch: i32,
     assignment_epoch: i32,
@@ -261,7 +264,11 @@ impl World {
                     .or_insert(*generation);
                 *e = (*e).max(*generation);
             }
-            (GroupResponse::Join(r), RouteKind::Join) if r.error_code == 0 => {
+            // In a mixed group a classic member's generation is its member epoch, which may
+            // trail the epochs other members acknowledged; the window checks cover it.
+            (GroupResponse::Join(r), RouteKind::Join)
+                if r.error_code == 0 && !self.groups[g].mixed =>
+            {
                 self.stats.checks += 1;
                 let synced = self.oracle.synced_generation.get(&g).copied().unwrap_or(0);
                 if r.generation_id < synced {
@@ -350,7 +357,9 @@ impl World {
         let c = self.slots[s].coordinator().expect("loaded");
         let mut failures = Vec::new();
         for (g, spec) in self.groups.iter().enumerate() {
-            if spec.partition != s {
+            // A mixed group's acknowledged epochs may legitimately restart: an empty group
+            // converted to the other protocol starts anew (the window checks cover it).
+            if spec.partition != s || spec.mixed {
                 continue;
             }
             match spec.protocol {
@@ -541,11 +550,20 @@ impl World {
             .get(&g)
             .filter(|w| w.load == load)
             .cloned();
+        let kind = self.kind(g, c);
+        if wm
+            .as_ref()
+            .is_some_and(|w| w.kind.is_some_and(|k| k != kind))
+        {
+            self.stats.conversions += 1;
+        }
+        let wm = wm.filter(|w| w.kind.is_none_or(|k| k == kind));
         let mut next = Watermark {
             load,
+            kind: Some(kind),
             ..Default::default()
         };
-        match self.groups[g].protocol {
+        match kind {
             Protocol::Consumer => {
                 let Some(cg) = c.consumer_groups.get(name) else {
                     if let Some(w) = wm.filter(|w| w.group_epoch > 0) {
@@ -614,6 +632,37 @@ impl World {
                 let mut owners: BTreeMap<(Uuid, i32), usize> = BTreeMap::new();
                 for &ci in &self.groups[g].clients {
                     let cl = &self.clients[ci];
+                    if let Proto::Classic(x) = &cl.proto {
+                        // A classic member of a consumer group (online migration): in good
+                        // standing at its member epoch, it owns only what the coordinator lists.
+                        let Some(m) = cg.members.get(&x.member_id) else {
+                            continue;
+                        };
+                        if cl.phase != Phase::Active
+                            || x.state != CState::Stable
+                            || x.generation != m.member_epoch
+                        {
+                            continue;
+                        }
+                        for (t, p) in self.client_owned(ci) {
+                            let listed = m.assigned.get(&t).is_some_and(|a| a.contains(&p))
+                                || m.pending_revocation.get(&t).is_some_and(|a| a.contains(&p));
+                            if !listed {
+                                failures.push(format!(
+                                    "(a) {name}: classic client c{ci} (member {}, generation {}) \
+                                     owns {t}:{p}, which the coordinator does not list for it",
+                                    x.member_id, x.generation
+                                ));
+                            }
+                            if let Some(other) = owners.insert((t, p), ci) {
+                                failures.push(format!(
+                                    "(a) {name}: partition {t}:{p} is owned by clients c{other} \
+                                     and c{ci}, both in good standing"
+                                ));
+                            }
+                        }
+                        continue;
+                    }
                     let Proto::Consumer(x) = &cl.proto else {
                         continue;
                     };
@@ -820,6 +869,20 @@ impl World {
         }
     }
 
+    /// What the coordinator holds group `g` as: its protocol, or for a mixed group whichever
+    /// kind it is now.
+    fn kind(&self, g: usize, c: &Coordinator) -> Protocol {
+        let spec = &self.groups[g];
+        if !spec.mixed {
+            return spec.protocol;
+        }
+        if c.consumer_groups.contains_key(&spec.name) {
+            Protocol::Consumer
+        } else {
+            Protocol::Classic
+        }
+    }
+
     pub(super) fn converged(&self, g: usize) -> Result<(), String> {
         let spec = &self.groups[g];
         let c = self.slots[spec.partition]
@@ -833,7 +896,7 @@ impl World {
             .collect();
         let mut owned_union: BTreeSet<(Uuid, i32)> = BTreeSet::new();
         let mut wanted: BTreeSet<String> = BTreeSet::new();
-        match spec.protocol {
+        match self.kind(g, c) {
             Protocol::Consumer => {
                 let members: BTreeMap<String, &engine::group::consumer::ConsumerMember> = c
                     .consumer_groups
@@ -842,6 +905,40 @@ impl World {
                     .unwrap_or_default();
                 let mut expect = BTreeSet::new();
                 for &ci in &live {
+                    if let Proto::Classic(x) = &self.clients[ci].proto {
+                        expect.insert(x.member_id.clone());
+                        wanted.extend(x.subscription.iter().cloned());
+                        let Some(m) = members.get(&x.member_id) else {
+                            return Err(format!(
+                                "live classic client c{ci} ({}) is not a member",
+                                x.member_id
+                            ));
+                        };
+                        let owned = self.client_owned(ci);
+                        let listed: BTreeSet<(Uuid, i32)> = m
+                            .assigned
+                            .iter()
+                            .flat_map(|(t, ps)| ps.iter().map(move |p| (*t, *p)))
+                            .collect();
+                        if x.state != CState::Stable
+                            || x.generation != m.member_epoch
+                            || owned != listed
+                            || m.state != engine::group::consumer::MemberState::Stable
+                        {
+                            return Err(format!(
+                                "classic client c{ci} ({:?} at generation {}, owns {owned:?}) and \
+                                 member {} (epoch {}, state {:?}, assigned {:?}) disagree",
+                                x.state,
+                                x.generation,
+                                m.member_id,
+                                m.member_epoch,
+                                m.state,
+                                m.assigned
+                            ));
+                        }
+                        owned_union.extend(owned);
+                        continue;
+                    }
                     let Proto::Consumer(x) = &self.clients[ci].proto else {
                         continue;
                     };
@@ -887,6 +984,11 @@ impl World {
                 let mut expect = BTreeSet::new();
                 for &ci in &live {
                     let Proto::Classic(x) = &self.clients[ci].proto else {
+                        if spec.mixed {
+                            return Err(format!(
+                                "live consumer-protocol client c{ci} in a group held as classic"
+                            ));
+                        }
                         continue;
                     };
                     expect.insert(x.member_id.clone());

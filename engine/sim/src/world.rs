@@ -263,6 +263,9 @@ pub(super) struct GroupSpec {
     pub clients: Vec<usize>,
     /// Consumer groups: the server assignor members ask for (None: the broker's default).
     pub assignor: Option<String>,
+    /// Members switch protocol when they restart (a rolling upgrade or downgrade): the group
+    /// migrates online between classic and consumer. `protocol` is the one it starts with.
+    pub mixed: bool,
 }
 
 pub(super) struct World {
@@ -319,6 +322,7 @@ impl World {
                 chosen.push(pool.remove(i));
             }
             chosen.sort();
+            let mixed = rng.chance(0.3);
             let name = format!("group-{g}");
             let partition = wire::partition_for(&name, cfg.partitions.max(1)) as usize;
             let assignor = match protocol {
@@ -334,6 +338,7 @@ impl World {
                 partition,
                 clients: Vec::new(),
                 assignor,
+                mixed,
             });
         }
         let mut w = World {

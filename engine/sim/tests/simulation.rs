@@ -77,8 +77,11 @@ fn every_invariant_holds_over_many_seeds() {
         total.broker_crashes > 0
             && total.failed_writes > 0
             && total.snapshots > 0
-            && total.compactions > 0,
-        "the seeds must exercise crashes, failed writes, snapshots and compaction: {total}"
+            && total.compactions > 0
+            && total.protocol_switches > 0
+            && total.conversions > 0,
+        "the seeds must exercise crashes, failed writes, snapshots, compaction and online \
+         migration: {total}"
     );
 }
 

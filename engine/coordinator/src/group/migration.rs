@@ -456,17 +456,28 @@ fn join_inner(
         .first()
         .and_then(|(_, m)| wire::consumer_protocol::decode_subscription(m).ok())
         .ok_or_else(|| fail(ResponseError::InconsistentGroupProtocol, &member_id))?;
-    // The member: a static one takes over its instance's slot (`replaceMember`, epoch 0 with
-    // the old one's partitions), a dynamic one is created if new (`getOrMaybeCreateMember`).
+    // The member (`getOrMaybeSubscribeStaticConsumerGroupMember` with `createIfNotExists` =
+    // the id is unknown; the dynamic variant always creates): a static member joining without
+    // an id takes over its instance's slot (`replaceMember`: epoch 0, the old one's partitions);
+    // with an id it must be the instance's current member.
     let holder = instance_id.as_deref().and_then(|iid| {
         g.members
             .values()
             .find(|m| m.instance_id.as_deref() == Some(iid))
             .cloned()
     });
-    let mut member = match holder {
-        Some(old) => replace_member(c, &group_id, old, &member_id, out),
-        None => c.consumer_groups[&group_id]
+    let mut member = match (holder, &instance_id) {
+        (Some(old), Some(_)) if unknown => replace_member(c, &group_id, old, &member_id, out),
+        (Some(old), Some(_)) => {
+            if old.member_id != member_id {
+                return Err(fail(ResponseError::FencedInstanceId, &member_id));
+            }
+            old
+        }
+        (None, Some(_)) if !unknown => {
+            return Err(fail(ResponseError::UnknownMemberId, &member_id));
+        }
+        _ => c.consumer_groups[&group_id]
             .members
             .get(&member_id)
             .cloned()

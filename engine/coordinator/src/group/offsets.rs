@@ -136,26 +136,33 @@ fn validate_commit(
         let Some(m) = g.members.get(member_id) else {
             return Err(err(ResponseError::UnknownMemberId));
         };
-        if version < 9 {
+        // A classic member (online migration) commits with its generation at any version, and
+        // is told ILLEGAL_GENERATION where a consumer-protocol member hears STALE_MEMBER_EPOCH.
+        if version < 9 && !m.uses_classic() {
             return Err(err(ResponseError::UnsupportedVersion));
         }
+        let stale = if m.uses_classic() {
+            err(ResponseError::IllegalGeneration)
+        } else {
+            err(ResponseError::StaleMemberEpoch)
+        };
         // Kafka 4.3+ (`ConsumerGroup.validateOffsetCommit`, `createAssignmentEpochValidator`):
         // the current epoch commits anything; a newer one nothing; an older one only
         // partitions the member already held at that epoch (assigned or pending revocation), so
         // a member just moved to a new epoch is not fenced for a commit sent before it knew.
         // One partition failing fails the whole request, as in Kafka.
         if generation > m.member_epoch {
-            return Err(err(ResponseError::StaleMemberEpoch));
+            return Err(stale);
         }
         if generation < m.member_epoch {
             for t in &r.topics {
                 let Some(topic) = ctx.topics.get(t.name.0.as_str()) else {
-                    return Err(err(ResponseError::StaleMemberEpoch));
+                    return Err(stale);
                 };
                 for p in &t.partitions {
                     match m.assignment_epoch(&topic.id, p.partition_index) {
                         Some(e) if e <= generation => {}
-                        _ => return Err(err(ResponseError::StaleMemberEpoch)),
+                        _ => return Err(stale),
                     }
                 }
             }
@@ -301,7 +308,11 @@ pub fn fetch(
                     return outp;
                 }
                 Some(m) if m.member_epoch != member_epoch => {
-                    outp.error_code = err(ResponseError::StaleMemberEpoch);
+                    outp.error_code = if m.uses_classic() {
+                        err(ResponseError::IllegalGeneration)
+                    } else {
+                        err(ResponseError::StaleMemberEpoch)
+                    };
                     return outp;
                 }
                 Some(_) => {}
