@@ -466,8 +466,12 @@ fn join_inner(
             .find(|m| m.instance_id.as_deref() == Some(iid))
             .cloned()
     });
+    let mut replaced_consumer_member = false;
     let mut member = match (holder, &instance_id) {
-        (Some(old), Some(_)) if unknown => replace_member(c, &group_id, old, &member_id, out),
+        (Some(old), Some(_)) if unknown => {
+            replaced_consumer_member = !old.uses_classic();
+            replace_member(c, &group_id, old, &member_id, out)
+        }
         (Some(old), Some(_)) => {
             if old.member_id != member_id {
                 return Err(fail(ResponseError::FencedInstanceId, &member_id));
@@ -546,7 +550,6 @@ fn join_inner(
             Some(RecordValue::ConsumerGroupMetadata(value)),
         );
     }
-    consumer::maybe_compute_target(c, &group_id, &ctx.topics, now, out);
     // What it owns is in its subscription (`ownedPartitions`, v1+ of the embedded protocol).
     let owned = by_id(
         sub.owned_partitions
@@ -554,18 +557,45 @@ fn join_inner(
             .map(|t| (t.topic.0.as_str(), &t.partitions[..])),
         &ctx.topics,
     );
-    consumer::reconcile(c, &group_id, &member_id, Some(&owned), now, out);
-    let m = &c.consumer_groups[&group_id].members[&member_id];
     let protocol_name = protocols
         .first()
         .map(|(n, _)| n.clone())
         .unwrap_or_default();
-    let resp = JoinGroupResponse::default()
-        .with_member_id(s(&member_id))
-        .with_generation_id(m.member_epoch)
-        .with_protocol_type(Some(s("consumer")))
-        .with_protocol_name(Some(s(&protocol_name)))
-        .with_leader(s(""));
+    let response = |epoch: i32| {
+        JoinGroupResponse::default()
+            .with_member_id(s(&member_id))
+            .with_generation_id(epoch)
+            .with_protocol_type(Some(s("consumer")))
+            .with_protocol_name(Some(s(&protocol_name)))
+            .with_leader(s(""))
+    };
+    // A static classic member that took the place of the last consumer-protocol member leaves
+    // only classic members: the group goes back to classic (`validateOnlineDowngradeWithReplacedMember`,
+    // then `convertToClassicGroup` with the joining member) instead of computing a target —
+    // rebalancing if the target is stale, else after reconciling the joiner against it.
+    let g = &c.consumer_groups[&group_id];
+    if replaced_consumer_member
+        && c.config.migration_policy.allows_downgrade()
+        && g.members.values().all(ConsumerMember::uses_classic)
+        && g.members.len() as i64 <= c.config.max_size as i64
+    {
+        let rebalance = g.assignment_epoch < g.group_epoch;
+        if !rebalance {
+            consumer::reconcile(c, &group_id, &member_id, Some(&owned), now, out);
+        }
+        let g = &c.consumer_groups[&group_id];
+        let epoch = g.members[&member_id].member_epoch;
+        let members: Vec<ConsumerMember> = g.members.values().cloned().collect();
+        c.timers.cancel(&TimerKey::ConsumerJoin {
+            group: group_id.clone(),
+            member: member_id.clone(),
+        });
+        to_classic(c, &group_id, members, rebalance, now, out);
+        return Ok(response(epoch));
+    }
+    consumer::maybe_compute_target(c, &group_id, &ctx.topics, now, out);
+    consumer::reconcile(c, &group_id, &member_id, Some(&owned), now, out);
+    let resp = response(c.consumer_groups[&group_id].members[&member_id].member_epoch);
     // Once written: the join timeout is over, the session runs on the member's own timeout,
     // and a SyncGroup is due within the rebalance timeout (`scheduleConsumerGroupSyncTimeout`).
     let member_key = |f: fn(String, String) -> TimerKey| f(group_id.clone(), member_id.clone());
@@ -825,9 +855,20 @@ pub(super) fn downgrade_on_leave(
     now: i64,
     out: &mut Output,
 ) -> bool {
+    if !c.config.migration_policy.allows_downgrade() {
+        return false;
+    }
     let Some(g) = c.consumer_groups.get(group_id) else {
         return false;
     };
+    // The common case first, in O(1) for a consumer group: a member that stays speaks the
+    // consumer protocol (every fence and leave comes through here).
+    if g.members
+        .values()
+        .any(|m| !m.uses_classic() && !leaving.contains(&m.member_id))
+    {
+        return false;
+    }
     let leaving: BTreeSet<&str> = leaving
         .iter()
         .map(String::as_str)
@@ -849,17 +890,18 @@ pub(super) fn downgrade_on_leave(
         return false;
     }
     let remaining: Vec<ConsumerMember> = remaining.into_iter().cloned().collect();
-    to_classic(c, group_id, remaining, now, out);
+    to_classic(c, group_id, remaining, true, now, out);
     true
 }
 
 /// `GMM.convertToClassicGroup` with `ClassicGroup.fromConsumerGroup`: the consumer group's
 /// records are tombstoned, `remaining` become the members of a Stable classic group at the group
-/// epoch, each assigned its target, and a rebalance starts.
+/// epoch, each assigned its target, and (if `rebalance`) a rebalance starts.
 fn to_classic(
     c: &mut Coordinator,
     group_id: &str,
     remaining: Vec<ConsumerMember>,
+    rebalance: bool,
     now: i64,
     out: &mut Output,
 ) {
@@ -972,5 +1014,7 @@ fn to_classic(
         members = remaining.len(),
         "converted the consumer group to a classic group"
     );
-    classic::prepare_rebalance(c, group_id, now, out);
+    if rebalance {
+        classic::prepare_rebalance(c, group_id, now, out);
+    }
 }

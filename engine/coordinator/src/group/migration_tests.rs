@@ -89,9 +89,13 @@ impl M {
         self.replies.remove(&id)
     }
     fn join(&mut self, member: &str, owned: &[i32]) -> ReqId {
+        self.join_as(member, None, owned)
+    }
+    fn join_as(&mut self, member: &str, instance: Option<&str>, owned: &[i32]) -> ReqId {
         let req = JoinGroupRequest::default()
             .with_group_id(GroupId(sb("g")))
             .with_member_id(sb(member))
+            .with_group_instance_id(instance.map(sb))
             .with_session_timeout_ms(10_000)
             .with_rebalance_timeout_ms(30_000)
             .with_protocol_type(sb("consumer"))
@@ -442,5 +446,75 @@ fn a_classic_member_that_does_not_rejoin_in_time_is_fenced() {
     }
     assert!(!m.k.c.consumer_groups["g"].members.contains_key(&a));
     assert!(m.k.c.consumer_groups["g"].members.contains_key(&b));
+    m.k.assert_replay_matches();
+}
+
+#[test]
+fn classic_members_of_a_consumer_group_commit_with_their_generation_at_any_version() {
+    use kafka_protocol::messages::offset_commit_request::{
+        OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+    };
+    let mut m = M::new(MigrationPolicy::Bidirectional);
+    let (a, _b) = m.classic_pair();
+    m.consumer_join("C");
+    let commit = |m: &mut M, generation: i32, version: i16| {
+        let req = OffsetCommitRequest::default()
+            .with_group_id(GroupId(sb("g")))
+            .with_member_id(sb(&a))
+            .with_generation_id_or_member_epoch(generation)
+            .with_topics(vec![OffsetCommitRequestTopic::default()
+                .with_name(TopicName(sb("orders")))
+                .with_partitions(vec![OffsetCommitRequestPartition::default()
+                    .with_partition_index(0)
+                    .with_committed_offset(42)])]);
+        let id = m.send(version, GroupRequest::OffsetCommit(req));
+        match m.take(id) {
+            Some(GroupResponse::OffsetCommit(r)) => r.topics[0].partitions[0].error_code,
+            other => panic!("{other:?}"),
+        }
+    };
+    // `ConsumerGroup.validateOffsetCommit`: v9 is required of consumer-protocol members only;
+    // a classic member hears ILLEGAL_GENERATION (not STALE_MEMBER_EPOCH) for a wrong one.
+    assert_eq!(
+        commit(&mut m, 1, 8),
+        0,
+        "its generation is its member epoch"
+    );
+    assert_eq!(
+        commit(&mut m, 2, 8),
+        ResponseError::IllegalGeneration.code()
+    );
+    assert_eq!(commit(&mut m, 1, 2), 0);
+    m.k.assert_replay_matches();
+}
+
+#[test]
+fn a_static_classic_member_replacing_the_last_consumer_member_downgrades_the_group() {
+    let mut m = M::new(MigrationPolicy::Bidirectional);
+    // B, classic; then C, a static consumer-protocol member, converts the group.
+    let j = m.join("", &[]);
+    let b = m.joined(j).member_id.to_string();
+    let j = m.join(&b, &[]);
+    m.advance(3000);
+    let r = m.joined(j);
+    let s = m.sync(&b, r.generation_id, &[(&b, &[0, 1, 2, 3, 4, 5])]);
+    assert_eq!(m.synced(s).0, 0);
+    let c = m.k.join("C", Some("i1"), &["orders"]);
+    assert_eq!(c.error_code, 0);
+    assert!(m.k.c.consumer_groups.contains_key("g"));
+    // C's instance comes back as a classic consumer, without a member id: it takes C's place,
+    // no consumer-protocol member is left, and the group is classic again at once.
+    let j = m.join_as("", Some("i1"), &[]);
+    let r = m.joined(j);
+    assert_eq!(r.error_code, 0, "{r:?}");
+    assert_ne!(r.member_id.as_str(), "C");
+    assert!(!m.k.c.consumer_groups.contains_key("g"));
+    let g = &m.k.c.groups["g"];
+    assert_eq!(g.members.len(), 2);
+    assert!(g.members.contains_key(&b) && g.members.contains_key(r.member_id.as_str()));
+    assert_eq!(
+        g.members[r.member_id.as_str()].instance_id.as_deref(),
+        Some("i1")
+    );
     m.k.assert_replay_matches();
 }
