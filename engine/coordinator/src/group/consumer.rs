@@ -544,7 +544,7 @@ fn validate(
 }
 
 /// The full regular expression check: compiled with Rust's `regex` (RE2 syntax, like RE2/J).
-fn compile(re: &str) -> Result<regex::Regex, String> {
+pub(super) fn compile(re: &str) -> Result<regex::Regex, String> {
     regex::Regex::new(&format!("^(?:{re})$")).map_err(|e| e.to_string())
 }
 

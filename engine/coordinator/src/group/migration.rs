@@ -178,6 +178,19 @@ pub(super) fn upgrade(
             format!("The consumer group has reached its maximum capacity of {max} members."),
         ));
     }
+    // Likewise a joiner whose regex does not compile fails without a conversion.
+    if let Some(re) = joiner
+        .subscribed_topic_regex
+        .as_deref()
+        .filter(|r| !r.is_empty())
+    {
+        if let Err(e) = consumer::compile(re) {
+            return Err((
+                err(ResponseError::InvalidRegularExpression),
+                format!("SubscribedTopicRegex `{re}` is not a valid regular expression: {e}."),
+            ));
+        }
+    }
     // Decode every member before anything changes (`ConsumerGroup.fromClassicGroup`).
     let generation = g.generation;
     let malformed = || upgrade_refused(group_id, "the embedded consumer protocol is malformed");

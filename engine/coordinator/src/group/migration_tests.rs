@@ -358,6 +358,21 @@ fn upgrade_is_refused_by_policy_protocol_type_and_size() {
         .error_message
         .unwrap()
         .contains("exceeds the consumer group maximum size"));
+    // A joiner that fails for its own reasons converts nothing either.
+    m.k.c.config.consumer_max_size = 10;
+    let req = ConsumerGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(sb("g")))
+        .with_member_id(sb("R"))
+        .with_member_epoch(0)
+        .with_rebalance_timeout_ms(30_000)
+        .with_subscribed_topic_regex(Some(sb("(")))
+        .with_topic_partitions(Some(vec![]));
+    let id = m.send(1, GroupRequest::ConsumerHeartbeat(req));
+    let Some(GroupResponse::ConsumerHeartbeat(r)) = m.take(id) else {
+        panic!()
+    };
+    assert_eq!(r.error_code, ResponseError::InvalidRegularExpression.code());
+    assert!(m.k.c.groups.contains_key("g") && !m.k.c.consumer_groups.contains_key("g"));
 }
 
 #[test]
