@@ -234,34 +234,10 @@ fn did_you_mean(suggestion: &Option<&'static str>) -> String {
 // Value types
 // ---------------------------------------------------------------------------
 
-/// `group.consumer.migration.policy`: whether non-empty groups may convert
-/// between the classic and consumer protocols (empty groups always may).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MigrationPolicy {
-    Disabled,
-    Downgrade,
-    Upgrade,
-    Bidirectional,
-}
-
-impl MigrationPolicy {
-    const ALL: [MigrationPolicy; 4] = [
-        MigrationPolicy::Disabled,
-        MigrationPolicy::Downgrade,
-        MigrationPolicy::Upgrade,
-        MigrationPolicy::Bidirectional,
-    ];
-
-    /// Kafka's rendering (its enum's `toString` is lowercase).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            MigrationPolicy::Disabled => "disabled",
-            MigrationPolicy::Downgrade => "downgrade",
-            MigrationPolicy::Upgrade => "upgrade",
-            MigrationPolicy::Bidirectional => "bidirectional",
-        }
-    }
-}
+/// `group.consumer.migration.policy`: whether non-empty groups may convert between the classic
+/// and consumer protocols (empty groups always may). The coordinator's own type, so the value
+/// reaches it unchanged.
+pub use coordinator::group::migration::MigrationPolicy;
 
 /// Built-in server-side assignors (`group.consumer.assignors`). Kafka also
 /// accepts Java class names there; we cannot load those, so only the
@@ -1169,14 +1145,7 @@ pub fn group_config(c: &Config) -> coordinator::group::GroupConfig {
         consumer_protocol_enabled: c
             .group_coordinator_rebalance_protocols
             .contains(&RebalanceProtocol::Consumer),
-        migration_policy: match c.group_consumer_migration_policy {
-            MigrationPolicy::Disabled => coordinator::group::migration::MigrationPolicy::Disabled,
-            MigrationPolicy::Upgrade => coordinator::group::migration::MigrationPolicy::Upgrade,
-            MigrationPolicy::Downgrade => coordinator::group::migration::MigrationPolicy::Downgrade,
-            MigrationPolicy::Bidirectional => {
-                coordinator::group::migration::MigrationPolicy::Bidirectional
-            }
-        },
+        migration_policy: c.group_consumer_migration_policy,
     }
 }
 

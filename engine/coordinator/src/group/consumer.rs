@@ -817,26 +817,7 @@ fn heartbeat_inner(
             Some(RecordValue::ConsumerGroupRegularExpression(value)),
         );
     }
-    // Bump the group epoch when what the group reads changed (subscriptions or topic metadata).
-    let g = c
-        .consumer_groups
-        .get(&group_id)
-        .expect("a member record created the group");
-    let hash = metadata_hash(&g.subscribed_names(), &ctx.topics);
-    if subscription_changed || hash != g.metadata_hash {
-        let value = ConsumerGroupMetadataValue {
-            epoch: g.group_epoch + 1,
-            metadata_hash: hash,
-        };
-        emit(
-            c,
-            out,
-            RecordKey::ConsumerGroupMetadata {
-                group: group_id.clone(),
-            },
-            Some(RecordValue::ConsumerGroupMetadata(value)),
-        );
-    }
+    bump_epoch_if_changed(c, &group_id, subscription_changed, &ctx.topics, out);
     maybe_compute_target(c, &group_id, &ctx.topics, now, out);
     let owned = owned_of(r);
     reconcile(c, &group_id, &member_id, owned.as_ref(), now, out);
@@ -873,6 +854,36 @@ fn heartbeat_inner(
         resp.assignment = Some(response_assignment(&m.assigned));
     }
     Ok(resp)
+}
+
+/// Bump the group epoch when what the group reads changed: a member's subscription, or the
+/// subscribed topics' metadata (their hash, record 3) — `updateSubscriptionMetadata`.
+pub(super) fn bump_epoch_if_changed(
+    c: &mut Coordinator,
+    group_id: &str,
+    subscription_changed: bool,
+    topics: &TopicsSnapshot,
+    out: &mut Output,
+) {
+    let g = c
+        .consumer_groups
+        .get(group_id)
+        .expect("a member record created the group");
+    let hash = metadata_hash(&g.subscribed_names(), topics);
+    if subscription_changed || hash != g.metadata_hash {
+        let value = ConsumerGroupMetadataValue {
+            epoch: g.group_epoch + 1,
+            metadata_hash: hash,
+        };
+        emit(
+            c,
+            out,
+            RecordKey::ConsumerGroupMetadata {
+                group: group_id.into(),
+            },
+            Some(RecordValue::ConsumerGroupMetadata(value)),
+        );
+    }
 }
 
 /// Recompute the target when the group epoch moved past it, at most once per
@@ -1166,6 +1177,88 @@ pub fn remove_member(
     fence_members(c, group_id, &[member_id.to_string()], now, out);
 }
 
+/// A member's records out (`GMM.removeMember`): current assignment, target (with `target`), and
+/// metadata tombstones, in Kafka's order.
+pub(super) fn member_tombstones(
+    c: &mut Coordinator,
+    group_id: &str,
+    member_id: &str,
+    target: bool,
+    out: &mut Output,
+) {
+    emit(
+        c,
+        out,
+        RecordKey::ConsumerGroupCurrentMemberAssignment {
+            group: group_id.into(),
+            member_id: member_id.into(),
+        },
+        None,
+    );
+    if target {
+        emit(
+            c,
+            out,
+            RecordKey::ConsumerGroupTargetAssignmentMember {
+                group: group_id.into(),
+                member_id: member_id.into(),
+            },
+            None,
+        );
+    }
+    emit(
+        c,
+        out,
+        RecordKey::ConsumerGroupMemberMetadata {
+            group: group_id.into(),
+            member_id: member_id.into(),
+        },
+        None,
+    );
+}
+
+/// A member's records in, as `GMM.replaceMember` writes the member taking a slot: metadata,
+/// target (when given), current assignment.
+pub(super) fn member_records(
+    c: &mut Coordinator,
+    group_id: &str,
+    m: &ConsumerMember,
+    target: Option<ConsumerGroupTargetAssignmentMemberValue>,
+    out: &mut Output,
+) {
+    emit(
+        c,
+        out,
+        RecordKey::ConsumerGroupMemberMetadata {
+            group: group_id.into(),
+            member_id: m.member_id.clone(),
+        },
+        Some(RecordValue::ConsumerGroupMemberMetadata(m.metadata_value())),
+    );
+    if let Some(value) = target {
+        emit(
+            c,
+            out,
+            RecordKey::ConsumerGroupTargetAssignmentMember {
+                group: group_id.into(),
+                member_id: m.member_id.clone(),
+            },
+            Some(RecordValue::ConsumerGroupTargetAssignmentMember(value)),
+        );
+    }
+    emit(
+        c,
+        out,
+        RecordKey::ConsumerGroupCurrentMemberAssignment {
+            group: group_id.into(),
+            member_id: m.member_id.clone(),
+        },
+        Some(RecordValue::ConsumerGroupCurrentMemberAssignment(
+            m.assignment_value(),
+        )),
+    );
+}
+
 /// Every timer a consumer-group member may have armed.
 pub(super) fn cancel_member_timers(c: &mut Coordinator, group_id: &str, member_id: &str) {
     for key in [
@@ -1216,35 +1309,7 @@ fn fence_members(
         }
         removed += 1;
         let had_target = g.target.contains_key(member_id);
-        emit(
-            c,
-            out,
-            RecordKey::ConsumerGroupCurrentMemberAssignment {
-                group: group_id.into(),
-                member_id: member_id.clone(),
-            },
-            None,
-        );
-        if had_target {
-            emit(
-                c,
-                out,
-                RecordKey::ConsumerGroupTargetAssignmentMember {
-                    group: group_id.into(),
-                    member_id: member_id.clone(),
-                },
-                None,
-            );
-        }
-        emit(
-            c,
-            out,
-            RecordKey::ConsumerGroupMemberMetadata {
-                group: group_id.into(),
-                member_id: member_id.clone(),
-            },
-            None,
-        );
+        member_tombstones(c, group_id, member_id, had_target, out);
         cancel_member_timers(c, group_id, member_id);
     }
     if removed == 0 {
@@ -1370,70 +1435,17 @@ fn replace_static(
         m.rebalance_timeout_ms = r.rebalance_timeout_ms;
     }
     // Old incarnation out (without a new group epoch: the slot is kept), new one in.
-    emit(
-        c,
-        out,
-        RecordKey::ConsumerGroupCurrentMemberAssignment {
-            group: group_id.into(),
-            member_id: old.member_id.clone(),
-        },
-        None,
-    );
-    if target.is_some() {
-        emit(
-            c,
-            out,
-            RecordKey::ConsumerGroupTargetAssignmentMember {
-                group: group_id.into(),
-                member_id: old.member_id.clone(),
-            },
-            None,
-        );
-    }
-    emit(
-        c,
-        out,
-        RecordKey::ConsumerGroupMemberMetadata {
-            group: group_id.into(),
-            member_id: old.member_id.clone(),
-        },
-        None,
-    );
+    member_tombstones(c, group_id, &old.member_id, target.is_some(), out);
     c.timers.cancel(&TimerKey::ConsumerSession {
         group: group_id.into(),
         member: old.member_id.clone(),
     });
-    emit(
+    member_records(
         c,
+        group_id,
+        &m,
+        target.as_ref().map(packed_target_value),
         out,
-        RecordKey::ConsumerGroupMemberMetadata {
-            group: group_id.into(),
-            member_id: new_id.clone(),
-        },
-        Some(RecordValue::ConsumerGroupMemberMetadata(m.metadata_value())),
-    );
-    if let Some(t) = target {
-        let value = packed_target_value(&t);
-        emit(
-            c,
-            out,
-            RecordKey::ConsumerGroupTargetAssignmentMember {
-                group: group_id.into(),
-                member_id: new_id.clone(),
-            },
-            Some(RecordValue::ConsumerGroupTargetAssignmentMember(value)),
-        );
-    }
-    emit(
-        c,
-        out,
-        RecordKey::ConsumerGroupCurrentMemberAssignment {
-            group: group_id.into(),
-            member_id: new_id.clone(),
-        },
-        Some(RecordValue::ConsumerGroupCurrentMemberAssignment(
-            m.assignment_value(),
-        )),
     );
     c.timers.schedule(
         TimerKey::ConsumerSession {

@@ -46,6 +46,23 @@ pub enum MigrationPolicy {
 }
 
 impl MigrationPolicy {
+    pub const ALL: [MigrationPolicy; 4] = [
+        MigrationPolicy::Disabled,
+        MigrationPolicy::Downgrade,
+        MigrationPolicy::Upgrade,
+        MigrationPolicy::Bidirectional,
+    ];
+
+    /// Kafka's rendering (its enum's `toString` is lowercase).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MigrationPolicy::Disabled => "disabled",
+            MigrationPolicy::Downgrade => "downgrade",
+            MigrationPolicy::Upgrade => "upgrade",
+            MigrationPolicy::Bidirectional => "bidirectional",
+        }
+    }
+
     pub fn allows_upgrade(self) -> bool {
         matches!(
             self,
@@ -355,14 +372,7 @@ pub(super) fn upgrade(
                 m.assignment_value(),
             )),
         );
-        let session = m.session_timeout_ms(c.consumer_session_timeout_ms(group_id));
-        c.timers.schedule(
-            TimerKey::ConsumerSession {
-                group: group_id.into(),
-                member: m.member_id.clone(),
-            },
-            now + session,
-        );
+        restart_session(c, group_id, m, now);
     }
     debug_assert!(c.consumer_groups[group_id]
         .members
@@ -547,22 +557,7 @@ fn join_inner(
             )),
         );
     }
-    let g = &c.consumer_groups[&group_id];
-    let hash = consumer::metadata_hash(&g.subscribed_names(), &ctx.topics);
-    if subscription_changed || hash != g.metadata_hash {
-        let value = ConsumerGroupMetadataValue {
-            epoch: g.group_epoch + 1,
-            metadata_hash: hash,
-        };
-        emit(
-            c,
-            out,
-            RecordKey::ConsumerGroupMetadata {
-                group: group_id.clone(),
-            },
-            Some(RecordValue::ConsumerGroupMetadata(value)),
-        );
-    }
+    consumer::bump_epoch_if_changed(c, &group_id, subscription_changed, &ctx.topics, out);
     // What it owns is in its subscription (`ownedPartitions`, v1+ of the embedded protocol).
     let owned = by_id(
         sub.owned_partitions
@@ -641,67 +636,20 @@ fn replace_member(
         .target
         .get(&old.member_id)
         .cloned();
-    remove_member_records(c, group_id, &old.member_id, out);
+    // Kafka's `replaceMember` writes the target tombstone and record even when there is none.
+    consumer::member_tombstones(c, group_id, &old.member_id, true, out);
     consumer::cancel_member_timers(c, group_id, &old.member_id);
     let mut m = old.clone();
     m.member_id = new_id.to_string();
     m.member_epoch = 0;
     m.previous_member_epoch = 0;
     m.sent = None;
-    emit(
-        c,
-        out,
-        RecordKey::ConsumerGroupMemberMetadata {
-            group: group_id.into(),
-            member_id: new_id.into(),
-        },
-        Some(RecordValue::ConsumerGroupMemberMetadata(m.metadata_value())),
-    );
     let value = target
         .as_ref()
         .map(consumer::packed_target_value)
         .unwrap_or_else(|| consumer::target_value(&Assignment::new()));
-    emit(
-        c,
-        out,
-        RecordKey::ConsumerGroupTargetAssignmentMember {
-            group: group_id.into(),
-            member_id: new_id.into(),
-        },
-        Some(RecordValue::ConsumerGroupTargetAssignmentMember(value)),
-    );
-    emit(
-        c,
-        out,
-        RecordKey::ConsumerGroupCurrentMemberAssignment {
-            group: group_id.into(),
-            member_id: new_id.into(),
-        },
-        Some(RecordValue::ConsumerGroupCurrentMemberAssignment(
-            m.assignment_value(),
-        )),
-    );
+    consumer::member_records(c, group_id, &m, Some(value), out);
     c.consumer_groups[group_id].members[new_id].clone()
-}
-
-/// `GMM.removeMember`: current assignment, target and metadata tombstones.
-fn remove_member_records(c: &mut Coordinator, group_id: &str, member_id: &str, out: &mut Output) {
-    for key in [
-        RecordKey::ConsumerGroupCurrentMemberAssignment {
-            group: group_id.into(),
-            member_id: member_id.into(),
-        },
-        RecordKey::ConsumerGroupTargetAssignmentMember {
-            group: group_id.into(),
-            member_id: member_id.into(),
-        },
-        RecordKey::ConsumerGroupMemberMetadata {
-            group: group_id.into(),
-            member_id: member_id.into(),
-        },
-    ] {
-        emit(c, out, key, None);
-    }
 }
 
 /// `GMM.validateConsumerGroupMember` and `throwIfMemberDoesNotUseClassicProtocol`: the member a
@@ -728,6 +676,19 @@ fn classic_member<'a>(
         Some(m) if m.uses_classic() => Ok(m),
         _ => Err(err(ResponseError::UnknownMemberId)),
     }
+}
+
+/// (Re)start a member's session, on its JoinGroup's timeout for a classic member
+/// (`scheduleConsumerGroupSessionTimeout` with `classicProtocolSessionTimeout`).
+fn restart_session(c: &mut Coordinator, group_id: &str, m: &ConsumerMember, now: i64) {
+    let session = m.session_timeout_ms(c.consumer_session_timeout_ms(group_id));
+    c.timers.schedule(
+        TimerKey::ConsumerSession {
+            group: group_id.into(),
+            member: m.member_id.clone(),
+        },
+        now + session,
+    );
 }
 
 /// A classic member told to rejoin must do so within its rebalance timeout, or it is fenced
@@ -787,19 +748,12 @@ pub(super) fn sync(
             return Err(err(ResponseError::RebalanceInProgress));
         }
         let bytes = assignment_bytes(&m.assigned, &ctx.topics, protocol_version(&first.metadata));
-        let session = m.session_timeout_ms(c.consumer_session_timeout_ms(&group_id));
-        let member_id = m.member_id.clone();
+        let m = m.clone();
         c.timers.cancel(&TimerKey::ConsumerSync {
             group: group_id.clone(),
-            member: member_id.clone(),
+            member: m.member_id.clone(),
         });
-        c.timers.schedule(
-            TimerKey::ConsumerSession {
-                group: group_id.clone(),
-                member: member_id,
-            },
-            now + session,
-        );
+        restart_session(c, &group_id, &m, now);
         Ok(bytes)
     })();
     let resp = match result {
@@ -829,14 +783,7 @@ pub(super) fn heartbeat(c: &mut Coordinator, r: &HeartbeatRequest, now: i64) -> 
         || m.state == MemberState::UnrevokedPartitions
         || (m.state == MemberState::UnreleasedPartitions && !waiting_on_unreleased(g, m));
     let m = m.clone();
-    let session = m.session_timeout_ms(c.consumer_session_timeout_ms(group_id));
-    c.timers.schedule(
-        TimerKey::ConsumerSession {
-            group: group_id.into(),
-            member: m.member_id.clone(),
-        },
-        now + session,
-    );
+    restart_session(c, group_id, &m, now);
     if rejoin {
         schedule_join_timeout_if_absent(c, group_id, &m, now);
         return err(ResponseError::RebalanceInProgress);
