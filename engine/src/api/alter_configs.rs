@@ -79,10 +79,15 @@ fn invalid(msg: impl Into<String>) -> Outcome {
     Err((ResponseError::InvalidConfig, msg.into()))
 }
 
-/// The topic's configs after `change`, checked, or why not.
-fn resulting_topic_configs(
+/// A resource's configs after `change`'s operations, in request order (the set is checked by
+/// the caller): an unknown operation is INVALID_REQUEST; APPEND or SUBTRACT on a key not in
+/// `lists` is INVALID_CONFIG; `default_of` gives a key's default (the base of APPEND/SUBTRACT)
+/// or refuses the key with INVALID_CONFIG.
+fn apply_ops(
     change: &Change,
     current: &BTreeMap<String, String>,
+    lists: &[&str],
+    default_of: impl Fn(&str) -> Result<&'static str, String>,
 ) -> Result<BTreeMap<String, String>, (ResponseError, String)> {
     let mut out = if change.replace {
         BTreeMap::new()
@@ -96,7 +101,7 @@ fn resulting_topic_configs(
                 format!("Unknown operation for config {key}"),
             )
         })?;
-        if matches!(op, Op::Append | Op::Subtract) && !LIST_CONFIGS.contains(&key.as_str()) {
+        if matches!(op, Op::Append | Op::Subtract) && !lists.contains(&key.as_str()) {
             return Err((
                 ResponseError::InvalidConfig,
                 format!(
@@ -105,13 +110,7 @@ fn resulting_topic_configs(
                 ),
             ));
         }
-        let known = TOPIC_CONFIG_DEFAULTS.iter().find(|(n, _)| n == key);
-        let Some((_, default)) = known else {
-            return Err((
-                ResponseError::InvalidConfig,
-                format!("Unknown topic config name: {key}"),
-            ));
-        };
+        let default = default_of(key).map_err(|m| (ResponseError::InvalidConfig, m))?;
         match op {
             Op::Set => {
                 out.insert(key.clone(), value.clone().unwrap_or_default());
@@ -140,6 +139,21 @@ fn resulting_topic_configs(
             }
         }
     }
+    Ok(out)
+}
+
+/// The topic's configs after `change`, checked, or why not.
+fn resulting_topic_configs(
+    change: &Change,
+    current: &BTreeMap<String, String>,
+) -> Result<BTreeMap<String, String>, (ResponseError, String)> {
+    let out = apply_ops(change, current, LIST_CONFIGS, |key| {
+        TOPIC_CONFIG_DEFAULTS
+            .iter()
+            .find(|(n, _)| *n == key)
+            .map(|(_, d)| *d)
+            .ok_or_else(|| format!("Unknown topic config name: {key}"))
+    })?;
     for (key, value) in &out {
         if let Err(msg) = validate_topic_config(key, value) {
             return Err((ResponseError::InvalidConfig, msg));
@@ -255,42 +269,6 @@ async fn apply_one(broker: &Arc<Broker>, c: &Change, twice: bool, validate_only:
     }
 }
 
-/// A group's configs after `change` (no group key is a LIST, so APPEND and SUBTRACT are refused).
-fn resulting_group_configs(
-    change: &Change,
-    current: &BTreeMap<String, String>,
-) -> Result<BTreeMap<String, String>, (ResponseError, String)> {
-    let mut out = if change.replace {
-        BTreeMap::new()
-    } else {
-        current.clone()
-    };
-    for (key, op, value) in &change.ops {
-        match op {
-            None => {
-                return Err((
-                    ResponseError::InvalidRequest,
-                    format!("Unknown operation for config {key}"),
-                ))
-            }
-            Some(op @ (Op::Append | Op::Subtract)) => {
-                return invalid(format!(
-                    "Can't {} to key {key} because its type is not LIST.",
-                    op.name()
-                ))
-                .map(|_| BTreeMap::new())
-            }
-            Some(Op::Set) => {
-                out.insert(key.clone(), value.clone().unwrap_or_default());
-            }
-            Some(Op::Delete) => {
-                out.remove(key);
-            }
-        }
-    }
-    Ok(out)
-}
-
 /// A GROUP resource: the resulting set is validated as a whole (`GroupConfig.validate`), then
 /// written; the group's coordinator reads it with the group's next request.
 async fn apply_group(broker: &Arc<Broker>, c: &Change, validate_only: bool) -> Outcome {
@@ -302,7 +280,8 @@ async fn apply_group(broker: &Arc<Broker>, c: &Change, validate_only: bool) -> O
     }
     let snap = broker.group_configs.snapshot();
     let now = snap.get(&c.name).cloned().unwrap_or_default();
-    let configs = resulting_group_configs(c, &crate::group_configs::to_strings(&now))?;
+    // No group key is a LIST; the set is checked as a whole below, names included.
+    let configs = apply_ops(c, &crate::group_configs::to_strings(&now), &[], |_| Ok(""))?;
     let next =
         crate::group_configs::validate(&configs, &crate::group_configs::Bounds::of(&broker.config))
             .map_err(|m| (ResponseError::InvalidConfig, m))?;
