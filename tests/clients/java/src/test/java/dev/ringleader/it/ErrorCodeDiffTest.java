@@ -285,11 +285,7 @@ class ErrorCodeDiffTest {
             c("heartbeat-rebalance-in-progress", x -> {
                 RawClient a = x.conn();
                 Member m = joinAndSync(a, x.group, TOPIC);
-                RawClient b = x.conn();
-                JoinGroupResponseData jb = b.call(join(x.group, "", TOPIC), JOIN_V);
-                x.note("join-b", jb.errorCode());
-                b.send(join(x.group, jb.memberId(), TOPIC), JOIN_V); // parked until A rejoins
-                awaitState(x, "PreparingRebalance");
+                x.note("join-b", parkSecondMember(x));
                 x.note("hb-a", heartbeat(a, x.group, m.generation(), m.memberId()));
             }),
             c("heartbeat-completing-rebalance", x -> {
@@ -366,10 +362,7 @@ class ErrorCodeDiffTest {
             c("commit-classic-rebalance-in-progress", x -> {
                 RawClient a = x.conn();
                 Member m = joinAndSync(a, x.group, TOPIC);
-                RawClient b = x.conn();
-                JoinGroupResponseData jb = b.call(join(x.group, "", TOPIC), JOIN_V);
-                b.send(join(x.group, jb.memberId(), TOPIC), JOIN_V);
-                awaitState(x, "PreparingRebalance");
+                parkSecondMember(x);
                 x.note("commit", commitError(a.call(commit(x.group, m.generation(), m.memberId(), TOPIC, 0, 5), COMMIT_V)));
             }),
             c("commit-classic-completing-rebalance", x -> {
@@ -509,10 +502,7 @@ class ErrorCodeDiffTest {
             c("cgh-upgrade-of-a-full-classic-group", x -> {
                 RawClient a = x.conn();
                 Member m = joinAndSync(a, x.group, TOPIC);
-                RawClient b = x.conn();
-                JoinGroupResponseData jb = b.call(join(x.group, "", TOPIC), JOIN_V);
-                b.send(join(x.group, jb.memberId(), TOPIC), JOIN_V);
-                awaitState(x, "PreparingRebalance");
+                parkSecondMember(x);
                 a.send(join(x.group, m.memberId(), TOPIC), JOIN_V);
                 awaitState(x, "CompletingRebalance");
                 x.note("cgh", x.conn().<ConsumerGroupHeartbeatResponseData>call(cgJoin(x.group, newMemberId(), TOPIC), CGH_V).errorCode());
@@ -670,6 +660,19 @@ class ErrorCodeDiffTest {
      * Waits until DescribeGroups shows the case's group in `state`: a request sent on one connection and a request
      * sent on another are not ordered on Kafka (each connection has its own network and request threads).
      */
+    /**
+     * A second member joins the group on its own connection: its first JoinGroup (MEMBER_ID_REQUIRED) is answered,
+     * its real one stays parked until the others rejoin, so the group is PreparingRebalance. Returns the first
+     * join's error code.
+     */
+    static short parkSecondMember(Ctx x) {
+        RawClient b = x.conn();
+        JoinGroupResponseData jb = b.call(join(x.group, "", TOPIC), JOIN_V);
+        b.send(join(x.group, jb.memberId(), TOPIC), JOIN_V);
+        awaitState(x, "PreparingRebalance");
+        return jb.errorCode();
+    }
+
     static void awaitState(Ctx x, String state) {
         RawClient c = x.conn();
         Clients.waitUntil(java.time.Duration.ofSeconds(20), x.group + " in " + state, () -> {
