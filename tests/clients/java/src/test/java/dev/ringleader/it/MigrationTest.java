@@ -84,12 +84,25 @@ class MigrationTest {
 
     // ------------------------------------------------------------------------------------ rolling upgrade
 
-    /** Partition → owner, from every member's listener; violations are collected, not thrown (listener threads). */
+    /**
+     * Partition → owner, from every member's listener; violations are collected, not thrown (listener threads).
+     *
+     * <p>Partitions lost (rather than revoked) are a violation in every step but the downgrade: there Kafka 4.4 itself
+     * (`ClassicGroup.fromConsumerGroup` in its group coordinator) writes the classic group at the group epoch the last
+     * consumer member's leave bumped, so a classic member whose heartbeat or auto-commit still carries its older
+     * epoch is told ILLEGAL_GENERATION and gives its partitions up as lost. Seen against the reference broker in two
+     * runs out of three; a timing, not a difference, so the downgrade only asserts single ownership.
+     */
     static final class Ownership {
         final Map<Integer, String> owner = new HashMap<>();
         final List<String> history = new ArrayList<>();
         final List<String> violations = new ArrayList<>();
         final long t0 = System.nanoTime();
+        boolean downgrading;
+
+        synchronized void mark(String what) {
+            history.add(at() + " -- " + what);
+        }
 
         synchronized void assign(String who, Collection<TopicPartition> parts) {
             history.add(at() + " " + who + " +" + ids(parts));
@@ -156,7 +169,9 @@ class MigrationTest {
                         public void onPartitionsLost(Collection<TopicPartition> parts) {
                             own.release(name, parts, "lost ");
                             synchronized (own) {
-                                own.violations.add(name + " lost " + parts);
+                                if (!own.downgrading) {
+                                    own.violations.add(name + " lost " + parts);
+                                }
                             }
                         }
                     });
@@ -222,22 +237,32 @@ class MigrationTest {
                 settle.run();
                 types.add(type(admin, group));
                 for (int i = 0; i < 4; i++) {
+                    own.mark("classic-" + i + " leaves");
                     live.remove("classic-" + i).close(own);
                     live.put("consumer-" + i, new Member(b, group, topic, "consumer", "consumer-" + i, own, seen));
                     settle.run();
                     types.add(type(admin, group));
                 }
                 for (int i = 0; i < 4; i++) {
+                    if (i == 3) {
+                        synchronized (own) {
+                            own.downgrading = true;
+                        }
+                    }
+                    own.mark("consumer-" + i + " leaves");
                     live.remove("consumer-" + i).close(own);
                     live.put("classic-again-" + i, new Member(b, group, topic, "classic", "classic-again-" + i, own, seen));
                     settle.run();
                     types.add(type(admin, group));
                 }
+                own.mark("settled; producer stops");
                 producing.set(false);
                 producer.join(60_000);
+                own.mark("producer stopped");
                 assertTrue(produced.size() > 1000, b.kind() + ": only " + produced.size() + " records produced");
                 Clients.waitUntil(Duration.ofSeconds(60), b.kind() + ": every produced record consumed",
                         () -> seen.containsAll(produced));
+                own.mark("every record consumed");
             } finally {
                 producing.set(false);
                 for (Member m : live.values()) {
@@ -246,6 +271,7 @@ class MigrationTest {
             }
         }
         synchronized (own) {
+            System.out.println(b.kind() + " roll:\n" + String.join("\n", own.history));
             assertTrue(own.violations.isEmpty(), b.kind() + ": " + own.violations + "\n" + String.join("\n", own.history));
         }
         return types;
