@@ -48,13 +48,13 @@ pub mod api;
 use std::path::Path;
 use std::sync::Arc;
 
-/// Start `cores` shards serving `broker` on `addr`, answering with the API layer.
+/// Start one shard per socket of `listeners` ([`runtime::server::bind_listeners`]) serving
+/// `broker`, answering with the API layer.
 pub fn start(
     broker: Arc<broker::Broker>,
-    addr: std::net::SocketAddr,
-    cores: usize,
+    listeners: runtime::server::Listeners,
 ) -> anyhow::Result<runtime::server::ServerHandle> {
-    runtime::server::start(broker, addr, cores, api::handle)
+    runtime::server::start(broker, listeners, api::handle)
 }
 
 /// Open the data directory and build the shared broker state for a listener at `addr`.

@@ -164,13 +164,14 @@ fn serve(
         eprintln!("ringleader: --cores must be at least 1");
         return ExitCode::from(EXIT_CONFIG);
     }
-    let addr = match engine::runtime::server::probe_listen_addr(listen) {
-        Ok(a) => a,
+    let listeners = match engine::runtime::server::bind_listeners(listen, cores) {
+        Ok(l) => l,
         Err(e) => {
             tracing::error!("{e:#}");
             return ExitCode::FAILURE;
         }
     };
+    let addr = listeners.addr();
     let broker = match engine::open_broker(config, &data_dir, addr) {
         Ok(b) => b,
         Err(e) => {
@@ -189,7 +190,7 @@ fn serve(
             return ExitCode::FAILURE;
         }
     };
-    let server = match engine::start(broker.clone(), addr, cores) {
+    let server = match engine::start(broker.clone(), listeners) {
         Ok(s) => s,
         Err(e) => {
             tracing::error!("{e:#}");

@@ -654,10 +654,11 @@ impl TestServer {
         let _ = std::fs::remove_dir_all(&dir);
         let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
         let config = Config::load(None, &sets).unwrap();
-        let addr =
-            engine::runtime::server::probe_listen_addr("127.0.0.1:0".parse().unwrap()).unwrap();
+        let listeners =
+            engine::runtime::server::bind_listeners("127.0.0.1:0".parse().unwrap(), 2).unwrap();
+        let addr = listeners.addr();
         let broker = engine::open_broker(config, &dir, addr).unwrap();
-        let handle = engine::start(broker, addr, 2).unwrap();
+        let handle = engine::start(broker, listeners).unwrap();
         Self {
             handle: Some(handle),
             addr,

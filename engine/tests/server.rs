@@ -30,10 +30,11 @@ impl TestServer {
     fn start_in(dir: std::path::PathBuf, cores: usize, sets: &[&str]) -> Self {
         let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
         let config = Config::load(None, &sets).unwrap();
-        let addr =
-            engine::runtime::server::probe_listen_addr("127.0.0.1:0".parse().unwrap()).unwrap();
+        let listeners =
+            engine::runtime::server::bind_listeners("127.0.0.1:0".parse().unwrap(), cores).unwrap();
+        let addr = listeners.addr();
         let broker = engine::open_broker(config, &dir, addr).unwrap();
-        let handle = engine::start(broker, addr, cores).unwrap();
+        let handle = engine::start(broker, listeners).unwrap();
         Self {
             handle: Some(handle),
             addr,

@@ -76,6 +76,7 @@ class Broker:
     def __init__(self, data_dir: Path, log_path: Path, sets: list[str] | None = None,
                  extra_args: list[str] | None = None, port: int | None = None):
         self.binary = binary_path()
+        self.port_chosen = port is None  # by free_port(): another may be picked if it is taken
         self.port = port or free_port()
         self.host = "127.0.0.1"
         self.bootstrap = f"{self.host}:{self.port}"
@@ -95,6 +96,23 @@ class Broker:
         return argv + self.extra_args
 
     def start(self) -> "Broker":
+        # A port free_port() found free can be taken before the broker binds it (another xdist
+        # worker's broker picked it in the same instant): the broker then refuses to start,
+        # "cannot listen on ...", and a first start moves to another port.
+        for attempt in range(3):
+            try:
+                return self._start_once()
+            except BrokerError as e:
+                if not (self.port_chosen and self.starts == 1 and "cannot listen on" in str(e)
+                        and attempt < 2):
+                    raise
+                logging.getLogger(__name__).warning("port %d taken; retrying on another", self.port)
+                self.starts = 0
+                self.port = free_port()
+                self.bootstrap = f"{self.host}:{self.port}"
+        raise AssertionError("unreachable")
+
+    def _start_once(self) -> "Broker":
         if not self.binary.exists():
             raise BrokerError(
                 f"ringleader binary not found at {self.binary} "

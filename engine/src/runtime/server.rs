@@ -1,10 +1,13 @@
 //! Starting and stopping the broker: one glommio executor per core, each accepting connections.
 //!
-//! Every shard binds the same address with SO_REUSEPORT (and SO_REUSEADDR, for quick restarts),
-//! so the kernel spreads new connections across shards and no accept thread hands sockets over.
-//! Because SO_REUSEPORT would also let a second broker silently share the port, start-up first
-//! binds the address once without it: if anything else holds the port, we fail like Kafka does.
-//! That probe also resolves port 0 to a concrete port all shards then share.
+//! Every shard accepts on its own socket bound to the same address with SO_REUSEPORT (and
+//! SO_REUSEADDR, for quick restarts), so the kernel spreads new connections across shards and no
+//! accept thread hands sockets over. Because SO_REUSEPORT would also let a second broker silently
+//! share the port — each process then gets a share of the connections, and a client's requests
+//! land on two brokers — [`bind_listeners`] binds the address once without it first (anything
+//! else holding the port fails the start, as Kafka's does), binds every shard's socket right after
+//! it, and then checks that no other process's socket joined the port in between. The probe also
+//! resolves port 0 to a concrete port all shards then share.
 //!
 //! Shutdown (SIGINT/SIGTERM → [`ServerHandle::shutdown`]): shards stop accepting, stop reading
 //! from their connections, let in-flight requests finish and their responses be written, then exit.
@@ -17,6 +20,7 @@ use crate::runtime::shard::{ConnRegistry, Handler, Shard, ShardExec};
 use crate::runtime::tasks::{Shutdown, Tasks};
 use glommio::{LocalExecutorBuilder, Placement};
 use std::net::SocketAddr;
+use std::os::fd::{FromRawFd, IntoRawFd, OwnedFd};
 use std::rc::Rc;
 use std::sync::atomic::AtomicBool;
 use std::sync::{mpsc, Arc};
@@ -59,34 +63,129 @@ impl ServerHandle {
     }
 }
 
-/// Bind once without SO_REUSEPORT to detect a port already in use and to resolve port 0.
+/// Every shard's listening socket, bound before any shard starts (see the module comment).
+pub struct Listeners {
+    addr: SocketAddr,
+    fds: Vec<OwnedFd>,
+}
+
+impl Listeners {
+    /// The concrete address every shard listens on (port 0 resolved).
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// How many shards these sockets are for.
+    pub fn shards(&self) -> usize {
+        self.fds.len()
+    }
+}
+
+/// Bind `shards` listening sockets on `listen`, failing if anything else holds the port.
 ///
 /// "Address in use" is retried for up to a second: a broker restarted right after a SIGKILL finds
 /// the old process's listening socket still held for a few milliseconds while the kernel tears
 /// down its io_uring (measured 4–6 ms here). A port held by a live process still fails, later.
-pub fn probe_listen_addr(listen: SocketAddr) -> anyhow::Result<SocketAddr> {
+pub fn bind_listeners(listen: SocketAddr, shards: usize) -> anyhow::Result<Listeners> {
+    anyhow::ensure!(shards >= 1, "--cores must be at least 1");
     let deadline = Instant::now() + Duration::from_secs(1);
-    loop {
+    let addr = loop {
+        // Without SO_REUSEPORT: fails while any socket at all is bound to the port.
         match std::net::TcpListener::bind(listen) {
-            Ok(probe) => return Ok(probe.local_addr()?),
+            Ok(probe) => break probe.local_addr()?,
             Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && Instant::now() < deadline => {
                 std::thread::sleep(Duration::from_millis(20));
             }
             Err(e) => anyhow::bail!("cannot listen on {listen}: {e}"),
         }
+    };
+    // The probe is closed: bind the shards' sockets at once, before anyone else's probe can find
+    // the port free.
+    let fds = (0..shards)
+        .map(|_| bind_shard_socket(addr))
+        .collect::<std::io::Result<Vec<_>>>()
+        .map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))?;
+    match foreign_listeners(addr, &fds) {
+        Ok(0) => {}
+        Ok(n) => anyhow::bail!(
+            "cannot listen on {addr}: {n} listening socket(s) of another process share the port \
+             (a second broker started on it at the same moment)"
+        ),
+        // Without /proc the probe above is the only guard; it leaves a window of microseconds.
+        Err(e) => tracing::debug!(error = %e, "cannot read /proc/net to check the port is ours"),
     }
+    Ok(Listeners { addr, fds })
 }
 
-/// Start `cores` shards serving `broker` on `addr` (a concrete port, see [`probe_listen_addr`]),
-/// each answering requests with `handler` (the API layer). Returns once every shard is
-/// accepting.
+/// One shard's socket: shares its port with the other shards (SO_REUSEPORT) and can be re-bound
+/// at once after a restart (SO_REUSEADDR): connections we close at shutdown sit in TIME_WAIT on
+/// this port, and without SO_REUSEADDR on the listener (which accepted sockets inherit) they would
+/// block the next start for a minute. glommio's own `bind` sets only SO_REUSEPORT.
+fn bind_shard_socket(addr: SocketAddr) -> std::io::Result<OwnedFd> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let sock = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    sock.set_reuse_address(true)?;
+    sock.set_reuse_port(true)?;
+    sock.bind(&addr.into())?;
+    // Thousands of clients may connect at once (loadgen, a restart of a big deployment); a
+    // short accept queue turns the overflow into 1 s SYN retransmits.
+    sock.listen(4096)?;
+    Ok(sock.into())
+}
+
+/// How many sockets listening on exactly `addr` are not among `ours`, from /proc/net/tcp{,6}.
+/// SO_REUSEPORT only groups sockets bound to the same address, so an exact match is the test.
+fn foreign_listeners(addr: SocketAddr, ours: &[OwnedFd]) -> std::io::Result<usize> {
+    use std::os::fd::AsRawFd;
+    let mut inodes = Vec::with_capacity(ours.len());
+    for fd in ours {
+        // "/proc/self/fd/N" links to "socket:[INODE]", the inode /proc/net/tcp lists.
+        let link = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))?;
+        let link = link.to_string_lossy();
+        let ino = link
+            .strip_prefix("socket:[")
+            .and_then(|r| r.strip_suffix(']'))
+            .ok_or_else(|| std::io::Error::other(format!("unexpected fd link {link}")))?;
+        inodes.push(ino.to_string());
+    }
+    let (table, local) = match addr {
+        // The kernel prints the address words in host order, the port in hex.
+        SocketAddr::V4(a) => (
+            "/proc/net/tcp",
+            format!("{:08X}:{:04X}", u32::from_ne_bytes(a.ip().octets()), a.port()),
+        ),
+        SocketAddr::V6(a) => {
+            let o = a.ip().octets();
+            let words: String = o
+                .chunks(4)
+                .map(|w| format!("{:08X}", u32::from_ne_bytes([w[0], w[1], w[2], w[3]])))
+                .collect();
+            ("/proc/net/tcp6", format!("{words}:{:04X}", a.port()))
+        }
+    };
+    let text = std::fs::read_to_string(table)?;
+    const LISTEN: &str = "0A";
+    Ok(text
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            // sl local rem st tx:rx tr:when retrnsmt uid timeout inode
+            (f.len() > 9 && f[1] == local && f[3] == LISTEN).then(|| f[9].to_string())
+        })
+        .filter(|ino| !inodes.contains(ino))
+        .count())
+}
+
+/// Start one shard per socket of `listeners` (see [`bind_listeners`]) serving `broker`, each
+/// answering requests with `handler` (the API layer). Returns once every shard is accepting.
 pub fn start(
     broker: Arc<Broker>,
-    addr: SocketAddr,
-    cores: usize,
+    listeners: Listeners,
     handler: Handler,
 ) -> anyhow::Result<ServerHandle> {
-    anyhow::ensure!(cores >= 1, "--cores must be at least 1");
+    let addr = listeners.addr;
+    let cores = listeners.fds.len();
     raise_memlock_limit();
     let cpus = std::thread::available_parallelism()
         .map(|n| n.get())
@@ -96,7 +195,7 @@ pub fn start(
     let (ready_tx, ready_rx) = mpsc::channel::<anyhow::Result<()>>();
     let partitions = broker.config.offsets_topic_num_partitions;
     let mut shards = Vec::with_capacity(cores);
-    for i in 0..cores {
+    for (i, listener) in listeners.fds.into_iter().enumerate() {
         let broker = broker.clone();
         let shutdown = shutdown.clone();
         let mesh = mesh.clone();
@@ -106,7 +205,8 @@ pub fn start(
             .io_memory(IO_MEMORY_PER_SHARD)
             .spawn(move || async move {
                 if let Err(e) =
-                    run_shard(broker, addr, mesh, partitions, shutdown, handler, &ready_tx).await
+                    run_shard(broker, listener, mesh, partitions, shutdown, handler, &ready_tx)
+                        .await
                 {
                     let _ = ready_tx.send(Err(e));
                 }
@@ -137,7 +237,7 @@ pub fn start(
 
 async fn run_shard(
     broker: Arc<Broker>,
-    addr: SocketAddr,
+    listener: OwnedFd,
     mesh: Option<router::Mesh>,
     partitions: i32,
     shutdown: Shutdown,
@@ -188,8 +288,9 @@ async fn run_shard(
             std::future::ready(())
         });
     }
-    let listener =
-        bind_shard_listener(addr).map_err(|e| anyhow::anyhow!("shard bind {addr}: {e}"))?;
+    // SAFETY: the fd is a bound, listening TCP socket (bind_shard_socket) whose ownership moves
+    // to the glommio listener (into_raw_fd gives it up).
+    let listener = unsafe { glommio::net::TcpListener::from_raw_fd(listener.into_raw_fd()) };
     {
         let table = table.clone();
         let broker = broker.clone();
@@ -340,25 +441,6 @@ async fn load_partitions(
     Ok(())
 }
 
-/// A listener that shares its port with the other shards (SO_REUSEPORT) and can be re-bound at
-/// once after a restart (SO_REUSEADDR): connections we close at shutdown sit in TIME_WAIT on this
-/// port, and without SO_REUSEADDR on the listener (which accepted sockets inherit) they would block
-/// the next start for a minute. glommio's own `bind` sets only SO_REUSEPORT.
-fn bind_shard_listener(addr: SocketAddr) -> std::io::Result<glommio::net::TcpListener> {
-    use socket2::{Domain, Protocol, Socket, Type};
-    use std::os::fd::{FromRawFd, IntoRawFd};
-    let sock = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
-    sock.set_reuse_address(true)?;
-    sock.set_reuse_port(true)?;
-    sock.bind(&addr.into())?;
-    // Thousands of clients may connect at once (loadgen, a restart of a big deployment); a
-    // short accept queue turns the overflow into 1 s SYN retransmits.
-    sock.listen(4096)?;
-    // SAFETY: the fd is a freshly created, bound, listening TCP socket whose ownership moves to
-    // the glommio listener (into_raw_fd gives it up).
-    Ok(unsafe { glommio::net::TcpListener::from_raw_fd(sock.into_raw_fd()) })
-}
-
 /// io_uring registers memory that counts against RLIMIT_MEMLOCK; raise the soft limit to the
 /// hard one so several shards fit where the administrator allows it.
 fn raise_memlock_limit() {
@@ -372,5 +454,51 @@ fn raise_memlock_limit() {
             lim.rlim_cur = lim.rlim_max;
             libc::setrlimit(libc::RLIMIT_MEMLOCK, &lim);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_port_another_socket_holds_is_refused() {
+        let first = bind_listeners("127.0.0.1:0".parse().unwrap(), 2).unwrap();
+        assert_ne!(first.addr().port(), 0);
+        assert_eq!(first.shards(), 2);
+        assert_eq!(foreign_listeners(first.addr(), &first.fds).unwrap(), 0);
+        let err = bind_listeners(first.addr(), 2).err().expect("the port is held");
+        assert!(err.to_string().contains("cannot listen on"), "{err}");
+        // Once the first sockets are closed, the port can be bound again at once.
+        let addr = first.addr();
+        drop(first);
+        bind_listeners(addr, 1).unwrap();
+    }
+
+    #[test]
+    fn a_socket_that_joined_the_port_is_found() {
+        // What a second broker starting in the same microseconds would leave: its own
+        // SO_REUSEPORT socket in our port's group, which only the /proc check can see.
+        let ours = bind_listeners("127.0.0.1:0".parse().unwrap(), 2).unwrap();
+        let intruder = bind_shard_socket(ours.addr()).unwrap();
+        assert_eq!(foreign_listeners(ours.addr(), &ours.fds).unwrap(), 1);
+        let all: Vec<OwnedFd> = ours
+            .fds
+            .iter()
+            .map(|f| f.try_clone().unwrap())
+            .chain([intruder])
+            .collect();
+        assert_eq!(foreign_listeners(ours.addr(), &all).unwrap(), 0);
+    }
+
+    #[test]
+    fn ipv6_loopback_listeners_are_matched() {
+        let Ok(ours) = bind_listeners("[::1]:0".parse().unwrap(), 1) else {
+            return; // no IPv6 on this machine
+        };
+        let intruder = bind_shard_socket(ours.addr()).unwrap();
+        assert_eq!(foreign_listeners(ours.addr(), &ours.fds).unwrap(), 1);
+        drop(intruder);
+        assert_eq!(foreign_listeners(ours.addr(), &ours.fds).unwrap(), 0);
     }
 }
