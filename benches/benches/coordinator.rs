@@ -3,6 +3,10 @@
 //! through a full rebalance (a new member joins, all 1,000 rejoin, the leader assigns, everyone
 //! syncs). Allocations per operation are printed from a counting allocator before the timed runs.
 //!
+//! Also the cost of resolving one subscription regex against 10,000 topics (the shape of Kafka's
+//! `RegexResolutionBenchmark`): in full, as after a topic change, and from the cache every other
+//! heartbeat of a regex member hits.
+//!
 //! `cargo bench -p ringleader-benches --bench coordinator`
 
 use bytes::{Bytes, BytesMut};
@@ -249,5 +253,50 @@ fn benches(cr: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(coordinator, benches);
+fn regex_benches(cr: &mut Criterion) {
+    use engine::group::regex_cache::RegexCache;
+    use engine::topics::{Topic, TopicsSnapshot};
+    use std::sync::Arc;
+    // 10,000 topics over ten prefixes; the regex matches one prefix (1,000 topics).
+    let topics = |extra: usize| {
+        Arc::new(TopicsSnapshot::from_topics((0..10_000 + extra).map(|i| {
+            Topic {
+                name: format!(
+                    "{}-events-{i}",
+                    [
+                        "orders", "payments", "users", "audit", "clicks", "views", "carts",
+                        "stock", "mail", "logs"
+                    ][i % 10]
+                ),
+                id: uuid::Uuid::from_u128(i as u128 + 1),
+                partitions: 1,
+                internal: false,
+                configs: Default::default(),
+            }
+        })))
+    };
+    let (a, b) = (topics(0), topics(1));
+    let re = "orders-events-[0-9]+";
+    let mut g = cr.benchmark_group("coordinator_regex");
+    g.bench_function("resolve_1_regex_10k_topics_full", |bch| {
+        let mut cache = RegexCache::default();
+        let mut flip = false;
+        bch.iter(|| {
+            // Alternate snapshots: every call sees "new" topics and matches all of them.
+            flip = !flip;
+            black_box(cache.resolve(re, if flip { &a } else { &b }).unwrap());
+        })
+    });
+    g.bench_function("resolve_1_regex_10k_topics_compile_and_full", |bch| {
+        // What every heartbeat of a regex member paid before the cache: compile, then match.
+        bch.iter(|| black_box(RegexCache::default().resolve(re, &a).unwrap()))
+    });
+    g.bench_function("resolve_1_regex_10k_topics_cached", |bch| {
+        let mut cache = RegexCache::default();
+        bch.iter(|| black_box(cache.resolve(re, &a).unwrap()))
+    });
+    g.finish();
+}
+
+criterion_group!(coordinator, benches, regex_benches);
 criterion_main!(coordinator);

@@ -543,11 +543,6 @@ fn validate(
     Ok(())
 }
 
-/// The full regular expression check: compiled with Rust's `regex` (RE2 syntax, like RE2/J).
-pub(super) fn compile(re: &str) -> Result<regex::Regex, String> {
-    regex::Regex::new(&format!("^(?:{re})$")).map_err(|e| e.to_string())
-}
-
 pub(super) fn emit(
     c: &mut Coordinator,
     out: &mut Output,
@@ -767,25 +762,18 @@ fn heartbeat_inner(
     // Resolve a new regex now (INVALID_REGULAR_EXPRESSION before anything is written).
     let mut regex_record = None;
     if let Some(re) = &member.subscribed_topic_regex {
-        let compiled = compile(re).map_err(|e| {
+        let topics = c.regexes.resolve(re, &ctx.topics).map_err(|e| {
             (
                 err(ResponseError::InvalidRegularExpression),
                 format!("SubscribedTopicRegex `{re}` is not a valid regular expression: {e}."),
             )
         })?;
-        let mut topics: Vec<String> = ctx
-            .topics
-            .iter()
-            .filter(|t| !t.internal && compiled.is_match(&t.name))
-            .map(|t| t.name.clone())
-            .collect();
-        topics.sort();
         let known = c
             .consumer_groups
             .get(&group_id)
             .and_then(|g| g.regexes.get(re));
-        if known != Some(&topics) {
-            regex_record = Some((re.clone(), topics));
+        if known.map(Vec::as_slice) != Some(&*topics) {
+            regex_record = Some((re.clone(), topics.to_vec()));
         }
     }
     if metadata_changed {

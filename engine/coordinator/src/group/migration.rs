@@ -201,7 +201,7 @@ pub(super) fn upgrade(
         .as_deref()
         .filter(|r| !r.is_empty())
     {
-        if let Err(e) = consumer::compile(re) {
+        if let Err(e) = super::regex_cache::compile(re) {
             return Err((
                 err(ResponseError::InvalidRegularExpression),
                 format!("SubscribedTopicRegex `{re}` is not a valid regular expression: {e}."),

@@ -25,6 +25,7 @@ mod migration_tests;
 #[cfg(test)]
 mod consumer_tests;
 pub mod offsets;
+pub mod regex_cache;
 #[cfg(test)]
 mod tests;
 
@@ -349,6 +350,9 @@ pub struct Coordinator {
     /// `on_loaded`.
     load_checked: hashbrown::HashMap<Box<str>, u64>,
     load_epoch: u64,
+    /// Subscription regexes compiled and resolved per topics snapshot (derived state, rebuilt
+    /// on demand; not in records or snapshots).
+    pub regexes: regex_cache::RegexCache,
 }
 
 /// A deterministic stream of version-4-shaped UUIDs for classic member ids. Give every
@@ -400,6 +404,7 @@ impl Coordinator {
             timers: Timers::default(),
             load_checked: hashbrown::HashMap::new(),
             load_epoch: 0,
+            regexes: regex_cache::RegexCache::default(),
         }
     }
 
