@@ -152,7 +152,11 @@ fn foreign_listeners(addr: SocketAddr, ours: &[OwnedFd]) -> std::io::Result<usiz
         // The kernel prints the address words in host order, the port in hex.
         SocketAddr::V4(a) => (
             "/proc/net/tcp",
-            format!("{:08X}:{:04X}", u32::from_ne_bytes(a.ip().octets()), a.port()),
+            format!(
+                "{:08X}:{:04X}",
+                u32::from_ne_bytes(a.ip().octets()),
+                a.port()
+            ),
         ),
         SocketAddr::V6(a) => {
             let o = a.ip().octets();
@@ -204,9 +208,10 @@ pub fn start(
             .name(&format!("shard-{i}"))
             .io_memory(IO_MEMORY_PER_SHARD)
             .spawn(move || async move {
-                if let Err(e) =
-                    run_shard(broker, listener, mesh, partitions, shutdown, handler, &ready_tx)
-                        .await
+                if let Err(e) = run_shard(
+                    broker, listener, mesh, partitions, shutdown, handler, &ready_tx,
+                )
+                .await
                 {
                     let _ = ready_tx.send(Err(e));
                 }
@@ -467,7 +472,9 @@ mod tests {
         assert_ne!(first.addr().port(), 0);
         assert_eq!(first.shards(), 2);
         assert_eq!(foreign_listeners(first.addr(), &first.fds).unwrap(), 0);
-        let err = bind_listeners(first.addr(), 2).err().expect("the port is held");
+        let err = bind_listeners(first.addr(), 2)
+            .err()
+            .expect("the port is held");
         assert!(err.to_string().contains("cannot listen on"), "{err}");
         // Once the first sockets are closed, the port can be bound again at once.
         let addr = first.addr();
