@@ -45,6 +45,11 @@ enum Command {
         /// Serve Prometheus metrics (latency histograms, counters) on this address. Off by default.
         #[arg(long)]
         metrics_listen: Option<SocketAddr>,
+        /// `always` (the default): nothing is acknowledged before it is fdatasynced. `never` is
+        /// for benchmarks only: log writes are acknowledged from the page cache, as a one-node
+        /// Kafka does, and can be lost on power loss — it measures what the fsync costs.
+        #[arg(long, value_enum, default_value_t = Fsync::Always)]
+        fsync: Fsync,
     },
     /// Print the latency and counter tables of a broker started with --metrics-listen.
     Stats {
@@ -55,6 +60,12 @@ enum Command {
     Groups(tools::groups::GroupsArgs),
     /// Print or verify `__consumer_offsets` segment files (like kafka-dump-log.sh --offsets-decoder).
     DumpLog(tools::dump_log::DumpLogArgs),
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum Fsync {
+    Always,
+    Never,
 }
 
 /// Exit code for bad configuration or arguments (clap also uses 2 for usage errors).
@@ -78,7 +89,17 @@ fn main() -> ExitCode {
             config,
             sets,
             metrics_listen,
-        } => serve(listen, data_dir, cores, config, sets, metrics_listen),
+            fsync,
+        } => {
+            if fsync == Fsync::Never {
+                tracing::warn!(
+                    "--fsync=never: writes are acknowledged before they are durable; a power loss \
+                     or kernel crash can lose acknowledged commits. For benchmarks only."
+                );
+                storage::io::skip_fsync_for_benchmarks();
+            }
+            serve(listen, data_dir, cores, config, sets, metrics_listen)
+        }
         Command::Stats { addr } => {
             match tools::stats::print_stats(&addr, &mut std::io::stdout().lock()) {
                 Ok(()) => ExitCode::SUCCESS,

@@ -9,6 +9,7 @@
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
@@ -35,6 +36,23 @@ pub trait LogDir {
     async fn rename(&self, from: &str, to: &str) -> io::Result<()>;
     /// Make creations and removals of files durable (fsync of the directory).
     async fn sync_dir(&self) -> io::Result<()>;
+}
+
+/// Cleared only by `ringleader serve --fsync=never` (see [`skip_fsync_for_benchmarks`]).
+static FSYNC: AtomicBool = AtomicBool::new(true);
+
+/// Benchmark-only: make [`GlommioFile::sync`] and [`GlommioDir::sync_dir`] return at once, so a
+/// write is acknowledged from the page cache — what a one-node Kafka does — instead of after
+/// fdatasync. Acknowledged data can then be lost on power loss or a kernel crash; it exists only
+/// to measure what the fsync costs (`scripts/bench-kafka.sh`), never for real use. Process-wide
+/// and one-way, set before any shard starts.
+pub fn skip_fsync_for_benchmarks() {
+    FSYNC.store(false, Ordering::Relaxed);
+}
+
+/// Whether writes are fsynced before they are acknowledged (always, unless benchmarking).
+pub fn fsync_enabled() -> bool {
+    FSYNC.load(Ordering::Relaxed)
 }
 
 fn gio(e: glommio::GlommioError<()>) -> io::Error {
@@ -89,6 +107,9 @@ impl LogFile for GlommioFile {
         Ok(())
     }
     async fn sync(&self) -> io::Result<()> {
+        if !fsync_enabled() {
+            return Ok(());
+        }
         self.0.fdatasync().await.map_err(gio)
     }
     async fn truncate(&self, len: u64) -> io::Result<()> {
@@ -128,6 +149,9 @@ impl LogDir for GlommioDir {
         std::fs::rename(self.path.join(from), self.path.join(to))
     }
     async fn sync_dir(&self) -> io::Result<()> {
+        if !fsync_enabled() {
+            return Ok(());
+        }
         std::fs::File::open(&self.path)?.sync_all()
     }
 }

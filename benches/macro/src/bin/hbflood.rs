@@ -15,6 +15,13 @@
 //!   saturation throughput just measured, and the sweep stops after a rate the server did not keep
 //!   up with.
 //!
+//! `--request commit` sends synchronous-style OffsetCommit v8 instead (one partition of
+//! `--topic`, generation -1 and no member id: the simple, group-less commit both Kafka and
+//! Ringleader accept for an empty group), one group per connection, no join; the topic is created
+//! first and the run waits until a probe commit succeeds. Every commit is acknowledged only once
+//! the broker says so: after fdatasync on Ringleader (by default), from the page cache on a
+//! one-node Kafka.
+//!
 //! One mio (epoll) thread; pin it with `taskset`. `--server-pid` samples the server's CPU time
 //! (/proc) over each measured window. Results: a table on stderr and JSON (`--json PATH`, or
 //! stdout). Exit 1 when more than 1% of heartbeats failed.
@@ -101,6 +108,18 @@ struct Args {
     /// Do not send LeaveGroup at the end.
     #[arg(long)]
     no_leave: bool,
+    /// What each request is: `heartbeat` (Heartbeat v4) or `commit` (OffsetCommit v8).
+    #[arg(long, value_enum, default_value_t = RequestKind::Heartbeat)]
+    request: RequestKind,
+    /// The topic `--request commit` commits to (created if missing, 1 partition).
+    #[arg(long, default_value = "hbflood-commits")]
+    topic: String,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum RequestKind {
+    Heartbeat,
+    Commit,
 }
 
 const HB_KEY: i16 = 12;
@@ -108,6 +127,10 @@ const HB_VERSION: i16 = 4;
 const JOIN_VERSION: i16 = 5;
 const SYNC_VERSION: i16 = 3;
 const LEAVE_VERSION: i16 = 3;
+const COMMIT_KEY: i16 = 8;
+const COMMIT_VERSION: i16 = 8;
+const CREATE_TOPICS_KEY: i16 = 19;
+const CREATE_TOPICS_VERSION: i16 = 5;
 const CORR_OFFSET: usize = 8;
 
 fn s(v: &str) -> StrBytes {
@@ -258,6 +281,81 @@ fn leave_all(args: &Args, streams: &mut [TcpStream], members: &[Member]) {
     }
 }
 
+fn commit_request(group: &str, topic: &str, offset: i64) -> Request {
+    use kafka_protocol::messages::offset_commit_request::{
+        OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+    };
+    use kafka_protocol::messages::{OffsetCommitRequest, TopicName};
+    Request::OffsetCommit(
+        OffsetCommitRequest::default()
+            .with_group_id(GroupId(s(group)))
+            .with_generation_id_or_member_epoch(-1)
+            .with_member_id(s(""))
+            .with_topics(vec![OffsetCommitRequestTopic::default()
+                .with_name(TopicName(s(topic)))
+                .with_partitions(vec![OffsetCommitRequestPartition::default()
+                    .with_partition_index(0)
+                    .with_committed_offset(offset)
+                    .with_committed_metadata(Some(s("")))])]),
+    )
+}
+
+fn commit_code(resp: &Response) -> anyhow::Result<i16> {
+    match resp {
+        Response::OffsetCommit(r) => Ok(r
+            .topics
+            .first()
+            .and_then(|t| t.partitions.first())
+            .map(|p| p.error_code)
+            .unwrap_or(-1)),
+        _ => bail!("not an OffsetCommit response"),
+    }
+}
+
+/// `--request commit`: create the topic (already existing is fine) and wait until a commit to
+/// it succeeds (Kafka elects the new partition's leader a moment after answering CreateTopics).
+fn prepare_commits(args: &Args, st: &mut TcpStream, run: &str) -> anyhow::Result<()> {
+    use kafka_protocol::messages::create_topics_request::CreatableTopic;
+    use kafka_protocol::messages::{CreateTopicsRequest, TopicName};
+    let create = Request::CreateTopics(
+        CreateTopicsRequest::default()
+            .with_topics(vec![CreatableTopic::default()
+                .with_name(TopicName(s(&args.topic)))
+                .with_num_partitions(1)
+                .with_replication_factor(1)])
+            .with_timeout_ms(30_000),
+    );
+    st.write_all(&frame(&args.client_id, CREATE_TOPICS_KEY, CREATE_TOPICS_VERSION, 1, &create))?;
+    let (_, resp) = decode_response(CREATE_TOPICS_KEY, CREATE_TOPICS_VERSION, &read_frame(st)?)?;
+    if let Response::CreateTopics(r) = resp {
+        let code = r.topics.first().map(|t| t.error_code).unwrap_or(-1);
+        // 36 TOPIC_ALREADY_EXISTS
+        anyhow::ensure!(code == 0 || code == 36, "CreateTopics {}: error {code}", args.topic);
+    }
+    let deadline = Instant::now() + Duration::from_secs(args.join_timeout_secs);
+    let group = format!("{}{run}-probe", args.group_prefix);
+    for corr in 2.. {
+        let req = commit_request(&group, &args.topic, 0);
+        st.write_all(&frame(&args.client_id, COMMIT_KEY, COMMIT_VERSION, corr, &req))?;
+        let (_, resp) = decode_response(COMMIT_KEY, COMMIT_VERSION, &read_frame(st)?)?;
+        let code = commit_code(&resp)?;
+        if code == 0 {
+            return Ok(());
+        }
+        // 14/15/16 COORDINATOR_LOAD_IN_PROGRESS / NOT_AVAILABLE / NOT_COORDINATOR: Kafka creates
+        // `__consumer_offsets` on the first FindCoordinator, and loads it a moment later.
+        if (14..=16).contains(&code) {
+            use kafka_protocol::messages::FindCoordinatorRequest;
+            let find = Request::FindCoordinator(FindCoordinatorRequest::default().with_key(s(&group)));
+            st.write_all(&frame(&args.client_id, 10, 3, corr + 1_000_000, &find))?;
+            read_frame(st)?;
+        }
+        anyhow::ensure!(Instant::now() < deadline, "commits to {} still fail: error {code}", args.topic);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    unreachable!()
+}
+
 struct Conn {
     stream: MioStream,
     /// The Heartbeat frame; the correlation id is patched in at `CORR_OFFSET`.
@@ -335,6 +433,8 @@ fn self_cpu_secs() -> f64 {
 }
 
 struct Runner {
+    /// The API key and version of every request (and so of every response).
+    api: (i16, i16),
     poll: Poll,
     events: Events,
     conns: Vec<Conn>,
@@ -393,12 +493,12 @@ impl Runner {
             let f = &c.rbuf[pos + 4..pos + 4 + len];
             anyhow::ensure!(len >= 4, "short response frame");
             let corr = i32::from_be_bytes(f[0..4].try_into().expect("4"));
-            let code = if len == 12 && f[4] == 0 {
+            let code = if self.api.0 == HB_KEY && len == 12 && f[4] == 0 {
                 i16::from_be_bytes([f[9], f[10]])
             } else {
-                match decode_response(HB_KEY, HB_VERSION, &Bytes::copy_from_slice(f))? {
+                match decode_response(self.api.0, self.api.1, &Bytes::copy_from_slice(f))? {
                     (_, Response::Heartbeat(r)) => r.error_code,
-                    _ => bail!("not a Heartbeat response"),
+                    (_, r) => commit_code(&r)?,
                 }
             };
             let Some((want, start)) = c.inflight.pop_front() else {
@@ -606,6 +706,11 @@ fn main() -> anyhow::Result<()> {
         st.set_read_timeout(Some(Duration::from_secs(args.join_timeout_secs)))?;
         streams.push(st);
     }
+    let commits = args.request == RequestKind::Commit;
+    anyhow::ensure!(!(commits && args.join), "--request commit uses group-less commits: no --join");
+    if commits {
+        prepare_commits(&args, &mut streams[0], &run)?;
+    }
     let t_join = Instant::now();
     let members = if args.join {
         join_all(&args, &mut streams, &run)?
@@ -636,18 +741,28 @@ fn main() -> anyhow::Result<()> {
             Token(i),
             Interest::READABLE | Interest::WRITABLE,
         )?;
-        let hb = frame(
-            &args.client_id,
-            HB_KEY,
-            HB_VERSION,
-            0,
-            &Request::Heartbeat(
-                HeartbeatRequest::default()
-                    .with_group_id(GroupId(s(&m.group)))
-                    .with_generation_id(m.generation)
-                    .with_member_id(s(&m.member_id)),
-            ),
-        )
+        let hb = if commits {
+            frame(
+                &args.client_id,
+                COMMIT_KEY,
+                COMMIT_VERSION,
+                0,
+                &commit_request(&m.group, &args.topic, 42),
+            )
+        } else {
+            frame(
+                &args.client_id,
+                HB_KEY,
+                HB_VERSION,
+                0,
+                &Request::Heartbeat(
+                    HeartbeatRequest::default()
+                        .with_group_id(GroupId(s(&m.group)))
+                        .with_generation_id(m.generation)
+                        .with_member_id(s(&m.member_id)),
+                ),
+            )
+        }
         .to_vec();
         conns.push(Conn {
             stream,
@@ -663,6 +778,11 @@ fn main() -> anyhow::Result<()> {
     }
     let frame_bytes = conns[0].hb.len();
     let mut r = Runner {
+        api: if commits {
+            (COMMIT_KEY, COMMIT_VERSION)
+        } else {
+            (HB_KEY, HB_VERSION)
+        },
         poll,
         events: Events::with_capacity(4096),
         conns,
@@ -749,6 +869,7 @@ fn main() -> anyhow::Result<()> {
         "connections": args.connections,
         "joined": args.join,
         "join_ms": join_ms,
+        "request": if commits { "commit" } else { "heartbeat" },
         "heartbeat_frame_bytes": frame_bytes,
         "phases": phases,
         "passed": !failed,
