@@ -71,10 +71,12 @@ def test_consumer_join_commit_committed_and_close_leaves(gbroker, kp_admin):
     c = kp_consumer(gbroker, "kp-g", "kp-consumer")
     try:
         c.subscribe([TOPIC])
-        wait_until(lambda: parts(c) == list(range(6)), 30, "kafka-python assigned kp-orders[0..5]",
-                   step=poll_all(c))
+        # Stable with all six, as in the two-consumer test below: CI once caught kafka-python between
+        # its assignment and a second join (generation_if_stable() None right after the assignment
+        # landed), so the generation is part of the wait rather than read once afterwards.
+        wait_until(lambda: parts(c) == list(range(6)) and generation(c) >= 1, 30,
+                   "kafka-python assigned kp-orders[0..5] in a stable generation", step=poll_all(c))
         assert c.config["api_version"] >= (2, 4), f"kafka-python guessed an old broker: {c.config['api_version']}"
-        assert generation(c) >= 1
 
         offsets = {TopicPartition(TOPIC, p): OffsetAndMetadata(100 + p, f"meta-{p}", -1) for p in range(6)}
         c.commit(offsets)
