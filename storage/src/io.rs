@@ -9,10 +9,10 @@
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 #[allow(async_fn_in_trait)] // single-threaded (thread-per-core): futures need not be Send
 pub trait LogFile {

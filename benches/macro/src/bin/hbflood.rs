@@ -325,18 +325,34 @@ fn prepare_commits(args: &Args, st: &mut TcpStream, run: &str) -> anyhow::Result
                 .with_replication_factor(1)])
             .with_timeout_ms(30_000),
     );
-    st.write_all(&frame(&args.client_id, CREATE_TOPICS_KEY, CREATE_TOPICS_VERSION, 1, &create))?;
+    st.write_all(&frame(
+        &args.client_id,
+        CREATE_TOPICS_KEY,
+        CREATE_TOPICS_VERSION,
+        1,
+        &create,
+    ))?;
     let (_, resp) = decode_response(CREATE_TOPICS_KEY, CREATE_TOPICS_VERSION, &read_frame(st)?)?;
     if let Response::CreateTopics(r) = resp {
         let code = r.topics.first().map(|t| t.error_code).unwrap_or(-1);
         // 36 TOPIC_ALREADY_EXISTS
-        anyhow::ensure!(code == 0 || code == 36, "CreateTopics {}: error {code}", args.topic);
+        anyhow::ensure!(
+            code == 0 || code == 36,
+            "CreateTopics {}: error {code}",
+            args.topic
+        );
     }
     let deadline = Instant::now() + Duration::from_secs(args.join_timeout_secs);
     let group = format!("{}{run}-probe", args.group_prefix);
     for corr in 2.. {
         let req = commit_request(&group, &args.topic, 0);
-        st.write_all(&frame(&args.client_id, COMMIT_KEY, COMMIT_VERSION, corr, &req))?;
+        st.write_all(&frame(
+            &args.client_id,
+            COMMIT_KEY,
+            COMMIT_VERSION,
+            corr,
+            &req,
+        ))?;
         let (_, resp) = decode_response(COMMIT_KEY, COMMIT_VERSION, &read_frame(st)?)?;
         let code = commit_code(&resp)?;
         if code == 0 {
@@ -346,11 +362,16 @@ fn prepare_commits(args: &Args, st: &mut TcpStream, run: &str) -> anyhow::Result
         // `__consumer_offsets` on the first FindCoordinator, and loads it a moment later.
         if (14..=16).contains(&code) {
             use kafka_protocol::messages::FindCoordinatorRequest;
-            let find = Request::FindCoordinator(FindCoordinatorRequest::default().with_key(s(&group)));
+            let find =
+                Request::FindCoordinator(FindCoordinatorRequest::default().with_key(s(&group)));
             st.write_all(&frame(&args.client_id, 10, 3, corr + 1_000_000, &find))?;
             read_frame(st)?;
         }
-        anyhow::ensure!(Instant::now() < deadline, "commits to {} still fail: error {code}", args.topic);
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "commits to {} still fail: error {code}",
+            args.topic
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
     unreachable!()
@@ -707,7 +728,10 @@ fn main() -> anyhow::Result<()> {
         streams.push(st);
     }
     let commits = args.request == RequestKind::Commit;
-    anyhow::ensure!(!(commits && args.join), "--request commit uses group-less commits: no --join");
+    anyhow::ensure!(
+        !(commits && args.join),
+        "--request commit uses group-less commits: no --join"
+    );
     if commits {
         prepare_commits(&args, &mut streams[0], &run)?;
     }
