@@ -1066,17 +1066,7 @@ pub(super) fn reconcile(
     }
     next.restamp(m, te);
     if next != *m {
-        emit(
-            c,
-            out,
-            RecordKey::ConsumerGroupCurrentMemberAssignment {
-                group: group_id.into(),
-                member_id: member_id.into(),
-            },
-            Some(RecordValue::ConsumerGroupCurrentMemberAssignment(
-                next.assignment_value(),
-            )),
-        );
+        current_assignment_record(c, group_id, &next, out);
     }
 }
 
@@ -1133,17 +1123,7 @@ fn leave(
         for e in &mut next.assignment_epochs {
             e.2 = 0;
         }
-        emit(
-            c,
-            out,
-            RecordKey::ConsumerGroupCurrentMemberAssignment {
-                group: group_id.into(),
-                member_id: member_id.clone(),
-            },
-            Some(RecordValue::ConsumerGroupCurrentMemberAssignment(
-                next.assignment_value(),
-            )),
-        );
+        current_assignment_record(c, group_id, &next, out);
     } else {
         remove_member(c, group_id, &member_id, now, out);
     }
@@ -1234,6 +1214,16 @@ pub(super) fn member_records(
             Some(RecordValue::ConsumerGroupTargetAssignmentMember(value)),
         );
     }
+    current_assignment_record(c, group_id, m, out);
+}
+
+/// A member's current assignment (record 8), keyed by its own id.
+pub(super) fn current_assignment_record(
+    c: &mut Coordinator,
+    group_id: &str,
+    m: &ConsumerMember,
+    out: &mut Output,
+) {
     emit(
         c,
         out,

@@ -361,17 +361,7 @@ pub(super) fn upgrade(
         )),
     );
     for (m, _) in &members {
-        emit(
-            c,
-            out,
-            RecordKey::ConsumerGroupCurrentMemberAssignment {
-                group: group_id.into(),
-                member_id: m.member_id.clone(),
-            },
-            Some(RecordValue::ConsumerGroupCurrentMemberAssignment(
-                m.assignment_value(),
-            )),
-        );
+        consumer::current_assignment_record(c, group_id, m, out);
         restart_session(c, group_id, m, now);
     }
     debug_assert!(c.consumer_groups[group_id]
