@@ -36,6 +36,10 @@ pub trait LogDir {
     async fn rename(&self, from: &str, to: &str) -> io::Result<()>;
     /// Make creations and removals of files durable (fsync of the directory).
     async fn sync_dir(&self) -> io::Result<()>;
+    /// Make every completed write to the file `name` durable, through a handle of its own (a
+    /// checkpoint syncs segments that a partition's writer holds open). A file that no longer
+    /// exists has nothing to sync.
+    async fn sync_file(&self, name: &str) -> io::Result<()>;
 }
 
 /// Cleared only by `ringleader serve --fsync=never` (see [`skip_fsync_for_benchmarks`]).
@@ -153,6 +157,26 @@ impl LogDir for GlommioDir {
             return Ok(());
         }
         std::fs::File::open(&self.path)?.sync_all()
+    }
+    async fn sync_file(&self, name: &str) -> io::Result<()> {
+        if !fsync_enabled() {
+            return Ok(());
+        }
+        let path = self.path.join(name);
+        // fdatasync works on the inode, whichever descriptor asks; opened without `create`, so a
+        // segment removed meanwhile is not brought back.
+        let f = match glommio::io::OpenOptions::new()
+            .read(true)
+            .buffered_open(&path)
+            .await
+        {
+            Ok(f) => f,
+            Err(_) if !path.exists() => return Ok(()),
+            Err(e) => return Err(gio(e)),
+        };
+        let synced = f.fdatasync().await.map_err(gio);
+        let _ = f.close().await;
+        synced
     }
 }
 
@@ -356,6 +380,14 @@ impl LogDir for MemDir {
         d.tick()?;
         d.durable_names = d.files.keys().cloned().collect();
         d.unsynced_renames.clear();
+        Ok(())
+    }
+    async fn sync_file(&self, name: &str) -> io::Result<()> {
+        let mut d = self.disk.borrow_mut();
+        d.tick()?;
+        if let Some(f) = d.files.get_mut(name) {
+            f.durable = f.live.clone();
+        }
         Ok(())
     }
 }

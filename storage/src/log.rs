@@ -29,6 +29,16 @@ impl Default for LogConfig {
     }
 }
 
+/// A record to append: key and value (a `None` value is a tombstone).
+pub type RecordRef<'a> = (Option<&'a [u8]>, Option<&'a [u8]>);
+
+fn pair_refs(records: &[(Vec<u8>, Option<Vec<u8>>)]) -> Vec<RecordRef<'_>> {
+    records
+        .iter()
+        .map(|(k, v)| (Some(k.as_slice()), v.as_deref()))
+        .collect()
+}
+
 pub fn segment_name(base_offset: u64) -> String {
     format!("{base_offset:020}.log")
 }
@@ -44,7 +54,7 @@ pub fn parse_segment_name(name: &str) -> Option<u64> {
 pub(crate) struct Segment<F> {
     pub(crate) base_offset: u64,
     pub(crate) file: F,
-    /// Bytes of whole, durable batches (appends update it only after their fdatasync).
+    /// Bytes of whole batches written (durable once synced; see [`PartitionLog::append_unsynced`]).
     pub(crate) size: u64,
 }
 
@@ -69,6 +79,8 @@ pub struct PartitionLog<D: LogDir> {
     next_offset: u64,
     /// Segments created by appends since open (compaction starts a pass after a roll).
     rolls: u64,
+    /// The last segment holds bytes written since its last sync.
+    unsynced: bool,
 }
 
 impl<D: LogDir> PartitionLog<D> {
@@ -179,6 +191,7 @@ impl<D: LogDir> PartitionLog<D> {
                 segments,
                 next_offset,
                 rolls: 0,
+                unsynced: false,
             },
             report,
         ))
@@ -213,11 +226,18 @@ impl<D: LogDir> PartitionLog<D> {
         records: &[(Vec<u8>, Option<Vec<u8>>)],
         timestamp: i64,
     ) -> io::Result<(u64, u64)> {
-        let refs: Vec<(Option<&[u8]>, Option<&[u8]>)> = records
-            .iter()
-            .map(|(k, v)| (Some(k.as_slice()), v.as_deref()))
-            .collect();
+        let refs = pair_refs(records);
         self.append(&refs, timestamp).await
+    }
+
+    /// [`PartitionLog::append_unsynced`] for owned key and value bytes.
+    pub async fn append_pairs_unsynced(
+        &mut self,
+        records: &[(Vec<u8>, Option<Vec<u8>>)],
+        timestamp: i64,
+    ) -> io::Result<(u64, u64, Vec<u8>)> {
+        let refs = pair_refs(records);
+        self.append_unsynced(&refs, timestamp).await
     }
 
     /// Append `records` as one batch, durably: one write, one fdatasync. Returns the first and
@@ -231,6 +251,22 @@ impl<D: LogDir> PartitionLog<D> {
         if records.is_empty() {
             return Ok((self.next_offset, self.next_offset));
         }
+        let (first, last, _) = self.append_unsynced(records, timestamp).await?;
+        self.sync().await?;
+        Ok((first, last))
+    }
+
+    /// Append `records` as one batch with one write and no sync: the caller makes the batch
+    /// durable elsewhere (the shard's journal, [`crate::journal`]) before acknowledging it.
+    /// Returns the first and last offsets and the batch's bytes as written. A segment is synced
+    /// before the next one is created, so only the last segment can ever lack unsynced bytes.
+    /// On error the log must be reopened, as for [`Self::append`].
+    pub async fn append_unsynced(
+        &mut self,
+        records: &[RecordRef<'_>],
+        timestamp: i64,
+    ) -> io::Result<(u64, u64, Vec<u8>)> {
+        assert!(!records.is_empty(), "a batch holds at least one record");
         // Offsets are i64 on disk: a batch past i64::MAX would be written and then lost as
         // corrupt by the next recovery. (Only a corrupt log gets this far.)
         let last = self.next_offset.checked_add(records.len() as u64 - 1);
@@ -248,6 +284,9 @@ impl<D: LogDir> PartitionLog<D> {
             Some(s) => s.size > 0 && s.size + batch.len() as u64 > self.config.segment_bytes,
         };
         if roll {
+            // The closing segment becomes durable before the next one exists: recovery from
+            // the journal relies on every segment but the last being whole on disk.
+            self.sync().await?;
             let file = self.dir.open(&segment_name(self.next_offset)).await?;
             // A leftover file with this name (from a cut) must not keep stale bytes.
             file.truncate(0).await?;
@@ -261,12 +300,30 @@ impl<D: LogDir> PartitionLog<D> {
         }
         let seg = self.segments.last_mut().expect("an active segment");
         let len = batch.len() as u64;
-        seg.file.write_at(seg.size, batch).await?;
-        seg.file.sync().await?;
+        seg.file.write_at(seg.size, batch.clone()).await?;
+        self.unsynced = true;
         seg.size += len;
         let first = self.next_offset;
         self.next_offset += records.len() as u64;
-        Ok((first, self.next_offset - 1))
+        Ok((first, self.next_offset - 1, batch))
+    }
+
+    /// Make every batch appended so far durable (fdatasync of the last segment, the only one
+    /// that can hold unsynced bytes).
+    pub async fn sync(&mut self) -> io::Result<()> {
+        if !self.unsynced {
+            return Ok(());
+        }
+        if let Some(seg) = self.segments.last() {
+            seg.file.sync().await?;
+        }
+        self.unsynced = false;
+        Ok(())
+    }
+
+    /// The file name of the last segment (the one appends go to), if any.
+    pub fn active_segment(&self) -> Option<String> {
+        self.segments.last().map(|s| segment_name(s.base_offset))
     }
 
     /// Remove whole segments whose records all come before `offset` (once a snapshot covers
