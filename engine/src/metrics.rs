@@ -46,9 +46,12 @@ pub struct ShardMetrics {
     pub apis: BTreeMap<i16, ApiStats>,
     /// Response parked waiting for its partition's records to be durable.
     pub durable_wait_us: Histogram<u64>,
-    /// One write + fdatasync of a batch.
+    /// One journal round: one write + one fdatasync covering every partition's batch in it.
     pub fsync_us: Histogram<u64>,
+    /// Records per partition batch.
     pub batch_records: Histogram<u64>,
+    /// Partition batches (and cuts) per journal round: how many partitions one fdatasync served.
+    pub journal_round_batches: Histogram<u64>,
     pub fsyncs: u64,
     pub records_written: u64,
     pub write_failures: u64,
@@ -75,6 +78,7 @@ impl Default for ShardMetrics {
             durable_wait_us: histogram(),
             fsync_us: histogram(),
             batch_records: Histogram::new_with_bounds(1, 1 << 24, 3).expect("valid bounds"),
+            journal_round_batches: Histogram::new_with_bounds(1, 1 << 24, 3).expect("valid bounds"),
             fsyncs: 0,
             records_written: 0,
             write_failures: 0,
@@ -120,6 +124,7 @@ impl ShardMetrics {
         let _ = self.durable_wait_us.add(&o.durable_wait_us);
         let _ = self.fsync_us.add(&o.fsync_us);
         let _ = self.batch_records.add(&o.batch_records);
+        let _ = self.journal_round_batches.add(&o.journal_round_batches);
         self.fsyncs += o.fsyncs;
         self.records_written += o.records_written;
         self.write_failures += o.write_failures;
@@ -241,10 +246,17 @@ pub fn render(m: &ShardMetrics) -> String {
         "",
         &m.durable_wait_us,
     );
-    out.push_str("# HELP ringleader_fsync_us One batch write plus fdatasync, microseconds.\n# TYPE ringleader_fsync_us summary\n");
+    out.push_str("# HELP ringleader_fsync_us One journal round (one write plus one fdatasync for every partition in it), microseconds.\n# TYPE ringleader_fsync_us summary\n");
     summary(&mut out, "ringleader_fsync_us", "", &m.fsync_us);
-    out.push_str("# HELP ringleader_batch_records Records per written batch.\n# TYPE ringleader_batch_records summary\n");
+    out.push_str("# HELP ringleader_batch_records Records per partition batch.\n# TYPE ringleader_batch_records summary\n");
     summary(&mut out, "ringleader_batch_records", "", &m.batch_records);
+    out.push_str("# HELP ringleader_journal_round_batches Partition batches one journal round (one fdatasync) made durable.\n# TYPE ringleader_journal_round_batches summary\n");
+    summary(
+        &mut out,
+        "ringleader_journal_round_batches",
+        "",
+        &m.journal_round_batches,
+    );
     out.push_str("# HELP ringleader_compaction_slice_us One slice of a __consumer_offsets compaction pass, microseconds.\n# TYPE ringleader_compaction_slice_us summary\n");
     summary(
         &mut out,
@@ -255,7 +267,7 @@ pub fn render(m: &ShardMetrics) -> String {
     for (name, help, kind, v) in [
         (
             "ringleader_fsyncs_total",
-            "Batches written and synced.",
+            "Journal rounds written and synced (one fdatasync each).",
             "counter",
             m.fsyncs,
         ),

@@ -261,6 +261,10 @@ fn kill_9_under_load_loses_no_acknowledged_commit() {
         KILL_TOPIC,
         KILL_TOPIC_PARTITIONS,
     );
+    // What is on disk for certain at each start: every partition's last segment as it is
+    // then (journal recovery and a clean stop sync them all).
+    let mut synced = synced_tails(&dir);
+    let mut power_losses = 0usize;
     // The last round stops the broker with SIGTERM under the same load instead: a clean stop
     // must exit 0 and keep every acknowledged commit too.
     for round in 1..=rounds + 1 {
@@ -285,6 +289,13 @@ fn kill_9_under_load_loses_no_acknowledged_commit() {
             broker.stop();
         } else {
             broker.kill9();
+            // Every other kill is a power loss too: segment bytes written since their last
+            // sync are gone (torn at a random point), and only the journal holds those
+            // batches. A process kill alone keeps them in the page cache.
+            if round % 2 == 0 {
+                drop_unsynced_tails(&dir, &synced, &mut rng);
+                power_losses += 1;
+            }
         }
         stop.store(true, Ordering::Relaxed);
         let seen: Vec<Seen> = handles.into_iter().map(|h| h.join().unwrap()).collect();
@@ -300,6 +311,7 @@ fn kill_9_under_load_loses_no_acknowledged_commit() {
         }
 
         broker = Broker::start(&dir, &sets);
+        synced = synced_tails(&dir);
         let loads = broker.log_lines(LOAD_LINE);
         assert_eq!(
             loads.len(),
@@ -398,6 +410,14 @@ fn kill_9_under_load_loses_no_acknowledged_commit() {
         assert_eq!(out.status.code(), Some(0), "dump-log --verify: {text}");
         assert!(text.starts_with("OK: "), "{text}");
     }
+    // A clean stop leaves no journal behind: the segments alone hold everything.
+    let journal_files = std::fs::read_dir(dir.join("__consumer_offsets-journal"))
+        .map(|d| d.count())
+        .unwrap_or(0);
+    assert_eq!(journal_files, 0, "a clean stop removes the journal");
+    println!(
+        "kill -9: {power_losses} of them with the unsynced segment tails dropped (power loss)"
+    );
     println!(
         "kill -9: {rounds} rounds (+1 SIGTERM round), {total_acked} acknowledged partition commits, {total_checked} offsets verified, {durable_unacked} in-flight requests found durable (unacknowledged), {truncations} tail truncations, {segments} segments in {} partitions, {snapshots} snapshots and {compactions} compaction passes completed, {:.1} s",
         group_partitions.len(),
@@ -406,6 +426,48 @@ fn kill_9_under_load_loses_no_acknowledged_commit() {
     assert!(total_acked > 0, "no commit was acknowledged");
     assert!(snapshots > 0, "the load wrote no snapshot to recover from");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Each `__consumer_offsets` partition's last segment: (file name, length). Taken right after a
+/// start, when everything in them is durable.
+fn synced_tails(dir: &Path) -> BTreeMap<i32, (String, u64)> {
+    (0..OFFSETS_PARTITIONS)
+        .filter_map(|p| {
+            let seg = segment_paths(&dir.join(format!("__consumer_offsets-{p}"))).pop()?;
+            let len = std::fs::metadata(&seg).unwrap().len();
+            Some((
+                p,
+                (seg.file_name().unwrap().to_string_lossy().into_owned(), len),
+            ))
+        })
+        .collect()
+}
+
+/// A power loss after a SIGKILL: each partition's last segment keeps what was durable at the
+/// last start (`synced`) plus a random prefix of what was written since. A segment created by a
+/// roll since then was never synced (the roll synced the one before it), so all of it may go.
+/// Only the journal still holds those batches.
+fn drop_unsynced_tails(dir: &Path, synced: &BTreeMap<i32, (String, u64)>, rng: &mut Rng) {
+    for p in 0..OFFSETS_PARTITIONS {
+        let Some(seg) = segment_paths(&dir.join(format!("__consumer_offsets-{p}"))).pop() else {
+            continue;
+        };
+        let name = seg.file_name().unwrap().to_string_lossy().into_owned();
+        let len = std::fs::metadata(&seg).unwrap().len();
+        let durable = match synced.get(&p) {
+            Some((n, l)) if *n == name => *l,
+            _ => 0,
+        };
+        if len > durable {
+            let keep = durable + rng.next() % (len - durable + 1);
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(&seg)
+                .unwrap()
+                .set_len(keep)
+                .unwrap();
+        }
+    }
 }
 
 // ------------------------------------------------------------------------------------------------

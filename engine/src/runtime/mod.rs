@@ -14,6 +14,7 @@
 //! shard's state be touched from another thread.
 
 pub mod conn;
+pub mod journal;
 pub mod partition;
 pub mod router;
 pub mod server;

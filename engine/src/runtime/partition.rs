@@ -10,6 +10,7 @@ use crate::clock::wall_clock_ms;
 use crate::group::{Coordinator, GroupConfig, GroupRequest, GroupResponse, ReqId, RequestContext};
 use crate::oneshot::OneShot;
 use crate::partition_core::{encode_records, PartitionCore, Refusal, Released};
+use crate::runtime::journal::{Payload, RoundStats, ShardJournal, JOURNAL_DIR};
 use crate::snapshot_build::SnapshotBuild;
 use std::cell::{Cell, RefCell};
 use std::future::Future;
@@ -18,7 +19,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Instant;
 use storage::compact::{CompactConfig, Compaction};
-use storage::io::GlommioDir;
+use storage::io::{GlommioDir, LogDir};
 use storage::log::discard_unacknowledged;
 use storage::log::{LogConfig, PartitionLog};
 use wire::records::Record;
@@ -112,6 +113,8 @@ pub struct PartitionTable {
     /// Where a loading partition reads the per-group configs, so that the sessions it restarts
     /// run on each group's own timeout (requests bring later changes).
     group_configs: RefCell<Option<GroupConfigsSource>>,
+    /// Durable mode: the shard's journal, the one durable point of every partition it owns.
+    journal: RefCell<Option<Rc<ShardJournal>>>,
 }
 
 /// The current per-group config overrides (the broker's registry, read lock-free).
@@ -173,6 +176,7 @@ impl PartitionTable {
             clock,
             metrics: RefCell::new(crate::metrics::ShardMetrics::default()),
             group_configs: RefCell::new(None),
+            journal: RefCell::new(None),
         }
     }
 
@@ -198,6 +202,7 @@ impl PartitionTable {
         data_dir: &std::path::Path,
         log_config: LogConfig,
     ) -> anyhow::Result<Vec<LoadReport>> {
+        self.start_journal(data_dir).await?;
         let mut reports = Vec::new();
         for idx in 0..self.slots.len() {
             let partition = self.slots[idx].borrow().core.partition();
@@ -238,6 +243,59 @@ impl PartitionTable {
             });
         }
         Ok(reports)
+    }
+
+    /// Start this shard's journal in `DATA/__consumer_offsets-journal/`. The server recovered
+    /// and removed every journal file before the shards started
+    /// ([`crate::runtime::journal`]); a file of this shard still there means that did not happen,
+    /// and writing over it could lose what only it holds.
+    async fn start_journal(self: &Rc<Self>, data_dir: &std::path::Path) -> anyhow::Result<()> {
+        let dir = GlommioDir::new(data_dir.join(JOURNAL_DIR))?;
+        let leftover =
+            dir.list().await?.into_iter().find(|n| {
+                storage::journal::parse_file_name(n).is_some_and(|(s, _)| s == self.shard)
+            });
+        if let Some(name) = leftover {
+            anyhow::bail!(
+                "journal file {} was not recovered before shard {} started",
+                dir.path().join(name).display(),
+                self.shard
+            );
+        }
+        let journal = storage::journal::Journal::create(dir, self.shard, 1).await?;
+        let table = Rc::downgrade(self);
+        let shard_journal = ShardJournal::start(journal, move |r: RoundStats| {
+            if let Some(t) = table.upgrade() {
+                let mut m = t.metrics.borrow_mut();
+                if r.ok {
+                    m.fsyncs += 1;
+                    let _ = m.fsync_us.record(r.micros);
+                    let _ = m.journal_round_batches.record(r.entries.max(1));
+                } else {
+                    m.write_failures += 1;
+                }
+            }
+        });
+        *self.journal.borrow_mut() = Some(shard_journal);
+        Ok(())
+    }
+
+    /// A clean stop: once connections are drained, make every segment durable and remove the
+    /// journal, so the data directory needs no journal to start again.
+    pub async fn close_journal(&self) {
+        let journal = self.journal.borrow().clone();
+        if let Some(j) = journal {
+            if let Err(e) = j.close().await {
+                tracing::warn!(shard = self.shard, error = %e, "journal not closed; the next start recovers from it");
+            }
+        }
+    }
+
+    fn journal(&self) -> Rc<ShardJournal> {
+        self.journal
+            .borrow()
+            .clone()
+            .expect("durable mode starts the journal before any writer")
     }
 
     /// Mark every owned partition as loading, before the listener opens: requests arriving
@@ -575,12 +633,26 @@ async fn write_pending(
         let Some(batch) = table.slots[idx].borrow_mut().core.take_batch() else {
             break;
         };
-        let started = std::time::Instant::now();
         // Where this batch starts: everything before it is durable, so a failed append is
         // undone by cutting the log back to here.
         let end = log.next_offset();
+        let partition = table.slots[idx].borrow().core.partition();
+        // The segment write is not synced: the journal round makes the batch durable (and a
+        // checkpoint or the next roll syncs the segment behind it).
         let result = match encode_records(&batch.records) {
-            Ok(kv) => log.append_pairs(&kv, table.now()).await.map(|_| ()),
+            Ok(kv) => match log.append_pairs_unsynced(&kv, table.now()).await {
+                Ok((first, _, bytes)) => {
+                    if let Some(segment) = log.active_segment() {
+                        table.journal().mark_dirty(partition, dir, segment);
+                    }
+                    let payload = Payload::Batch {
+                        base_offset: first,
+                        bytes,
+                    };
+                    table.journal().write(partition, payload).await
+                }
+                Err(e) => Err(e),
+            },
             Err(e) => Err(std::io::Error::other(e)),
         };
         match result {
@@ -588,11 +660,7 @@ async fn write_pending(
                 let released = table.slots[idx].borrow_mut().core.batch_durable(batch.upto);
                 {
                     let mut m = table.metrics.borrow_mut();
-                    m.fsyncs += 1;
                     m.records_written += batch.records.len() as u64;
-                    let _ = m
-                        .fsync_us
-                        .record((started.elapsed().as_micros() as u64).max(1));
                     let _ = m.batch_records.record((batch.records.len() as u64).max(1));
                     for r in &released {
                         if let Some(since) = r.waited {
@@ -727,6 +795,17 @@ async fn reload_until_ok(
                 .await
             }
             Err(e) => Err(anyhow::anyhow!("cutting the failed batch: {e}")),
+        };
+        // The cut must be in the journal before the partition serves again: the failed batch's
+        // entry may have reached an earlier round's file, and recovery must not bring it back.
+        let loaded = match loaded {
+            Ok(l) => table
+                .journal()
+                .write(partition, Payload::Cut { offset: end })
+                .await
+                .map(|()| l)
+                .map_err(|e| anyhow::anyhow!("journaling the cut: {e}")),
+            Err(e) => Err(e),
         };
         match loaded {
             Ok((coordinator, log, report, _)) => {

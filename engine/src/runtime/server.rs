@@ -198,6 +198,14 @@ pub fn start(
     let mesh = (cores > 1).then(|| router::mesh(cores));
     let (ready_tx, ready_rx) = mpsc::channel::<anyhow::Result<()>>();
     let partitions = broker.config.offsets_topic_num_partitions;
+    // What only the journal holds goes into the partition logs before any shard loads them.
+    if let Some(dir) = &broker.data_dir {
+        crate::runtime::journal::recover_before_start(
+            dir,
+            partitions,
+            offsets_log_config(&broker),
+        )?;
+    }
     let mut shards = Vec::with_capacity(cores);
     for (i, listener) in listeners.fds.into_iter().enumerate() {
         let broker = broker.clone();
@@ -401,7 +409,17 @@ async fn run_shard(
     }
     // Connections are drained: group deadlines, retention, sweeps and the load end now.
     tasks.join().await;
+    table.close_journal().await;
     Ok(())
+}
+
+/// How `__consumer_offsets` segment logs are written and read, from the broker's config.
+fn offsets_log_config(broker: &Broker) -> storage::log::LogConfig {
+    storage::log::LogConfig {
+        segment_bytes: broker.config.offsets_topic_segment_bytes.max(1) as u64,
+        read_chunk_bytes: broker.config.offsets_load_buffer_size.max(4096) as usize,
+        ..storage::log::LogConfig::default()
+    }
 }
 
 /// Open and replay this shard's `__consumer_offsets` logs, one log line per partition.
@@ -410,13 +428,8 @@ async fn load_partitions(
     broker: &Broker,
     data_dir: &std::path::Path,
 ) -> anyhow::Result<()> {
-    let log_config = storage::log::LogConfig {
-        segment_bytes: broker.config.offsets_topic_segment_bytes.max(1) as u64,
-        read_chunk_bytes: broker.config.offsets_load_buffer_size.max(4096) as usize,
-        ..storage::log::LogConfig::default()
-    };
     let loaded = table
-        .open_logs(data_dir, log_config)
+        .open_logs(data_dir, offsets_log_config(broker))
         .await
         .map_err(|e| anyhow::anyhow!("{e:#}"))?;
     for r in loaded {
