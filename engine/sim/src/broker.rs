@@ -55,11 +55,16 @@ pub(super) struct Snap {
     pub records: Vec<engine::snapshot_build::SnapshotRecord>,
 }
 
-/// One batch of records in flight to the disk.
+/// One batch of records in flight to the disk: written to its segment (unsynced) at
+/// `WriterDone`, then durable when its journal round is.
 #[derive(Debug)]
 pub(super) struct InFlight {
     pub records: Vec<Record>,
     pub upto: u64,
+    /// Where the log ended before this batch (a failure cuts back to it).
+    pub end: u64,
+    /// Once in its segment: (base offset, the batch's bytes) for the journal round.
+    pub written: Option<super::journal::Written>,
 }
 
 pub(super) struct Slot {
@@ -147,17 +152,17 @@ impl Slot {
     }
 }
 
-/// The writer's append (`log_writer`): the broker's own encoding and append, as one batch with
-/// one write and one fsync. A record that does not encode is a coordinator bug, not a disk
-/// fault, so it stops the seed instead of failing the write.
+/// The writer's append (`log_writer`): the broker's own encoding, one batch written to the
+/// segment without a sync (the journal round makes it durable). A record that does not encode
+/// is a coordinator bug, not a disk fault, so it stops the seed instead of failing the write.
 fn append(
     log: &mut PartitionLog<MemDir>,
     records: &[Record],
     now: i64,
-) -> std::io::Result<(u64, u64)> {
+) -> std::io::Result<(u64, u64, Vec<u8>)> {
     let encoded =
         engine::partition_core::encode_records(records).expect("coordinator records encode");
-    block_on(log.append_pairs(&encoded, now))
+    block_on(log.append_pairs_unsynced(&encoded, now))
 }
 
 /// A record's value in a trace line.
@@ -404,9 +409,16 @@ impl World {
         let Some(batch) = slot.core_mut().take_batch() else {
             return;
         };
+        let end = slot
+            .log
+            .as_ref()
+            .expect("a writing partition has a log")
+            .next_offset();
         slot.in_flight = Some(InFlight {
             records: batch.records,
             upto: batch.upto,
+            end,
+            written: None,
         });
         let mut latency = self.rng.range(0, self.p.fsync_max_ms + 1);
         if self.rng.chance(0.01) {
@@ -416,62 +428,78 @@ impl World {
         self.push(self.now + latency, Ev::WriterDone { p: s, inc });
     }
 
-    /// The write + fdatasync of the batch in flight completes (or fails).
+    /// The segment write of the batch in flight completes (or fails); a written batch joins the
+    /// next journal round, which makes it durable.
     pub(super) fn writer_done(&mut self, s: usize) {
-        let Some(batch) = self.slots[s].in_flight.take() else {
+        let now = self.now;
+        let slot = &mut self.slots[s];
+        let Some(batch) = slot.in_flight.as_mut().filter(|b| !b.is_written()) else {
             return;
         };
-        let now = self.now;
-        let log = self.slots[s]
-            .log
-            .as_mut()
-            .expect("a writing partition has a log");
-        let end = log.next_offset();
+        let log = slot.log.as_mut().expect("a writing partition has a log");
         let result = append(log, &batch.records, now);
+        let active = log.active_segment();
         if self.cfg.trace {
             let segs = self.slots[s].log.as_ref().map_or(0, |l| l.segment_count());
             let line = format!(
-                "p{s}: append of {} records -> {result:?} ({segs} segments)",
-                batch.records.len()
+                "p{s}: segment write -> {:?} ({segs} segments)",
+                result.as_ref().map(|r| (r.0, r.1))
             );
             self.trace(|| line);
         }
         match result {
-            Ok(_) => {
-                self.stats.batches += 1;
-                self.stats.records += batch.records.len() as u64;
-                let slot = &mut self.slots[s];
-                // Every earlier batch is now something acknowledged responses rely on: a
-                // batch left on disk by a failed append, then this one.
-                for b in std::mem::take(&mut slot.tail) {
-                    for r in &b {
-                        slot.shadow.replay(r);
-                    }
+            Ok((first, _, bytes)) => {
+                let batch = self.slots[s].in_flight.as_mut().expect("checked");
+                batch.written = Some((first, bytes));
+                if let Some(segment) = active {
+                    self.journal.dirty.insert(s, segment);
                 }
-                for r in &batch.records {
-                    slot.shadow.replay(r);
-                }
-                let released = self.slots[s].core_mut().batch_durable(batch.upto);
-                self.release_all(s, released);
-                if self.slots[s].pending_len() == 0 {
-                    self.maybe_snapshot(s);
-                    self.compaction_slice(s);
-                } else {
-                    self.writer_start(s);
-                }
+                self.journal_submit(s);
             }
             Err(e) => {
-                self.stats.failed_writes += 1;
-                self.trace(|| format!("p{s}: append failed ({e}); failing waiting requests"));
-                // The batch may have reached the file without its fsync: the reload cuts it.
-                let failed = self.slots[s].core_mut().batch_failed(end);
-                self.release_all(s, failed);
-                self.slots[s].tail.push(batch.records);
-                self.slots[s].log = None;
-                self.slots[s].compaction = None;
-                self.try_reload(s);
+                let batch = self.slots[s].in_flight.take().expect("checked");
+                self.batch_failed(s, batch, e);
             }
         }
+    }
+
+    /// The batch's journal round is durable: release what waited for it.
+    pub(super) fn batch_durable(&mut self, s: usize, batch: InFlight) {
+        self.stats.batches += 1;
+        self.stats.records += batch.records.len() as u64;
+        let slot = &mut self.slots[s];
+        // Every earlier batch is now something acknowledged responses rely on: a batch left on
+        // disk by a failed append, then this one.
+        for b in std::mem::take(&mut slot.tail) {
+            for r in &b {
+                slot.shadow.replay(r);
+            }
+        }
+        for r in &batch.records {
+            slot.shadow.replay(r);
+        }
+        let released = self.slots[s].core_mut().batch_durable(batch.upto);
+        self.release_all(s, released);
+        if self.slots[s].pending_len() == 0 {
+            self.maybe_snapshot(s);
+            self.compaction_slice(s);
+        } else {
+            self.writer_start(s);
+        }
+    }
+
+    /// The segment write or the journal round failed: fail what waited, cut and reload.
+    pub(super) fn batch_failed(&mut self, s: usize, batch: InFlight, e: std::io::Error) {
+        self.stats.failed_writes += 1;
+        self.trace(|| format!("p{s}: write failed ({e}); failing waiting requests"));
+        // The batch may have reached the file (or the journal) without its sync: the reload
+        // cuts it, and journals the cut.
+        let failed = self.slots[s].core_mut().batch_failed(batch.end);
+        self.release_all(s, failed);
+        self.slots[s].tail.push(batch.records);
+        self.slots[s].log = None;
+        self.slots[s].compaction = None;
+        self.try_reload(s);
     }
 
     /// `reload_until_ok`: reload from disk, retrying every second while it fails.
@@ -485,7 +513,15 @@ impl World {
             .map(|_| ()),
             None => Ok(()),
         };
-        match cut.and_then(|()| self.load_partition(s)) {
+        let end = self.slots[s].core_mut().discard_from();
+        let loaded = cut.and_then(|()| self.load_partition(s)).and_then(|l| {
+            // The cut is journaled before the partition serves again.
+            match end {
+                Some(end) => self.journal_cut(s, end).map(|()| l),
+                None => Ok(l),
+            }
+        });
+        match loaded {
             Ok((c, log)) => {
                 self.stats.reloads += 1;
                 self.trace(|| format!("p{s}: reloaded after a failed write"));
@@ -664,6 +700,8 @@ impl World {
     pub(super) fn crash(&mut self) {
         self.stats.broker_crashes += 1;
         self.trace(|| "broker crash".into());
+        // The journal round in flight (it reads the batches it carries) and the checkpoint.
+        self.journal_crash();
         for s in 0..self.slots.len() {
             if self.slots[s].compaction.is_some() && self.rng.chance(0.5) {
                 // A compaction slice was under way: cut it after a random number of its
@@ -677,12 +715,15 @@ impl World {
             }
             self.slots[s].compaction = None;
             if let Some(batch) = self.slots[s].in_flight.take() {
-                // The append was under way: cut it after a random number of its operations.
-                let ops = self.rng.below(6);
-                self.slots[s].dir.fail_after(ops);
-                let now = self.now;
-                if let Some(log) = self.slots[s].log.as_mut() {
-                    let _ = append(log, &batch.records, now);
+                if !batch.is_written() {
+                    // The segment write was under way: cut it after a random number of its
+                    // operations.
+                    let ops = self.rng.below(6);
+                    self.slots[s].dir.fail_after(ops);
+                    let now = self.now;
+                    if let Some(log) = self.slots[s].log.as_mut() {
+                        let _ = append(log, &batch.records, now);
+                    }
                 }
                 self.slots[s].tail.push(batch.records);
             }
@@ -718,6 +759,7 @@ impl World {
     pub(super) fn restart(&mut self) {
         self.broker_up = true;
         self.trace(|| "broker restart".into());
+        self.journal_recover_and_start();
         for s in 0..self.slots.len() {
             match self.load_partition(s) {
                 Ok((c, log)) => {

@@ -46,6 +46,7 @@
 
 mod broker;
 mod clients;
+mod journal;
 mod oracle;
 pub mod rng;
 mod world;
@@ -115,6 +116,12 @@ pub struct SimStats {
     pub compactions: u64,
     pub batches: u64,
     pub records: u64,
+    /// Journal rounds written and synced (each covers the batches of several partitions).
+    pub journal_rounds: u64,
+    /// Journal checkpoints completed (segments synced, older generations removed).
+    pub checkpoints: u64,
+    /// Batches journal recovery appended to a partition log after a crash.
+    pub journal_batches_recovered: u64,
     pub client_crashes: u64,
     /// Acknowledged (released, error-free) offset commits, per partition committed.
     pub acked_commits: u64,
@@ -146,6 +153,9 @@ impl SimStats {
         self.compactions += o.compactions;
         self.batches += o.batches;
         self.records += o.records;
+        self.journal_rounds += o.journal_rounds;
+        self.checkpoints += o.checkpoints;
+        self.journal_batches_recovered += o.journal_batches_recovered;
         self.client_crashes += o.client_crashes;
         self.acked_commits += o.acked_commits;
         self.protocol_switches += o.protocol_switches;
@@ -161,7 +171,8 @@ impl fmt::Display for SimStats {
             f,
             "seeds {} | steps {} | simulated {:.1} h | requests {} | responses {} | dropped {} | \
              duplicated {} | broker crashes {} | disk faults {} | failed writes {} | reloads {} | \
-             snapshots {} | compactions {} | batches {} | records {} | client crashes {} | acked commits {} | \
+             snapshots {} | compactions {} | batches {} | records {} | journal rounds {} | \
+             checkpoints {} | batches recovered from the journal {} | client crashes {} | acked commits {} | \
              protocol switches {} | conversions {} | invariant checks {}",
             self.seeds,
             self.steps,
@@ -178,6 +189,9 @@ impl fmt::Display for SimStats {
             self.compactions,
             self.batches,
             self.records,
+            self.journal_rounds,
+            self.checkpoints,
+            self.journal_batches_recovered,
             self.client_crashes,
             self.acked_commits,
             self.protocol_switches,

@@ -120,6 +120,19 @@ pub(super) enum Ev {
         p: usize,
         inc: u64,
     },
+    JournalStart {
+        inc: u64,
+    },
+    JournalDone {
+        inc: u64,
+    },
+    CheckpointDone {
+        inc: u64,
+    },
+    JournalFault,
+    JournalHeal {
+        inc: u64,
+    },
     Crash,
     Restart,
 }
@@ -171,6 +184,8 @@ pub(super) struct Params {
     pub log_cfg: LogConfig,
     pub compaction_slice_bytes: usize,
     pub snapshot_slice_records: usize,
+    /// The journal rotates (and checkpoints) past this many bytes.
+    pub journal_checkpoint_bytes: u64,
 }
 
 impl Params {
@@ -224,6 +239,7 @@ impl Params {
                 *rng.pick(&[None, Some(15_000.0), Some(60_000.0)])
             },
             heal_max_ms: *rng.pick(&[100, 3000]),
+            journal_checkpoint_bytes: *rng.pick(&[2048, 16_384, 262_144, 64 << 20]),
             fsync_max_ms: *rng.pick(&[1, 5, 30]),
             client_crash_p: if calm {
                 0.0
@@ -298,6 +314,8 @@ pub(super) struct World {
     /// Groups whose invariants this step must re-check.
     pub touched: BTreeSet<usize>,
     recent: VecDeque<String>,
+    /// The shard's journal: the one durable point of every partition.
+    pub journal: super::journal::SimJournal,
 }
 
 impl World {
@@ -369,7 +387,10 @@ impl World {
             settling: false,
             touched: BTreeSet::new(),
             recent: VecDeque::new(),
+            journal: Default::default(),
         };
+        w.journal.checkpoint_bytes = w.p.journal_checkpoint_bytes;
+        w.journal_recover_and_start();
         for p in 0..cfg.partitions.max(1) {
             w.slots.push(Slot::new(p));
         }
@@ -399,6 +420,8 @@ impl World {
                 let at = w.now + w.rng.exp(mean);
                 w.push(at, Ev::DiskFault(s));
             }
+            let at = w.now + w.rng.exp(mean);
+            w.push(at, Ev::JournalFault);
         }
         w
     }
@@ -561,6 +584,10 @@ impl World {
                 self.push(self.now, Ev::DiskHeal { p: s, inc });
             }
         }
+        if self.journal.failing {
+            let inc = self.incarnation;
+            self.push(self.now, Ev::JournalHeal { inc });
+        }
         for c in 0..self.clients.len() {
             self.clients[c].cut_off_until = 0;
             self.wake_client_at(c, self.now);
@@ -602,6 +629,11 @@ impl World {
             Ev::ReloadRetry { p, .. } => (7, *p as u64, format!("reload retry p{p}")),
             Ev::DiskFault(p) => (8, *p as u64, format!("disk fault p{p}")),
             Ev::DiskHeal { p, .. } => (9, *p as u64, format!("disk heal p{p}")),
+            Ev::JournalStart { .. } => (12, 0, "journal round start".into()),
+            Ev::JournalDone { .. } => (13, 0, "journal round done".into()),
+            Ev::CheckpointDone { .. } => (14, 0, "journal checkpoint done".into()),
+            Ev::JournalFault => (15, 0, "journal disk fault".into()),
+            Ev::JournalHeal { .. } => (16, 0, "journal disk heal".into()),
             Ev::Crash => (10, 0, "BROKER CRASH".into()),
             Ev::Restart => (11, 0, "broker restart".into()),
         }
@@ -658,6 +690,35 @@ impl World {
             Ev::DiskHeal { p, inc } => {
                 if inc == self.incarnation {
                     self.disk_heal(p);
+                }
+            }
+            Ev::JournalStart { inc } => {
+                if inc == self.incarnation && self.broker_up {
+                    self.journal_start();
+                }
+            }
+            Ev::JournalDone { inc } => {
+                if inc == self.incarnation && self.broker_up {
+                    self.journal_done();
+                }
+            }
+            Ev::CheckpointDone { inc } => {
+                if inc == self.incarnation && self.broker_up {
+                    self.checkpoint_done();
+                }
+            }
+            Ev::JournalFault => {
+                if !self.settling {
+                    self.journal_fault();
+                    if let Some(mean) = self.p.disk_fault_mean_ms {
+                        let at = self.now + self.rng.exp(mean);
+                        self.push(at, Ev::JournalFault);
+                    }
+                }
+            }
+            Ev::JournalHeal { inc } => {
+                if inc == self.incarnation {
+                    self.journal_heal();
                 }
             }
             Ev::Crash => {
