@@ -26,7 +26,9 @@
 #     (incremental: memberCount - 1 members assigned first, then "newMember" joins; see AssignorBench.java);
 #   - load: CoordinatorLoaderImpl loading a real UnifiedLog of N offset-commit records (1,000 groups × 64
 #     partitions, batches of 1,000) into a fresh GroupCoordinatorShard; the segments are written by Ringleader's
-#     `offset_log` example, so Ringleader (`offset_log load`, same core, right after) loads the very same bytes;
+#     `offset_log` example, so Ringleader (`offset_log load`, same core, right after) loads the very same bytes.
+#     Also, at the first record count, the records of Kafka's own GroupCoordinatorShardLoadingBenchmark (one group,
+#     2,048 topics, batches of 2,048; the source of its published ~4.3 M records/s), loaded by both;
 #   - regex: TopicRegexResolver, 1 regex × 10,000 topics, on Kafka's RegexResolutionBenchmark shape and on the
 #     shape of Ringleader's `coordinator_regex` bench.
 # Benchmarks never assert times: the script fails only if a run errs (each benchmark checks its result is real).
@@ -114,35 +116,48 @@ if want regex; then
 fi
 
 if want load; then
-  # The segments, written once per record count and kept (they are the input, not a result).
+  # The segments, written once per shape and record count and kept under $OUT/offsets (they are the input, not a
+  # result): ringleader-N by Ringleader's offset_log example (or, without cargo or with --kafka-writer, the same
+  # records through Kafka's serde), kafka-N (Kafka's own loading-benchmark records) by WriteOffsetLog.
   WRITER=kafka-serde
   if [[ $KAFKA_WRITER -eq 0 && $HAVE_CARGO -eq 1 ]]; then
-    WRITER=ringleader
+    WRITER=offset_log
     cargo build --release -q -p ringleader-benches --example offset_log
   fi
-  OFFSETS="$OUT/offsets-$WRITER"
-  for n in ${RECORDS//,/ }; do
-    if [[ ! -f "$OFFSETS/$n.done" ]]; then
-      rm -rf "${OFFSETS:?}/$n"
-      mkdir -p "$OFFSETS"
-      if [[ $WRITER == ringleader ]]; then
-        "$TARGET_DIR/release/examples/offset_log" write "$OFFSETS/$n" "$n" >&2
-      else
-        java -Xmx256m -cp "$CP" dev.ringleader.kafkajmh.WriteOffsetLog "$OFFSETS/$n" "$n" >&2
-      fi
-      touch "$OFFSETS/$n.done"
+  OFFSETS="$OUT/offsets"
+  mkdir -p "$OFFSETS"
+  write_log() { # NAME WRITER COMMAND...
+    local name="$1" writer="$2"; shift 2
+    if [[ "$(cat "$OFFSETS/$name.done" 2>/dev/null)" != "$writer" ]]; then
+      rm -rf "${OFFSETS:?}/$name" "$OFFSETS/$name.done"
+      "$@" >&2
+      echo "$writer" >"$OFFSETS/$name.done"
     fi
+  }
+  LOGS=()
+  for n in ${RECORDS//,/ }; do
+    if [[ $WRITER == offset_log ]]; then
+      write_log "ringleader-$n" offset_log "$TARGET_DIR/release/examples/offset_log" write "$OFFSETS/ringleader-$n" "$n"
+    else
+      write_log "ringleader-$n" kafka-serde java -Xmx256m -cp "$CP" dev.ringleader.kafkajmh.WriteOffsetLog "$OFFSETS/ringleader-$n" "$n" ringleader
+    fi
+    LOGS+=("ringleader-$n")
   done
-  jmh load 'dev.ringleader.kafkajmh.OffsetLoadBench' "${LOAD_ITER[@]}" -p "records=$RECORDS" \
+  # Kafka's own shape once, at the first record count: does its published rate reproduce here?
+  first="${RECORDS%%,*}"
+  write_log "kafka-$first" kafka-serde java -Xmx256m -cp "$CP" dev.ringleader.kafkajmh.WriteOffsetLog "$OFFSETS/kafka-$first" "$first" kafka
+  LOGS+=("kafka-$first")
+  LOG_LIST=$(IFS=,; echo "${LOGS[*]}")
+  jmh load 'dev.ringleader.kafkajmh.OffsetLoadBench' "${LOAD_ITER[@]}" -p "log=$LOG_LIST" \
     -jvmArgs "$FORK_ARGS -Drl.jmh.offsets=$OFFSETS"
   echo "$WRITER" >"$OUT/load-writer.txt"
   # Ringleader's load of the same files, same core, right after: the ratio of one run.
   if [[ $RINGLEADER -eq 1 && $HAVE_CARGO -eq 1 ]]; then
     cargo build --release -q -p ringleader-benches --example offset_log
-    for n in ${RECORDS//,/ }; do
-      echo "== ringleader load $n" >&2
-      taskset -c 0 "$TARGET_DIR/release/examples/offset_log" load "$OFFSETS/$n" "$RL_ROUNDS" | tee "$OUT/ringleader-load-$n.log" >&2
-      tail -1 "$OUT/ringleader-load-$n.log" >"$OUT/ringleader-load-$n.json"
+    for name in "${LOGS[@]}"; do
+      echo "== ringleader load $name" >&2
+      taskset -c 0 "$TARGET_DIR/release/examples/offset_log" load "$OFFSETS/$name" "$RL_ROUNDS" | tee "$OUT/ringleader-load-$name.log" >&2
+      tail -1 "$OUT/ringleader-load-$name.log" >"$OUT/ringleader-load-$name.json"
     done
   fi
 fi
@@ -178,14 +193,18 @@ for r in load("regex"):
     table.append((f"regex 1 × {p['topicCount']} topics, {p['shape']} shape", f"{s:.3f} ± {e:.3f} ms"))
 writer = open(os.path.join(out, "load-writer.txt")).read().strip() if os.path.exists(os.path.join(out, "load-writer.txt")) else None
 for r in load("load"):
-    n = int(r["params"]["records"])
+    name = r["params"]["log"]
+    shape, n = name.rsplit("-", 1)
+    n = int(n)
     s, e, unit, raw = score(r)
     runs = [x for fork in raw for x in fork]
     best = min(runs) if runs else s
-    row = {"bench": "load", "records": n, "segments_written_by": writer, "kafka_ms_mean": s, "kafka_ms_error": e,
-           "kafka_ms_runs": runs, "kafka_records_per_s_mean": n / (s / 1000), "kafka_records_per_s_best": n / (best / 1000)}
-    line = f"{n / (s / 1000) / 1e6:.2f} M/s mean ({s:.0f} ms), best {n / (best / 1000) / 1e6:.2f} M/s"
-    rl = os.path.join(out, f"ringleader-load-{n}.json")
+    row = {"bench": "load", "log": name, "shape": shape, "records": n,
+           "segments_written_by": writer if shape == "ringleader" else "kafka-serde",
+           "kafka_ms_mean": s, "kafka_ms_error": e, "kafka_ms_runs": runs,
+           "kafka_records_per_s_mean": n / (s / 1000), "kafka_records_per_s_best": n / (best / 1000)}
+    line = f"Kafka {n / (s / 1000) / 1e6:.2f} M/s mean ({s:.0f} ms), best {n / (best / 1000) / 1e6:.2f} M/s"
+    rl = os.path.join(out, f"ringleader-load-{name}.json")
     if os.path.exists(rl):
         j = json.load(open(rl))
         secs = sorted(j["seconds"])
@@ -195,7 +214,8 @@ for r in load("load"):
                     "ratio_ringleader_over_kafka_mean": (j["records"] / mean) / (n / (s / 1000))})
         line += f"; Ringleader {j['records'] / mean / 1e6:.2f} M/s mean, best {j['records'] / secs[0] / 1e6:.2f} M/s; ratio {row['ratio_ringleader_over_kafka_mean']:.2f}x"
     rows.append(row)
-    table.append((f"load {n:,} offset commits (CoordinatorLoaderImpl)", line))
+    label = "Ringleader's records (1,000 groups x 64 partitions)" if shape == "ringleader" else "Kafka's loading-benchmark records (1 group x 2,048 topics)"
+    table.append((f"load {n:,}, {label}", line))
 
 def sh(cmd):
     try:

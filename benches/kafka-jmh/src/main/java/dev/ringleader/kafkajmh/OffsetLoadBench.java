@@ -61,27 +61,36 @@ import java.util.stream.Stream;
  * {@code GroupCoordinatorShard} through {@code SnapshottableCoordinator}, committing every 16,384 offsets
  * ({@code DEFAULT_COMMIT_INTERVAL_OFFSETS}). Kafka's own {@code GroupCoordinatorShardLoadingBenchmark} drives the
  * same classes from an in-memory mock log; here the log is real: Kafka's {@code UnifiedLog} opened over segment
- * files on disk.
+ * files on disk (read through the page cache, as a restart finds them).
  *
- * <p>The segments come from outside ({@code -Drl.jmh.offsets=DIR}, holding {@code <records>/*.log}): by default
- * Ringleader's {@code offset_log} example writes them, so Kafka loads the very bytes Ringleader's replay bench loads
- * (1,000 groups × 64 partitions of one topic, batches of 1,000 records). Opening the log in the trial set-up
- * recovers every segment (Kafka validates each batch's CRC and rebuilds the indexes); the set-up fails unless Kafka
- * accepts every record. Each invocation loads the whole partition into a new shard; records/s = records / time.
+ * <p>The segments come from outside: {@code -Drl.jmh.offsets=DIR}, with {@code DIR/<log>/*.log} for each value of
+ * the {@code log} parameter, {@code <shape>-<records>}:
+ * <ul>
+ *   <li>{@code ringleader-N}: Ringleader's replay-bench records (1,000 groups × 64 partitions of one topic, batches
+ *   of 1,000), written by its {@code offset_log} example, so Kafka loads the very bytes Ringleader's bench loads;</li>
+ *   <li>{@code kafka-N}: the records of Kafka's loading benchmark (one group, 2,048 topics, batches of 2,048),
+ *   written by {@link WriteOffsetLog}, to reproduce Kafka's published rate on this machine.</li>
+ * </ul>
+ * Opening the log in the trial set-up recovers every segment (Kafka validates each batch's CRC and rebuilds the
+ * indexes); the set-up fails unless Kafka accepts every record. Each invocation loads the whole partition into a new
+ * shard and is checked afterwards; records/s = records / time.
  */
 @State(Scope.Benchmark)
 @BenchmarkMode(Mode.SingleShotTime)
 @OutputTimeUnit(TimeUnit.MILLISECONDS)
 public class OffsetLoadBench {
 
-    @Param({"2000000"})
-    public long records;
+    @Param({"ringleader-2000000"})
+    public String log;
+
+    private long records;
+    private boolean kafkaShape;
 
     private static final TopicPartition TP = new TopicPartition("__consumer_offsets", 0);
 
     private Path workDir;
     private KafkaScheduler logScheduler;
-    private UnifiedLog log;
+    private UnifiedLog unifiedLog;
     private GroupCoordinatorConfig config;
 
     private GroupCoordinatorMetrics metrics;
@@ -93,8 +102,15 @@ public class OffsetLoadBench {
     @Setup(Level.Trial)
     public void openLog() throws IOException {
         String base = System.getProperty("rl.jmh.offsets");
-        if (base == null) throw new IllegalStateException("-Drl.jmh.offsets=DIR (with DIR/" + records + "/*.log) is required");
-        Path source = Path.of(base, String.valueOf(records));
+        if (base == null) throw new IllegalStateException("-Drl.jmh.offsets=DIR (with DIR/" + log + "/*.log) is required");
+        int dash = log.lastIndexOf('-');
+        kafkaShape = switch (log.substring(0, Math.max(dash, 0))) {
+            case "ringleader" -> false;
+            case "kafka" -> true;
+            default -> throw new IllegalArgumentException("log: ringleader-N or kafka-N, not " + log);
+        };
+        records = Long.parseLong(log.substring(dash + 1));
+        Path source = Path.of(base, log);
         List<Path> segments = new ArrayList<>();
         try (Stream<Path> files = Files.list(source)) {
             files.filter(p -> p.getFileName().toString().endsWith(".log")).sorted().forEach(segments::add);
@@ -110,14 +126,14 @@ public class OffsetLoadBench {
         logScheduler.startup();
         // __consumer_offsets is compacted; nothing here runs the cleaner.
         LogConfig logConfig = new LogConfig(Map.of("cleanup.policy", "compact"));
-        log = UnifiedLog.create(partitionDir.toFile(), logConfig, 0L, 0L, logScheduler, new BrokerTopicStats(),
+        unifiedLog = UnifiedLog.create(partitionDir.toFile(), logConfig, 0L, 0L, logScheduler, new BrokerTopicStats(),
             Time.SYSTEM, 60_000, new ProducerStateManagerConfig(86_400_000, false), 600_000,
             new LogDirFailureChannel(1), false, Optional.empty());
-        if (log.logEndOffset() != records) {
-            throw new IllegalStateException("Kafka recovered " + log.logEndOffset() + " of " + records + " records from " + source);
+        if (unifiedLog.logEndOffset() != records) {
+            throw new IllegalStateException("Kafka recovered " + unifiedLog.logEndOffset() + " of " + records + " records from " + source);
         }
         // A leader that has everything committed: the high watermark at the log end, as after a restart.
-        log.updateHighWatermark(log.logEndOffset());
+        unifiedLog.updateHighWatermark(unifiedLog.logEndOffset());
         config = GroupCoordinatorConfig.fromProps(Map.of());
     }
 
@@ -137,7 +153,7 @@ public class OffsetLoadBench {
             .withTopicPartition(TP)
             .build();
         playback = new CountingPlayback(new SnapshottableCoordinator<>(logContext, snapshotRegistry, shard, TP));
-        loader = new CoordinatorLoaderImpl<>(Time.SYSTEM, tp -> Optional.of(log), tp -> Optional.of(log.logEndOffset()),
+        loader = new CoordinatorLoaderImpl<>(Time.SYSTEM, tp -> Optional.of(unifiedLog), tp -> Optional.of(unifiedLog.logEndOffset()),
             new GroupCoordinatorRecordSerde(), config.offsetsLoadBufferSize(), CoordinatorLoaderImpl.DEFAULT_COMMIT_INTERVAL_OFFSETS);
     }
 
@@ -160,37 +176,48 @@ public class OffsetLoadBench {
     }
 
     /**
-     * The shard must hold what the records say. Record i commits offset i for group-(i % 1000), partition i % 64 of
-     * "orders" (benches/src/lib.rs, offset_commits::commit_record), so the last record of each (group, partition)
-     * holds its offset; check one group's 64 partitions.
+     * The shard must hold what the records say. Ringleader's shape: record i commits offset i for group-(i % 1000),
+     * partition i % 64 of "orders" (benches/src/lib.rs, offset_commits::commit_record), so the last record of each
+     * (group, partition) holds its offset; one group's 64 partitions are checked. Kafka's shape: test-group holds
+     * offset 0 for partition 0 of each topic-j; ten topics are checked.
      */
     private void checkOffsets() {
-        int group = 7;
-        List<Integer> partitions = new ArrayList<>();
-        for (int p = 0; p < 64; p++) partitions.add(p);
-        OffsetFetchResponseData.OffsetFetchResponseGroup response = shard.fetchOffsets(
-            new OffsetFetchRequestData.OffsetFetchRequestGroup()
-                .setGroupId("group-" + group)
-                .setTopics(List.of(new OffsetFetchRequestData.OffsetFetchRequestTopics().setName("orders").setPartitionIndexes(partitions))),
-            Long.MAX_VALUE);
-        for (OffsetFetchResponseData.OffsetFetchResponsePartitions p : response.topics().get(0).partitions()) {
-            long expected = -1;
-            for (long i = records - 1; i >= 0 && i >= records - 64_000; i--) {
-                if (i % 1000 == group && i % 64 == p.partitionIndex()) {
-                    expected = i;
-                    break;
-                }
+        String group = kafkaShape ? "test-group" : "group-7";
+        List<OffsetFetchRequestData.OffsetFetchRequestTopics> topics = new ArrayList<>();
+        if (kafkaShape) {
+            for (int t = 0; t < 10; t++) {
+                topics.add(new OffsetFetchRequestData.OffsetFetchRequestTopics().setName("topic-" + t).setPartitionIndexes(List.of(0)));
             }
-            if (p.committedOffset() != expected) {
-                throw new IllegalStateException("group-" + group + " orders-" + p.partitionIndex() + " at "
-                    + p.committedOffset() + ", expected " + expected);
+        } else {
+            List<Integer> partitions = new ArrayList<>();
+            for (int p = 0; p < 64; p++) partitions.add(p);
+            topics.add(new OffsetFetchRequestData.OffsetFetchRequestTopics().setName("orders").setPartitionIndexes(partitions));
+        }
+        OffsetFetchResponseData.OffsetFetchResponseGroup response = shard.fetchOffsets(
+            new OffsetFetchRequestData.OffsetFetchRequestGroup().setGroupId(group).setTopics(topics), Long.MAX_VALUE);
+        int checked = 0;
+        for (OffsetFetchResponseData.OffsetFetchResponseTopics t : response.topics()) {
+            for (OffsetFetchResponseData.OffsetFetchResponsePartitions p : t.partitions()) {
+                long expected = kafkaShape ? 0 : -1;
+                for (long i = records - 1; !kafkaShape && i >= 0 && i >= records - 64_000; i--) {
+                    if (i % 1000 == 7 && i % 64 == p.partitionIndex()) {
+                        expected = i;
+                        break;
+                    }
+                }
+                if (p.committedOffset() != expected) {
+                    throw new IllegalStateException(group + " " + t.name() + "-" + p.partitionIndex() + " at "
+                        + p.committedOffset() + ", expected " + expected);
+                }
+                checked++;
             }
         }
+        if (checked != (kafkaShape ? 10 : 64)) throw new IllegalStateException("checked " + checked + " offsets of " + group);
     }
 
     @TearDown(Level.Trial)
     public void closeLog() throws Exception {
-        log.close();
+        unifiedLog.close();
         logScheduler.shutdown();
         try (Stream<Path> files = Files.walk(workDir)) {
             files.sorted(Comparator.reverseOrder()).map(Path::toFile).forEach(File::delete);
