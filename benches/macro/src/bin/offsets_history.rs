@@ -459,15 +459,19 @@ fn process_start_secs(pid: u32) -> anyhow::Result<f64> {
     Ok(ticks / hz)
 }
 
-/// One OffsetFetch v8 over `groups`, each with `partitions` of the topic; per group: the group's
-/// error code, or 0 with whether every partition holds the history's final offset.
+/// Per group of an OffsetFetch: the group's error code, or 0 with whether every partition holds
+/// the history's final offset.
+type Answer = (i16, bool);
+
+/// One OffsetFetch v8 over `groups`, each with `partitions` of the topic. Also the first
+/// partition found with another offset than the history's, described.
 fn fetch(
     shape: &Shape,
     st: &mut TcpStream,
     corr: i32,
     groups: &[usize],
     partitions: impl Fn(usize) -> Vec<i32>,
-) -> anyhow::Result<Vec<(i16, bool)>> {
+) -> anyhow::Result<(Vec<Answer>, Option<String>)> {
     let req = Request::OffsetFetch(
         OffsetFetchRequest::default().with_groups(
             groups
@@ -488,9 +492,10 @@ fn fetch(
         bail!("not an OffsetFetch response")
     };
     if r.error_code != 0 {
-        return Ok(vec![(r.error_code, false); groups.len()]);
+        return Ok((vec![(r.error_code, false); groups.len()], None));
     }
     let mut out = Vec::with_capacity(groups.len());
+    let mut wrong = None;
     for &g in groups {
         let name = shape.group(g);
         let Some(rg) = r.groups.iter().find(|x| x.group_id.as_str() == name) else {
@@ -510,11 +515,31 @@ fn fetch(
             if p.error_code != 0 && code == 0 {
                 code = p.error_code;
             }
-            ok &= p.committed_offset == offset(want, p.partition_index);
+            let expected = offset(want, p.partition_index);
+            if p.committed_offset != expected && p.error_code == 0 {
+                ok = false;
+                wrong.get_or_insert_with(|| {
+                    format!(
+                        "group {name} partition {}: offset {} (round {}), the history's last is {expected} (round {want})",
+                        p.partition_index,
+                        p.committed_offset,
+                        p.committed_offset.div_euclid(1_000_000)
+                    )
+                });
+            }
         }
-        out.push((code, ok && seen == wanted.len()));
+        if seen != wanted.len() {
+            ok = false;
+            wrong.get_or_insert_with(|| {
+                format!(
+                    "group {name}: {seen} partitions answered, {} asked",
+                    wanted.len()
+                )
+            });
+        }
+        out.push((code, ok));
     }
-    Ok(out)
+    Ok((out, wrong))
 }
 
 fn probe(a: &ProbeArgs) -> anyhow::Result<Value> {
@@ -567,7 +592,7 @@ fn probe(a: &ProbeArgs) -> anyhow::Result<Value> {
             fetch(shape, conn, corr, &batch, |g| {
                 vec![(g % shape.partitions as usize) as i32]
             })
-            .inspect(|r| {
+            .inspect(|(r, _)| {
                 // Keep the groups that have not answered yet.
                 let done: Vec<usize> = batch
                     .iter()
@@ -585,7 +610,7 @@ fn probe(a: &ProbeArgs) -> anyhow::Result<Value> {
                 std::thread::sleep(pause);
                 continue;
             }
-            Ok(r) => {
+            Ok((r, wrong)) => {
                 for &(code, ok) in &r {
                     if code != 0 {
                         *codes.entry(code.to_string()).or_default() += 1;
@@ -594,7 +619,8 @@ fn probe(a: &ProbeArgs) -> anyhow::Result<Value> {
                         // A group that answers has loaded: its offsets will not change any more.
                         bail!(
                             "a group answered with offsets other than the history's last round \
-                             (lost or reordered commits?)"
+                             (lost or reordered commits?): {}",
+                            wrong.as_deref().unwrap_or("?")
                         );
                     }
                 }
