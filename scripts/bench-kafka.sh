@@ -2,7 +2,8 @@
 # Ringleader against the reference Apache Kafka 4.4.0 broker, in one run: the same clients (hbflood, loadgen,
 # offsets-history — all in this repository) and the same load against each broker in turn, ratios side by side.
 #
-#   ./scripts/bench-kafka.sh                    every row (~40 min after the build; Kafka's jars from .cache/maven)
+#   ./scripts/bench-kafka.sh                    every row (26 min on a loaded 2-core VM, after the build; Kafka's
+#                                               jars from .cache/maven); docs/performance.md lists each row's share
 #   ./scripts/bench-kafka.sh --quick            every row at reduced scale (~12 min), for a smoke check
 #   ./scripts/bench-kafka.sh --rows kip848,rss  a subset
 #
@@ -16,7 +17,7 @@
 #   --commit-conns L     connection counts for the commit rows (1,8,64)
 #   --kip848-members N   KIP-848 members for the steady-state row (10000; 10 per group)
 #   --converge-members N members of the one group of the convergence rows (1000; 2 partitions each)
-#   --late-joiners K     members joining the stable group one after the other (10)
+#   --late-joiners K     members joining the stable group one after the other (10; --quick 2)
 #   --restart-records N  offset-commit records of history before the restart (10000000)
 #   --rss-members N      consumer-protocol members of the memory row (100000; 100 per group)
 #   --kafka-rss-heap H   Kafka's -Xmx for the memory row (1g; the other rows use kafka-ref.sh's 768m)
@@ -57,7 +58,10 @@
 #   rss       loadgen --protocol consumer, --rss-members members (100 per group, 1 topic x 100 partitions), ramp-up
 #             60 s, heartbeats every 20 s (overriding the broker's 5 s, so one core keeps up), a commit every 30 s,
 #             1,000 connections, 120 s: broker RSS at the end (all members held) minus RSS before the run, per
-#             member; for Kafka also the live heap (jcmd GC.class_histogram, a full GC) with all members held.
+#             member; for Kafka also the live heap (jcmd GC.class_histogram, a full GC) before the run and with
+#             every member held. A broker whose members were not all stable at the end gets no value.
+#   --quick: 1,000 KIP-848 members (25 s), 100 members per convergence group, 2 late joiners, 1 M records of
+#             history over 100 groups, 10,000 memory-row members (ramp 10 s, heartbeats every 10 s, 50 s).
 #
 # Benchmarks never assert times: the script fails (exit 1, at the end) only if a run errs; every row still runs.
 # Output: a table on stdout, DIR/results.json (one entry per row: each broker's figures and the ratio), raw
