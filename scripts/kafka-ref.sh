@@ -4,6 +4,7 @@
 # benchmarks compare Ringleader against it; Kafka's own tools run from the same classpath.
 #
 #   scripts/kafka-ref.sh start [--dir DIR] [--port P] [--set key=value]...   prints the bootstrap address
+#   scripts/kafka-ref.sh start --dir DIR --keep-data   restart on DIR's data and server.properties (same ports)
 #   scripts/kafka-ref.sh stop [--dir DIR]
 #   scripts/kafka-ref.sh tool NAME [args...]     NAME: consumer-groups, dump-log, storage, topics, configs
 #   scripts/kafka-ref.sh classpath               resolves the jars (once) and prints the classpath
@@ -11,6 +12,9 @@
 # DIR (default target/kafka-ref) holds server.properties, data/, broker.log, pid and port; several brokers run
 # side by side with different DIRs. `--set` lines go after the defaults, so they override them
 # (e.g. --set group.initial.rebalance.delay.ms=0). Maven's repository is .cache/maven inside the project.
+# `start` wipes DIR/data and formats it; `--keep-data` instead starts the broker again on what a previous
+# run left (after `stop`, a clean shutdown), with that run's server.properties, and keeps its log as
+# broker-prev.log.
 #
 # JVM settings: the broker runs with -Xms256m -Xmx768m and Kafka's own GC flags from bin/kafka-run-class.sh
 # (G1, MaxGCPauseMillis=20, InitiatingHeapOccupancyPercent=35, ExplicitGCInvokesConcurrent); Kafka's default heap
@@ -84,10 +88,12 @@ parse_dir_args() {
   DIR="$REPO/target/kafka-ref"
   PORT=""
   SETS=()
+  KEEP_DATA=0
   while [[ $# -gt 0 ]]; do
     case "$1" in
       --dir) DIR="$2"; shift ;;
       --port) PORT="$2"; shift ;;
+      --keep-data) KEEP_DATA=1 ;;
       --set) [[ "$2" == *=* ]] || die "--set wants key=value, got '$2'"; SETS+=("$2"); shift ;;
       *) die "unknown argument: $1" ;;
     esac
@@ -109,6 +115,17 @@ start() {
   local cp java
   cp=$(classpath)
   java=$(java_bin)
+  local jvm_common=(-Djava.awt.headless=true -Dlog4j2.configurationFile="$LOG4J")
+  if [[ $KEEP_DATA -eq 1 ]]; then
+    [[ -f "$DIR/server.properties" && -d "$DIR/data" ]] || die "--keep-data: no previous broker in $DIR"
+    [[ -z "$PORT" && ${#SETS[@]} -eq 0 ]] || die "--keep-data keeps the previous server.properties: no --port/--set"
+    PORT=$(sed -n 's|^listeners=PLAINTEXT://127.0.0.1:\([0-9]*\),.*|\1|p' "$DIR/server.properties")
+    [[ -n "$PORT" ]] || die "--keep-data: no PLAINTEXT listener in $DIR/server.properties"
+    [[ -f "$DIR/broker.log" ]] && mv "$DIR/broker.log" "$DIR/broker-prev.log"
+    rm -f "$DIR/port"
+    launch "$cp" "$java" "${jvm_common[@]}"
+    return
+  fi
   [[ -n "$PORT" ]] || PORT=$(free_port)
   local cport
   cport=$(free_port)
@@ -135,7 +152,6 @@ start() {
     for kv in "${SETS[@]+"${SETS[@]}"}"; do echo "$kv"; done
   } > "$DIR/server.properties"
 
-  local jvm_common=(-Djava.awt.headless=true -Dlog4j2.configurationFile="$LOG4J")
   # Kafka's storage tool formats the log directory for this cluster id (KRaft needs it before the first start).
   local cluster_id
   cluster_id=$("$java" -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 "${jvm_common[@]}" -Dkafka.ref.log.level=WARN \
@@ -143,7 +159,13 @@ start() {
   "$java" -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 "${jvm_common[@]}" -Dkafka.ref.log.level=WARN \
     -cp "$cp" kafka.tools.StorageTool format -t "$cluster_id" -c "$DIR/server.properties" >"$DIR/format.log" 2>&1 \
     || { cat "$DIR/format.log" >&2; die "kafka-storage format failed"; }
+  launch "$cp" "$java" "${jvm_common[@]}"
+}
 
+# launch CLASSPATH JAVA JVM_FLAGS...: start the broker of $DIR on $PORT and wait until it has started.
+launch() {
+  local cp=$1 java=$2; shift 2
+  local jvm_common=("$@")
   # shellcheck disable=SC2086
   nohup "$java" ${KAFKA_REF_HEAP_OPTS:--Xms256m -Xmx768m} -server -XX:+UseG1GC -XX:MaxGCPauseMillis=20 \
     -XX:InitiatingHeapOccupancyPercent=35 -XX:+ExplicitGCInvokesConcurrent ${KAFKA_REF_JVM_OPTS:-} \

@@ -176,6 +176,25 @@ pub struct Args {
     /// Do not print progress lines to stderr.
     #[arg(long)]
     pub quiet: bool,
+
+    /// Sample this process (the broker) from /proc once a second: CPU time over the steady
+    /// window (after --warmup, before the final leave storm) and RSS, into summary.json's
+    /// `server`. Local brokers only.
+    #[arg(long)]
+    pub server_pid: Option<u32>,
+
+    /// End the run as soon as every group has converged — every member stable, every partition
+    /// owned, owned counts balanced to within one — and every --late-joiners member has joined
+    /// (--duration stays the limit). Reports the time to converge in summary.json's
+    /// `group_convergence`.
+    #[arg(long)]
+    pub until_stable: bool,
+
+    /// Once the groups have converged, this many more members join group 0, one at a time, each
+    /// after the group converged again; reports each one's join → stable and join → group
+    /// converged (the "one member joins a stable group" measurement).
+    #[arg(long, default_value_t = 0)]
+    pub late_joiners: u32,
 }
 
 /// The classic default heartbeat interval.
@@ -279,8 +298,14 @@ impl Args {
             .unwrap_or(DEFAULT_HEARTBEAT_INTERVAL_MS)
     }
 
+    /// Members that start with the run (late joiners not included).
     pub fn total_members(&self) -> usize {
         self.groups * self.members_per_group
+    }
+
+    /// Whether group convergence is tracked (`--until-stable`, `--late-joiners`).
+    pub fn tracks_convergence(&self) -> bool {
+        self.until_stable || self.late_joiners > 0
     }
 
     /// Shared connections actually used.
@@ -345,6 +370,14 @@ impl Args {
         }
         if self.cores == Some(0) || self.connections == Some(0) {
             return Err("--cores and --connections must be at least 1".into());
+        }
+        if self.tracks_convergence() && self.protocol == Protocol::Classic && self.topics > 1 {
+            return Err(
+                "--until-stable / --late-joiners with --protocol classic need --topics 1: the \
+                 range assignor balances each topic on its own, and a balanced group is part of \
+                 what converged means"
+                    .into(),
+            );
         }
         if self.client_id.len() > i16::MAX as usize {
             return Err("--client-id is too long".into());

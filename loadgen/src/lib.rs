@@ -7,8 +7,9 @@
 //! `consumer` the KIP-848 ConsumerGroupHeartbeat consumer), the leader's range assignor and the
 //! embedded consumer
 //! protocol (`assign`), the event-loop workers that multiplex members over TCP connections
-//! (`worker`), latency histograms and counters (`stats`), and the reports: percentile table,
-//! `.hgrm` files, `summary.json`, `latency.svg` (`report`).
+//! (`worker`), latency histograms and counters (`stats`), group convergence as the client sees it
+//! (`converge`), the broker's CPU and RSS from /proc (`procstat`), and the reports: percentile
+//! table, `.hgrm` files, `summary.json`, `latency.svg` (`report`).
 //!
 //! Must not: share code paths with the `engine` crate. loadgen is the broker's adversary and
 //! witness; reusing the engine's group logic would hide the engine's bugs behind the same bugs
@@ -21,8 +22,10 @@ pub mod assign;
 pub mod classic;
 pub mod config;
 pub mod consumer;
+pub mod converge;
 pub mod member;
 pub mod net;
+pub mod procstat;
 pub mod report;
 pub mod run;
 pub mod setup;

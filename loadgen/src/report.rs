@@ -130,6 +130,10 @@ pub struct RunInfo<'a> {
     pub fatal: Vec<String>,
     /// Who owned which partition when the run ended (`run::Ownership`), if computed.
     pub ownership_at_end: Option<Value>,
+    /// `--server-pid`: the broker's CPU and RSS (`procstat::ServerSampler::to_json`).
+    pub server: Option<Value>,
+    /// `--until-stable` / `--late-joiners`: `converge::report_json`.
+    pub group_convergence: Option<Value>,
 }
 
 impl RunInfo<'_> {
@@ -264,6 +268,8 @@ pub fn summary_json(info: &RunInfo, stats: &Stats) -> Value {
         "fatal_errors": info.fatal,
         "passed": info.passed(stats),
         "ownership_at_end": info.ownership_at_end,
+        "server": info.server,
+        "group_convergence": info.group_convergence,
     })
 }
 
@@ -353,8 +359,75 @@ pub fn text_table(info: &RunInfo, stats: &Stats) -> String {
             let _ = writeln!(s, "  {:<16} {:<36} {n}", api.name(), error_name(*code));
         }
     }
+    if let Some(v) = &info.server {
+        let f = |k: &str| v[k].as_f64().map_or("-".to_string(), |x| format!("{x}"));
+        let _ = writeln!(
+            s,
+            "\nbroker (pid {}): {} cores over the steady window; RSS {} MB at the end of the run, max {} MB steady, {} MB with the leave storm",
+            v["pid"],
+            f("cpu_cores_steady"),
+            f("rss_mb_at_end_of_run"),
+            f("rss_mb_max_steady"),
+            f("rss_mb_max_incl_drain"),
+        );
+    }
+    if let Some(v) = &info.group_convergence {
+        let _ = writeln!(s, "\n{}", convergence_lines(v));
+    }
     for f in &info.fatal {
         let _ = writeln!(s, "fatal: {f}");
+    }
+    s
+}
+
+/// The group convergence report (`converge::report_json`) as text.
+fn convergence_lines(v: &Value) -> String {
+    let mut s = String::new();
+    let pct = |p: &Value| {
+        if p["count"].as_u64().unwrap_or(0) == 0 {
+            return "none".to_string();
+        }
+        let g = |k: &str| p[k].as_u64().map_or("-".to_string(), ms);
+        format!(
+            "n {} p50 {} p99 {} max {} ms",
+            p["count"],
+            g("p50"),
+            g("p99"),
+            g("max")
+        )
+    };
+    let _ = writeln!(
+        s,
+        "group convergence (every member stable, every partition owned, balanced to within one):"
+    );
+    match v["initial_converged_ms"].as_f64() {
+        Some(t) => {
+            let _ = writeln!(s, "  start-up: all groups converged at {t} ms");
+        }
+        None => {
+            let _ = writeln!(s, "  start-up: the groups did not converge within the run");
+        }
+    }
+    let i = &v["initial"];
+    if i.is_object() {
+        let _ = writeln!(
+            s,
+            "  per member, join → stable with its final assignment: {} ({} of {} groups converged at the end)",
+            pct(&i["per_member_join_to_stable_us"]),
+            i["groups_converged_at_end"],
+            i["groups"]
+        );
+    }
+    let l = &v["late_joiners"];
+    if l["requested"].as_u64().unwrap_or(0) > 0 {
+        let _ = writeln!(
+            s,
+            "  late joiners {}/{}: joiner join → stable {}; join → group converged {}",
+            l["completed"],
+            l["requested"],
+            pct(&l["joiner_join_to_stable_us"]),
+            pct(&l["join_to_group_converged_us"])
+        );
     }
     s
 }
@@ -684,6 +757,8 @@ mod tests {
             started_unix_ms: 1,
             fatal: vec![],
             ownership_at_end: None,
+            server: None,
+            group_convergence: None,
         };
         let v = summary_json(&info, &stats);
         assert_eq!(v["protocol"], "classic");

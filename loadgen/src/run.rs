@@ -4,7 +4,9 @@ use crate::api::{Api, Versions, API_COUNT};
 use crate::classic::{subscription_for, ClassicMember};
 use crate::config::{Args, Protocol};
 use crate::consumer::ConsumerMember;
+use crate::converge::{self, Command, RunControl, Tracker};
 use crate::member::MemberCfg;
+use crate::procstat::ServerSampler;
 use crate::report::{self, RunInfo};
 use crate::setup;
 use crate::stats::{IntervalReport, Stats};
@@ -13,6 +15,7 @@ use kafka_protocol::messages::GroupId;
 use kafka_protocol::protocol::StrBytes;
 use std::io::Write;
 use std::path::Path;
+use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -101,7 +104,9 @@ pub fn run(args: &Args) -> Result<Outcome, SetupError> {
         }
     };
     let fd_limit = raise_fd_limit();
-    let total = args.total_members();
+    // Members that start with the run, and with the late joiners (who join group 0 later).
+    let initial = args.total_members();
+    let total = initial + args.late_joiners as usize;
     let shared = args.shared_connections();
     let cores = args.worker_threads();
     if fd_limit > 0 && (shared + total) as u64 + 64 > fd_limit {
@@ -197,6 +202,18 @@ pub fn run(args: &Args) -> Result<Outcome, SetupError> {
     for m in 0..total {
         owned[(m % shared) % cores].push(m as u32);
     }
+    let partitions_per_group: u64 = topics.iter().map(|t| t.partitions.max(0) as u64).sum();
+    let control = Arc::new(RunControl::default());
+    let (group_tx, group_rx) = mpsc::channel::<converge::GroupReport>();
+    let group_tx = args.tracks_convergence().then_some(group_tx);
+    let mut tracker = Tracker::new(
+        cores,
+        args.groups,
+        partitions_per_group,
+        initial as u64,
+        args.late_joiners,
+        args.until_stable,
+    );
     let (tx, rx) = mpsc::channel::<IntervalReport>();
     let barrier = Arc::new(Barrier::new(cores + 1));
     let mut handles = Vec::with_capacity(cores);
@@ -240,6 +257,9 @@ pub fn run(args: &Args) -> Result<Outcome, SetupError> {
             spin_us: args.spin_us,
             reports: tx.clone(),
             start: barrier.clone(),
+            late_from: initial as u32,
+            group_reports: group_tx.clone(),
+            control: control.clone(),
         };
         let builder = std::thread::Builder::new().name(format!("loadgen-w{w}"));
         let spawned = if consumer {
@@ -255,6 +275,10 @@ pub fn run(args: &Args) -> Result<Outcome, SetupError> {
         handles.push(h);
     }
     drop(tx);
+    drop(group_tx);
+    let mut sampler = args
+        .server_pid
+        .map(|pid| ServerSampler::new(pid, args.warmup));
     barrier.wait();
     let started_unix_ms = SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -278,13 +302,23 @@ pub fn run(args: &Args) -> Result<Outcome, SetupError> {
     let mut owned_at_end: Vec<(u32, u16, i32)> = Vec::new();
     let mut finished = vec![false; cores];
     let mut fatal = Vec::new();
+    let mut member_times = Vec::new();
+    // When the measured run ended: --duration, or earlier when --until-stable stopped it.
+    let mut run_end: Option<Duration> = None;
+    let mut next_sample = Duration::ZERO;
     let (mut late, mut idle) = (0u64, 0u64);
     // Workers report on whole seconds; print a little after, once their reports are in.
     let mut next_print = Duration::from_millis(1100);
     let mut printed_responses = 0u64;
     let mut last_print = t0;
     while finished.iter().any(|f| !f) {
-        let wait = next_print.saturating_sub(t0.elapsed());
+        let mut wait = next_print.saturating_sub(t0.elapsed());
+        if args.tracks_convergence() && run_end.is_none() {
+            wait = wait.min(Duration::from_millis(20));
+        }
+        if sampler.is_some() {
+            wait = wait.min(next_sample.saturating_sub(t0.elapsed()));
+        }
         match rx.recv_timeout(wait) {
             Ok(r) => {
                 let w = r.worker;
@@ -307,6 +341,7 @@ pub fn run(args: &Args) -> Result<Outcome, SetupError> {
                 if let Some(s) = r.stable_at_end {
                     stable_at_end[w] = s;
                     owned_at_end.extend_from_slice(&r.owned_at_end);
+                    member_times.extend_from_slice(&r.member_times);
                 }
                 if let Some(f) = r.fatal {
                     fatal.push(f);
@@ -317,6 +352,49 @@ pub fn run(args: &Args) -> Result<Outcome, SetupError> {
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {}
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        }
+        let elapsed = t0.elapsed();
+        if run_end.is_none() {
+            while let Ok(g) = group_rx.try_recv() {
+                tracker.on_report(g);
+            }
+            if args.tracks_convergence() {
+                match tracker.poll(elapsed.as_micros() as u64) {
+                    Command::Nothing => {}
+                    Command::Release(n) => {
+                        say(format!(
+                            "[{:.1}s] group converged; late joiner {n} of {} joins",
+                            elapsed.as_secs_f64(),
+                            args.late_joiners
+                        ));
+                        control.released.store(n, Ordering::Release);
+                    }
+                    Command::Stop => {
+                        say(format!(
+                            "[{:.1}s] every group converged; ending the run",
+                            elapsed.as_secs_f64()
+                        ));
+                        control.stop.store(true, Ordering::Release);
+                        run_end = Some(elapsed);
+                    }
+                }
+            }
+            if run_end.is_none() && elapsed >= args.duration {
+                run_end = Some(args.duration);
+            }
+            if let (Some(s), Some(end)) = (sampler.as_mut(), run_end) {
+                s.end(end.max(elapsed));
+            }
+        }
+        if let Some(s) = sampler.as_mut() {
+            if elapsed >= next_sample {
+                next_sample = elapsed + Duration::from_secs(1);
+                if run_end.is_none() {
+                    s.sample(elapsed);
+                } else {
+                    s.drain_sample();
+                }
+            }
         }
         if t0.elapsed() >= next_print {
             next_print += Duration::from_secs(1);
@@ -363,12 +441,16 @@ pub fn run(args: &Args) -> Result<Outcome, SetupError> {
         total_stats = with_steady_latency(total_stats, &steady);
     }
     let ownership = ownership_at_end(&owned_at_end, args.groups, &topics);
+    let group_convergence = args
+        .tracks_convergence()
+        .then(|| converge::report_json(&tracker, &member_times, args.groups, partitions_per_group));
+    let measured = run_end.unwrap_or(args.duration).min(args.duration);
     let info = RunInfo {
         args,
         versions: &versions,
         topics: &topics,
         protocol_apis,
-        duration_s: args.duration.as_secs_f64(),
+        duration_s: measured.as_secs_f64(),
         window_responses: window,
         members_total: total as u64,
         stable_at_end: stable_at_end.iter().map(|&x| x as u64).sum(),
@@ -380,6 +462,8 @@ pub fn run(args: &Args) -> Result<Outcome, SetupError> {
         started_unix_ms,
         fatal,
         ownership_at_end: Some(ownership.to_json()),
+        server: sampler.as_ref().map(ServerSampler::to_json),
+        group_convergence,
     };
     let summary = report::summary_json(&info, &total_stats);
     let mut table = report::text_table(&info, &total_stats);

@@ -147,6 +147,8 @@ pub struct IntervalReport {
     pub finished: bool,
     /// A fatal error that stopped the worker early.
     pub fatal: Option<String>,
+    /// With `stable_at_end`, when convergence is tracked: every member's times.
+    pub member_times: Vec<crate::converge::MemberTimes>,
 }
 
 #[cfg(test)]

@@ -18,6 +18,7 @@
 
 use crate::api::{client_error, Api, Versions};
 use crate::assign::TopicInfo;
+use crate::converge::{GroupAgg, GroupReport, LateView, MemberTimes, RunControl, REPORT_EVERY_US};
 use crate::member::{Action, Ctx, MemberCfg, MemberMachine, Micros, TimerKind};
 use crate::net::{encode_frame, split_frame};
 use crate::stats::{IntervalReport, Stats};
@@ -31,6 +32,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
@@ -70,6 +72,13 @@ pub struct WorkerSetup {
     pub spin_us: Micros,
     pub reports: Sender<IntervalReport>,
     pub start: Arc<Barrier>,
+    /// Members with this global index or above are late joiners (`--late-joiners`): members of
+    /// group 0 that start only when the main thread releases them, in index order.
+    pub late_from: u32,
+    /// Convergence tracking (`--until-stable`, `--late-joiners`): per-group aggregates go here
+    /// every `converge::REPORT_EVERY_US`, and the final report carries every member's times.
+    pub group_reports: Option<Sender<GroupReport>>,
+    pub control: Arc<RunControl>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -109,6 +118,14 @@ struct Slot<M> {
     shared_conn: u32,
     stable: bool,
     ever_stable: bool,
+    /// When the member first started (None: not yet, e.g. a late joiner not yet released).
+    started_us: Option<Micros>,
+    /// Convergence tracking: the member's owned-partition count as last seen, and when it or
+    /// `stable` last changed.
+    owned_n: u32,
+    last_change_us: Micros,
+    /// Late joiners: their release order.
+    late: Option<u32>,
 }
 
 /// Idle JoinGroup/SyncGroup connections kept open per worker at least, and how long an idle
@@ -188,6 +205,10 @@ pub struct Worker<M> {
     rate_late: u64,
     rate_idle: u64,
     t0: Instant,
+    /// Convergence tracking is on: stamp member changes.
+    track: bool,
+    /// Late joiners not yet started, in release order (slot indices).
+    dormant: VecDeque<u32>,
 }
 
 fn connect(addr: SocketAddr) -> io::Result<TcpStream> {
@@ -283,6 +304,7 @@ pub fn run<M: MemberMachine>(setup: WorkerSetup, make: impl Fn(u32) -> M) {
                 owned_at_end: Vec::new(),
                 finished: true,
                 fatal: Some(format!("worker {index}: {e:#}")),
+                member_times: Vec::new(),
             });
         }
     }
@@ -332,11 +354,18 @@ impl<M: MemberMachine> Worker<M> {
             rate_late: 0,
             rate_idle: 0,
             t0: Instant::now(),
+            track: s.group_reports.is_some(),
+            dormant: VecDeque::new(),
         };
         // Shared connections: one per (coordinator, connection number) that our members use.
         let mut by_key: HashMap<(u16, u32), usize> = HashMap::new();
         for &g in &s.members {
-            let group = g as usize / s.members_per_group;
+            let late = g.checked_sub(s.late_from);
+            let group = if late.is_some() {
+                0
+            } else {
+                g as usize / s.members_per_group
+            };
             let coord = s.group_coord[group];
             let c = (g as usize % s.shared_connections) as u32;
             let conn = match by_key.get(&(coord, c)) {
@@ -359,6 +388,10 @@ impl<M: MemberMachine> Worker<M> {
                 shared_conn: conn as u32,
                 stable: false,
                 ever_stable: false,
+                started_us: None,
+                owned_n: 0,
+                last_change_us: 0,
+                late,
             });
         }
         // Every member joins at start-up and each needs a JoinGroup connection; opening them all
@@ -436,8 +469,17 @@ impl<M: MemberMachine> Worker<M> {
     }
 
     fn update_stable(&mut self, i: u32) {
+        let now = if self.track { self.now_us() } else { 0 };
+        let track = self.track;
         let slot = &mut self.slots[i as usize];
         let now_stable = slot.m.is_stable();
+        if track {
+            let owned = slot.m.owned_partitions().len() as u32;
+            if owned != slot.owned_n || now_stable != slot.stable {
+                slot.owned_n = owned;
+                slot.last_change_us = now;
+            }
+        }
         if now_stable != slot.stable {
             slot.stable = now_stable;
             if now_stable {
@@ -887,6 +929,20 @@ impl<M: MemberMachine> Worker<M> {
         } else {
             Vec::new()
         };
+        let member_times = if stable_at_end.is_some() && self.track {
+            self.slots
+                .iter()
+                .map(|s| MemberTimes {
+                    group: s.group,
+                    started_us: s.started_us,
+                    stable: s.stable,
+                    owned: s.owned_n,
+                    last_change_us: s.last_change_us,
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
         let _ = tx.send(IntervalReport {
             worker: self.idx,
             stats: self.stats.take(),
@@ -903,14 +959,53 @@ impl<M: MemberMachine> Worker<M> {
             owned_at_end,
             finished,
             fatal: None,
+            member_times,
         });
+    }
+
+    /// Every group's aggregates over this worker's started members, and its late joiners.
+    fn group_report(&self, now: Micros) -> GroupReport {
+        let mut groups = vec![GroupAgg::default(); self.shared.groups.len()];
+        let mut late = Vec::new();
+        for s in &self.slots {
+            if let Some(index) = s.late {
+                late.push(LateView {
+                    index,
+                    started_us: s.started_us,
+                    stable: s.stable,
+                    last_change_us: s.last_change_us,
+                });
+            }
+            if s.started_us.is_some() {
+                groups[s.group as usize].add(s.stable, s.owned_n, s.last_change_us);
+            }
+        }
+        GroupReport {
+            worker: self.idx,
+            at_us: now,
+            groups,
+            late,
+        }
+    }
+
+    /// Start a member now (start-up timer or release of a late joiner).
+    fn start_member(&mut self, i: u32, now: Micros) {
+        let slot = &mut self.slots[i as usize];
+        slot.started_us.get_or_insert(now);
+        slot.last_change_us = now;
+        self.member_event(i, |m, cx, out| m.start(cx, now, out));
     }
 
     fn run_loop(&mut self, s: &WorkerSetup) {
         let tx = s.reports.clone();
         let mut events = Events::with_capacity(256);
-        // Start-up: spread member starts over the ramp.
+        // Start-up: spread member starts over the ramp. Late joiners wait for their release.
+        let mut late: Vec<(u32, u32)> = Vec::new();
         for i in 0..self.slots.len() {
+            if let Some(k) = self.slots[i].late {
+                late.push((k, i as u32));
+                continue;
+            }
             let g = self.slots[i].global as u64;
             let at = if s.total_members > 1 {
                 s.ramp_us * g / s.total_members as u64
@@ -935,11 +1030,38 @@ impl<M: MemberMachine> Worker<M> {
         let shared_cap = self.max_in_flight * self.shared_ids.len().max(1);
         let mut last_activity = 0u64;
         let mut next_done_check = 0u64;
+        late.sort_unstable();
+        self.dormant = late.into_iter().map(|(_, i)| i).collect();
+        let mut next_group_report = if s.group_reports.is_some() {
+            0
+        } else {
+            u64::MAX
+        };
 
         loop {
             let now = self.now_us();
 
-            if !shutting_down && now >= s.duration_us {
+            if !shutting_down && !self.dormant.is_empty() {
+                let released = s.control.released.load(Ordering::Acquire);
+                while let Some(&i) = self.dormant.front() {
+                    if self.slots[i as usize].late.is_some_and(|k| k < released) {
+                        self.dormant.pop_front();
+                        self.start_member(i, now);
+                        self.drain_queue(now);
+                    } else {
+                        break;
+                    }
+                }
+            }
+            if let (Some(tx), false) = (&s.group_reports, shutting_down) {
+                if now >= next_group_report {
+                    next_group_report = now + REPORT_EVERY_US;
+                    let _ = tx.send(self.group_report(now));
+                }
+            }
+
+            let stop = s.control.stop.load(Ordering::Acquire);
+            if !shutting_down && (now >= s.duration_us || stop) {
                 // The measured run is over: report it, then leave and drain.
                 let stable = self.stable;
                 self.report(false, Some(stable), false, &tx);
@@ -968,7 +1090,7 @@ impl<M: MemberMachine> Worker<M> {
                 self.timers.pop();
                 if code == T_START {
                     if !shutting_down {
-                        self.member_event(i, |m, cx, out| m.start(cx, now, out));
+                        self.start_member(i, now);
                     }
                 } else if self.slots[i as usize].m.epoch() == epoch {
                     let kind = match code {
@@ -1073,7 +1195,10 @@ impl<M: MemberMachine> Worker<M> {
                 next = next.min(at);
             }
             if !shutting_down {
-                next = next.min(s.duration_us).min(next_churn);
+                next = next
+                    .min(s.duration_us)
+                    .min(next_churn)
+                    .min(next_group_report);
             } else {
                 next = next.min(drain_deadline);
             }
@@ -1123,6 +1248,7 @@ impl<M: MemberMachine> Worker<M> {
                         owned_at_end: Vec::new(),
                         finished: true,
                         fatal: Some(format!("worker {}: poll failed: {e}", self.idx)),
+                        member_times: Vec::new(),
                     });
                     return;
                 }

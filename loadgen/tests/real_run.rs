@@ -290,6 +290,123 @@ fn hundred_consumer_protocol_members_run_clean_against_the_real_broker() {
     let _ = std::fs::remove_dir_all(&out);
 }
 
+/// `--until-stable --late-joiners 2`: the group converges, two members join one after the other,
+/// each measured, and the run ends on its own well before `--duration`.
+fn convergence_run(protocol: &str, broker: &Broker, interval_args: &[&str]) -> serde_json::Value {
+    let out = std::env::temp_dir().join(format!(
+        "loadgen-real-run-converge-report-{protocol}-{}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&out);
+    let started = Instant::now();
+    let lg = Command::new(env!("CARGO_BIN_EXE_loadgen"))
+        .args([
+            "--bootstrap",
+            &broker.addr,
+            "--protocol",
+            protocol,
+            "--groups",
+            "1",
+            "--members-per-group",
+            "10",
+            "--topics",
+            "1",
+            "--partitions",
+            "20",
+            "--duration",
+            "80s",
+            "--commit-interval-ms",
+            "0",
+            "--until-stable",
+            "--late-joiners",
+            "2",
+            "--server-pid",
+            &broker.child.id().to_string(),
+            "--cores",
+            "1",
+        ])
+        .args(interval_args)
+        .arg("--out")
+        .arg(&out)
+        .spawn()
+        .expect("start loadgen");
+    let status = wait_for(lg);
+    assert!(status.success(), "loadgen exited with {status}");
+    assert!(
+        started.elapsed() < Duration::from_secs(75),
+        "--until-stable ended the run before --duration"
+    );
+    let s: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let _ = std::fs::remove_dir_all(&out);
+    s
+}
+
+fn check_convergence(s: &serde_json::Value) {
+    let g = &s["group_convergence"];
+    eprintln!("{}", serde_json::to_string_pretty(g).unwrap());
+    assert_eq!(s["totals"]["errors"], 0, "{}", s["errors_by_api_and_code"]);
+    assert_eq!(s["members"]["total"], 12, "10 members and 2 late joiners");
+    assert_eq!(s["members"]["stable_at_end"], 12);
+    let own = &s["ownership_at_end"];
+    assert_eq!(own["owned_exactly_once"], 20, "{own}");
+    assert!(g["initial_converged_ms"].as_f64().unwrap() > 0.0);
+    let l = &g["late_joiners"];
+    assert_eq!(l["completed"], 2, "{l}");
+    let events = l["events_ms"].as_array().unwrap();
+    for e in events {
+        let (joiner, group) = (
+            e["joiner_join_to_stable"].as_f64().unwrap(),
+            e["join_to_group_converged"].as_f64().unwrap(),
+        );
+        assert!(joiner > 0.0 && joiner <= group, "{e}");
+    }
+    // One after the other: the second joined after the first had converged.
+    let end_of_first = events[0]["started"].as_f64().unwrap()
+        + events[0]["join_to_group_converged"].as_f64().unwrap();
+    assert!(
+        events[1]["started"].as_f64().unwrap() >= end_of_first,
+        "{l}"
+    );
+    // With late joiners the start-up's per-member figures are not reported (they moved since).
+    assert!(g["initial"].is_null());
+    let server = &s["server"];
+    assert!(
+        server["rss_mb_at_end_of_run"].as_f64().unwrap() > 0.0,
+        "{server}"
+    );
+}
+
+#[test]
+fn classic_convergence_and_late_joiners_are_measured() {
+    let Some(bin) = broker_binary() else {
+        eprintln!("SKIPPED: target/release/ringleader not found (see the classic test)");
+        return;
+    };
+    let broker = start_broker(&bin, "converge-classic", &[]);
+    let s = convergence_run("classic", &broker, &["--heartbeat-interval-ms", "300"]);
+    check_convergence(&s);
+}
+
+#[test]
+fn consumer_convergence_and_late_joiners_are_measured() {
+    let Some(bin) = broker_binary() else {
+        eprintln!("SKIPPED: target/release/ringleader not found (see the classic test)");
+        return;
+    };
+    let broker = start_broker(
+        &bin,
+        "converge-consumer",
+        &[
+            "group.consumer.heartbeat.interval.ms=300",
+            "group.consumer.min.heartbeat.interval.ms=300",
+            "group.consumer.assignment.interval.ms=100",
+        ],
+    );
+    let s = convergence_run("consumer", &broker, &[]);
+    check_convergence(&s);
+}
+
 #[test]
 fn open_loop_is_refused_for_the_consumer_protocol() {
     let o = Command::new(env!("CARGO_BIN_EXE_loadgen"))
