@@ -191,7 +191,10 @@ impl<D: LogDir> PartitionLog<D> {
                 segments,
                 next_offset,
                 rolls: 0,
-                unsynced: false,
+                // What the last segment holds may not be durable yet (a reload after a failed
+                // write reopens a log whose journaled tail was never synced): the first roll
+                // syncs it before creating the next segment.
+                unsynced: true,
             },
             report,
         ))
@@ -230,6 +233,15 @@ impl<D: LogDir> PartitionLog<D> {
         self.append(&refs, timestamp).await
     }
 
+    /// [`PartitionLog::prepare`] for owned key and value bytes.
+    pub fn prepare_pairs(
+        &self,
+        records: &[(Vec<u8>, Option<Vec<u8>>)],
+        timestamp: i64,
+    ) -> io::Result<Vec<u8>> {
+        self.prepare(&pair_refs(records), timestamp)
+    }
+
     /// [`PartitionLog::append_unsynced`] for owned key and value bytes.
     pub async fn append_pairs_unsynced(
         &mut self,
@@ -266,6 +278,14 @@ impl<D: LogDir> PartitionLog<D> {
         records: &[RecordRef<'_>],
         timestamp: i64,
     ) -> io::Result<(u64, u64, Vec<u8>)> {
+        let batch = self.prepare(records, timestamp)?;
+        let (first, last) = self.append_prepared(batch.clone()).await?;
+        Ok((first, last, batch))
+    }
+
+    /// Encode `records` as the next batch (at [`Self::next_offset`]) without writing it, so the
+    /// caller can hand the bytes to the journal while [`Self::append_prepared`] writes them.
+    pub fn prepare(&self, records: &[RecordRef<'_>], timestamp: i64) -> io::Result<Vec<u8>> {
         assert!(!records.is_empty(), "a batch holds at least one record");
         // Offsets are i64 on disk: a batch past i64::MAX would be written and then lost as
         // corrupt by the next recovery. (Only a corrupt log gets this far.)
@@ -279,6 +299,20 @@ impl<D: LogDir> PartitionLog<D> {
         }
         let mut batch = Vec::with_capacity(64 + records.len() * 64);
         encode_batch(self.next_offset, timestamp, records, &mut batch);
+        Ok(batch)
+    }
+
+    /// Write a batch [`Self::prepare`] encoded (nothing appended in between), unsynced, as
+    /// [`Self::append_unsynced`] does. Returns its first and last offsets.
+    pub async fn append_prepared(&mut self, batch: Vec<u8>) -> io::Result<(u64, u64)> {
+        let header = match crate::batch::peek_batch(&batch, 0, usize::MAX) {
+            Ok(crate::batch::Peek::Batch(h)) => h,
+            other => panic!("append_prepared takes a batch prepare() encoded: {other:?}"),
+        };
+        assert_eq!(
+            header.base_offset, self.next_offset,
+            "a prepared batch is appended before any other"
+        );
         let roll = match self.segments.last() {
             None => true,
             Some(s) => s.size > 0 && s.size + batch.len() as u64 > self.config.segment_bytes,
@@ -300,12 +334,12 @@ impl<D: LogDir> PartitionLog<D> {
         }
         let seg = self.segments.last_mut().expect("an active segment");
         let len = batch.len() as u64;
-        seg.file.write_at(seg.size, batch.clone()).await?;
+        seg.file.write_at(seg.size, batch).await?;
         self.unsynced = true;
         seg.size += len;
         let first = self.next_offset;
-        self.next_offset += records.len() as u64;
-        Ok((first, self.next_offset - 1, batch))
+        self.next_offset = header.last_offset() + 1;
+        Ok((first, self.next_offset - 1))
     }
 
     /// Make every batch appended so far durable (fdatasync of the last segment, the only one

@@ -55,16 +55,21 @@ pub(super) struct Snap {
     pub records: Vec<engine::snapshot_build::SnapshotRecord>,
 }
 
-/// One batch of records in flight to the disk: written to its segment (unsynced) at
-/// `WriterDone`, then durable when its journal round is.
+/// One batch of records in flight to the disk. As in the broker's writer, it joins the
+/// journal's next round when it is taken, and its segment write (unsynced) runs meanwhile; it
+/// is durable once both are done and the round succeeded.
 #[derive(Debug)]
 pub(super) struct InFlight {
     pub records: Vec<Record>,
     pub upto: u64,
     /// Where the log ended before this batch (a failure cuts back to it).
     pub end: u64,
-    /// Once in its segment: (base offset, the batch's bytes) for the journal round.
-    pub written: Option<super::journal::Written>,
+    /// The encoded batch, until its segment write ran.
+    pub bytes: Option<Vec<u8>>,
+    /// Its journal round succeeded.
+    pub journaled: bool,
+    /// The checkpoint epoch its segment write started in.
+    pub epoch: u64,
 }
 
 pub(super) struct Slot {
@@ -152,17 +157,13 @@ impl Slot {
     }
 }
 
-/// The writer's append (`log_writer`): the broker's own encoding, one batch written to the
-/// segment without a sync (the journal round makes it durable). A record that does not encode
-/// is a coordinator bug, not a disk fault, so it stops the seed instead of failing the write.
-fn append(
-    log: &mut PartitionLog<MemDir>,
-    records: &[Record],
-    now: i64,
-) -> std::io::Result<(u64, u64, Vec<u8>)> {
+/// The writer's encoding (`write_pending`): the broker's own, one batch at the log's end. A
+/// record that does not encode is a coordinator bug, not a disk fault, so it stops the seed
+/// instead of failing the write.
+fn prepare(log: &PartitionLog<MemDir>, records: &[Record], now: i64) -> std::io::Result<Vec<u8>> {
     let encoded =
         engine::partition_core::encode_records(records).expect("coordinator records encode");
-    block_on(log.append_pairs_unsynced(&encoded, now))
+    log.prepare_pairs(&encoded, now)
 }
 
 /// A record's value in a trace line.
@@ -402,59 +403,80 @@ impl World {
         }
     }
 
-    /// `log_writer`: take everything waiting (up to the batch limit) as one batch.
+    /// `log_writer`: take everything waiting (up to the batch limit) as one batch, hand it to
+    /// the journal's next round at once, and start its segment write.
     pub(super) fn writer_start(&mut self, s: usize) {
+        let now = self.now;
         let slot = &mut self.slots[s];
         slot.writer_scheduled = false;
         let Some(batch) = slot.core_mut().take_batch() else {
             return;
         };
-        let end = slot
-            .log
-            .as_ref()
-            .expect("a writing partition has a log")
-            .next_offset();
-        slot.in_flight = Some(InFlight {
+        let log = slot.log.as_ref().expect("a writing partition has a log");
+        let end = log.next_offset();
+        let bytes = match prepare(log, &batch.records, now) {
+            Ok(b) => b,
+            Err(e) => {
+                let failed = InFlight {
+                    records: batch.records,
+                    upto: batch.upto,
+                    end,
+                    bytes: None,
+                    journaled: false,
+                    epoch: self.journal.epoch,
+                };
+                return self.batch_failed(s, failed, e);
+            }
+        };
+        let epoch = self.journal.epoch;
+        *self.journal.writing.entry(epoch).or_default() += 1;
+        self.journal_submit(s, batch.upto, end, bytes.clone());
+        self.slots[s].in_flight = Some(InFlight {
             records: batch.records,
             upto: batch.upto,
             end,
-            written: None,
+            bytes: Some(bytes),
+            journaled: false,
+            epoch,
         });
         let mut latency = self.rng.range(0, self.p.fsync_max_ms + 1);
         if self.rng.chance(0.01) {
-            latency += self.rng.range(50, 400); // an occasional slow fsync
+            latency += self.rng.range(50, 400); // an occasional slow write
         }
         let inc = self.incarnation;
         self.push(self.now + latency, Ev::WriterDone { p: s, inc });
     }
 
-    /// The segment write of the batch in flight completes (or fails); a written batch joins the
-    /// next journal round, which makes it durable.
+    /// The segment write of the batch in flight completes (or fails).
     pub(super) fn writer_done(&mut self, s: usize) {
-        let now = self.now;
-        let slot = &mut self.slots[s];
-        let Some(batch) = slot.in_flight.as_mut().filter(|b| !b.is_written()) else {
+        let Some(bytes) = self.slots[s]
+            .in_flight
+            .as_mut()
+            .and_then(|b| b.bytes.take())
+        else {
             return;
         };
+        let slot = &mut self.slots[s];
         let log = slot.log.as_mut().expect("a writing partition has a log");
-        let result = append(log, &batch.records, now);
+        let result = block_on(log.append_prepared(bytes));
         let active = log.active_segment();
         if self.cfg.trace {
             let segs = self.slots[s].log.as_ref().map_or(0, |l| l.segment_count());
-            let line = format!(
-                "p{s}: segment write -> {:?} ({segs} segments)",
-                result.as_ref().map(|r| (r.0, r.1))
-            );
+            let line = format!("p{s}: segment write -> {result:?} ({segs} segments)");
             self.trace(|| line);
         }
+        let epoch = self.slots[s].in_flight.as_ref().expect("checked").epoch;
+        self.end_segment_write(epoch, s, result.as_ref().ok().and(active));
         match result {
-            Ok((first, _, bytes)) => {
-                let batch = self.slots[s].in_flight.as_mut().expect("checked");
-                batch.written = Some((first, bytes));
-                if let Some(segment) = active {
-                    self.journal.dirty.insert(s, segment);
+            Ok(_) => {
+                if self.slots[s]
+                    .in_flight
+                    .as_ref()
+                    .is_some_and(|b| b.journaled)
+                {
+                    let batch = self.slots[s].in_flight.take().expect("checked");
+                    self.batch_durable(s, batch);
                 }
-                self.journal_submit(s);
             }
             Err(e) => {
                 let batch = self.slots[s].in_flight.take().expect("checked");
@@ -490,6 +512,10 @@ impl World {
 
     /// The segment write or the journal round failed: fail what waited, cut and reload.
     pub(super) fn batch_failed(&mut self, s: usize, batch: InFlight, e: std::io::Error) {
+        if batch.bytes.is_some() {
+            // Its segment write never runs now: a checkpoint must not wait for it.
+            self.end_segment_write(batch.epoch, s, None);
+        }
         self.stats.failed_writes += 1;
         self.trace(|| format!("p{s}: write failed ({e}); failing waiting requests"));
         // The batch may have reached the file (or the journal) without its sync: the reload
@@ -715,14 +741,13 @@ impl World {
             }
             self.slots[s].compaction = None;
             if let Some(batch) = self.slots[s].in_flight.take() {
-                if !batch.is_written() {
+                if let Some(bytes) = batch.bytes {
                     // The segment write was under way: cut it after a random number of its
                     // operations.
                     let ops = self.rng.below(6);
                     self.slots[s].dir.fail_after(ops);
-                    let now = self.now;
                     if let Some(log) = self.slots[s].log.as_mut() {
-                        let _ = append(log, &batch.records, now);
+                        let _ = block_on(log.append_prepared(bytes));
                     }
                 }
                 self.slots[s].tail.push(batch.records);

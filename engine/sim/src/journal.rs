@@ -8,12 +8,20 @@
 //! It decides nothing the broker's shell does not: the order (segment write, then round, then
 //! reply), the cut journaled before a reloaded partition serves again, and when files may go.
 
-use super::broker::InFlight;
 use super::world::{Ev, World};
 use futures_lite::future::block_on;
 use std::collections::BTreeMap;
 use storage::io::{LogDir, MemDir};
 use storage::journal::{Entry, Journal};
+
+/// A batch handed to the journal: (partition slot, the batch's `upto`, base offset, bytes).
+#[derive(Debug)]
+pub(super) struct Pending {
+    pub s: usize,
+    pub upto: u64,
+    pub base: u64,
+    pub bytes: Vec<u8>,
+}
 
 /// The shard's journal as the simulator runs it (one shard holds every partition).
 #[derive(Default)]
@@ -21,13 +29,19 @@ pub(super) struct SimJournal {
     pub dir: MemDir,
     /// `None` while the process is down.
     pub journal: Option<Journal<MemDir>>,
-    /// Partitions whose written batch waits for the next round.
-    pub queue: Vec<usize>,
+    /// Batches waiting for the next round.
+    pub queue: Vec<Pending>,
     /// The round on its way to the disk.
-    pub round: Option<Vec<usize>>,
+    pub round: Option<Vec<Pending>>,
     pub scheduled: bool,
     /// Segments written since the last rotation, by partition (the last write's segment).
     pub dirty: BTreeMap<usize, String>,
+    /// Checkpoint epoch (bumped at each rotation) and the segment writes in progress by the
+    /// epoch they started in (`runtime::journal`'s `begin_segment_write`).
+    pub epoch: u64,
+    pub writing: BTreeMap<u64, usize>,
+    /// A rotation whose checkpoint waits for earlier segment writes: (generation, epoch).
+    pub checkpoint_waiting: Option<(u64, u64)>,
     /// A checkpoint under way: the generation it covers and the segments it syncs.
     pub checkpoint: Option<(u64, BTreeMap<usize, String>)>,
     pub failing: bool,
@@ -36,13 +50,18 @@ pub(super) struct SimJournal {
 }
 
 impl World {
-    /// A partition's batch is in its segment (unsynced): it joins the next round.
-    pub(super) fn journal_submit(&mut self, s: usize) {
-        self.journal.queue.push(s);
+    /// A partition's batch joins the next round (`ShardJournal::submit`).
+    pub(super) fn journal_submit(&mut self, s: usize, upto: u64, base: u64, bytes: Vec<u8>) {
+        self.journal.queue.push(Pending {
+            s,
+            upto,
+            base,
+            bytes,
+        });
         if self.journal.round.is_none() && !self.journal.scheduled {
             self.journal.scheduled = true;
             let inc = self.incarnation;
-            // Batches written at this same instant join the round.
+            // Batches taken at this same instant join the round.
             self.push(self.now, Ev::JournalStart { inc });
         }
     }
@@ -64,20 +83,13 @@ impl World {
     }
 
     /// Write and sync the round (`Journal::append`).
-    fn append_round(&mut self, round: &[usize]) -> std::io::Result<()> {
+    fn append_round(&mut self, round: &[Pending]) -> std::io::Result<()> {
         let entries: Vec<Entry<'_>> = round
             .iter()
-            .map(|&s| {
-                let f = self.slots[s]
-                    .in_flight
-                    .as_ref()
-                    .and_then(|f| f.written.as_ref())
-                    .expect("a batch in a round was written to its segment");
-                Entry::Batch {
-                    partition: self.slots[s].partition,
-                    base_offset: f.0,
-                    batch: &f.1,
-                }
+            .map(|p| Entry::Batch {
+                partition: self.slots[p.s].partition,
+                base_offset: p.base,
+                batch: &p.bytes,
             })
             .collect();
         let j = self
@@ -88,23 +100,36 @@ impl World {
         block_on(j.append(&entries))
     }
 
-    /// The round's sync returned: its batches are durable (or all failed).
+    /// The round's sync returned: its batches are durable (or all failed). A batch whose
+    /// segment write has not run yet becomes durable when it does.
     pub(super) fn journal_done(&mut self) {
         let Some(round) = self.journal.round.take() else {
             return;
         };
         let result = self.append_round(&round);
         self.trace(|| format!("journal round of {} batches -> {result:?}", round.len()));
-        for &s in &round {
-            let batch = self.slots[s]
+        for p in &round {
+            // The batch may have failed already (its segment write did): nothing waits here.
+            let mine = self.slots[p.s]
                 .in_flight
-                .take()
-                .expect("a batch in a round is in flight");
+                .as_ref()
+                .is_some_and(|b| b.upto == p.upto);
+            if !mine {
+                continue;
+            }
             match &result {
-                Ok(()) => self.batch_durable(s, batch),
+                Ok(()) => {
+                    let b = self.slots[p.s].in_flight.as_mut().expect("checked");
+                    b.journaled = true;
+                    if b.bytes.is_none() {
+                        let batch = self.slots[p.s].in_flight.take().expect("checked");
+                        self.batch_durable(p.s, batch);
+                    }
+                }
                 Err(e) => {
                     let e = std::io::Error::other(e.to_string());
-                    self.batch_failed(s, batch, e);
+                    let batch = self.slots[p.s].in_flight.take().expect("checked");
+                    self.batch_failed(p.s, batch, e);
                 }
             }
         }
@@ -112,17 +137,50 @@ impl World {
             self.stats.journal_rounds += 1;
             self.maybe_checkpoint();
         }
-        if !self.journal.queue.is_empty() {
+        if !self.journal.queue.is_empty() && !self.journal.scheduled {
             self.journal.scheduled = true;
             let inc = self.incarnation;
             self.push(self.now, Ev::JournalStart { inc });
         }
     }
 
-    /// Past its bound, the journal starts a new generation and a checkpoint syncs the segments
-    /// written before it (`runtime::journal::run`).
+    /// A segment write ended (`ShardJournal::end_segment_write`): mark its segment for the
+    /// checkpoint, and start a checkpoint that waited for it.
+    pub(super) fn end_segment_write(&mut self, epoch: u64, s: usize, segment: Option<String>) {
+        if let Some(segment) = segment {
+            self.journal.dirty.insert(s, segment);
+        }
+        let n = self
+            .journal
+            .writing
+            .get_mut(&epoch)
+            .expect("a write begun is counted");
+        *n -= 1;
+        if *n == 0 {
+            self.journal.writing.remove(&epoch);
+        }
+        self.maybe_start_checkpoint();
+    }
+
+    fn maybe_start_checkpoint(&mut self) {
+        let Some((upto, epoch)) = self.journal.checkpoint_waiting else {
+            return;
+        };
+        if self.journal.writing.range(..=epoch).next().is_some() {
+            return;
+        }
+        self.journal.checkpoint_waiting = None;
+        let dirty = std::mem::take(&mut self.journal.dirty);
+        self.journal.checkpoint = Some((upto, dirty));
+        let latency = self.rng.range(0, 4 * self.p.fsync_max_ms + 1);
+        let inc = self.incarnation;
+        self.push(self.now + latency, Ev::CheckpointDone { inc });
+    }
+
+    /// Past its bound, the journal starts a new generation; its checkpoint syncs the segments
+    /// written before it once the segment writes begun before it ended (`runtime::journal::run`).
     fn maybe_checkpoint(&mut self) {
-        if self.journal.checkpoint.is_some() {
+        if self.journal.checkpoint.is_some() || self.journal.checkpoint_waiting.is_some() {
             return;
         }
         let bound = self.journal.checkpoint_bytes;
@@ -133,12 +191,11 @@ impl World {
         let upto = j.generation();
         match block_on(j.rotate()) {
             Ok(()) => {
-                let dirty = std::mem::take(&mut self.journal.dirty);
-                self.journal.checkpoint = Some((upto, dirty));
-                let latency = self.rng.range(0, 4 * self.p.fsync_max_ms + 1);
-                let inc = self.incarnation;
-                self.push(self.now + latency, Ev::CheckpointDone { inc });
+                let epoch = self.journal.epoch;
+                self.journal.epoch += 1;
+                self.journal.checkpoint_waiting = Some((upto, epoch));
                 self.trace(|| format!("journal rotated after generation {upto}"));
+                self.maybe_start_checkpoint();
             }
             Err(e) => self.trace(|| format!("journal rotation failed: {e}")),
         }
@@ -202,6 +259,8 @@ impl World {
         self.journal.queue.clear();
         self.journal.scheduled = false;
         self.journal.dirty.clear();
+        self.journal.writing.clear();
+        self.journal.checkpoint_waiting = None;
         self.journal.failing = false;
     }
 
@@ -250,14 +309,5 @@ impl World {
     pub(super) fn journal_heal(&mut self) {
         self.journal.dir.heal();
         self.journal.failing = false;
-    }
-}
-
-/// What a partition's in-flight batch carries once written to its segment.
-pub(super) type Written = (u64, Vec<u8>);
-
-impl InFlight {
-    pub(super) fn is_written(&self) -> bool {
-        self.written.is_some()
     }
 }

@@ -41,6 +41,13 @@ struct Submission {
     done: Done,
 }
 
+/// A segment write in progress, counted against the checkpoint epoch it started in.
+#[derive(Debug)]
+#[must_use = "end_segment_write must be called"]
+pub struct SegmentWrite {
+    epoch: u64,
+}
+
 /// Round figures the task reports, merged into the shard's metrics by the caller's closure.
 #[derive(Debug, Clone, Copy)]
 pub struct RoundStats {
@@ -64,6 +71,12 @@ pub struct ShardJournal {
     /// the journal files and ends.
     closing: RefCell<Option<Done>>,
     closed: Cell<bool>,
+    /// Checkpoint epoch: bumped at each rotation. Segment writes in progress, by the epoch they
+    /// started in; a checkpoint syncs segments only once the writes of earlier epochs ended.
+    epoch: Cell<u64>,
+    writing: RefCell<BTreeMap<u64, usize>>,
+    /// A rotation happened and its checkpoint waits for earlier writes: (generation, epoch).
+    checkpoint_waiting: Cell<Option<(u64, u64)>>,
 }
 
 impl ShardJournal {
@@ -90,6 +103,9 @@ impl ShardJournal {
             checkpoint_bytes: checkpoint_bytes.max(1),
             closing: RefCell::new(None),
             closed: Cell::new(false),
+            epoch: Cell::new(0),
+            writing: RefCell::default(),
+            checkpoint_waiting: Cell::new(None),
         });
         glommio::spawn_local(run(me.clone(), journal, rx, on_round)).detach();
         me
@@ -98,17 +114,65 @@ impl ShardJournal {
     /// Make `payload` durable in the next round; returns once that round's sync returned (or
     /// failed: then nothing in the round may be acknowledged).
     pub async fn write(&self, partition: i32, payload: Payload) -> io::Result<()> {
-        if self.closed.get() {
-            return Err(io::Error::other("the journal is closed (shutting down)"));
+        self.submit(partition, payload).await
+    }
+
+    /// [`Self::write`] in two steps: the payload joins the queue now (synchronously — so every
+    /// writer woken by one round queues its next batch before the journal task takes the next
+    /// round), and the returned future waits for its round.
+    pub fn submit(
+        &self,
+        partition: i32,
+        payload: Payload,
+    ) -> impl std::future::Future<Output = io::Result<()>> + 'static {
+        let queued = if self.closed.get() {
+            None
+        } else {
+            let done = OneShot::new();
+            self.queue.borrow_mut().push(Submission {
+                partition,
+                payload,
+                done: done.clone(),
+            });
+            self.ring();
+            Some(done)
+        };
+        async move {
+            match queued {
+                Some(done) => done.wait().await.map_err(io::Error::other),
+                None => Err(io::Error::other("the journal is closed (shutting down)")),
+            }
         }
-        let done = OneShot::new();
-        self.queue.borrow_mut().push(Submission {
-            partition,
-            payload,
-            done: done.clone(),
-        });
-        self.ring();
-        done.wait().await.map_err(io::Error::other)
+    }
+
+    /// A segment write is about to start, for a batch already submitted: a checkpoint that
+    /// rotates meanwhile must wait for it (the segment sync must come after the write).
+    pub fn begin_segment_write(&self) -> SegmentWrite {
+        let epoch = self.epoch.get();
+        *self.writing.borrow_mut().entry(epoch).or_default() += 1;
+        SegmentWrite { epoch }
+    }
+
+    /// The segment write `w` ended; `segment` is where it went (`None` if it failed: the batch
+    /// fails and its cut is journaled, so the segment need not be synced for it).
+    pub fn end_segment_write(
+        &self,
+        w: SegmentWrite,
+        partition: i32,
+        dir: &GlommioDir,
+        segment: Option<String>,
+    ) {
+        if let Some(segment) = segment {
+            self.mark_dirty(partition, dir, segment);
+        }
+        let mut writing = self.writing.borrow_mut();
+        let n = writing.get_mut(&w.epoch).expect("a write begun is counted");
+        *n -= 1;
+        if *n == 0 {
+            writing.remove(&w.epoch);
+            drop(writing);
+            self.ring(); // a checkpoint may be waiting for it
+        }
     }
 
     /// A write went to `segment` of `partition`'s log in `dir`: a checkpoint must sync it before
@@ -134,6 +198,21 @@ impl ShardJournal {
         done.wait().await.map_err(io::Error::other)
     }
 
+    /// Start the checkpoint of a rotation once every segment write that began before it ended
+    /// (their batches are in the generations it removes, and their bytes must be in the files
+    /// it syncs). The segments marked by then are the ones it syncs.
+    fn maybe_start_checkpoint(self: &Rc<Self>) {
+        let Some((upto, epoch)) = self.checkpoint_waiting.get() else {
+            return;
+        };
+        if self.writing.borrow().range(..=epoch).next().is_some() {
+            return; // end_segment_write rings when the last one ends
+        }
+        self.checkpoint_waiting.set(None);
+        let dirty = std::mem::take(&mut *self.dirty.borrow_mut());
+        glommio::spawn_local(checkpoint(self.clone(), dirty, upto)).detach();
+    }
+
     fn ring(&self) {
         let _ = self.doorbell.try_send(()); // full = the task is already due to look
     }
@@ -156,9 +235,13 @@ async fn run(
             }
             me.checkpointing.set(false);
         }
+        me.maybe_start_checkpoint();
         let subs = std::mem::take(&mut *me.queue.borrow_mut());
         if subs.is_empty() {
-            if me.closing.borrow().is_some() && !me.checkpointing.get() {
+            if me.closing.borrow().is_some()
+                && !me.checkpointing.get()
+                && me.writing.borrow().is_empty()
+            {
                 let done = me.closing.borrow_mut().take().expect("checked");
                 let result = close(&me, journal).await;
                 if let Err(e) = &result {
@@ -214,14 +297,16 @@ async fn run(
             match journal.rotate().await {
                 Ok(()) => {
                     me.checkpointing.set(true);
-                    let dirty = std::mem::take(&mut *me.dirty.borrow_mut());
-                    glommio::spawn_local(checkpoint(me.clone(), dirty, upto)).detach();
+                    let epoch = me.epoch.get();
+                    me.epoch.set(epoch + 1);
+                    me.checkpoint_waiting.set(Some((upto, epoch)));
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "starting a new journal generation failed; retrying after the next round")
                 }
             }
         }
+        me.maybe_start_checkpoint();
     }
 }
 

@@ -639,21 +639,32 @@ async fn write_pending(
         let partition = table.slots[idx].borrow().core.partition();
         // The segment write is not synced: the journal round makes the batch durable (and a
         // checkpoint or the next roll syncs the segment behind it).
-        let result = match encode_records(&batch.records) {
-            Ok(kv) => match log.append_pairs_unsynced(&kv, table.now()).await {
-                Ok((first, _, bytes)) => {
-                    if let Some(segment) = log.active_segment() {
-                        table.journal().mark_dirty(partition, dir, segment);
-                    }
-                    let payload = Payload::Batch {
-                        base_offset: first,
-                        bytes,
-                    };
-                    table.journal().write(partition, payload).await
-                }
-                Err(e) => Err(e),
-            },
-            Err(e) => Err(std::io::Error::other(e)),
+        // The batch joins the journal's next round before its segment write starts, without an
+        // await in between: every writer a round wakes queues its next batch before the journal
+        // task takes the next round, so one fdatasync serves all of them. The segment write runs
+        // meanwhile, unsynced (a checkpoint or the next roll syncs it; a checkpoint waits for
+        // writes that began before it).
+        let prepared = encode_records(&batch.records)
+            .map_err(std::io::Error::other)
+            .and_then(|kv| log.prepare_pairs(&kv, table.now()));
+        let result = match prepared {
+            Ok(bytes) => {
+                let journal = table.journal();
+                let payload = Payload::Batch {
+                    base_offset: end,
+                    bytes: bytes.clone(),
+                };
+                let durable = journal.submit(partition, payload);
+                let writing = journal.begin_segment_write();
+                let written = log.append_prepared(bytes).await;
+                let segment = written.as_ref().ok().and_then(|_| log.active_segment());
+                journal.end_segment_write(writing, partition, dir, segment);
+                // Both must succeed; either failing fails the batch, and the cut journaled by
+                // the reload voids its journal entry if that became durable anyway.
+                let durable = durable.await;
+                written.and(durable)
+            }
+            Err(e) => Err(e),
         };
         match result {
             Ok(()) => {
