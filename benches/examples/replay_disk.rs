@@ -5,8 +5,9 @@
 //! printing each load's wall-clock and CPU rate.
 //!
 //! `cargo build --release -p ringleader-benches --example replay_disk`, then
-//! `target/release/examples/replay_disk [N] [--dir DIR] [--loads K]`
-//! (default 2,000,000 records, a temporary directory removed at the end, 3 loads). The log is
+//! `target/release/examples/replay_disk [N] [--dir DIR] [--loads K] [--chunk BYTES]`
+//! (default 2,000,000 records, a temporary directory removed at the end, 3 loads, reads of
+//! `LogConfig::default().read_chunk_bytes`; the broker reads `offsets.load.buffer.size`). The log is
 //! written without fdatasync (`skip_fsync_for_benchmarks`), so writing 10 M records takes
 //! seconds; the segment files are Kafka's format (`kafka-dump-log.sh` reads them).
 
@@ -32,6 +33,12 @@ fn main() {
         .and_then(|a| a.parse().ok())
         .unwrap_or(2_000_000);
     let loads: usize = flag("--loads").and_then(|v| v.parse().ok()).unwrap_or(3);
+    let config = LogConfig {
+        read_chunk_bytes: flag("--chunk")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(LogConfig::default().read_chunk_bytes),
+        ..LogConfig::default()
+    };
     let (dir, keep) = match flag("--dir") {
         Some(d) => (std::path::PathBuf::from(d), true),
         None => (
@@ -62,7 +69,7 @@ fn main() {
                 let mut c = Coordinator::new(0, GroupConfig::default());
                 let t = Instant::now();
                 let cpu = cpu_time::thread_seconds();
-                let (_, rep) = PartitionLog::open(d.clone(), LogConfig::default(), |_, _, k, v| {
+                let (_, rep) = PartitionLog::open(d.clone(), config.clone(), |_, _, k, v| {
                     c.replay_bytes(k.unwrap_or_default(), v);
                 })
                 .await
