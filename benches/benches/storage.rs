@@ -13,10 +13,11 @@
 //!    up a partition's writes), slices per pass, bytes before and after, read rate. Beside it,
 //!    the time to build a snapshot of that state on the shard.
 //!
-//! `cargo bench -p ringleader-benches --bench storage`
+//! `cargo bench -p ringleader-benches --bench storage` (`RL_STORAGE_ONLY=replay` for rows 1-2)
 
 use engine::group::{Coordinator, GroupConfig};
 use glommio::{LocalExecutorBuilder, Placement};
+use ringleader_benches::cpu_time;
 use ringleader_benches::offset_commits::{commit_record, refs};
 use std::time::Instant;
 use storage::io::{GlommioDir, LogDir, LogFile};
@@ -40,6 +41,8 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(2_000_000);
+    // `RL_STORAGE_ONLY=replay`: stop after the replay and restart rows (the replay work's loop).
+    let only_replay = std::env::var("RL_STORAGE_ONLY").is_ok_and(|v| v == "replay");
     let root = std::env::temp_dir().join(format!("rl-bench-storage-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
     LocalExecutorBuilder::new(Placement::Unbound)
@@ -58,6 +61,7 @@ fn main() {
             for (round, borrowed) in [("first", true), ("second", true), ("owned Record decode", false)] {
                 let mut c = Coordinator::new(0, GroupConfig::default());
                 let t = Instant::now();
+                let cpu = cpu_time::thread_seconds();
                 let (_, rep) = PartitionLog::open(dir.clone(), LogConfig::default(), |_, _, k, v| {
                     if borrowed {
                         c.replay_bytes(k.unwrap_or_default(), v);
@@ -67,15 +71,18 @@ fn main() {
                 })
                 .await
                 .unwrap();
+                let cpu = cpu_time::thread_seconds() - cpu;
                 let secs = t.elapsed().as_secs_f64();
                 println!(
-                    "storage/replay ({round} load): {} records, {:.1} MiB in {:.3} s = {:.2} M records/s, {:.0} MiB/s read; {} offsets in memory",
+                    "storage/replay ({round} load): {} records, {:.1} MiB in {:.3} s = {:.2} M records/s, {:.0} MiB/s read; {:.3} s of CPU = {:.2} M records per CPU second; {} offsets in memory",
                     rep.records,
                     rep.bytes as f64 / 1048576.0,
                     secs,
                     rep.records as f64 / secs / 1e6,
                     rep.bytes as f64 / 1048576.0 / secs,
-                    c.offsets.all().len()
+                    cpu,
+                    rep.records as f64 / cpu / 1e6,
+                    c.offsets.len()
                 );
             }
             // Snapshot of that state + a 10,000-record tail.
@@ -119,6 +126,11 @@ fn main() {
                 rep.segments,
                 total_ms
             );
+
+            if only_replay {
+                let _ = std::fs::remove_dir_all(&root);
+                return;
+            }
 
             // Durable append vs a bare write + fdatasync loop of the same sizes.
             for per_batch in [1usize, 10, 100] {

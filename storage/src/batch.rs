@@ -216,8 +216,107 @@ pub fn for_each_record(
     for_each_record_span(batch, header, pos, |_, o, t, k, v| f(o, t, k, v))
 }
 
-/// Where one record's parts lie in its batch: (offset, timestamp, key range, value range).
-pub type RecordSpan = (u64, i64, Option<(u32, u32)>, Option<(u32, u32)>);
+/// Where one record's parts lie in its batch, as [`for_each_record_checked`] keeps it between
+/// its two steps: 32 bytes, no `Option`s (a length of -1 is null).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RecordSpan {
+    offset_delta: i64,
+    timestamp_delta: i64,
+    key_start: u32,
+    key_len: i32,
+    value_start: u32,
+    value_len: i32,
+}
+
+/// One record as [`parse_record`] found it: its byte range (length varint included) and the
+/// (start, length) of its key and value, length -1 for null.
+struct Parsed {
+    start: usize,
+    end: usize,
+    timestamp_delta: i64,
+    offset_delta: i64,
+    key: (usize, i64),
+    value: (usize, i64),
+}
+
+/// A varint, with a fast path for the one-byte case (most lengths and deltas).
+#[inline(always)]
+fn varint(buf: &[u8], pos: &mut usize, max_bytes: usize) -> Option<i64> {
+    match buf.get(*pos) {
+        Some(&b) if b < 0x80 => {
+            *pos += 1;
+            Some(((b >> 1) as i64) ^ -((b & 1) as i64))
+        }
+        _ => get_varint(buf, pos, max_bytes),
+    }
+}
+
+/// Parse the record at `*p` (Kafka's `DefaultRecord.readFrom` checks), leaving `*p` at its end.
+/// `end` is the batch's end. The one parser behind every record walk, so they all accept and
+/// refuse the same bytes. The error is what was bad; the caller builds the `BatchError` (a
+/// small error type keeps this loop in registers).
+#[inline(always)]
+fn parse_record(batch: &[u8], p: &mut usize, end: usize) -> Result<Parsed, &'static str> {
+    let rec_start = *p;
+    let len = varint(batch, p, 5).ok_or("length")?;
+    if len < 0 || *p + len as usize > end {
+        return Err("length past the batch");
+    }
+    let rec_end = *p + len as usize;
+    *p += 1; // attributes
+    let timestamp_delta = varint(batch, p, 10).ok_or("timestamp delta")?;
+    let offset_delta = varint(batch, p, 5).ok_or("offset delta")?;
+    if offset_delta < 0 {
+        return Err("negative offset delta");
+    }
+    let key = bytes_field(batch, p, rec_end).ok_or("key")?;
+    let value = bytes_field(batch, p, rec_end).ok_or("value")?;
+    if *p > rec_end {
+        return Err("overran its length");
+    }
+    // Headers are not used by the coordinator; skip to the record's end.
+    *p = rec_end;
+    Ok(Parsed {
+        start: rec_start,
+        end: rec_end,
+        timestamp_delta,
+        offset_delta,
+        key,
+        value,
+    })
+}
+
+/// A key or value: varint length (negative = null) and that many bytes within the record.
+#[inline(always)]
+fn bytes_field(batch: &[u8], p: &mut usize, rec_end: usize) -> Option<(usize, i64)> {
+    let n = varint(batch, p, 5)?;
+    if n < 0 {
+        return Some((*p, -1));
+    }
+    if *p + n as usize > rec_end {
+        return None;
+    }
+    let r = (*p, n);
+    *p += n as usize;
+    Some(r)
+}
+
+fn record_error(pos: u64, what: &str) -> BatchError {
+    corrupt(pos, format!("record: {what}"))
+}
+
+fn check_uncompressed(header: &BatchHeader, pos: u64) -> Result<(), BatchError> {
+    if header.attributes & 0x07 != 0 {
+        return Err(corrupt(
+            pos,
+            format!(
+                "compressed batches (codec {}) are not supported",
+                header.attributes & 0x07
+            ),
+        ));
+    }
+    Ok(())
+}
 
 /// Validate every record of a batch, then visit them all: a batch that fails half-way reaches
 /// `f` not at all (recovery cuts it). Each record is parsed once; `scratch` holds the spans
@@ -229,18 +328,34 @@ pub fn for_each_record_checked(
     scratch: &mut Vec<RecordSpan>,
     mut f: impl FnMut(u64, i64, Option<&[u8]>, Option<&[u8]>),
 ) -> Result<(), BatchError> {
+    check_uncompressed(header, pos)?;
+    let base_ts = i64::from_be_bytes(batch[27..35].try_into().expect("8 bytes"));
     scratch.clear();
-    let base = batch.as_ptr() as usize;
-    let range = |s: &[u8]| {
-        let start = (s.as_ptr() as usize - base) as u32;
-        (start, start + s.len() as u32)
+    // A record takes at least 7 bytes; the count is bounded by what the batch can hold.
+    scratch.reserve((header.records_count as usize).min(header.size / 7));
+    let mut p = BATCH_OVERHEAD;
+    for _ in 0..header.records_count {
+        let r = parse_record(batch, &mut p, header.size).map_err(|w| record_error(pos, w))?;
+        // Positions and lengths fit: a batch is at most i32::MAX bytes.
+        scratch.push(RecordSpan {
+            offset_delta: r.offset_delta,
+            timestamp_delta: r.timestamp_delta,
+            key_start: r.key.0 as u32,
+            key_len: r.key.1 as i32,
+            value_start: r.value.0 as u32,
+            value_len: r.value.1 as i32,
+        });
+    }
+    let part = |start: u32, len: i32| {
+        (len >= 0).then(|| &batch[start as usize..start as usize + len as usize])
     };
-    for_each_record(batch, header, pos, |o, t, k, v| {
-        scratch.push((o, t, k.map(range), v.map(range)))
-    })?;
-    let part = |r: Option<(u32, u32)>| r.map(|(a, b)| &batch[a as usize..b as usize]);
-    for &(o, t, k, v) in scratch.iter() {
-        f(o, t, part(k), part(v));
+    for s in scratch.iter() {
+        f(
+            header.base_offset + s.offset_delta as u64,
+            base_ts.wrapping_add(s.timestamp_delta),
+            part(s.key_start, s.key_len),
+            part(s.value_start, s.value_len),
+        );
     }
     Ok(())
 }
@@ -253,58 +368,18 @@ pub fn for_each_record_span(
     pos: u64,
     mut f: impl FnMut(std::ops::Range<usize>, u64, i64, Option<&[u8]>, Option<&[u8]>),
 ) -> Result<(), BatchError> {
-    if header.attributes & 0x07 != 0 {
-        return Err(corrupt(
-            pos,
-            format!(
-                "compressed batches (codec {}) are not supported",
-                header.attributes & 0x07
-            ),
-        ));
-    }
+    check_uncompressed(header, pos)?;
     let base_ts = i64::from_be_bytes(batch[27..35].try_into().expect("8 bytes"));
     let mut p = BATCH_OVERHEAD;
-    let end = header.size;
-    let bad = |what: &str| corrupt(pos, format!("record: {what}"));
+    let part = |(start, len): (usize, i64)| (len >= 0).then(|| &batch[start..start + len as usize]);
     for _ in 0..header.records_count {
-        let rec_start = p;
-        let len = get_varint(batch, &mut p, 5).ok_or_else(|| bad("length"))?;
-        if len < 0 || p + len as usize > end {
-            return Err(bad("length past the batch"));
-        }
-        let rec_end = p + len as usize;
-        p += 1; // attributes
-        let ts_delta = get_varint(batch, &mut p, 10).ok_or_else(|| bad("timestamp delta"))?;
-        let off_delta = get_varint(batch, &mut p, 5).ok_or_else(|| bad("offset delta"))?;
-        if off_delta < 0 {
-            return Err(bad("negative offset delta"));
-        }
-        let mut slice = |what: &str| -> Result<Option<(usize, usize)>, BatchError> {
-            let n = get_varint(batch, &mut p, 5).ok_or_else(|| bad(what))?;
-            if n < 0 {
-                return Ok(None);
-            }
-            let n = n as usize;
-            if p + n > rec_end {
-                return Err(bad(what));
-            }
-            let r = (p, p + n);
-            p += n;
-            Ok(Some(r))
-        };
-        let key = slice("key")?;
-        let value = slice("value")?;
-        if p > rec_end {
-            return Err(bad("overran its length"));
-        }
-        // Headers are not used by the coordinator; skip to the record's end.
-        p = rec_end;
+        let r = parse_record(batch, &mut p, header.size).map_err(|w| record_error(pos, w))?;
         f(
-            rec_start..rec_end,
-            header.base_offset + off_delta as u64,
-            base_ts.wrapping_add(ts_delta),
-            key.map(|(a, b)| &batch[a..b]),
-            value.map(|(a, b)| &batch[a..b]),
+            r.start..r.end,
+            header.base_offset + r.offset_delta as u64,
+            base_ts.wrapping_add(r.timestamp_delta),
+            part(r.key),
+            part(r.value),
         );
     }
     Ok(())

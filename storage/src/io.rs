@@ -16,7 +16,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 #[allow(async_fn_in_trait)] // single-threaded (thread-per-core): futures need not be Send
 pub trait LogFile {
+    /// Bytes as a read returns them: glommio's own buffer for files (so a scan needs no copy),
+    /// a `Vec` in memory.
+    type Buf: std::ops::Deref<Target = [u8]>;
     async fn read_at(&self, pos: u64, len: usize) -> io::Result<Vec<u8>>;
+    /// Like `read_at`, without copying into a `Vec`.
+    async fn read_buf(&self, pos: u64, len: usize) -> io::Result<Self::Buf>;
     async fn write_at(&self, pos: u64, data: Vec<u8>) -> io::Result<()>;
     /// Make every completed write durable (fdatasync).
     async fn sync(&self) -> io::Result<()>;
@@ -92,9 +97,13 @@ impl GlommioDir {
 pub struct GlommioFile(glommio::io::BufferedFile);
 
 impl LogFile for GlommioFile {
+    type Buf = glommio::io::ReadResult;
     async fn read_at(&self, pos: u64, len: usize) -> io::Result<Vec<u8>> {
         let r = self.0.read_at(pos, len).await.map_err(gio)?;
         Ok(r.to_vec())
+    }
+    async fn read_buf(&self, pos: u64, len: usize) -> io::Result<glommio::io::ReadResult> {
+        self.0.read_at(pos, len).await.map_err(gio)
     }
     async fn write_at(&self, pos: u64, data: Vec<u8>) -> io::Result<()> {
         // glommio takes the buffer; it is not copied. A short write on a regular file means the
@@ -282,6 +291,10 @@ impl MemDir {
 }
 
 impl LogFile for MemFile {
+    type Buf = Vec<u8>;
+    async fn read_buf(&self, pos: u64, len: usize) -> io::Result<Vec<u8>> {
+        self.read_at(pos, len).await
+    }
     async fn read_at(&self, pos: u64, len: usize) -> io::Result<Vec<u8>> {
         let mut d = self.disk.borrow_mut();
         d.tick()?;

@@ -231,25 +231,9 @@ impl<'a> Reader<'a> {
             return self.invalid(start, what, "string longer than 32767 bytes");
         }
         let bytes = self.take(len, what)?;
-        match std::str::from_utf8(bytes) {
-            Ok(s) => Ok(Some(s.to_owned())),
-            Err(_) => self.invalid(start, what, "string is not UTF-8"),
-        }
-    }
-
-    /// A non-null string borrowed from the buffer (no copy).
-    fn str_ref(&mut self, what: &'static str) -> Result<&'a str> {
-        let start = self.pos;
-        let Some(len) = self.length(what, true)? else {
-            return self.invalid(start, what, "null in a non-nullable string");
-        };
-        if len > MAX_STRING_BYTES {
-            return self.invalid(start, what, "string longer than 32767 bytes");
-        }
-        let bytes = self.take(len, what)?;
-        match std::str::from_utf8(bytes) {
-            Ok(s) => Ok(s),
-            Err(_) => self.invalid(start, what, "string is not UTF-8"),
+        match utf8(bytes) {
+            Some(s) => Ok(Some(s.to_owned())),
+            None => self.invalid(start, what, "string is not UTF-8"),
         }
     }
 
@@ -639,15 +623,39 @@ impl RecordKey {
     /// reports). Loading a partition takes this path for most of its records, so it must not
     /// allocate.
     pub fn offset_commit_ref(bytes: &[u8]) -> Option<(&str, &str, i32)> {
-        let mut r = Reader::new(bytes, false);
-        if r.i16("record type").ok()? != record_type::OFFSET_COMMIT {
+        let (group, topic, partition) = Self::offset_commit_raw(bytes)?;
+        Some((utf8(group)?, utf8(topic)?, partition))
+    }
+
+    /// [`RecordKey::offset_commit_ref`] without the UTF-8 check of the two strings: the
+    /// structure is checked (record type 1, lengths, no trailing bytes), the strings are raw
+    /// bytes. A loader that interns (group, topic) validates a pair once, when it first sees
+    /// it, instead of once per record; bytes equal to an interned string are valid by
+    /// construction.
+    #[inline]
+    pub fn offset_commit_raw(bytes: &[u8]) -> Option<(&[u8], &[u8], i32)> {
+        // type i16 · group (i16 length, bytes) · topic (i16 length, bytes) · partition i32.
+        // A negative length (-1 is null) is refused, as `str_ref` refuses it; an i16 length can
+        // never exceed Kafka's 32767-byte string limit.
+        if bytes.len() < 10 || bytes[..2] != record_type::OFFSET_COMMIT.to_be_bytes() {
             return None;
         }
-        let group = r.str_ref("group").ok()?;
-        let topic = r.str_ref("topic").ok()?;
-        let partition = r.i32("partition").ok()?;
-        r.finish().ok()?;
-        Some((group, topic, partition))
+        let glen = i16::from_be_bytes([bytes[2], bytes[3]]);
+        if glen < 0 {
+            return None;
+        }
+        let tpos = 4 + glen as usize;
+        // The rest after the group: topic length (2) + partition (4) at least.
+        if bytes.len() < tpos + 6 {
+            return None;
+        }
+        let tlen = i16::from_be_bytes([bytes[tpos], bytes[tpos + 1]]);
+        if tlen < 0 || bytes.len() != tpos + 2 + tlen as usize + 4 {
+            return None;
+        }
+        let ppos = tpos + 2 + tlen as usize;
+        let partition = i32::from_be_bytes(bytes[ppos..].try_into().ok()?);
+        Some((&bytes[4..tpos], &bytes[tpos + 2..ppos], partition))
     }
 
     /// Decodes a whole key. An unknown record type gives [`RecordError::UnknownType`].
@@ -900,6 +908,177 @@ impl ValueCodec for OffsetCommitValue {
             })?;
         }
         Ok(v)
+    }
+}
+
+/// An [`OffsetCommitValue`] whose metadata is borrowed from the record's bytes: what the
+/// replay fast path decodes, without building a [`RecordValue`] or allocating.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OffsetCommitValueRef<'a> {
+    pub offset: i64,
+    pub leader_epoch: i32,
+    pub metadata: &'a str,
+    pub commit_timestamp: i64,
+    pub expire_timestamp: i64,
+    pub topic_id: Uuid,
+}
+
+impl OffsetCommitValueRef<'_> {
+    pub fn to_owned_value(&self) -> OffsetCommitValue {
+        OffsetCommitValue {
+            offset: self.offset,
+            leader_epoch: self.leader_epoch,
+            metadata: self.metadata.to_string(),
+            commit_timestamp: self.commit_timestamp,
+            expire_timestamp: self.expire_timestamp,
+            topic_id: self.topic_id,
+        }
+    }
+}
+
+/// Big-endian fixed-width reads for [`OffsetCommitValue::decode_ref`]: `None` past the end.
+#[inline(always)]
+fn be<const N: usize>(b: &[u8], pos: &mut usize) -> Option<[u8; N]> {
+    let a: [u8; N] = b.get(*pos..*pos + N)?.try_into().ok()?;
+    *pos += N;
+    Some(a)
+}
+
+/// `Reader::uvarint` for [`OffsetCommitValue::decode_ref`]: at most 5 bytes, fits in u32.
+#[inline(always)]
+fn uvarint_at(b: &[u8], pos: &mut usize) -> Option<u32> {
+    let first = *b.get(*pos)?;
+    *pos += 1;
+    if first < 0x80 {
+        return Some(u32::from(first));
+    }
+    let mut value = u64::from(first & 0x7f);
+    for i in 1..5 {
+        let x = *b.get(*pos)?;
+        *pos += 1;
+        value |= u64::from(x & 0x7f) << (7 * i);
+        if x & 0x80 == 0 {
+            return u32::try_from(value).ok();
+        }
+    }
+    None
+}
+
+impl OffsetCommitValue {
+    /// The OffsetCommit value decoder of the replay fast path: the same versions (0-4) and the
+    /// same checks as [`RecordValue::decode`] (`ValueCodec::read` above), specialised to this
+    /// one type, with the metadata borrowed. `Some(v)` exactly when `RecordValue::decode(1,
+    /// bytes)` gives `Ok(OffsetCommit(w))`, and then `w == v.to_owned_value()` (a property test
+    /// holds the two to that); `None` means the generic decoder reports an error.
+    #[inline]
+    pub fn decode_ref(b: &[u8]) -> Option<OffsetCommitValueRef<'_>> {
+        // What Kafka 4.1+ and Ringleader write for a commit without an explicit expiry: v4,
+        // metadata under 127 bytes, then no tagged field or just the topic id. One length
+        // check covers the fixed fields; anything else takes the general path below.
+        if b.len() >= 24 && b[..2] == [0, 4] && b[14] != 0 && b[14] < 0x80 {
+            let n = b[14] as usize - 1;
+            let rest = &b[15..];
+            if rest.len() >= n + 9 {
+                let metadata = if n == 0 { Some("") } else { utf8(&rest[..n]) };
+                let topic_id = match &rest[n + 8..] {
+                    [0] => Some(Uuid::nil()),
+                    [1, 0, 16, id @ ..] if id.len() == 16 => {
+                        Some(Uuid::from_bytes(id.try_into().expect("16 bytes")))
+                    }
+                    _ => None,
+                };
+                if let (Some(metadata), Some(topic_id)) = (metadata, topic_id) {
+                    let be8 = |s: &[u8]| i64::from_be_bytes(s[..8].try_into().expect("8 bytes"));
+                    return Some(OffsetCommitValueRef {
+                        offset: be8(&b[2..]),
+                        leader_epoch: i32::from_be_bytes(b[10..14].try_into().expect("4 bytes")),
+                        metadata,
+                        commit_timestamp: be8(&rest[n..]),
+                        expire_timestamp: -1,
+                        topic_id,
+                    });
+                }
+            }
+        }
+        Self::decode_ref_general(b)
+    }
+
+    fn decode_ref_general(b: &[u8]) -> Option<OffsetCommitValueRef<'_>> {
+        let mut pos = 0usize;
+        let version = i16::from_be_bytes(be(b, &mut pos)?);
+        if !(0..=4).contains(&version) {
+            return None;
+        }
+        let offset = i64::from_be_bytes(be(b, &mut pos)?);
+        let leader_epoch = if version >= 3 {
+            i32::from_be_bytes(be(b, &mut pos)?)
+        } else {
+            -1
+        };
+        // metadata: a non-null string, classic (int16 length) before v4, compact from v4.
+        let len = if version >= 4 {
+            let n = uvarint_at(b, &mut pos)?.checked_sub(1)? as usize;
+            if n > MAX_STRING_BYTES {
+                return None;
+            }
+            n
+        } else {
+            let n = i16::from_be_bytes(be(b, &mut pos)?);
+            if n < 0 {
+                return None;
+            }
+            n as usize
+        };
+        let metadata = if len == 0 {
+            ""
+        } else {
+            utf8(b.get(pos..pos + len)?)?
+        };
+        pos += len;
+        let commit_timestamp = i64::from_be_bytes(be(b, &mut pos)?);
+        let expire_timestamp = if version == 1 {
+            i64::from_be_bytes(be(b, &mut pos)?)
+        } else {
+            -1
+        };
+        let mut topic_id = Uuid::nil();
+        if version >= 4 {
+            // Tagged fields: tag 0 is the topic id (exactly 16 bytes); others are skipped.
+            let count = uvarint_at(b, &mut pos)?;
+            for _ in 0..count {
+                let tag = uvarint_at(b, &mut pos)?;
+                let size = uvarint_at(b, &mut pos)? as usize;
+                let field = b.get(pos..pos.checked_add(size)?)?;
+                pos += size;
+                if tag == 0 {
+                    topic_id = Uuid::from_bytes(field.try_into().ok()?);
+                }
+            }
+        }
+        if pos != b.len() {
+            return None;
+        }
+        Some(OffsetCommitValueRef {
+            offset,
+            leader_epoch,
+            metadata,
+            commit_timestamp,
+            expire_timestamp,
+            topic_id,
+        })
+    }
+}
+
+/// `bytes` as a `str` if it is UTF-8. Group ids, topics and member ids are nearly always
+/// ASCII, which a word-at-a-time check settles in a fraction of what the general validator
+/// takes on short strings (it was an eighth of replay's instructions).
+#[inline]
+pub fn utf8(bytes: &[u8]) -> Option<&str> {
+    if bytes.is_ascii() {
+        // SAFETY: ASCII bytes are valid UTF-8.
+        Some(unsafe { std::str::from_utf8_unchecked(bytes) })
+    } else {
+        std::str::from_utf8(bytes).ok()
     }
 }
 
@@ -2764,6 +2943,78 @@ mod tests {
                     .map(|(g, t, p)| (g.to_string(), t.to_string(), p));
                 prop_assert_eq!(borrowed, full);
             }
+        }
+
+        #[test]
+        fn the_specialised_offset_commit_decoder_agrees_with_decode(
+            value in arb_offset_commit(),
+            version in 0i16..=5,
+            extra_tag in proptest::option::of((
+                prop_oneof![Just(0u32), 1u32..300],
+                prop_oneof![arb_bytes(), proptest::collection::vec(any::<u8>(), 15..=17)],
+            )),
+            flips in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 0..3),
+            cut in any::<prop::sample::Index>(),
+        ) {
+            // Every version Kafka wrote, then bytes damaged by flips and cuts: whatever the
+            // generic decoder says, the fast one must say the same.
+            let mut bytes = Vec::new();
+            let r = RecordValue::OffsetCommit(value);
+            if r.encode_version(version.min(4), &mut bytes).is_err() {
+                return Ok(());
+            }
+            if version == 5 {
+                bytes[1] = 5; // a version past the table
+            }
+            if let (Some((tag, body)), true) = (extra_tag, version == 4) {
+                // Another tagged field after the topic id (or alone): an unknown one, or a
+                // second topic id of the right size or not.
+                let section_start = bytes.len() - if matches!(&r, RecordValue::OffsetCommit(v) if !v.topic_id.is_nil()) { 19 } else { 1 };
+                let old: Vec<u8> = bytes.drain(section_start..).collect();
+                let mut w = Writer { out: &mut bytes, flexible: true };
+                let had_topic = old.len() > 1;
+                w.uvarint(1 + u32::from(had_topic));
+                if had_topic {
+                    w.out.extend_from_slice(&old[1..]);
+                }
+                w.uvarint(tag);
+                w.uvarint(body.len() as u32);
+                w.out.extend_from_slice(&body);
+                prop_assert_eq!(RecordValue::decode(1, &bytes).is_ok(), tag != 0 || body.len() == 16);
+            }
+            let mut damaged = bytes.clone();
+            for (i, b) in flips {
+                let i = i.index(damaged.len());
+                damaged[i] = b;
+            }
+            let cut_at = cut.index(bytes.len() + 1);
+            let mut trailing = bytes.clone();
+            trailing.push(0);
+            for b in [&bytes[..], &damaged[..], &bytes[..cut_at], &damaged[..cut_at], &trailing[..]] {
+                let full = match RecordValue::decode(1, b) {
+                    Ok(RecordValue::OffsetCommit(v)) => Some(v),
+                    Ok(other) => panic!("type 1 decoded as {other:?}"),
+                    Err(_) => None,
+                };
+                let fast = OffsetCommitValue::decode_ref(b).map(|v| v.to_owned_value());
+                prop_assert_eq!(fast, full);
+            }
+        }
+
+        #[test]
+        fn the_specialised_offset_commit_decoder_agrees_on_random_bytes(
+            bytes in proptest::collection::vec(any::<u8>(), 0..48),
+            version in 0i16..=5,
+        ) {
+            let mut b = bytes;
+            if b.len() >= 2 {
+                b[..2].copy_from_slice(&version.to_be_bytes());
+            }
+            let full = match RecordValue::decode(1, &b) {
+                Ok(RecordValue::OffsetCommit(v)) => Some(v),
+                _ => None,
+            };
+            prop_assert_eq!(OffsetCommitValue::decode_ref(&b).map(|v| v.to_owned_value()), full);
         }
 
         #[test]

@@ -110,7 +110,7 @@ impl SnapshotBuild {
                                             topic,
                                             partition,
                                         },
-                                        value: Some(RecordValue::OffsetCommit(v.clone())),
+                                        value: Some(RecordValue::OffsetCommit(v.to_value())),
                                     },
                                 )?;
                             }

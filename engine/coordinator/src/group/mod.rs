@@ -24,8 +24,11 @@ mod migration_tests;
 
 #[cfg(test)]
 mod consumer_tests;
+pub mod offset_store;
 pub mod offsets;
 pub mod regex_cache;
+#[cfg(test)]
+mod replay_tests;
 #[cfg(test)]
 mod tests;
 
@@ -343,16 +346,32 @@ pub struct Coordinator {
     /// simulator (`crate::sim`) sets a seeded sequence so that a seed replays exactly: ids are
     /// in responses, records and traces, and they order timers due in the same millisecond.
     pub member_ids: Option<SeededIds>,
-    /// While loading (`replay_bytes`): groups an offset commit already found existing, with the
-    /// `load_epoch` of that check. Every other replayed record may remove a group and bumps the
-    /// epoch, so a hit means the group still exists and the two ordered-map lookups of
-    /// `replay_offset_commit` can be skipped — they were a quarter of replay's cost. Emptied by
-    /// `on_loaded`.
-    load_checked: hashbrown::HashMap<Box<str>, u64>,
+    /// While loading (`replay_bytes`): an offset commit that found its group existing marks the
+    /// group's slot in the offset store with this epoch. Every other replayed record may
+    /// remove a group and bumps the epoch (so do `handle`, `tick` and `on_loaded`), so a mark
+    /// equal to the epoch means the group still exists and the two ordered-map lookups of
+    /// `replay_offset_commit` can be skipped — they were a quarter of replay's cost. Starts at
+    /// 1: a new slot's mark is 0.
     load_epoch: u64,
     /// Subscription regexes compiled and resolved per topics snapshot (derived state, rebuilt
     /// on demand; not in records or snapshots).
     pub regexes: regex_cache::RegexCache,
+}
+
+/// Offsets without a group record belong to a standalone ("simple") group, which exists as an
+/// empty classic group (`getOrMaybeCreateClassicGroup` on replay), created at its first commit.
+fn ensure_group(
+    groups: &mut BTreeMap<String, ClassicGroup>,
+    consumer_groups: &BTreeMap<String, consumer::ConsumerGroup>,
+    group: &str,
+    commit_timestamp: i64,
+) {
+    if !groups.contains_key(group) && !consumer_groups.contains_key(group) {
+        groups.insert(
+            group.to_string(),
+            ClassicGroup::empty(group, commit_timestamp),
+        );
+    }
 }
 
 /// A deterministic stream of version-4-shaped UUIDs for classic member ids. Give every
@@ -402,8 +421,7 @@ impl Coordinator {
             member_ids: None,
             offsets: OffsetStore::default(),
             timers: Timers::default(),
-            load_checked: hashbrown::HashMap::new(),
-            load_epoch: 0,
+            load_epoch: 1,
             regexes: regex_cache::RegexCache::default(),
         }
     }
@@ -456,6 +474,7 @@ impl Coordinator {
         now: i64,
         out: &mut Output,
     ) {
+        self.load_epoch += 1;
         if self
             .last_topics
             .as_ref()
@@ -581,6 +600,7 @@ impl Coordinator {
     }
 
     pub fn tick(&mut self, now: i64, out: &mut Output) {
+        self.load_epoch += 1;
         while let Some(key) = self.timers.pop_due(now) {
             match key {
                 TimerKey::Heartbeat { group, member } => {
@@ -617,7 +637,7 @@ impl Coordinator {
     /// revocation deadline of a consumer member still revoking (without them, a member whose
     /// client died before a restart kept its partitions forever).
     pub fn on_loaded(&mut self, now: i64) {
-        self.load_checked = hashbrown::HashMap::new();
+        self.load_epoch += 1;
         let mut consumer_timers = Vec::new();
         for (g, grp) in &self.consumer_groups {
             let consumer_session = self.consumer_session_timeout_ms(g);
@@ -664,39 +684,59 @@ impl Coordinator {
         self.start(now);
     }
 
-    /// Rebuild state from one record (restart recovery, and `apply`).
     /// Replay one record given as its key and value bytes, as a partition load reads them.
-    /// Offset commits — most of a log — are replayed from the key's borrowed strings without
-    /// building an owned `Record`. Returns false for a record that does not decode (a loader
-    /// counts and skips it).
+    /// Returns false for a record that does not decode (a loader counts and skips it).
+    ///
+    /// Offset commits — nearly all of a log — take a fast path that gives exactly the state
+    /// `replay(&Record::decode(key, value)?)` gives (a property test holds the two to that):
+    /// the key's strings stay raw bytes and find their (group, topic) pair in the offset store
+    /// by one hash (checked as UTF-8 only when the pair is new), the value is read by the
+    /// specialised OffsetCommit decoder with its metadata borrowed, and the group-existence
+    /// check is skipped while the group's mark says nothing could have removed it.
     pub fn replay_bytes(&mut self, key: &[u8], value: Option<&[u8]>) -> bool {
-        if let Some((group, topic, partition)) = RecordKey::offset_commit_ref(key) {
-            return match value {
+        if let Some((group, topic, partition)) = RecordKey::offset_commit_raw(key) {
+            match value {
                 None => {
-                    self.offsets.remove(group, topic, partition);
-                    true
+                    if let Some(pair) = self.offsets.find_pair(group, topic) {
+                        self.offsets.remove_in(pair, partition);
+                        return true;
+                    }
+                    // Nothing stored under it; the record still counts only if its key decodes.
+                    return wire::records::utf8(group).is_some()
+                        && wire::records::utf8(topic).is_some();
                 }
                 Some(bytes) => {
-                    match RecordValue::decode(wire::records::record_type::OFFSET_COMMIT, bytes) {
-                        Ok(RecordValue::OffsetCommit(v)) => {
-                            if self.load_checked.get(group) == Some(&self.load_epoch) {
-                                self.offsets.put(group, topic, partition, v);
-                            } else {
-                                self.replay_offset_commit(group, topic, partition, v);
-                                self.load_checked.insert(group.into(), self.load_epoch);
+                    if let Some(v) = OffsetCommitValue::decode_ref(bytes) {
+                        let pair = match self.offsets.find_pair(group, topic) {
+                            Some(pair) => pair,
+                            None => {
+                                let (Some(g), Some(t)) =
+                                    (wire::records::utf8(group), wire::records::utf8(topic))
+                                else {
+                                    return false;
+                                };
+                                self.offsets.find_or_insert_pair(g, t)
                             }
-                            true
+                        };
+                        if self.offsets.group_mark(pair) != self.load_epoch {
+                            let g = self.offsets.pair_group(pair);
+                            ensure_group(
+                                &mut self.groups,
+                                &self.consumer_groups,
+                                g,
+                                v.commit_timestamp,
+                            );
+                            self.offsets.set_group_mark(pair, self.load_epoch);
                         }
-                        _ => false,
+                        self.offsets.put_ref(pair, partition, &v);
+                        return true;
                     }
+                    // The generic path below reports the value's error.
                 }
-            };
+            }
         }
         match Record::decode(key, value) {
             Ok(record) => {
-                // Any other record may remove a group (a tombstone, a conversion): forget
-                // which groups were seen to exist.
-                self.load_epoch += 1;
                 self.replay(&record);
                 true
             }
@@ -711,18 +751,21 @@ impl Coordinator {
         partition: i32,
         v: OffsetCommitValue,
     ) {
-        // Offsets without a group record belong to a standalone ("simple") group, which exists
-        // as an empty classic group (`getOrMaybeCreateClassicGroup` on replay).
-        if !self.groups.contains_key(group) && !self.consumer_groups.contains_key(group) {
-            self.groups.insert(
-                group.to_string(),
-                ClassicGroup::empty(group, v.commit_timestamp),
-            );
-        }
+        ensure_group(
+            &mut self.groups,
+            &self.consumer_groups,
+            group,
+            v.commit_timestamp,
+        );
         self.offsets.put(group, topic, partition, v);
     }
 
+    /// Rebuild state from one record (restart recovery, and `apply`).
     pub fn replay(&mut self, record: &Record) {
+        if !matches!(record.key, RecordKey::OffsetCommit { .. }) {
+            // This record may remove a group: marks taken before it no longer hold.
+            self.load_epoch += 1;
+        }
         match (&record.key, &record.value) {
             (
                 RecordKey::OffsetCommit {

@@ -11,98 +11,9 @@ use kafka_protocol::messages::offset_delete_response::{
 };
 use kafka_protocol::messages::*;
 use kafka_protocol::ResponseError;
-use std::collections::BTreeMap;
 use wire::records::{OffsetCommitValue, Record, RecordKey, RecordValue};
 
-/// group → topic → partition → committed value.
-///
-/// Topics are kept per group, partitions in a sorted `Vec` under their topic: a topic name is
-/// stored once per group (not once per partition) and a partition costs its value and index only.
-/// Iteration order is (topic, partition), as with a map keyed by the pair.
-#[derive(Debug, Default, Clone)]
-pub struct OffsetStore {
-    groups: hashbrown::HashMap<String, BTreeMap<String, Vec<(i32, OffsetCommitValue)>>>,
-}
-
-impl OffsetStore {
-    pub fn put(&mut self, group: &str, topic: &str, partition: i32, v: OffsetCommitValue) {
-        let g = self.groups.entry_ref(group).or_default();
-        if !g.contains_key(topic) {
-            g.insert(topic.to_string(), Vec::new());
-        }
-        let parts = g.get_mut(topic).expect("just inserted");
-        match parts.binary_search_by_key(&partition, |(p, _)| *p) {
-            Ok(i) => parts[i].1 = v,
-            Err(i) => {
-                // Grow by an eighth, not double: a group's partitions of a topic are written
-                // once and then only updated, so spare capacity would stay unused.
-                if parts.len() == parts.capacity() {
-                    parts.reserve_exact((parts.len() / 8).max(1));
-                }
-                parts.insert(i, (partition, v))
-            }
-        }
-    }
-    pub fn remove(&mut self, group: &str, topic: &str, partition: i32) {
-        let Some(g) = self.groups.get_mut(group) else {
-            return;
-        };
-        if let Some(parts) = g.get_mut(topic) {
-            if let Ok(i) = parts.binary_search_by_key(&partition, |(p, _)| *p) {
-                parts.remove(i);
-            }
-            if parts.is_empty() {
-                g.remove(topic);
-            } else if parts.capacity() > 2 * parts.len() + 4 {
-                parts.shrink_to_fit();
-            }
-        }
-        if g.is_empty() {
-            self.groups.remove(group);
-        }
-    }
-    pub fn get(&self, group: &str, topic: &str, partition: i32) -> Option<&OffsetCommitValue> {
-        let parts = self.groups.get(group)?.get(topic)?;
-        let i = parts.binary_search_by_key(&partition, |(p, _)| *p).ok()?;
-        Some(&parts[i].1)
-    }
-    pub fn has_group(&self, group: &str) -> bool {
-        self.groups.contains_key(group)
-    }
-    pub fn keys_of(&self, group: &str) -> Vec<(String, i32)> {
-        self.of_group(group)
-            .map(|(t, p, _)| (t.to_string(), p))
-            .collect()
-    }
-    /// A group's offsets in (topic, partition) order.
-    pub fn of_group(&self, group: &str) -> impl Iterator<Item = (&str, i32, &OffsetCommitValue)> {
-        self.groups.get(group).into_iter().flat_map(|g| {
-            g.iter()
-                .flat_map(|(t, ps)| ps.iter().map(move |(p, v)| (t.as_str(), *p, v)))
-        })
-    }
-    /// The groups holding offsets, sorted: callers that write records per group (expiry) or
-    /// walk groups in slices (`snapshot_build`) must not depend on hash order, or the same
-    /// input would give different logs from run to run (and the simulator would not replay).
-    pub fn group_ids(&self) -> Vec<String> {
-        let mut ids: Vec<String> = self.groups.keys().cloned().collect();
-        ids.sort_unstable();
-        ids
-    }
-    /// Every offset, sorted, for state comparisons.
-    pub fn all(&self) -> Vec<(String, String, i32, OffsetCommitValue)> {
-        let mut v: Vec<_> = self
-            .groups
-            .keys()
-            .flat_map(|g| {
-                self.of_group(g)
-                    .map(move |(t, p, o)| (g.clone(), t.to_string(), p, o.clone()))
-            })
-            .collect();
-        v.sort_by(|a, b| (&a.0, &a.1, a.2).cmp(&(&b.0, &b.1, b.2)));
-        v
-    }
-}
+pub use super::offset_store::{OffsetStore, PairId, StoredOffset};
 
 /// Java `String.length()`: UTF-16 code units, which is what `offset.metadata.max.bytes` counts.
 fn java_len(s: &str) -> usize {
@@ -327,7 +238,7 @@ pub fn fetch(
                     p,
                     v.offset,
                     v.leader_epoch,
-                    v.metadata.clone(),
+                    v.metadata.to_string(),
                     0,
                 ));
             }
@@ -341,7 +252,7 @@ pub fn fetch(
                             p,
                             v.offset,
                             v.leader_epoch,
-                            v.metadata.clone(),
+                            v.metadata.to_string(),
                             0,
                         )),
                         None => outp
