@@ -25,9 +25,11 @@
 //! `cargo bench -p ringleader-benches --bench assignor`
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
-use engine::group::assignor::{self, AssignMember, Assignment};
+use engine::group::assignor::{
+    self, AssignSpec, Outcome, PackedAssignment, SpecBuilder, TopicTable,
+};
 use ringleader_benches::counting_alloc::{self, CountingAlloc};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::time::Duration;
 use uuid::Uuid;
 
@@ -171,59 +173,69 @@ fn shapes() -> Vec<Shape> {
 
 // ---- the assignor under test -------------------------------------------------------------
 
-/// Old API: `AssignMember`s with `BTreeSet` subscriptions, `BTreeMap` assignments.
-struct Input {
-    members: Vec<AssignMember>,
-    partitions: BTreeMap<Uuid, i32>,
-    previous: BTreeMap<String, Assignment>,
-}
-
-fn run(kind: Kind, i: &Input) -> BTreeMap<String, Assignment> {
+/// The assignor's input, prebuilt as Kafka's benchmark prebuilds its `GroupSpec`: topics
+/// numbered, one interned subscription per bucket, previous targets as the coordinator stores
+/// them (packed) reduced to integers.
+fn run(kind: Kind, spec: &AssignSpec) -> Outcome {
     match kind {
-        Kind::Uniform => assignor::uniform(&i.members, &i.partitions, &i.previous),
-        Kind::Range => assignor::range(&i.members, &i.partitions),
+        Kind::Uniform => assignor::uniform(spec),
+        Kind::Range => assignor::range(spec),
     }
 }
 
-fn input_of(s: &Shape) -> Input {
+/// The spec of `g`'s members, with `previous` targets (packed, per member id) when given.
+fn spec_of(
+    g: &Group,
+    members: &[(String, Vec<usize>)],
+    previous: &BTreeMap<String, PackedAssignment>,
+) -> AssignSpec {
+    let mut b = SpecBuilder::new(TopicTable::new(g.topics.iter().copied()));
+    let mut subs: BTreeMap<&[usize], u32> = BTreeMap::new();
+    for (id, ts) in members {
+        let sub = match subs.get(ts.as_slice()) {
+            Some(s) => *s,
+            None => {
+                let numbers: Vec<u32> = ts
+                    .iter()
+                    .map(|t| b.topics().find(&g.topics[*t].0).expect("topic"))
+                    .collect();
+                let s = b.subscription(numbers);
+                subs.insert(ts, s);
+                s
+            }
+        };
+        b.member(sub, None, previous.get(id).map(|p| p.iter()));
+    }
+    b.build()
+}
+
+/// The shape's input; for an incremental shape the previous targets are the full assignment
+/// of every member but `newMember`.
+fn input_of(s: &Shape) -> AssignSpec {
     let g = group_of(s);
-    let members: Vec<AssignMember> = g
-        .members
-        .iter()
-        .map(|(id, ts)| AssignMember {
-            member_id: id.clone(),
-            instance_id: None,
-            topics: ts.iter().map(|t| g.topics[*t].0).collect::<BTreeSet<_>>(),
-        })
-        .collect();
-    let partitions: BTreeMap<Uuid, i32> = g.topics.iter().copied().collect();
-    let mut input = Input {
-        members,
-        partitions,
-        previous: BTreeMap::new(),
-    };
+    let mut previous = BTreeMap::new();
     if s.incremental {
-        let joiner = input.members.pop().expect("newMember");
-        input.previous = run(s.kind, &input);
-        input.members.push(joiner);
+        let before = &g.members[..g.members.len() - 1];
+        let spec = spec_of(&g, before, &BTreeMap::new());
+        let out = run(s.kind, &spec);
+        for (i, (id, _)) in before.iter().enumerate() {
+            previous.insert(
+                id.clone(),
+                PackedAssignment::from_globals(spec.topics(), out.target(&spec, i as u32)),
+            );
+        }
     }
-    input
+    spec_of(&g, &g.members, &previous)
 }
 
-/// Partitions that moved between members (assigned to someone before and to someone else now).
-fn moved(previous: &BTreeMap<String, Assignment>, now: &BTreeMap<String, Assignment>) -> usize {
-    previous
-        .iter()
-        .map(|(m, a)| {
-            let b = now.get(m);
-            a.iter()
-                .map(|(t, ps)| {
-                    let kept = b
-                        .and_then(|b| b.get(t))
-                        .map_or(0, |bs| ps.intersection(bs).count());
-                    ps.len() - kept
-                })
-                .sum::<usize>()
+/// Partitions that moved: held before by a member that does not hold them now.
+fn moved(spec: &AssignSpec, out: &Outcome) -> usize {
+    out.changed()
+        .map(|(m, now)| {
+            spec.previous(m)
+                .iter()
+                .filter(|g| now.binary_search(g).is_err())
+                .count()
         })
         .sum()
 }
@@ -251,11 +263,13 @@ fn benches(c: &mut Criterion) {
         let input = input_of(&s);
         if s.incremental {
             let out = run(s.kind, &input);
+            let newcomer = input.members() as u32 - 1;
             println!(
-                "{}: newMember got {} partitions; {} moved",
+                "{}: newMember got {} partitions; {} moved; {} members changed",
                 s.name(),
-                out.get("newMember").map_or(0, assignor::count),
-                moved(&input.previous, &out)
+                out.target(&input, newcomer).len(),
+                moved(&input, &out),
+                out.changed_count()
             );
         }
         g.bench_function(s.name(), |b| {
@@ -287,6 +301,27 @@ fn e2e_topic(i: usize) -> String {
 fn e2e_coordinator(
     targets: bool,
     joined: bool,
+) -> (
+    engine::group::Coordinator,
+    std::sync::Arc<engine::topics::TopicsSnapshot>,
+) {
+    // The group's metadata hash (KIP-1101) as the coordinator computes it: with a wrong one
+    // the first heartbeat would bump the group epoch and recompute the target.
+    let (mut probe, topics) = e2e_build(targets, joined, 0);
+    let _ = e2e_heartbeat(
+        &mut probe,
+        &topics,
+        e2e_member_heartbeat("member00000", E2E_EPOCH),
+    );
+    let hash = probe.consumer_groups["g"].metadata_hash;
+    drop(probe);
+    e2e_build(targets, joined, hash)
+}
+
+fn e2e_build(
+    targets: bool,
+    joined: bool,
+    metadata_hash: i64,
 ) -> (
     engine::group::Coordinator,
     std::sync::Arc<engine::topics::TopicsSnapshot>,
@@ -326,7 +361,7 @@ fn e2e_coordinator(
         },
         RecordValue::ConsumerGroupMetadata(ConsumerGroupMetadataValue {
             epoch: group_epoch + i32::from(joined),
-            metadata_hash: 0,
+            metadata_hash,
         }),
     );
     let metadata = |names: &[String]| ConsumerGroupMemberMetadataValue {
@@ -480,66 +515,104 @@ fn e2e_join() -> kafka_protocol::messages::ConsumerGroupHeartbeatRequest {
         .with_topic_partitions(Some(vec![]))
 }
 
-/// The coordinator's whole path to a new target of a 10,000-member group: the assignor's input
-/// built from the group, the assignor, the diff against the previous target, the records.
+/// Which part of a target computation a row times.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Part {
+    /// The heartbeat and, when the assignment was offloaded, applying its result: what the
+    /// shard's thread spends.
+    OnShard,
+    /// All of it, the offloaded assignor included, as if it ran inline.
+    Total,
+}
+
+/// One heartbeat on a clone of `base`, then any assignment it offloaded run and applied, as
+/// the broker's shell does; the time of `part`. Prints the breakdown of the first run.
+fn e2e_time(
+    base: &engine::group::Coordinator,
+    topics: &std::sync::Arc<engine::topics::TopicsSnapshot>,
+    req: &kafka_protocol::messages::ConsumerGroupHeartbeatRequest,
+    part: Part,
+    iters: u64,
+    report: Option<&str>,
+) -> Duration {
+    let mut total = Duration::ZERO;
+    for i in 0..iters {
+        let mut c = base.clone();
+        let t = std::time::Instant::now();
+        let mut out = e2e_heartbeat(&mut c, topics, req.clone());
+        let heartbeat = t.elapsed();
+        let (mut run, mut apply, mut changed) = (Duration::ZERO, Duration::ZERO, 0);
+        for job in std::mem::take(&mut out.jobs) {
+            let t = std::time::Instant::now();
+            let done = job.run();
+            run += t.elapsed();
+            changed += done.changed();
+            let t = std::time::Instant::now();
+            c.assignment_done(done, 10_000, &mut out);
+            apply += t.elapsed();
+        }
+        if i == 0 {
+            if let Some(name) = report {
+                println!(
+                    "{name}: heartbeat {:.3} ms, offloaded assignor {:.3} ms, applying it {:.3} ms; {} members changed, {} records",
+                    heartbeat.as_secs_f64() * 1e3,
+                    run.as_secs_f64() * 1e3,
+                    apply.as_secs_f64() * 1e3,
+                    changed,
+                    out.records.len()
+                );
+            }
+        }
+        total += heartbeat
+            + apply
+            + match part {
+                Part::OnShard => Duration::ZERO,
+                Part::Total => run,
+            };
+        drop(out);
+        drop(c);
+    }
+    total
+}
+
+/// The coordinator's whole path to a new target of a 10,000-member group.
 fn end_to_end(c: &mut Criterion) {
     let mut g = c.benchmark_group("coordinator_target");
     g.sample_size(10)
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(5));
     let name = format!("{E2E_MEMBERS}_members_x10_over_{E2E_TOPICS}_topics");
-    // A heartbeat that changes nothing: what every row below pays besides the target.
-    let (stable, topics) = e2e_coordinator(true, false);
-    g.bench_function(format!("heartbeat_no_change/{name}"), |b| {
-        b.iter_batched_ref(
-            || stable.clone(),
-            |c| e2e_heartbeat(c, &topics, e2e_member_heartbeat("member00000", E2E_EPOCH)),
-            BatchSize::LargeInput,
-        )
-    });
-    // One member joins a stable group: its join heartbeat computes the new target.
-    g.bench_function(format!("join_heartbeat/{name}"), |b| {
-        b.iter_batched_ref(
-            || stable.clone(),
-            |c| e2e_heartbeat(c, &topics, e2e_join()),
-            BatchSize::LargeInput,
-        )
-    });
-    let out = e2e_heartbeat(&mut stable.clone(), &topics, e2e_join());
-    println!(
-        "coordinator_target/join_heartbeat: {} records",
-        out.records.len()
-    );
-    drop(stable);
-    // `newMember` has joined (its records are in); an existing member's heartbeat computes the
-    // target after the assignment interval.
-    let (joined, topics) = e2e_coordinator(true, true);
-    g.bench_function(format!("incremental_target/{name}"), |b| {
-        b.iter_batched_ref(
-            || joined.clone(),
-            |c| e2e_heartbeat(c, &topics, e2e_member_heartbeat("member00000", E2E_EPOCH)),
-            BatchSize::LargeInput,
-        )
-    });
-    drop(joined);
-    // Every member joined, no target yet: the first target of the whole group.
-    let (fresh, topics) = e2e_coordinator(false, false);
-    g.bench_function(format!("full_target/{name}"), |b| {
-        b.iter_batched_ref(
-            || fresh.clone(),
-            |c| e2e_heartbeat(c, &topics, e2e_member_heartbeat("member00000", E2E_EPOCH)),
-            BatchSize::LargeInput,
-        )
-    });
-    let out = e2e_heartbeat(
-        &mut fresh.clone(),
-        &topics,
-        e2e_member_heartbeat("member00000", E2E_EPOCH),
-    );
-    println!(
-        "coordinator_target/full_target: {} records",
-        out.records.len()
-    );
+    let existing = e2e_member_heartbeat("member00000", E2E_EPOCH);
+    let rows: [(
+        &str,
+        bool,
+        bool,
+        kafka_protocol::messages::ConsumerGroupHeartbeatRequest,
+    ); 4] = [
+        // A heartbeat that changes nothing: what every row below pays besides the target.
+        ("heartbeat_no_change", true, false, existing.clone()),
+        // One member joins a stable group: its join heartbeat computes the new target.
+        ("join_heartbeat", true, false, e2e_join()),
+        // `newMember` has joined (its records are in); an existing member's heartbeat computes
+        // the target after the assignment interval.
+        ("incremental_target", true, true, existing.clone()),
+        // Every member joined, no target yet: the first target of the whole group.
+        ("full_target", false, false, existing.clone()),
+    ];
+    for (row, targets, joined, req) in rows {
+        let (base, topics) = e2e_coordinator(targets, joined);
+        for part in [Part::OnShard, Part::Total] {
+            let label = match part {
+                Part::OnShard => "on_shard",
+                Part::Total => "total",
+            };
+            let id = format!("{row}/{label}/{name}");
+            let _ = e2e_time(&base, &topics, &req, part, 1, Some(&id));
+            g.bench_function(id, |b| {
+                b.iter_custom(|iters| e2e_time(&base, &topics, &req, part, iters, None))
+            });
+        }
+    }
     g.finish();
 }
 

@@ -1,21 +1,34 @@
 //! Server-side assignors for the consumer protocol (reference §5.1, §5.2): `uniform` (default;
-//! balanced and sticky) and `range`. Pure functions from members' subscriptions, topic sizes and
-//! the previous target to a new target.
+//! balanced and sticky) and `range`. Pure functions from the group reduced to integers — an
+//! [`AssignSpec`] — to the members whose target changed ([`Outcome`]).
+//!
+//! Why integers: a group of 10,000 members subscribed to 1,000 topics is 10,000 copies of a
+//! 1,000-topic set and 10,000 maps of UUIDs when written as Kafka's types, and building that took
+//! longer than assigning. Here topics are numbered in id order ([`TopicTable`]), so partition `p`
+//! of topic `t` is the single integer `base(t) + p` and sorting by it is sorting by (topic id,
+//! partition); members that subscribe to the same topics share one interned subscription; a
+//! member's previous target is a slice of one flat vector; and the result lists only the members
+//! whose target changed, which after one member joins a stable group is a handful. Kafka's
+//! properties are kept (`UniformHomogeneousAssignmentBuilder`,
+//! `UniformHeterogeneousAssignmentBuilder`, `RangeAssignor` in group-coordinator/.../assignor):
+//! every partition of a subscribed topic goes to exactly one subscriber; uniform balances first
+//! (counts within one among members that can share) and is sticky second; range is not sticky.
+
+mod range;
+#[cfg(test)]
+pub(crate) mod reference;
+#[cfg(test)]
+mod tests;
+mod uniform;
+
+pub use range::range;
+pub use uniform::uniform;
 
 use std::collections::{BTreeMap, BTreeSet};
 use uuid::Uuid;
 
 /// topic id → partitions
 pub type Assignment = BTreeMap<Uuid, BTreeSet<i32>>;
-
-/// One member as an assignor sees it.
-#[derive(Debug, Clone)]
-pub struct AssignMember {
-    pub member_id: String,
-    pub instance_id: Option<String>,
-    /// Topic ids the member subscribes to that exist.
-    pub topics: BTreeSet<Uuid>,
-}
 
 pub fn count(a: &Assignment) -> usize {
     a.values().map(|p| p.len()).sum()
@@ -176,368 +189,417 @@ impl std::fmt::Debug for MemberAssignment {
     }
 }
 
-/// `uniform`: keep what each member had where it still subscribes (stickiness), give every
-/// unassigned partition to the least-loaded eligible member, then move partitions from the
-/// most- to the least-loaded member while that narrows the spread (balance first: counts end
-/// within one of each other when subscriptions allow it).
-pub fn uniform(
-    members: &[AssignMember],
-    partitions: &BTreeMap<Uuid, i32>,
-    previous: &BTreeMap<String, Assignment>,
-) -> BTreeMap<String, Assignment> {
-    if let Some(first) = members.first() {
-        if members.iter().all(|m| m.topics == first.topics) {
-            return uniform_homogeneous(members, partitions, previous);
-        }
-    }
-    uniform_general(members, partitions, previous)
+/// The topics an assignment may use, numbered in ascending id order. Partition `p` of topic `t`
+/// is the global index `base(t) + p`, so ascending global indexes are (topic id, partition)
+/// order — the order of an [`Assignment`] and of a [`PackedAssignment`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TopicTable {
+    ids: Vec<Uuid>,
+    /// `base[t]`: global index of partition 0 of topic `t`; `base[len]`: the total.
+    base: Vec<u32>,
 }
 
-/// Every member subscribes to the same topics (`UniformHomogeneousAssignmentBuilder`): with P
-/// partitions and M members each gets P/M, and P%M of them one more. Members keep what they had
-/// up to their quota (those that held more keep the extra slots first); the rest is dealt out
-/// from the unassigned list to members under quota. O(P + M log M).
-fn uniform_homogeneous(
-    members: &[AssignMember],
-    partitions: &BTreeMap<Uuid, i32>,
-    previous: &BTreeMap<String, Assignment>,
-) -> BTreeMap<String, Assignment> {
-    let topics = &members[0].topics;
-    let total: usize = partitions
-        .iter()
-        .filter(|(t, _)| topics.contains(t))
-        .map(|(_, n)| (*n).max(0) as usize)
-        .sum();
-    let m = members.len();
-    let (min_quota, mut extra) = (total / m, total % m);
-    let mut out: BTreeMap<String, Assignment> = BTreeMap::new();
-    let mut taken: hashbrown::HashSet<(Uuid, i32)> = hashbrown::HashSet::with_capacity(total);
-    let mut order: Vec<&AssignMember> = members.iter().collect();
-    // Members that held the most keep the extra slots, so fewer partitions move.
-    let held = |mm: &AssignMember| previous.get(&mm.member_id).map(count).unwrap_or(0);
-    order.sort_by(|a, b| held(b).cmp(&held(a)).then(a.member_id.cmp(&b.member_id)));
-    let mut quotas: Vec<usize> = Vec::with_capacity(m);
-    for mm in &order {
-        let quota = if extra > 0 && held(mm) > min_quota {
-            extra -= 1;
-            min_quota + 1
-        } else {
-            min_quota
-        };
-        let mut a = Assignment::new();
-        let mut n = 0;
-        if let Some(prev) = previous.get(&mm.member_id) {
-            'keep: for (t, ps) in prev {
-                let Some(&size) = partitions.get(t) else {
-                    continue;
-                };
-                if !topics.contains(t) {
-                    continue;
-                }
-                for &p in ps {
-                    if n == quota {
-                        break 'keep;
-                    }
-                    if p < size && taken.insert((*t, p)) {
-                        a.entry(*t).or_default().insert(p);
-                        n += 1;
-                    }
-                }
+impl TopicTable {
+    /// Topics (id, partition count) in any order; a repeated id keeps its first count, a
+    /// negative count is 0. Counts are cut so that the total fits a `u32` (no broker comes near).
+    pub fn new(topics: impl IntoIterator<Item = (Uuid, i32)>) -> Self {
+        let mut v: Vec<(Uuid, i32)> = topics.into_iter().collect();
+        v.sort_by_key(|(id, _)| *id);
+        v.dedup_by_key(|(id, _)| *id);
+        let mut base = Vec::with_capacity(v.len() + 1);
+        let mut total: u32 = 0;
+        base.push(0);
+        for (_, n) in &v {
+            total = total
+                .saturating_add(n.max(&0).unsigned_abs())
+                .min(u32::MAX - 1);
+            base.push(total);
+        }
+        Self {
+            ids: v.into_iter().map(|(id, _)| id).collect(),
+            base,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
+
+    /// Partitions of every topic together.
+    pub fn total(&self) -> u32 {
+        self.base.last().copied().unwrap_or(0)
+    }
+
+    pub fn id(&self, t: u32) -> Uuid {
+        self.ids[t as usize]
+    }
+
+    pub fn ids(&self) -> &[Uuid] {
+        &self.ids
+    }
+
+    pub fn size(&self, t: u32) -> u32 {
+        self.base[t as usize + 1] - self.base[t as usize]
+    }
+
+    pub fn base(&self, t: u32) -> u32 {
+        self.base[t as usize]
+    }
+
+    /// The number of topic `id`, if the table has it.
+    pub fn find(&self, id: &Uuid) -> Option<u32> {
+        self.ids.binary_search(id).ok().map(|t| t as u32)
+    }
+
+    /// `parts` (ascending global indexes) cut into (topic, partitions of it) runs, in topic order.
+    pub fn runs<'a>(&'a self, parts: &'a [u32]) -> impl Iterator<Item = (u32, &'a [u32])> + 'a {
+        let mut rest = parts;
+        let mut t = 0usize;
+        std::iter::from_fn(move || {
+            let first = *rest.first()?;
+            // Topics are few next to partitions: step, then gallop only when far.
+            if self.base[t + 1] <= first {
+                t = self.base.partition_point(|b| *b <= first) - 1;
             }
-        }
-        quotas.push(quota);
-        out.insert(mm.member_id.clone(), a);
+            let end = self.base[t + 1];
+            let n = rest.partition_point(|g| *g < end);
+            let (run, tail) = rest.split_at(n);
+            rest = tail;
+            let topic = t as u32;
+            t += 1;
+            Some((topic, run))
+        })
     }
-    // Extra slots not claimed by stickiness go to the first members still at the minimum.
-    for q in quotas.iter_mut() {
-        if extra == 0 {
-            break;
-        }
-        if *q == min_quota {
-            *q += 1;
-            extra -= 1;
-        }
-    }
-    let mut unassigned = partitions
-        .iter()
-        .filter(|(t, _)| topics.contains(t))
-        .flat_map(|(t, &n)| (0..n.max(0)).map(move |p| (*t, p)))
-        .filter(|tp| !taken.contains(tp));
-    for (i, mm) in order.iter().enumerate() {
-        let a = out.get_mut(&mm.member_id).expect("member");
-        let mut n = count(a);
-        while n < quotas[i] {
-            let Some((t, p)) = unassigned.next() else {
-                break;
-            };
-            a.entry(t).or_default().insert(p);
-            n += 1;
-        }
-    }
-    out
 }
 
-fn uniform_general(
-    members: &[AssignMember],
-    partitions: &BTreeMap<Uuid, i32>,
-    previous: &BTreeMap<String, Assignment>,
-) -> BTreeMap<String, Assignment> {
-    let mut out: BTreeMap<String, Assignment> = members
-        .iter()
-        .map(|m| (m.member_id.clone(), Assignment::new()))
-        .collect();
-    let mut taken: BTreeSet<(Uuid, i32)> = BTreeSet::new();
-    // 1. Stickiness: keep previous partitions of still-subscribed topics that still exist.
-    for m in members {
-        if let Some(prev) = previous.get(&m.member_id) {
-            for (t, ps) in prev {
-                let Some(&n) = partitions.get(t) else {
-                    continue;
-                };
-                if !m.topics.contains(t) {
-                    continue;
-                }
-                for &p in ps {
-                    if p < n && taken.insert((*t, p)) {
-                        out.get_mut(&m.member_id)
-                            .expect("member")
-                            .entry(*t)
-                            .or_default()
-                            .insert(p);
-                    }
-                }
+impl PackedAssignment {
+    /// The packed form of `parts`, ascending global indexes of `table`.
+    pub fn from_globals(table: &TopicTable, parts: &[u32]) -> Self {
+        let mut v = Vec::with_capacity(parts.len() + 5 * parts.len().min(table.len()));
+        for (t, run) in table.runs(parts) {
+            let id = table.id(t).as_u128();
+            for i in (0..4).rev() {
+                v.push((id >> (32 * i)) as u32 as i32);
             }
+            v.push(run.len() as i32);
+            let base = table.base(t);
+            v.extend(run.iter().map(|g| (g - base) as i32));
         }
+        v.shrink_to_fit();
+        Self(v.into_boxed_slice())
     }
-    // 2. Unassigned partitions to the least-loaded subscriber (ties: member order).
-    let mut loads: BTreeMap<String, usize> =
-        out.iter().map(|(m, a)| (m.clone(), count(a))).collect();
-    for (t, &n) in partitions {
-        let subscribers: Vec<&AssignMember> =
-            members.iter().filter(|m| m.topics.contains(t)).collect();
-        if subscribers.is_empty() {
-            continue;
-        }
-        for p in 0..n {
-            if taken.contains(&(*t, p)) {
-                continue;
-            }
-            let best = subscribers
+}
+
+impl PackedAssignment {
+    /// Packed from (topic, partitions) runs as a record carries them: topics by id, partitions
+    /// ascending without repeats, empty topics dropped (a later run of a topic replaces an
+    /// earlier one). Records this broker writes are already in that form and are packed as they
+    /// are; anything else goes through an [`Assignment`].
+    pub fn from_runs<'a>(runs: impl IntoIterator<Item = (Uuid, &'a [i32])>) -> Self {
+        let runs: Vec<(Uuid, &[i32])> = runs.into_iter().collect();
+        let canonical = runs.windows(2).all(|w| w[0].0 < w[1].0)
+            && runs
                 .iter()
-                .min_by_key(|m| (loads[&m.member_id], m.member_id.as_str()))
-                .expect("non-empty");
-            out.get_mut(&best.member_id)
-                .expect("member")
-                .entry(*t)
-                .or_default()
-                .insert(p);
-            *loads.get_mut(&best.member_id).expect("member") += 1;
-            taken.insert((*t, p));
+                .all(|(_, ps)| !ps.is_empty() && ps.windows(2).all(|w| w[0] < w[1]));
+        if !canonical {
+            let a: Assignment = runs
+                .iter()
+                .map(|(t, ps)| (*t, ps.iter().copied().collect::<BTreeSet<i32>>()))
+                .filter(|(_, ps)| !ps.is_empty())
+                .collect();
+            return Self::new(&a);
         }
-    }
-    // 3. Balance: move one partition at a time from the most-loaded member to the least-loaded
-    // member able to take it, while the difference exceeds one. Each move strictly narrows the
-    // spread between the two, so this terminates.
-    let by_id: BTreeMap<&str, &AssignMember> =
-        members.iter().map(|m| (m.member_id.as_str(), m)).collect();
-    for _ in 0..partitions
-        .values()
-        .map(|&n| n.max(0) as usize)
-        .sum::<usize>()
-        .max(1)
-    {
-        let mut order: Vec<(usize, String)> = loads.iter().map(|(m, l)| (*l, m.clone())).collect();
-        order.sort();
-        let mut moved = false;
-        'pairs: for hi in order.iter().rev() {
-            for lo in order.iter() {
-                if hi.0 <= lo.0 + 1 {
-                    break;
-                }
-                let lo_m = by_id[lo.1.as_str()];
-                // Give away the highest partition of a topic the receiver subscribes to.
-                let from = out.get(&hi.1).expect("member");
-                let candidate = from
-                    .iter()
-                    .rev()
-                    .find(|(t, ps)| lo_m.topics.contains(t) && !ps.is_empty())
-                    .map(|(t, ps)| (*t, *ps.iter().next_back().expect("non-empty")));
-                if let Some((t, p)) = candidate {
-                    let from = out.get_mut(&hi.1).expect("member");
-                    let set = from.get_mut(&t).expect("topic");
-                    set.remove(&p);
-                    if set.is_empty() {
-                        from.remove(&t);
-                    }
-                    out.get_mut(&lo.1)
-                        .expect("member")
-                        .entry(t)
-                        .or_default()
-                        .insert(p);
-                    *loads.get_mut(&hi.1).expect("member") -= 1;
-                    *loads.get_mut(&lo.1).expect("member") += 1;
-                    moved = true;
-                    break 'pairs;
-                }
+        let mut v = Vec::with_capacity(runs.iter().map(|(_, ps)| 5 + ps.len()).sum());
+        for (t, ps) in runs {
+            let id = t.as_u128();
+            for i in (0..4).rev() {
+                v.push((id >> (32 * i)) as u32 as i32);
             }
+            v.push(ps.len() as i32);
+            v.extend_from_slice(ps);
         }
-        if !moved {
-            break;
-        }
+        Self(v.into_boxed_slice())
     }
-    out
 }
 
-/// `range`: per topic, subscribers sorted (static members by instance id first, then the rest
-/// by member id) take contiguous ranges, the first `n % m` one partition more. Not sticky.
-pub fn range(
-    members: &[AssignMember],
-    partitions: &BTreeMap<Uuid, i32>,
-) -> BTreeMap<String, Assignment> {
-    let mut out: BTreeMap<String, Assignment> = members
-        .iter()
-        .map(|m| (m.member_id.clone(), Assignment::new()))
-        .collect();
-    let mut sorted: Vec<&AssignMember> = members.iter().collect();
-    sorted.sort_by(|a, b| match (&a.instance_id, &b.instance_id) {
-        (Some(x), Some(y)) => x.cmp(y),
-        (Some(_), None) => std::cmp::Ordering::Less,
-        (None, Some(_)) => std::cmp::Ordering::Greater,
-        (None, None) => a.member_id.cmp(&b.member_id),
-    });
-    for (t, &n) in partitions {
-        let subs: Vec<&&AssignMember> = sorted.iter().filter(|m| m.topics.contains(t)).collect();
-        if subs.is_empty() || n <= 0 {
-            continue;
+/// The group as an assignor sees it, in integers (see the module documentation). Built with
+/// [`SpecBuilder`]; members are numbered in the order they were added, which is member-id order
+/// for the coordinator (ties in `uniform` and the order of `range` follow it).
+#[derive(Debug, Clone, Default)]
+pub struct AssignSpec {
+    topics: TopicTable,
+    /// Distinct subscriptions, each its topics ascending.
+    subs: Vec<Box<[u32]>>,
+    /// Each member's subscription.
+    member_sub: Vec<u32>,
+    /// Member `m`'s previous target is `prev[prev_off[m]..prev_off[m + 1]]`, ascending, reduced
+    /// to partitions that exist of topics it subscribes to.
+    prev_off: Vec<u32>,
+    prev: Vec<u32>,
+    /// Partitions in the previous target as stored, counting what `prev` left out.
+    held: Vec<u32>,
+    /// The stored previous target is not exactly `prev` (it had none, or partitions `prev` left
+    /// out), so the member's target is written whatever the result.
+    dirty: Vec<bool>,
+    /// `range`'s member order when some members are static (instance ids first, in their order,
+    /// then the others in member order); `None` = member order.
+    range_order: Option<Vec<u32>>,
+}
+
+impl AssignSpec {
+    pub fn members(&self) -> usize {
+        self.member_sub.len()
+    }
+
+    pub fn topics(&self) -> &TopicTable {
+        &self.topics
+    }
+
+    /// Member `m`'s previous target as the assignor uses it.
+    pub fn previous(&self, m: u32) -> &[u32] {
+        &self.prev[self.prev_off[m as usize] as usize..self.prev_off[m as usize + 1] as usize]
+    }
+
+    /// Member `m`'s subscription: its topics, ascending.
+    pub fn subscription(&self, m: u32) -> &[u32] {
+        &self.subs[self.member_sub[m as usize] as usize]
+    }
+
+    /// A size of the work an assignment of this group does (members plus partitions, previous
+    /// and current), to decide whether it may run inline.
+    pub fn work(&self) -> usize {
+        self.members() + self.prev.len() + self.topics.total() as usize
+    }
+}
+
+/// Builds an [`AssignSpec`]: subscriptions are interned (members with the same topics share
+/// one), previous targets reduced to what the assignor may keep.
+#[derive(Debug)]
+pub struct SpecBuilder {
+    spec: AssignSpec,
+    interned: hashbrown::HashMap<Box<[u32]>, u32>,
+    statics: Vec<(Box<str>, u32)>,
+    scratch: Vec<u32>,
+}
+
+impl SpecBuilder {
+    pub fn new(topics: TopicTable) -> Self {
+        Self {
+            spec: AssignSpec {
+                topics,
+                prev_off: vec![0],
+                ..Default::default()
+            },
+            interned: hashbrown::HashMap::new(),
+            statics: Vec::new(),
+            scratch: Vec::new(),
         }
-        let (quota, extra) = (n as usize / subs.len(), n as usize % subs.len());
-        let mut next = 0i32;
-        for (i, m) in subs.iter().enumerate() {
-            let take = quota + usize::from(i < extra);
-            if take == 0 {
+    }
+
+    pub fn topics(&self) -> &TopicTable {
+        &self.spec.topics
+    }
+
+    /// The subscription to the given topic numbers (any order, repeats allowed), interned.
+    pub fn subscription(&mut self, topics: impl IntoIterator<Item = u32>) -> u32 {
+        self.scratch.clear();
+        self.scratch.extend(topics);
+        self.scratch.sort_unstable();
+        self.scratch.dedup();
+        let n = self.spec.topics.len() as u32;
+        debug_assert!(
+            self.scratch.iter().all(|t| *t < n),
+            "a topic outside the table"
+        );
+        self.scratch.retain(|t| *t < n);
+        if let Some(&id) = self.interned.get(self.scratch.as_slice()) {
+            return id;
+        }
+        let id = self.spec.subs.len() as u32;
+        let topics: Box<[u32]> = self.scratch.as_slice().into();
+        self.spec.subs.push(topics.clone());
+        self.interned.insert(topics, id);
+        id
+    }
+
+    /// The next member: its subscription (from [`SpecBuilder::subscription`]), its instance id
+    /// if static, and its previous target as (topic id, partitions) runs — `None` when it has
+    /// none.
+    pub fn member<'a>(
+        &mut self,
+        sub: u32,
+        instance_id: Option<&str>,
+        previous: Option<impl IntoIterator<Item = (Uuid, &'a [i32])>>,
+    ) {
+        let m = self.spec.member_sub.len() as u32;
+        let spec = &mut self.spec;
+        spec.member_sub.push(sub);
+        let topics = &spec.subs[sub as usize];
+        let start = spec.prev.len();
+        let mut held = 0u32;
+        let mut dirty = previous.is_none();
+        let mut sorted = true;
+        for (id, parts) in previous.into_iter().flatten() {
+            held = held.saturating_add(parts.len() as u32);
+            let Some(t) = spec.topics.find(&id) else {
+                dirty |= !parts.is_empty();
+                continue;
+            };
+            if topics.binary_search(&t).is_err() {
+                dirty |= !parts.is_empty();
                 continue;
             }
-            let e = out
-                .get_mut(&m.member_id)
-                .expect("member")
-                .entry(*t)
-                .or_default();
-            for p in next..next + take as i32 {
-                e.insert(p);
+            let (base, size) = (spec.topics.base(t), spec.topics.size(t));
+            for &p in parts {
+                if p < 0 || p as u32 >= size {
+                    dirty = true;
+                    continue;
+                }
+                let g = base + p as u32;
+                sorted &= spec.prev.len() == start || spec.prev[spec.prev.len() - 1] < g;
+                spec.prev.push(g);
             }
-            next += take as i32;
         }
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn m(id: &str, topics: &[Uuid]) -> AssignMember {
-        AssignMember {
-            member_id: id.into(),
-            instance_id: None,
-            topics: topics.iter().copied().collect(),
-        }
-    }
-
-    #[test]
-    fn uniform_is_sticky_and_balanced_for_the_seed() {
-        let t = Uuid::from_u128(7);
-        let parts = BTreeMap::from([(t, 6)]);
-        let a_only = uniform(&[m("A", &[t])], &parts, &BTreeMap::new());
-        assert_eq!(
-            a_only["A"][&t].iter().copied().collect::<Vec<_>>(),
-            vec![0, 1, 2, 3, 4, 5]
-        );
-        let both = uniform(&[m("A", &[t]), m("B", &[t])], &parts, &a_only);
-        assert_eq!(
-            both["A"][&t].iter().copied().collect::<Vec<_>>(),
-            vec![0, 1, 2]
-        );
-        assert_eq!(
-            both["B"][&t].iter().copied().collect::<Vec<_>>(),
-            vec![3, 4, 5]
-        );
-    }
-
-    #[test]
-    fn uniform_balances_heterogeneous_and_never_double_assigns() {
-        let (t1, t2) = (Uuid::from_u128(1), Uuid::from_u128(2));
-        let parts = BTreeMap::from([(t1, 5), (t2, 3)]);
-        let members = [m("A", &[t1]), m("B", &[t1, t2]), m("C", &[t2])];
-        let out = uniform(&members, &parts, &BTreeMap::new());
-        let mut seen = BTreeSet::new();
-        for a in out.values() {
-            for (t, ps) in a {
-                for p in ps {
-                    assert!(seen.insert((*t, *p)), "double assignment");
+        if !sorted {
+            // Not canonical (repeats, or out of order): the assignor needs a set.
+            let len = spec.prev.len();
+            spec.prev[start..].sort_unstable();
+            let mut w = start;
+            for r in start..len {
+                if w == start || spec.prev[w - 1] != spec.prev[r] {
+                    spec.prev[w] = spec.prev[r];
+                    w += 1;
                 }
             }
+            spec.prev.truncate(w);
+            dirty = true;
         }
-        assert_eq!(seen.len(), 8);
-        let counts: Vec<usize> = out.values().map(count).collect();
-        assert!(
-            counts.iter().max().unwrap() - counts.iter().min().unwrap() <= 1,
-            "{counts:?}"
-        );
-        assert!(out["A"].keys().all(|t| *t == t1) && out["C"].keys().all(|t| *t == t2));
-    }
-
-    #[test]
-    fn packed_assignments_round_trip_and_compare_exactly() {
-        let (t1, t2) = (Uuid::from_u128(u128::MAX - 5), Uuid::from_u128(1 << 64));
-        let cases: Vec<Assignment> = vec![
-            Assignment::new(),
-            BTreeMap::from([(t1, BTreeSet::from([0]))]),
-            BTreeMap::from([(t1, BTreeSet::from([2, 7, 9])), (t2, BTreeSet::new())]),
-            BTreeMap::from([(t1, BTreeSet::from([-1, 3])), (t2, BTreeSet::from([0, 1]))]),
-        ];
-        for a in &cases {
-            let p = PackedAssignment::new(a);
-            assert_eq!(&p.to_assignment(), a);
-            assert_eq!(p.count(), count(a));
-            assert_eq!(p.is_empty(), a.is_empty());
-            for b in &cases {
-                assert_eq!(p.eq_assignment(b), a == b, "{a:?} vs {b:?}");
-                assert_eq!(p == PackedAssignment::new(b), a == b);
-            }
-            for (t, ps) in a {
-                assert!(p.get(t).unwrap().iter().eq(ps.iter()));
-            }
-        }
-        assert!(PackedAssignment::new(&cases[1]).get(&t2).is_none());
-        for a in &cases {
-            let m = MemberAssignment::from(a.clone());
-            assert_eq!(&m.to_assignment(), a);
-            assert_eq!(format!("{m:?}"), format!("{a:?}"));
-            assert!(m.iter().eq(a.iter()));
-            for b in &cases {
-                assert_eq!(m == *b, a == b);
-                let mb = MemberAssignment::from(b.clone());
-                assert_eq!(m == mb, a == b);
-                assert_eq!(PackedAssignment::new(&m).eq_assignment(b), a == b);
-            }
-            for (t, ps) in a {
-                assert_eq!(m.get(t), Some(ps));
-            }
+        spec.prev_off.push(spec.prev.len() as u32);
+        spec.held.push(held);
+        spec.dirty.push(dirty);
+        if let Some(i) = instance_id {
+            self.statics.push((i.into(), m));
         }
     }
 
-    #[test]
-    fn range_is_contiguous_with_static_members_first() {
-        let t = Uuid::from_u128(3);
-        let parts = BTreeMap::from([(t, 7)]);
-        let mut s = m("z-member", &[t]);
-        s.instance_id = Some("i-1".into());
-        let out = range(&[m("a", &[t]), s, m("b", &[t])], &parts);
-        assert_eq!(
-            out["z-member"][&t].iter().copied().collect::<Vec<_>>(),
-            vec![0, 1, 2]
-        );
-        assert_eq!(out["a"][&t].iter().copied().collect::<Vec<_>>(), vec![3, 4]);
-        assert_eq!(out["b"][&t].iter().copied().collect::<Vec<_>>(), vec![5, 6]);
+    pub fn build(mut self) -> AssignSpec {
+        if !self.statics.is_empty() {
+            // `RangeAssignor.sortMemberIds`: static members by instance id first, then the rest
+            // in member order.
+            self.statics.sort();
+            let mut order: Vec<u32> = self.statics.iter().map(|(_, m)| *m).collect();
+            let mut is_static = vec![false; self.spec.members()];
+            for &m in &order {
+                is_static[m as usize] = true;
+            }
+            order.extend((0..self.spec.members() as u32).filter(|m| !is_static[*m as usize]));
+            self.spec.range_order = Some(order);
+        }
+        self.spec
+    }
+}
+
+/// What an assignor decided: the new target of every member whose target changed, in member
+/// order. A member not listed keeps exactly its previous target.
+#[derive(Debug, Clone, Default)]
+pub struct Outcome {
+    /// Per member: where its new target lies in `parts`, or `UNCHANGED`.
+    spans: Vec<(u32, u32)>,
+    parts: Vec<u32>,
+}
+
+const UNCHANGED: (u32, u32) = (u32::MAX, 0);
+
+impl Outcome {
+    fn new(members: usize) -> Self {
+        Self {
+            spans: vec![UNCHANGED; members],
+            parts: Vec::new(),
+        }
+    }
+
+    /// Record member `m`'s new target (ascending), unless it equals what it had.
+    fn set(&mut self, spec: &AssignSpec, m: u32, parts: impl IntoIterator<Item = u32>) {
+        let start = self.parts.len();
+        self.parts.extend(parts);
+        debug_assert!(self.parts[start..].windows(2).all(|w| w[0] < w[1]));
+        if !spec.dirty[m as usize] && self.parts[start..] == *spec.previous(m) {
+            self.parts.truncate(start);
+            self.spans[m as usize] = UNCHANGED;
+        } else {
+            self.spans[m as usize] = (start as u32, (self.parts.len() - start) as u32);
+        }
+    }
+
+    /// Members whose target changed, ascending, with their new target.
+    pub fn changed(&self) -> impl Iterator<Item = (u32, &[u32])> + '_ {
+        self.spans
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| **s != UNCHANGED)
+            .map(|(m, &(start, len))| {
+                (
+                    m as u32,
+                    &self.parts[start as usize..(start + len) as usize],
+                )
+            })
+    }
+
+    pub fn changed_count(&self) -> usize {
+        self.spans.iter().filter(|s| **s != UNCHANGED).count()
+    }
+
+    /// Member `m`'s target after the assignment.
+    pub fn target<'a>(&'a self, spec: &'a AssignSpec, m: u32) -> &'a [u32] {
+        match self.spans[m as usize] {
+            UNCHANGED => spec.previous(m),
+            (start, len) => &self.parts[start as usize..(start + len) as usize],
+        }
+    }
+}
+
+/// A set of global partition indexes.
+#[derive(Debug)]
+struct Bits(Vec<u64>);
+
+impl Bits {
+    fn new(n: u32) -> Self {
+        Self(vec![0; (n as usize).div_ceil(64)])
+    }
+
+    /// Set `i`; whether it was set before.
+    #[inline]
+    fn test_set(&mut self, i: u32) -> bool {
+        let (w, b) = ((i / 64) as usize, 1u64 << (i % 64));
+        let was = self.0[w] & b != 0;
+        self.0[w] |= b;
+        was
+    }
+
+    /// The indexes in `lo..hi` not set, ascending.
+    fn zeros(&self, lo: u32, hi: u32) -> impl Iterator<Item = u32> + '_ {
+        let mut i = lo;
+        std::iter::from_fn(move || {
+            while i < hi {
+                let (w, b) = ((i / 64) as usize, i % 64);
+                let free = !self.0[w] >> b;
+                if free == 0 {
+                    i = (i / 64 + 1) * 64;
+                    continue;
+                }
+                let at = i + free.trailing_zeros();
+                if at >= hi {
+                    i = hi;
+                    return None;
+                }
+                i = at + 1;
+                return Some(at);
+            }
+            None
+        })
     }
 }
