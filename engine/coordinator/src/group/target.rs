@@ -197,7 +197,16 @@ pub(super) fn capture(
     let mut members = Members::default();
     let mut last: Option<(*const [String], Option<&str>, u32)> = None;
     let mut ids_len = 0;
+    // Each member with its stored target: both maps are in member-id order.
+    let mut targets = g.target.iter().peekable();
+    let mut group: Vec<(&ConsumerMember, Option<&PackedAssignment>)> =
+        Vec::with_capacity(g.members.len());
     for m in assigned_members(g) {
+        while targets.next_if(|(id, _)| **id < m.member_id).is_some() {}
+        let prev = targets
+            .next_if(|(id, _)| **id == m.member_id)
+            .map(|(_, p)| p);
+        group.push((m, prev));
         ids_len += m.member_id.len();
         let regex = m.subscribed_topic_regex.as_deref();
         let ptr = Arc::as_ptr(&m.subscribed_topic_names);
@@ -246,18 +255,12 @@ pub(super) fn capture(
             b.subscription(numbers)
         })
         .collect();
-    // Members and the stored targets are both in member-id order: walk them together.
     members.ids.reserve(ids_len);
-    let mut targets = g.target.iter().peekable();
-    for (i, m) in assigned_members(g).enumerate() {
-        while targets.next_if(|(id, _)| **id < m.member_id).is_some() {}
-        let prev = targets
-            .next_if(|(id, _)| **id == m.member_id)
-            .map(|(_, p)| p.iter());
+    for (i, (m, prev)) in group.into_iter().enumerate() {
         b.member(
             subs[members.subscription[i] as usize],
             m.instance_id.as_deref(),
-            prev,
+            prev.map(PackedAssignment::iter),
         );
         members.ids.push_str(&m.member_id);
         members.ends.push(members.ids.len() as u32);

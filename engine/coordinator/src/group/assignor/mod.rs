@@ -384,6 +384,7 @@ pub struct SpecBuilder {
     interned: hashbrown::HashMap<Box<[u32]>, u32>,
     statics: Vec<(Box<str>, u32)>,
     scratch: Vec<u32>,
+    last_topic: Option<(Uuid, u32)>,
 }
 
 impl SpecBuilder {
@@ -397,6 +398,7 @@ impl SpecBuilder {
             interned: hashbrown::HashMap::new(),
             statics: Vec::new(),
             scratch: Vec::new(),
+            last_topic: None,
         }
     }
 
@@ -439,30 +441,41 @@ impl SpecBuilder {
         let spec = &mut self.spec;
         spec.member_sub.push(sub);
         let topics = &spec.subs[sub as usize];
+        // A subscription to every topic of the table (any homogeneous group) needs no lookup.
+        let all = topics.len() == spec.topics.len();
         let start = spec.prev.len();
         let mut held = 0u32;
         let mut dirty = previous.is_none();
         let mut sorted = true;
         for (id, parts) in previous.into_iter().flatten() {
             held = held.saturating_add(parts.len() as u32);
-            let Some(t) = spec.topics.find(&id) else {
+            // Members' targets are mostly in the topic the previous member's ended in.
+            let t = match self.last_topic {
+                Some((last, t)) if last == id => Some(t),
+                _ => spec.topics.find(&id),
+            };
+            let Some(t) = t else {
                 dirty |= !parts.is_empty();
                 continue;
             };
-            if topics.binary_search(&t).is_err() {
+            self.last_topic = Some((id, t));
+            if !all && topics.binary_search(&t).is_err() {
                 dirty |= !parts.is_empty();
                 continue;
             }
             let (base, size) = (spec.topics.base(t), spec.topics.size(t));
-            for &p in parts {
-                if p < 0 || p as u32 >= size {
-                    dirty = true;
-                    continue;
-                }
-                let g = base + p as u32;
-                sorted &= spec.prev.len() == start || spec.prev[spec.prev.len() - 1] < g;
-                spec.prev.push(g);
-            }
+            let before = spec.prev.len();
+            spec.prev.extend(
+                parts
+                    .iter()
+                    .filter(|p| (0..size as i64).contains(&(**p as i64)))
+                    .map(|p| base + *p as u32),
+            );
+            dirty |= spec.prev.len() - before != parts.len();
+            sorted &= before == start
+                || before == spec.prev.len()
+                || spec.prev[before - 1] < spec.prev[before];
+            sorted &= spec.prev[before..].windows(2).all(|w| w[0] < w[1]);
         }
         if !sorted {
             // Not canonical (repeats, or out of order): the assignor needs a set.
@@ -523,9 +536,34 @@ impl Outcome {
     }
 
     /// Record member `m`'s new target (ascending), unless it equals what it had.
-    fn set(&mut self, spec: &AssignSpec, m: u32, parts: impl IntoIterator<Item = u32>) {
+    fn set(&mut self, spec: &AssignSpec, m: u32, parts: &[u32]) {
         let start = self.parts.len();
-        self.parts.extend(parts);
+        self.parts.extend_from_slice(parts);
+        self.finish(spec, m, start);
+    }
+
+    /// Record member `m`'s new target, the merge of two ascending lists.
+    fn set_merged(&mut self, spec: &AssignSpec, m: u32, a: &[u32], b: &[u32]) {
+        let start = self.parts.len();
+        self.parts.reserve(a.len() + b.len());
+        let (mut i, mut j) = (0, 0);
+        while i < a.len() && j < b.len() {
+            if a[i] < b[j] {
+                self.parts.push(a[i]);
+                i += 1;
+            } else {
+                self.parts.push(b[j]);
+                j += 1;
+            }
+        }
+        self.parts.extend_from_slice(&a[i..]);
+        self.parts.extend_from_slice(&b[j..]);
+        self.finish(spec, m, start);
+    }
+
+    /// Member `m`'s new target is what was pushed to `parts` since `start`: keep it, unless it
+    /// equals what it had.
+    fn finish(&mut self, spec: &AssignSpec, m: u32, start: usize) {
         debug_assert!(self.parts[start..].windows(2).all(|w| w[0] < w[1]));
         if !spec.dirty[m as usize] && self.parts[start..] == *spec.previous(m) {
             self.parts.truncate(start);
@@ -580,26 +618,70 @@ impl Bits {
         was
     }
 
-    /// The indexes in `lo..hi` not set, ascending.
-    fn zeros(&self, lo: u32, hi: u32) -> impl Iterator<Item = u32> + '_ {
-        let mut i = lo;
-        std::iter::from_fn(move || {
-            while i < hi {
-                let (w, b) = ((i / 64) as usize, i % 64);
-                let free = !self.0[w] >> b;
-                if free == 0 {
-                    i = (i / 64 + 1) * 64;
-                    continue;
-                }
-                let at = i + free.trailing_zeros();
-                if at >= hi {
-                    i = hi;
-                    return None;
-                }
-                i = at + 1;
-                return Some(at);
+    /// The bits of word `w` that lie in `lo..hi`.
+    #[inline]
+    fn mask(w: usize, lo: u32, hi: u32) -> u64 {
+        let (start, end) = (w as u64 * 64, w as u64 * 64 + 64);
+        let (a, b) = ((lo as u64).max(start) - start, (hi as u64).min(end) - start);
+        if b >= 64 {
+            !0u64 << a
+        } else {
+            ((1u64 << b) - 1) & (!0u64 << a)
+        }
+    }
+
+    /// Set every index in `lo..hi` if none of them is set; whether it did.
+    fn claim_range(&mut self, lo: u32, hi: u32) -> bool {
+        if lo >= hi {
+            return true;
+        }
+        let (first, last) = ((lo / 64) as usize, ((hi - 1) / 64) as usize);
+        if (first..=last).any(|w| self.0[w] & Self::mask(w, lo, hi) != 0) {
+            return false;
+        }
+        for w in first..=last {
+            self.0[w] |= Self::mask(w, lo, hi);
+        }
+        true
+    }
+
+    /// Claim the ascending `parts` in order until one is already set; how many it claimed.
+    /// Consecutive runs (the usual shape of a target) are claimed a word at a time.
+    fn claim_prefix(&mut self, parts: &[u32]) -> usize {
+        let mut i = 0;
+        while i < parts.len() {
+            let mut j = i + 1;
+            while j < parts.len() && parts[j] == parts[j - 1] + 1 {
+                j += 1;
             }
-            None
-        })
+            if !self.claim_range(parts[i], parts[j - 1] + 1) {
+                // Somewhere in this run: one at a time.
+                while i < j && !self.test_set(parts[i]) {
+                    i += 1;
+                }
+                return i;
+            }
+            i = j;
+        }
+        i
+    }
+
+    /// Append the indexes in `lo..hi` not set, ascending, to `out`.
+    fn push_zeros(&self, lo: u32, hi: u32, out: &mut Vec<u32>) {
+        if lo >= hi {
+            return;
+        }
+        for w in (lo / 64) as usize..=((hi - 1) / 64) as usize {
+            let mut free = !self.0[w] & Self::mask(w, lo, hi);
+            let base = w as u32 * 64;
+            if free == !0u64 {
+                out.extend(base..base + 64);
+                continue;
+            }
+            while free != 0 {
+                out.push(base + free.trailing_zeros());
+                free &= free - 1;
+            }
+        }
     }
 }

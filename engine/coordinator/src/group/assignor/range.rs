@@ -21,6 +21,11 @@ pub fn range(spec: &AssignSpec) -> Outcome {
             &identity
         }
     };
+    let first = spec.member_sub[0];
+    if spec.member_sub.iter().all(|s| *s == first) {
+        homogeneous(spec, order, &spec.subs[first as usize], &mut out);
+        return out;
+    }
     // Subscribers of each topic in range order: the members of each subscription in range
     // order, and the subscriptions of each topic.
     let mut sub_members: Vec<Vec<u32>> = vec![Vec::new(); spec.subs.len()];
@@ -99,10 +104,43 @@ pub fn range(spec: &AssignSpec) -> Outcome {
         out.set(
             spec,
             i,
-            all[start[i as usize] as usize..start[i as usize + 1] as usize]
-                .iter()
-                .copied(),
+            &all[start[i as usize] as usize..start[i as usize + 1] as usize],
         );
     }
     out
+}
+
+/// Every member subscribes to `topics`: the member at position `j` of `order` gets, of a topic
+/// with P partitions, `P / M` from `j · (P / M) + min(j, P % M)`, plus one if `j < P % M`. Each
+/// member's target is written in one go, topic after topic; only the first positions get
+/// anything when topics have fewer partitions than the group has members.
+fn homogeneous(spec: &AssignSpec, order: &[u32], topics: &[u32], out: &mut Outcome) {
+    let n = order.len() as u32;
+    // (base, quota, extra) per topic.
+    let shares: Vec<(u32, u32, u32)> = topics
+        .iter()
+        .map(|&t| {
+            let size = spec.topics.size(t);
+            (spec.topics.base(t), size / n, size % n)
+        })
+        .collect();
+    let getting = shares
+        .iter()
+        .map(|&(_, q, e)| if q == 0 { e } else { n })
+        .max()
+        .unwrap_or(0);
+    for (j, &m) in order.iter().enumerate() {
+        let j = j as u32;
+        let start = out.parts.len();
+        if j < getting {
+            for &(base, q, e) in &shares {
+                let take = q + u32::from(j < e);
+                if take > 0 {
+                    let from = base + j * q + j.min(e);
+                    out.parts.extend(from..from + take);
+                }
+            }
+        }
+        out.finish(spec, m, start);
+    }
 }

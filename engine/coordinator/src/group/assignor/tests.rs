@@ -587,3 +587,40 @@ fn larger_groups_keep_the_properties() {
         }
     }
 }
+
+proptest! {
+    /// The bit set's word-at-a-time operations against a `BTreeSet` model.
+    #[test]
+    fn bits_match_a_set(
+        ops in proptest::collection::vec((0u32..300, 0u32..140, any::<bool>()), 1..40),
+        probe in proptest::collection::vec(0u32..300, 0..60),
+    ) {
+        let mut bits = Bits::new(300);
+        let mut model: BTreeSet<u32> = BTreeSet::new();
+        for (lo, len, range) in ops {
+            let hi = (lo + len).min(300);
+            if range {
+                let free = (lo..hi).all(|i| !model.contains(&i));
+                prop_assert_eq!(bits.claim_range(lo, hi), free);
+                if free {
+                    model.extend(lo..hi);
+                }
+            } else {
+                let mut parts: Vec<u32> = (lo..hi).step_by(1 + (len as usize % 3)).collect();
+                parts.dedup();
+                let n = parts.iter().position(|g| model.contains(g)).unwrap_or(parts.len());
+                prop_assert_eq!(bits.claim_prefix(&parts), n);
+                model.extend(&parts[..n]);
+            }
+        }
+        let mut zeros = Vec::new();
+        let (lo, hi) = (probe.iter().min().copied().unwrap_or(0), probe.iter().max().copied().unwrap_or(0));
+        bits.push_zeros(lo, hi, &mut zeros);
+        let want: Vec<u32> = (lo..hi).filter(|i| !model.contains(i)).collect();
+        prop_assert_eq!(zeros, want);
+        for g in probe {
+            prop_assert_eq!(bits.test_set(g), model.contains(&g));
+            model.insert(g);
+        }
+    }
+}

@@ -135,29 +135,24 @@ fn homogeneous(spec: &AssignSpec, members: &[u32], topics: &[u32], out: &mut Out
         };
         quota[k] = q;
         let prev = spec.previous(m);
-        let mut i = 0;
-        let mut n_kept = 0;
-        while n_kept < q && i < prev.len() {
-            if taken.test_set(prev[i]) {
-                break;
-            }
-            i += 1;
-            n_kept += 1;
-        }
-        if n_kept < q && i < prev.len() {
-            let mut list: Vec<u32> = prev[..i].to_vec();
-            for &g in &prev[i + 1..] {
-                if list.len() as u32 == q {
+        let want = prev.len().min(q as usize);
+        let claimed = taken.claim_prefix(&prev[..want]);
+        if claimed < want {
+            // prev[claimed] is someone else's: keep the rest that is free, up to the quota.
+            let mut list: Vec<u32> = prev[..claimed].to_vec();
+            for &g in &prev[claimed + 1..] {
+                if list.len() == q as usize {
                     break;
                 }
                 if !taken.test_set(g) {
                     list.push(g);
                 }
             }
-            n_kept = list.len() as u32;
+            kept[k] = list.len() as u32;
             irregular.push((k, list));
+        } else {
+            kept[k] = claimed as u32;
         }
-        kept[k] = n_kept;
     }
     // Extra slots stickiness left unclaimed go to the first members still at the minimum.
     for q in quota.iter_mut() {
@@ -169,36 +164,34 @@ fn homogeneous(spec: &AssignSpec, members: &[u32], topics: &[u32], out: &mut Out
             extra -= 1;
         }
     }
-    let mut free = topics
-        .iter()
-        .flat_map(|&t| {
-            let base = spec.topics.base(t);
-            taken.zeros(base, base + spec.topics.size(t))
-        })
-        .peekable();
-    let mut dealt: Vec<u32> = Vec::new();
+    // What nobody kept, in (topic id, partition) order, dealt in member order.
+    let mut free: Vec<u32> = Vec::new();
+    for &t in topics {
+        let base = spec.topics.base(t);
+        taken.push_zeros(base, base + spec.topics.size(t), &mut free);
+    }
+    let mut next = 0usize;
     let mut irregular = irregular.into_iter().peekable();
     for (k, &m) in order.iter().enumerate() {
-        dealt.clear();
-        for _ in kept[k]..quota[k] {
-            match free.next() {
-                Some(g) => dealt.push(g),
-                None => break,
-            }
-        }
-        let own: &[u32] = match irregular.peek() {
-            Some((at, list)) if *at == k => list,
-            _ => &spec.previous(m)[..kept[k] as usize],
+        let need = (quota[k] - kept[k]) as usize;
+        let dealt = &free[next..(next + need).min(free.len())];
+        next += dealt.len();
+        let list = irregular.next_if(|(at, _)| *at == k).map(|(_, l)| l);
+        let prev = spec.previous(m);
+        let own: &[u32] = match &list {
+            Some(l) => l,
+            None => &prev[..kept[k] as usize],
         };
-        if dealt.is_empty() && own.len() == spec.previous(m).len() && !spec.dirty[m as usize] {
+        if dealt.is_empty() && own.len() == prev.len() && !spec.dirty[m as usize] {
             continue; // exactly what it had
         }
-        out.set(spec, m, merge(own, &dealt));
-        if irregular.peek().is_some_and(|(at, _)| *at == k) {
-            irregular.next();
+        if own.is_empty() {
+            out.set(spec, m, dealt);
+        } else {
+            out.set_merged(spec, m, own, dealt);
         }
     }
-    debug_assert!(free.peek().is_none(), "every partition is assigned");
+    debug_assert_eq!(next, free.len(), "every partition is assigned");
 }
 
 /// `members` ordered by previous target size, largest first, ties in member order (stable).
@@ -225,29 +218,6 @@ fn by_held_descending(spec: &AssignSpec, members: &[u32]) -> Vec<u32> {
         *slot += 1;
     }
     order
-}
-
-/// Two ascending lists, merged.
-fn merge<'a>(a: &'a [u32], b: &'a [u32]) -> impl Iterator<Item = u32> + 'a {
-    let (mut i, mut j) = (0, 0);
-    std::iter::from_fn(move || {
-        let next = match (a.get(i), b.get(j)) {
-            (Some(x), Some(y)) if x < y => {
-                i += 1;
-                *x
-            }
-            (_, Some(y)) => {
-                j += 1;
-                *y
-            }
-            (Some(x), None) => {
-                i += 1;
-                *x
-            }
-            (None, None) => return None,
-        };
-        Some(next)
-    })
 }
 
 /// A part whose members have different subscriptions. `owner` (per global partition, `NONE`
@@ -367,13 +337,7 @@ fn mixed(spec: &AssignSpec, part: &Part, owner: &mut [u32], out: &mut Outcome) {
         }
     }
     for (i, &m) in part.members.iter().enumerate() {
-        out.set(
-            spec,
-            m,
-            all[start[i] as usize..start[i + 1] as usize]
-                .iter()
-                .copied(),
-        );
+        out.set(spec, m, &all[start[i] as usize..start[i + 1] as usize]);
     }
 }
 
