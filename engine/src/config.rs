@@ -1146,6 +1146,7 @@ pub fn group_config(c: &Config) -> coordinator::group::GroupConfig {
             .group_coordinator_rebalance_protocols
             .contains(&RebalanceProtocol::Consumer),
         migration_policy: c.group_consumer_migration_policy,
+        assignment_offload_min_work: coordinator::group::DEFAULT_ASSIGNMENT_OFFLOAD_MIN_WORK,
     }
 }
 

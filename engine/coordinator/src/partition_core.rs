@@ -25,7 +25,12 @@
 //!    and hands the new coordinator to [`PartitionCore::reloaded`].
 //! 4. Between batches, [`PartitionCore::snapshot_slice`] and the compaction calls say when the
 //!    background work may advance.
+//! 5. A large group's target assignment is not computed on the request path: the shell takes it
+//!    with [`PartitionCore::take_assignments`], runs it off the partition's thread
+//!    ([`AssignmentJob::run`]) and reports it with [`PartitionCore::assignment_done`], which
+//!    writes it if this load of the partition still waits for it.
 
+use crate::group::target::{AssignmentDone, AssignmentJob};
 use crate::group::{
     failed_response, Coordinator, GroupRequest, GroupResponse, Output, ReqId, RequestContext,
 };
@@ -86,6 +91,14 @@ struct Parked<T> {
     tag: T,
 }
 
+/// A target assignment to run off the partition's thread, from the partition's `generation`-th
+/// load: hand both back to [`PartitionCore::assignment_done`].
+#[derive(Debug)]
+pub struct PendingAssignment {
+    pub generation: u64,
+    pub job: AssignmentJob,
+}
+
 /// One partition's coordinator and durability state. `T` tags parked replies (see
 /// [`Released`]).
 pub struct PartitionCore<T> {
@@ -117,6 +130,11 @@ pub struct PartitionCore<T> {
     /// When a tombstone kept by the last pass expires, which starts the next one.
     tombstone_due: Option<i64>,
     ops_served: u64,
+    /// Assignments the coordinator offloaded that the shell has not taken yet.
+    assignments: Vec<AssignmentJob>,
+    /// Counts loads of the coordinator (start, reload): a result computed for an earlier load
+    /// is dropped.
+    generation: u64,
 }
 
 impl<T: Clone> PartitionCore<T> {
@@ -142,6 +160,8 @@ impl<T: Clone> PartitionCore<T> {
             rolls_at_last_pass: None,
             tombstone_due: None,
             ops_served: 0,
+            assignments: Vec::new(),
+            generation: 0,
         }
     }
 
@@ -263,6 +283,7 @@ impl<T: Clone> PartitionCore<T> {
             self.appended_seq += out.records.len() as u64;
             self.pending.extend(out.records);
         }
+        self.assignments.extend(out.jobs);
         let mut ready = Vec::new();
         for (id, response) in out.replies {
             if self.durable_seq == self.appended_seq && self.parked.is_empty() {
@@ -282,6 +303,38 @@ impl<T: Clone> PartitionCore<T> {
         }
         self.check();
         ready
+    }
+
+    /// Target assignments to run off the partition's thread (see the module documentation).
+    pub fn take_assignments(&mut self) -> Vec<PendingAssignment> {
+        let generation = self.generation;
+        self.assignments
+            .drain(..)
+            .map(|job| PendingAssignment { generation, job })
+            .collect()
+    }
+
+    /// An offloaded assignment has run: the coordinator writes it at `now` if this load of the
+    /// partition is serving and still waits for it (else it is dropped: the group computes
+    /// again at its next heartbeat). Returns the replies that may leave, as `handle` does.
+    pub fn assignment_done(
+        &mut self,
+        generation: u64,
+        done: AssignmentDone,
+        now: i64,
+        tag: T,
+    ) -> Vec<Released<T>> {
+        if self.phase != Phase::Serving || generation != self.generation {
+            return Vec::new();
+        }
+        let mut out = Output::default();
+        self.coordinator.assignment_done(done, now, &mut out);
+        self.deliver(out, tag)
+    }
+
+    /// Which load of the coordinator this is (see [`PendingAssignment`]).
+    pub fn generation(&self) -> u64 {
+        self.generation
     }
 
     /// The writer takes the next batch (up to [`MAX_RECORDS_PER_BATCH`] records), if there is
@@ -377,6 +430,13 @@ impl<T: Clone> PartitionCore<T> {
         self.coordinator = coordinator;
         self.phase = Phase::Serving;
         self.discard_from = None;
+        self.new_generation();
+    }
+
+    /// A new coordinator: assignments emitted by the previous one are void.
+    fn new_generation(&mut self) {
+        self.generation += 1;
+        self.assignments.clear();
     }
 
     /// Requests arriving before the log is replayed get COORDINATOR_LOAD_IN_PROGRESS.
@@ -399,6 +459,7 @@ impl<T: Clone> PartitionCore<T> {
         self.coordinator = coordinator;
         self.since_snapshot = since_snapshot;
         self.phase = Phase::Serving;
+        self.new_generation();
     }
 
     /// Advance the snapshot by one slice of at most `budget` records, starting a build first if
@@ -644,6 +705,66 @@ mod tests {
         assert_eq!(c.admit(), Ok(()));
         assert_eq!(c.discard_from(), None);
         assert!(c.quiescent());
+    }
+
+    fn join(member: &str) -> GroupRequest {
+        use kafka_protocol::messages::*;
+        use kafka_protocol::protocol::StrBytes;
+        GroupRequest::ConsumerHeartbeat(
+            ConsumerGroupHeartbeatRequest::default()
+                .with_group_id(GroupId(StrBytes::from_static_str("g")))
+                .with_member_id(StrBytes::from_string(member.into()))
+                .with_member_epoch(0)
+                .with_rebalance_timeout_ms(30_000)
+                .with_subscribed_topic_names(Some(vec![TopicName(StrBytes::from_static_str("t"))]))
+                .with_topic_partitions(Some(vec![])),
+        )
+    }
+
+    fn offloading_core() -> PartitionCore<u32> {
+        let cfg = GroupConfig {
+            assignment_offload_min_work: 0,
+            ..GroupConfig::default()
+        };
+        let mut c = Coordinator::new(0, cfg);
+        c.start(0);
+        PartitionCore::new(c)
+    }
+
+    #[test]
+    fn an_offloaded_assignment_is_written_when_it_comes_back_to_the_same_load() {
+        let mut c = offloading_core();
+        c.handle(1, &ctx(), join("A"), 0, 1);
+        let mut pending = c.take_assignments();
+        assert_eq!(pending.len(), 1);
+        assert!(c.take_assignments().is_empty(), "taken once");
+        let before = c.records_appended();
+        let p = pending.pop().expect("one");
+        assert_eq!(p.generation, c.generation());
+        let released = c.assignment_done(p.generation, p.job.run(), 5, 9);
+        assert!(released.is_empty(), "no reply waits for it");
+        // A's target, then the target metadata.
+        assert_eq!(c.records_appended(), before + 2);
+    }
+
+    #[test]
+    fn an_offloaded_assignment_from_before_a_reload_is_dropped() {
+        let mut c = offloading_core();
+        c.handle(1, &ctx(), join("A"), 0, 1);
+        let p = c.take_assignments().pop().expect("one");
+        let batch = c.take_batch().expect("the join's records");
+        let _ = c.batch_failed(0);
+        drop(batch);
+        // Results that arrive while the partition is failed, or after it was reloaded (the new
+        // coordinator does not wait for them), are dropped.
+        let done = p.job.run();
+        let mut fresh = Coordinator::new(0, GroupConfig::default());
+        fresh.start(0);
+        c.reloaded(fresh);
+        assert_ne!(p.generation, c.generation());
+        let appended = c.records_appended();
+        assert!(c.assignment_done(p.generation, done, 5, 9).is_empty());
+        assert_eq!(c.records_appended(), appended);
     }
 
     #[test]

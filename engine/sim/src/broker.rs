@@ -345,6 +345,59 @@ impl World {
         let ready = self.slots[s].core_mut().deliver(out, ());
         self.kick_writer(s);
         self.release_all(s, ready);
+        self.offload_assignments(s);
+    }
+
+    /// `PartitionTable::offload_assignments`: each target assignment the core emitted runs
+    /// "elsewhere" and comes back after a drawn delay, while requests go on.
+    fn offload_assignments(&mut self, s: usize) {
+        for pending in self.slots[s].core_mut().take_assignments() {
+            self.stats.assignments_offloaded += 1;
+            let at = self.now + self.rng.range(0, self.p.assign_max_ms + 1);
+            let inc = self.incarnation;
+            self.push(
+                at,
+                Ev::Assigned {
+                    p: s,
+                    inc,
+                    pending: Box::new(pending),
+                },
+            );
+        }
+    }
+
+    /// The core's `assignment_done` in two steps, as for requests: the oracle sees the output
+    /// first. A result for an earlier load of the partition, or one arriving while it is not
+    /// serving, is dropped (the core's rule).
+    pub(super) fn assignment_done(
+        &mut self,
+        s: usize,
+        pending: engine::partition_core::PendingAssignment,
+    ) {
+        let done = pending.job.run();
+        let serving = self.slots[s]
+            .core
+            .as_ref()
+            .is_some_and(|c| c.phase() == Phase::Serving && c.generation() == pending.generation);
+        if !serving {
+            return;
+        }
+        let mut out = Output::default();
+        self.slots[s]
+            .coordinator_mut()
+            .expect("a serving partition has a coordinator")
+            .assignment_done(done, self.now, &mut out);
+        if out.records.iter().any(|r| {
+            matches!(
+                r.key,
+                wire::records::RecordKey::ConsumerGroupTargetAssignmentMetadata { .. }
+            )
+        }) {
+            self.stats.assignments_written += 1;
+        }
+        self.after_handle(s, 0, None, &out);
+        self.deliver(s, out);
+        self.schedule_tick(s);
     }
 
     fn release_all(&mut self, s: usize, released: Vec<Released<()>>) {

@@ -130,6 +130,10 @@ pub struct SimStats {
     /// Times a mixed group was seen held as the other kind than at its previous check, within
     /// one load (an online upgrade or downgrade, or an empty group converted).
     pub conversions: u64,
+    /// Target assignments run off the request path, and those of them written when they came
+    /// back (the others found their group gone, or the partition reloaded).
+    pub assignments_offloaded: u64,
+    pub assignments_written: u64,
     /// Individual invariant evaluations.
     pub checks: u64,
     /// A digest of every event processed, to prove that a seed replays identically.
@@ -160,6 +164,8 @@ impl SimStats {
         self.acked_commits += o.acked_commits;
         self.protocol_switches += o.protocol_switches;
         self.conversions += o.conversions;
+        self.assignments_offloaded += o.assignments_offloaded;
+        self.assignments_written += o.assignments_written;
         self.checks += o.checks;
         self.digest = self.digest.rotate_left(5) ^ o.digest;
     }
@@ -173,7 +179,8 @@ impl fmt::Display for SimStats {
              duplicated {} | broker crashes {} | disk faults {} | failed writes {} | reloads {} | \
              snapshots {} | compactions {} | batches {} | records {} | journal rounds {} | \
              checkpoints {} | batches recovered from the journal {} | client crashes {} | acked commits {} | \
-             protocol switches {} | conversions {} | invariant checks {}",
+             protocol switches {} | conversions {} | offloaded assignments {} (written {}) | \
+             invariant checks {}",
             self.seeds,
             self.steps,
             self.sim_ms as f64 / 3_600_000.0,
@@ -196,6 +203,8 @@ impl fmt::Display for SimStats {
             self.acked_commits,
             self.protocol_switches,
             self.conversions,
+            self.assignments_offloaded,
+            self.assignments_written,
             self.checks
         )
     }

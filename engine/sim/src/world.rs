@@ -135,6 +135,12 @@ pub(super) enum Ev {
     },
     Crash,
     Restart,
+    /// An offloaded target assignment of partition `p` has run.
+    Assigned {
+        p: usize,
+        inc: u64,
+        pending: Box<engine::partition_core::PendingAssignment>,
+    },
 }
 
 struct Queued {
@@ -180,6 +186,9 @@ pub(super) struct Params {
     pub leave_p: f64,
     pub cutoff_p: f64,
     pub sub_change_p: f64,
+    /// How long an offloaded target assignment takes to come back (`gcfg` says which are
+    /// offloaded: all, or only large ones, which the simulated groups never are).
+    pub assign_max_ms: i64,
     pub gcfg: GroupConfig,
     pub log_cfg: LogConfig,
     pub compaction_slice_bytes: usize,
@@ -204,6 +213,14 @@ impl Params {
             consumer_assignment_interval_ms: *rng.pick(&[0, 100, 1000]),
             ..GroupConfig::default()
         };
+        let mut gcfg = gcfg;
+        // Off the request path for every group in half the seeds, coming back after up to 0,
+        // 20 or 400 ms: the group moves on meanwhile (joins, leaves, resubscriptions, crashes).
+        let offload_all = rng.chance(0.5);
+        if offload_all {
+            gcfg.assignment_offload_min_work = 0;
+        }
+        let assign_max_ms = *rng.pick(&[0, 20, 400]);
         let log_cfg = LogConfig {
             segment_bytes: *rng.pick(&[700, 4096, 65_536, 100 << 20]),
             max_batch_bytes: 64 << 20,
@@ -253,6 +270,7 @@ impl Params {
                 f(rng, &[0.0, 0.002, 0.006])
             },
             sub_change_p: f(rng, &[0.0, 0.002, 0.01]),
+            assign_max_ms,
             gcfg,
             log_cfg,
             compaction_slice_bytes: *rng.pick(&[100, 4096, 1 << 20]),
@@ -636,6 +654,11 @@ impl World {
             Ev::JournalHeal { .. } => (16, 0, "journal disk heal".into()),
             Ev::Crash => (10, 0, "BROKER CRASH".into()),
             Ev::Restart => (11, 0, "broker restart".into()),
+            Ev::Assigned { p, pending, .. } => (
+                12,
+                *p as u64,
+                format!("assignment of {} done p{p}", pending.job.group()),
+            ),
         }
     }
 
@@ -735,6 +758,11 @@ impl World {
             Ev::Restart => {
                 if !self.broker_up {
                     self.restart();
+                }
+            }
+            Ev::Assigned { p, inc, pending } => {
+                if inc == self.incarnation && self.broker_up {
+                    self.assignment_done(p, *pending);
                 }
             }
         }

@@ -7,6 +7,7 @@
 //! parked earlier (a JoinGroup waits for the join phase). A per-shard ticker fires deadlines.
 
 use crate::clock::wall_clock_ms;
+use crate::group::target::AssignmentDone;
 use crate::group::{Coordinator, GroupConfig, GroupRequest, GroupResponse, ReqId, RequestContext};
 use crate::oneshot::OneShot;
 use crate::partition_core::{encode_records, PartitionCore, Refusal, Released};
@@ -15,7 +16,7 @@ use crate::snapshot_build::SnapshotBuild;
 use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::pin::Pin;
-use std::rc::Rc;
+use std::rc::{Rc, Weak};
 use std::sync::Arc;
 use std::time::Instant;
 use storage::compact::{CompactConfig, Compaction};
@@ -115,6 +116,9 @@ pub struct PartitionTable {
     group_configs: RefCell<Option<GroupConfigsSource>>,
     /// Durable mode: the shard's journal, the one durable point of every partition it owns.
     journal: RefCell<Option<Rc<ShardJournal>>>,
+    /// The table itself, for the tasks that hand offloaded assignments back (set by
+    /// [`PartitionTable::into_rc`]).
+    this: Weak<PartitionTable>,
 }
 
 /// The current per-group config overrides (the broker's registry, read lock-free).
@@ -177,7 +181,17 @@ impl PartitionTable {
             metrics: RefCell::new(crate::metrics::ShardMetrics::default()),
             group_configs: RefCell::new(None),
             journal: RefCell::new(None),
+            this: Weak::new(),
         }
+    }
+
+    /// The table shared by the shard's tasks. Offloaded assignments need it (a table used
+    /// bare, as some tests do, runs them inline).
+    pub fn into_rc(mut self) -> Rc<Self> {
+        Rc::new_cyclic(|this| {
+            self.this = this.clone();
+            self
+        })
     }
 
     /// Where loads read the per-group configs (set once by the server).
@@ -356,6 +370,7 @@ impl PartitionTable {
                 slot.after_output(&mut ready);
                 drop(slot);
                 self.complete(ready);
+                self.offload_assignments(idx);
                 Box::pin(async move { PartitionReply::Group(waiter.wait().await) })
             }
         }
@@ -387,7 +402,40 @@ impl PartitionTable {
                 ready
             };
             self.complete(ready);
+            self.offload_assignments(idx);
         }
+    }
+
+    /// Run the target assignments partition `idx`'s core emitted on the executor's blocking
+    /// thread pool, off this shard's thread (Kafka offloads them to its coordinator's background
+    /// threads), and hand each result back; the other groups of the shard go on meanwhile.
+    fn offload_assignments(&self, idx: usize) {
+        let pending = self.slots[idx].borrow_mut().core.take_assignments();
+        for p in pending {
+            let Some(table) = self.this.upgrade() else {
+                self.assignment_done(idx, p.generation, p.job.run());
+                continue;
+            };
+            glommio::spawn_local(async move {
+                let job = p.job;
+                let done = glommio::executor().spawn_blocking(move || job.run()).await;
+                table.assignment_done(idx, p.generation, done);
+            })
+            .detach();
+        }
+    }
+
+    fn assignment_done(&self, idx: usize, generation: u64, done: AssignmentDone) {
+        let ready = {
+            let mut slot = self.slots[idx].borrow_mut();
+            let now = (self.clock)();
+            let mut ready = slot
+                .core
+                .assignment_done(generation, done, now, Instant::now());
+            slot.after_output(&mut ready);
+            ready
+        };
+        self.complete(ready);
     }
 
     pub fn now(&self) -> i64 {

@@ -261,7 +261,7 @@ async fn run_shard(
     let mut built = None;
     let exec_broker = broker.clone();
     let router = Router::join(mesh, |shard, shards| -> Rc<dyn Executor> {
-        let table = Rc::new(PartitionTable::new(shard, shards, partitions, group_config));
+        let table = PartitionTable::new(shard, shards, partitions, group_config).into_rc();
         let configs_broker = exec_broker.clone();
         table.set_group_configs(Rc::new(move || configs_broker.group_configs.snapshot()));
         let store = DataStore::new(exec_broker, shard);

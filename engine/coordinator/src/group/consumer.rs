@@ -8,7 +8,7 @@
 //! (16)] → group epoch (3) → changed target members (7) → target metadata (6) → current member
 //! assignment (8); a member leaves with tombstones 8, 7, 5 and a new group epoch.
 
-use super::assignor::{self, AssignMember, Assignment, MemberAssignment, PackedAssignment};
+use super::assignor::{Assignment, MemberAssignment, PackedAssignment};
 use super::{err, Coordinator, GroupResponse, Output, ReqId, RequestContext, TimerKey};
 use crate::topics::TopicsSnapshot;
 use kafka_protocol::messages::consumer_group_describe_response as cgd;
@@ -298,16 +298,27 @@ impl ConsumerGroup {
         }
     }
 
-    /// Partitions some member other than `except` still holds (assigned or being revoked).
-    pub(super) fn owned_by_others(&self, except: &str) -> BTreeSet<(Uuid, i32)> {
+    /// The partitions of `wanted` that some member other than `except` still holds (assigned
+    /// or being revoked). Only `wanted`'s topics are looked at: collecting every partition of a
+    /// 10,000-member group into a set cost milliseconds per reconciled member.
+    pub(super) fn owned_by_others(
+        &self,
+        except: &str,
+        wanted: &Assignment,
+    ) -> BTreeSet<(Uuid, i32)> {
         let mut s = BTreeSet::new();
+        if wanted.is_empty() {
+            return s;
+        }
         for (id, m) in &self.members {
             if id == except {
                 continue;
             }
             for a in [&m.assigned, &m.pending_revocation] {
                 for (t, ps) in a {
-                    s.extend(ps.iter().map(|p| (*t, *p)));
+                    if let Some(w) = wanted.get(t) {
+                        s.extend(ps.iter().filter(|p| w.contains(p)).map(|p| (*t, *p)));
+                    }
                 }
             }
         }
@@ -335,17 +346,6 @@ impl ConsumerGroup {
             }
         }
         s
-    }
-
-    fn member_topics(&self, m: &ConsumerMember, topics: &TopicsSnapshot) -> BTreeSet<Uuid> {
-        let mut names: BTreeSet<&String> = m.subscribed_topic_names.iter().collect();
-        if let Some(r) = &m.subscribed_topic_regex {
-            names.extend(self.regexes.get(r).into_iter().flatten());
-        }
-        names
-            .iter()
-            .filter_map(|n| topics.get(n).map(|t| t.id))
-            .collect()
     }
 
     pub fn subscribed_topics(&self) -> BTreeSet<String> {
@@ -437,6 +437,16 @@ pub(super) fn packed_target_value(
             })
             .collect(),
     }
+}
+
+/// The packed target a target record stores (topics by id, partitions ascending, empty topics
+/// dropped): what replaying it keeps.
+pub(super) fn packed_from_value(v: &ConsumerGroupTargetAssignmentMemberValue) -> PackedAssignment {
+    PackedAssignment::from_runs(
+        v.topic_partitions
+            .iter()
+            .map(|t| (t.topic_id, t.partitions.as_slice())),
+    )
 }
 
 /// `new` as an `Arc`, sharing the first of `candidates` that holds the same value.
@@ -550,6 +560,38 @@ pub(super) fn emit(
     value: Option<RecordValue>,
 ) {
     c.apply(Record { key, value }, out);
+}
+
+/// What a member's metadata record says, held cheaply (the shared lists by `Arc`), to tell
+/// whether a heartbeat changed it: comparing `metadata_value()`s copied every subscribed topic
+/// name twice per heartbeat.
+#[derive(PartialEq)]
+struct MetadataKey {
+    instance_id: Option<String>,
+    rack_id: Option<String>,
+    client_id: Arc<str>,
+    client_host: Arc<str>,
+    names: Arc<[String]>,
+    regex: Option<String>,
+    rebalance_timeout_ms: i32,
+    server_assignor: Option<String>,
+    classic: Option<Box<ClassicMemberMetadata>>,
+}
+
+impl MetadataKey {
+    fn of(m: &ConsumerMember) -> Self {
+        Self {
+            instance_id: m.instance_id.clone(),
+            rack_id: m.rack_id.clone(),
+            client_id: m.client_id.clone(),
+            client_host: m.client_host.clone(),
+            names: m.subscribed_topic_names.clone(),
+            regex: m.subscribed_topic_regex.clone(),
+            rebalance_timeout_ms: m.rebalance_timeout_ms,
+            server_assignor: m.server_assignor.clone(),
+            classic: m.classic.clone(),
+        }
+    }
 }
 
 /// ConsumerGroupHeartbeat (`GMM.consumerGroupHeartbeat`).
@@ -719,7 +761,7 @@ fn heartbeat_inner(
         .get(&group_id)
         .is_some_and(|g| g.members.contains_key(&member_id));
     // Update the member's metadata from the fields the request carries (null = unchanged).
-    let before = member.metadata_value();
+    let before = MetadataKey::of(&member);
     member.instance_id = instance_id.or(member.instance_id);
     if let Some(rack) = &r.rack_id {
         member.rack_id = Some(rack.to_string());
@@ -750,14 +792,10 @@ fn heartbeat_inner(
     if let Some(a) = &r.server_assignor {
         member.server_assignor = Some(a.to_string());
     }
-    let metadata_changed = is_new || before != member.metadata_value();
+    let metadata_changed = is_new || before != MetadataKey::of(&member);
     let subscription_changed = is_new
-        || *before.subscribed_topic_names != *member.subscribed_topic_names
-        || before
-            .subscribed_topic_regex
-            .as_deref()
-            .filter(|r| !r.is_empty())
-            != member.subscribed_topic_regex.as_deref()
+        || *before.names != *member.subscribed_topic_names
+        || before.regex != member.subscribed_topic_regex
         || before.server_assignor != member.server_assignor;
     // Resolve a new regex now (INVALID_REGULAR_EXPRESSION before anything is written).
     let mut regex_record = None;
@@ -896,21 +934,8 @@ pub(super) fn maybe_compute_target(
     if g.assignment_timestamp != 0 && now < g.assignment_timestamp + interval {
         return;
     }
-    let members: Vec<AssignMember> = g
-        .members
-        .values()
-        .filter(|m| m.member_epoch != STATIC_LEAVE_EPOCH || m.instance_id.is_some())
-        .map(|m| AssignMember {
-            member_id: m.member_id.clone(),
-            instance_id: m.instance_id.clone(),
-            topics: g.member_topics(m, topics),
-        })
-        .collect();
-    let mut partitions: BTreeMap<Uuid, i32> = BTreeMap::new();
-    for n in g.subscribed_names() {
-        if let Some(t) = topics.get(n) {
-            partitions.insert(t.id, t.partitions);
-        }
+    if c.assigning.contains_key(group_id) {
+        return; // an offloaded assignment of this group is running: it keeps its last target
     }
     // The most-requested server assignor among members, else the first configured one.
     let mut votes: BTreeMap<&str, usize> = BTreeMap::new();
@@ -919,57 +944,21 @@ pub(super) fn maybe_compute_target(
             *votes.entry(a.as_str()).or_default() += 1;
         }
     }
-    let chosen = votes
+    let range = votes
         .iter()
         .max_by_key(|(_, n)| **n)
-        .map(|(a, _)| a.to_string())
-        .unwrap_or_else(|| {
-            c.config
-                .consumer_assignors
-                .first()
-                .cloned()
-                .unwrap_or_else(|| "uniform".into())
-        });
-    let target = if chosen == "range" {
-        assignor::range(&members, &partitions)
+        .map(|(a, _)| *a)
+        .or(c.config.consumer_assignors.first().map(String::as_str))
+        .is_some_and(|a| a == "range");
+    let id = c.next_job;
+    let job = super::target::capture(g, topics, range, id);
+    c.next_job += 1;
+    c.assigning.insert(group_id.to_string(), id);
+    if job.work() >= c.config.assignment_offload_min_work {
+        out.jobs.push(job);
     } else {
-        let previous: BTreeMap<String, Assignment> = g
-            .target
-            .iter()
-            .map(|(m, a)| (m.clone(), a.to_assignment()))
-            .collect();
-        assignor::uniform(&members, &partitions, &previous)
-    };
-    let epoch = g.group_epoch;
-    let changed: Vec<(String, Assignment)> = target
-        .into_iter()
-        .filter(|(m, a)| g.target.get(m).is_none_or(|t| !t.eq_assignment(a)))
-        .collect();
-    for (mid, a) in changed {
-        let value = target_value(&a);
-        emit(
-            c,
-            out,
-            RecordKey::ConsumerGroupTargetAssignmentMember {
-                group: group_id.into(),
-                member_id: mid,
-            },
-            Some(RecordValue::ConsumerGroupTargetAssignmentMember(value)),
-        );
+        super::target::apply(c, job.run(), now, out);
     }
-    c.rebalances += 1;
-    let value = ConsumerGroupTargetAssignmentMetadataValue {
-        assignment_epoch: epoch,
-        assignment_timestamp: now,
-    };
-    emit(
-        c,
-        out,
-        RecordKey::ConsumerGroupTargetAssignmentMetadata {
-            group: group_id.into(),
-        },
-        Some(RecordValue::ConsumerGroupTargetAssignmentMetadata(value)),
-    );
 }
 
 /// `CurrentAssignmentBuilder`: move a member one step toward the target.
@@ -1042,7 +1031,7 @@ pub(super) fn reconcile(
             group: group_id.into(),
             member: member_id.into(),
         });
-        let others = g.owned_by_others(member_id);
+        let others = g.owned_by_others(member_id, &target);
         let mut assigned = keep;
         let mut unreleased = false;
         for (t, ps) in &target {
@@ -1526,6 +1515,8 @@ pub fn replay(c: &mut Coordinator, key: &RecordKey, value: &Option<RecordValue>)
         }
         (RecordKey::ConsumerGroupMetadata { group }, None) => {
             c.consumer_groups.remove(group);
+            // An assignment still running for it belongs to the group that is gone.
+            c.assigning.remove(group);
         }
         (
             RecordKey::ConsumerGroupMemberMetadata { group, member_id },
@@ -1586,20 +1577,14 @@ pub fn replay(c: &mut Coordinator, key: &RecordKey, value: &Option<RecordValue>)
             RecordKey::ConsumerGroupTargetAssignmentMember { group, member_id },
             Some(RecordValue::ConsumerGroupTargetAssignmentMember(v)),
         ) => {
-            let a: Assignment = v
-                .topic_partitions
-                .iter()
-                .map(|t| {
-                    (
-                        t.topic_id,
-                        t.partitions.iter().copied().collect::<BTreeSet<i32>>(),
-                    )
-                })
-                .filter(|(_, p)| !p.is_empty())
-                .collect();
-            persisted_group(c, group)
-                .target
-                .insert(member_id.clone(), PackedAssignment::new(&a));
+            let packed = packed_from_value(v);
+            let g = persisted_group(c, group);
+            match g.target.get_mut(member_id) {
+                Some(t) => *t = packed,
+                None => {
+                    g.target.insert(member_id.clone(), packed);
+                }
+            }
         }
         (RecordKey::ConsumerGroupTargetAssignmentMember { group, member_id }, None) => {
             if let Some(g) = c.consumer_groups.get_mut(group) {
@@ -1657,9 +1642,13 @@ fn persisted_group<'a>(c: &'a mut Coordinator, group: &str) -> &'a mut ConsumerG
         .entry(group.to_string())
         .or_insert_with(|| ConsumerGroup {
             group_id: group.to_string(),
-            // A new group starts at epoch 1, so its first member bumps it to 2 (Kafka 4.4's
-            // `ModernGroup` constructor: `groupEpoch.set(1)`).
+            // A new group starts at epoch 1, so its first member bumps it to 2, with an empty
+            // target at epoch 1 (Kafka 4.4's `ModernGroup` constructor: `groupEpoch.set(1)` and
+            // `TargetAssignmentMetadata.INITIAL`, epoch 1 and no timestamp): members that join
+            // while the first target is computed off the request path reconcile to epoch 1
+            // with nothing, never to epoch 0, which means "joining".
             group_epoch: 1,
+            assignment_epoch: 1,
             ..Default::default()
         })
 }

@@ -9,7 +9,7 @@ use kafka_protocol::messages::offset_commit_request::{
     OffsetCommitRequestPartition, OffsetCommitRequestTopic,
 };
 use kafka_protocol::protocol::StrBytes;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 fn sb(s: &str) -> StrBytes {
     StrBytes::from_string(s.to_string())
@@ -23,6 +23,8 @@ pub(super) struct K {
     pub(super) reg: MemoryTopics,
     /// Per-group config overrides every request carries.
     pub(super) group_configs: Arc<GroupOverridesMap>,
+    /// Target assignments offloaded and not run yet (see `run_assignments`).
+    pub(super) jobs: Vec<target::AssignmentJob>,
     _dir: std::path::PathBuf,
 }
 
@@ -48,6 +50,7 @@ impl K {
             records: Vec::new(),
             reg,
             group_configs: Arc::default(),
+            jobs: Vec::new(),
             _dir: dir,
         }
     }
@@ -76,6 +79,7 @@ impl K {
         self.c.handle(id, &self.ctx(v), req, self.now, &mut out);
         self.c.tick(self.now, &mut out);
         self.records.extend(out.records);
+        self.jobs.extend(out.jobs);
         self.assert_single_owner();
         out.replies
             .into_iter()
@@ -127,7 +131,18 @@ impl K {
         let mut out = Output::default();
         self.c.tick(self.now, &mut out);
         self.records.extend(out.records);
+        self.jobs.extend(out.jobs);
         self.assert_single_owner();
+    }
+    /// Run the offloaded target assignments and hand their results back, as a shell does.
+    pub(super) fn run_assignments(&mut self) {
+        for job in std::mem::take(&mut self.jobs) {
+            let mut out = Output::default();
+            self.c.assignment_done(job.run(), self.now, &mut out);
+            assert!(out.replies.is_empty() && out.jobs.is_empty());
+            self.records.extend(out.records);
+            self.assert_single_owner();
+        }
     }
     pub(super) fn member(&self, id: &str) -> &consumer::ConsumerMember {
         &self.c.consumer_groups["g"].members[id]
@@ -1059,5 +1074,208 @@ fn a_groups_own_configs_apply_from_its_next_heartbeat() {
     }
     assert!(!k.c.consumer_groups["g"].members.contains_key("B"));
     assert!(k.c.consumer_groups["g"].members.contains_key("A"));
+    k.assert_replay_matches();
+}
+
+// ---- target assignments off the request path (`target`) -----------------------------------
+
+/// Every assignment offloaded, whatever its size.
+fn offload_cfg(interval_ms: i32) -> GroupConfig {
+    GroupConfig {
+        assignment_offload_min_work: 0,
+        consumer_assignment_interval_ms: interval_ms,
+        ..GroupConfig::default()
+    }
+}
+
+fn owned_now(k: &K, member: &str) -> Parts {
+    k.member(member)
+        .assigned
+        .iter()
+        .map(|(t, ps)| (*t, ps.iter().copied().collect()))
+        .collect()
+}
+
+/// Heartbeats from every member, owning what it was given, until nothing changes.
+fn settle(k: &mut K) {
+    for _ in 0..6 {
+        let ids: Vec<String> = k.c.consumer_groups["g"].members.keys().cloned().collect();
+        for id in ids {
+            let e = k.member(&id).member_epoch;
+            let owned = owned_now(k, &id);
+            k.hb(&id, e, Some(owned));
+            k.run_assignments();
+        }
+    }
+}
+
+#[test]
+fn an_offloaded_target_is_the_inline_target() {
+    // The same requests at the same times, once with targets computed inline and once with
+    // every target computed off the request path and handed back before the next request.
+    let mut inline = K::new(K::cfg());
+    let mut off = K::new(offload_cfg(1000));
+    for k in [&mut inline, &mut off] {
+        k.reg.create("other", 5, Default::default()).unwrap();
+        k.join("A", None, &["orders"]);
+        k.run_assignments();
+        k.advance(10);
+        k.join("B", None, &["orders", "other"]);
+        k.run_assignments();
+        k.join("C", Some("ic"), &["other"]);
+        k.run_assignments();
+        k.advance(1500);
+        settle(k);
+        k.advance(1500);
+        settle(k);
+    }
+    // Topic ids are random per registry: compare by name.
+    let named = |k: &K, a: assignor::Assignment| -> BTreeMap<String, BTreeSet<i32>> {
+        let topics = k.reg.snapshot();
+        a.into_iter()
+            .map(|(t, ps)| (topics.get_by_id(&t).unwrap().name.clone(), ps))
+            .collect()
+    };
+    let (a, b) = (&inline.c.consumer_groups["g"], &off.c.consumer_groups["g"]);
+    assert_eq!(a.assignment_epoch, b.assignment_epoch);
+    assert_eq!(a.target.len(), b.target.len());
+    for (id, t) in &a.target {
+        assert_eq!(
+            named(&inline, t.to_assignment()),
+            named(&off, b.target[id].to_assignment()),
+            "{id}"
+        );
+    }
+    for (id, m) in &a.members {
+        assert_eq!(
+            named(&inline, m.assigned.to_assignment()),
+            named(&off, b.members[id].assigned.to_assignment()),
+            "{id}"
+        );
+        assert_eq!(m.member_epoch, b.members[id].member_epoch, "{id}");
+    }
+    assert!(a
+        .members
+        .values()
+        .all(|m| m.state == consumer::MemberState::Stable));
+    assert_eq!(off.c.assignments_running(), 0);
+    inline.assert_replay_matches();
+    off.assert_replay_matches();
+}
+
+#[test]
+fn a_group_keeps_its_target_while_its_assignment_runs() {
+    let mut k = K::new(offload_cfg(0));
+    let t = k.topic_id("orders");
+    // The first member of a new group reconciles to the group's initial empty target (epoch
+    // 1) while the first real one is computed: never to epoch 0, which means "joining".
+    let a = k.join("A", None, &["orders"]);
+    assert_eq!((a.member_epoch, parts(&a)), (1, Some(vec![])));
+    assert_eq!(k.jobs.len(), 1);
+    assert!(k
+        .records
+        .iter()
+        .all(|r| !matches!(r.key, RecordKey::ConsumerGroupTargetAssignmentMember { .. })));
+    // While it runs, no second assignment starts, whatever happens to the group.
+    let a = k.hb("A", 1, Some(vec![]));
+    assert_eq!(a.member_epoch, 1);
+    k.join("B", None, &["orders"]);
+    assert_eq!(k.jobs.len(), 1);
+    assert_eq!(k.c.assignments_running(), 1);
+    // Its result is the target of the epoch it was captured at (A alone), although B joined.
+    k.run_assignments();
+    let g = &k.c.consumer_groups["g"];
+    assert_eq!((g.assignment_epoch, g.group_epoch), (2, 3));
+    assert_eq!(g.target["A"].count(), 6);
+    assert!(!g.target.contains_key("B"));
+    let a = k.hb("A", 1, Some(vec![]));
+    assert_eq!((a.member_epoch, parts(&a).map(|p| p.len())), (2, Some(6)));
+    // That heartbeat started the next one (the interval is 0), which gives B its half.
+    assert_eq!(k.jobs.len(), 1);
+    k.run_assignments();
+    assert_eq!(k.c.consumer_groups["g"].assignment_epoch, 3);
+    settle(&mut k);
+    let (pa, pb) = (owned_now(&k, "A"), owned_now(&k, "B"));
+    assert_eq!(pa.iter().chain(&pb).map(|(_, p)| p.len()).sum::<usize>(), 6);
+    assert_eq!(pa[0].1.len(), 3);
+    assert_eq!(pa[0].0, t);
+    k.assert_replay_matches();
+}
+
+#[test]
+fn a_late_result_skips_members_that_left_or_resubscribed_and_follows_a_replaced_static_member() {
+    let mut k = K::new(offload_cfg(0));
+    k.reg.create("other", 4, Default::default()).unwrap();
+    k.join("A", Some("ia"), &["orders"]);
+    k.join("B", None, &["orders"]);
+    k.join("D", None, &["orders"]);
+    k.run_assignments();
+    settle(&mut k);
+    let before = k.c.consumer_groups["g"].target.clone();
+    // C joins: an assignment of A, B, C and D starts.
+    k.join("C", None, &["orders"]);
+    assert_eq!(k.jobs.len(), 1);
+    // Before it ends: B leaves, D subscribes to another topic, and A's instance comes back under
+    // a new member id (a static leave, then a join with the same instance id).
+    let e = k.member("B").member_epoch;
+    k.hb("B", -1, None);
+    let e_d = k.member("D").member_epoch;
+    let req = ConsumerGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(sb("g")))
+        .with_member_id(sb("D"))
+        .with_member_epoch(e_d)
+        .with_subscribed_topic_names(Some(vec![TopicName(sb("other"))]));
+    k.send(1, GroupRequest::ConsumerHeartbeat(req));
+    let e_a = k.member("A").member_epoch;
+    let leave = ConsumerGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(sb("g")))
+        .with_member_id(sb("A"))
+        .with_instance_id(Some(sb("ia")))
+        .with_member_epoch(-2);
+    k.send(1, GroupRequest::ConsumerHeartbeat(leave));
+    k.join("A2", Some("ia"), &["orders"]);
+    assert!(e > 0 && e_a > 0);
+    assert!(!k.c.consumer_groups["g"].members.contains_key("A"));
+    let jobs_before = k.jobs.len();
+    k.run_assignments();
+    let g = &k.c.consumer_groups["g"];
+    // Nothing for B (it left: its target stays removed), D keeps its old target (its new
+    // subscription brings a new one), A's slot's new target went to A2, C has one.
+    assert!(!g.target.contains_key("B"));
+    assert!(!g.target.contains_key("A"));
+    assert_eq!(g.target["D"], before["D"]);
+    assert!(g.target.contains_key("C") && g.target.contains_key("A2"));
+    assert!(jobs_before >= 1);
+    // The next assignment, over the group as it is now, settles everything.
+    k.advance(1);
+    settle(&mut k);
+    let g = &k.c.consumer_groups["g"];
+    assert_eq!(g.assignment_epoch, g.group_epoch);
+    let other = k.topic_id("other");
+    assert_eq!(g.target["D"].count(), 4);
+    assert!(g.target["D"].get(&other).is_some());
+    k.assert_replay_matches();
+}
+
+#[test]
+fn a_result_for_a_deleted_group_is_dropped() {
+    let mut k = K::new(offload_cfg(0));
+    k.join("A", None, &["orders"]);
+    assert_eq!(k.jobs.len(), 1);
+    k.hb("A", -1, None);
+    match k.send(1, GroupRequest::Delete { group: "g".into() }) {
+        GroupResponse::Delete(code) => assert_eq!(code, 0),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(k.c.assignments_running(), 0);
+    // A new group of the same name: the old result must not land in it.
+    k.join("Z", None, &["orders"]);
+    let old = k.jobs.remove(0);
+    let mut out = Output::default();
+    k.c.assignment_done(old.run(), k.now, &mut out);
+    assert!(out.records.is_empty());
+    k.run_assignments();
+    assert_eq!(k.c.consumer_groups["g"].target["Z"].count(), 6);
+    assert!(!k.c.consumer_groups["g"].target.contains_key("A"));
     k.assert_replay_matches();
 }

@@ -787,7 +787,7 @@ fn waiting_on_unreleased(g: &consumer::ConsumerGroup, m: &ConsumerMember) -> boo
     let Some(target) = g.target.get(&m.member_id) else {
         return false;
     };
-    let others = g.owned_by_others(&m.member_id);
+    let others = g.owned_by_others(&m.member_id, &target.to_assignment());
     target.iter().any(|(t, ps)| {
         ps.iter().any(|p| {
             !m.assigned.get(&t).is_some_and(|a| a.contains(p)) && others.contains(&(t, *p))

@@ -29,6 +29,7 @@ pub mod offsets;
 pub mod regex_cache;
 #[cfg(test)]
 mod replay_tests;
+pub mod target;
 #[cfg(test)]
 mod tests;
 
@@ -47,6 +48,10 @@ pub type ReqId = u64;
 /// Kafka's `CLASSIC_GROUP_NEW_MEMBER_JOIN_TIMEOUT_MS`: how long a new member may take to finish
 /// its first join before it is dropped.
 pub const NEW_MEMBER_JOIN_TIMEOUT_MS: i64 = 300_000;
+
+/// See [`GroupConfig::assignment_offload_min_work`]: an assignment this size takes ~0.1 ms
+/// inline (docs/performance.md, "KIP-848 assignor").
+pub const DEFAULT_ASSIGNMENT_OFFLOAD_MIN_WORK: usize = 50_000;
 
 /// Settings the coordinator needs, taken from the broker config at start-up.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,6 +78,11 @@ pub struct GroupConfig {
     pub consumer_protocol_enabled: bool,
     /// `group.consumer.migration.policy`: whether live groups convert between the protocols.
     pub migration_policy: migration::MigrationPolicy,
+    /// A consumer group's target assignment whose size (`AssignSpec::work`: members plus
+    /// partitions) reaches this runs off the request path (see `target`); smaller ones run
+    /// inline. Not a Kafka key: Kafka 4.4 has `group.consumer.assignor.offload.enable` (internal,
+    /// not yet wired); this is the broker's own threshold, also set by the simulator.
+    pub assignment_offload_min_work: usize,
 }
 
 /// Kafka's defaults (`GroupCoordinatorConfig`, `GroupConfig`), which are also the broker
@@ -96,6 +106,7 @@ impl Default for GroupConfig {
             consumer_max_size: i32::MAX,
             consumer_protocol_enabled: true,
             migration_policy: migration::MigrationPolicy::Bidirectional,
+            assignment_offload_min_work: DEFAULT_ASSIGNMENT_OFFLOAD_MIN_WORK,
         }
     }
 }
@@ -242,11 +253,14 @@ pub fn failed_response(resp: &GroupResponse, code: i16) -> GroupResponse {
     }
 }
 
-/// What one call produced: records to make durable, then responses to release.
+/// What one call produced: records to make durable, then responses to release, and target
+/// assignments to compute off the request path (the shell runs each with
+/// [`target::AssignmentJob::run`] and hands the result back to [`Coordinator::assignment_done`]).
 #[derive(Debug, Default)]
 pub struct Output {
     pub records: Vec<Record>,
     pub replies: Vec<(ReqId, GroupResponse)>,
+    pub jobs: Vec<target::AssignmentJob>,
 }
 
 /// A deadline the coordinator wants to be woken for.
@@ -356,6 +370,11 @@ pub struct Coordinator {
     /// Subscription regexes compiled and resolved per topics snapshot (derived state, rebuilt
     /// on demand; not in records or snapshots).
     pub regexes: regex_cache::RegexCache,
+    /// Consumer groups whose target assignment runs off the request path: the id of the job
+    /// whose result they wait for (see `target`). Not durable: a reloaded coordinator has none,
+    /// and its groups compute again at their next heartbeat.
+    pub(crate) assigning: BTreeMap<String, u64>,
+    pub(crate) next_job: u64,
 }
 
 /// Offsets without a group record belong to a standalone ("simple") group, which exists as an
@@ -423,7 +442,20 @@ impl Coordinator {
             timers: Timers::default(),
             load_epoch: 1,
             regexes: regex_cache::RegexCache::default(),
+            assigning: BTreeMap::new(),
+            next_job: 1,
         }
+    }
+
+    /// A target assignment this coordinator emitted in [`Output::jobs`] has run: write it, if
+    /// the group still waits for it (see `target`).
+    pub fn assignment_done(&mut self, done: target::AssignmentDone, now: i64, out: &mut Output) {
+        target::apply(self, done, now, out);
+    }
+
+    /// Groups waiting for an offloaded assignment.
+    pub fn assignments_running(&self) -> usize {
+        self.assigning.len()
     }
 
     /// `consumer.session.timeout.ms` of `group`: its override, else the broker's
