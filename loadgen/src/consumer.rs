@@ -4,11 +4,13 @@
 //! - join: member epoch 0 with a client-made member id (22 URL-safe base64 characters; v1
 //!   requires one), the subscribed topic names (every loadgen topic), the rebalance timeout, and
 //!   an empty (not null) owned-partition list;
-//! - then a heartbeat every interval the broker returns in `heartbeat_interval_ms`
-//!   (`MemberCfg::heartbeat_interval_override_us`, from `--heartbeat-interval-ms`, replaces it when
-//!   given), an interval after the previous one was *sent* and never two in flight. The first
-//!   regular heartbeat after a join is jittered over one interval, so members that join together
-//!   do not heartbeat in lockstep forever. Fields that did not change are null (-1 for the
+//! - then a heartbeat every interval the broker returns in `heartbeat_interval_ms` — the one of
+//!   the latest response, which may change from one response to the next (Ringleader returns a
+//!   short one while a member reconciles) — (`MemberCfg::heartbeat_interval_override_us`, from
+//!   `--heartbeat-interval-ms`, replaces it when given), never two in flight, scheduled as the
+//!   Java client does (`HeartbeatRequestState`): an interval after the previous heartbeat was
+//!   *sent*, or the new interval from the response that changed it. No jitter: members that
+//!   start together heartbeat together, as real consumers do (`--ramp-up` spreads them). Fields that did not change are null (-1 for the
 //!   rebalance timeout); `topic_partitions` carries the owned partitions only when they changed
 //!   since the last heartbeat;
 //! - a response with an assignment: revoked = owned − new are dropped at once (the member
@@ -363,9 +365,15 @@ impl ConsumerMember {
         }
         let prev_epoch = self.member_epoch;
         self.member_epoch = r.member_epoch;
+        // Every response's interval is the one to use from now on, as the Java client and
+        // librdkafka take it: a broker may shorten it while the member reconciles (Ringleader's
+        // `group.consumer.reconciliation.heartbeat.interval.ms`) and lengthen it once stable.
+        let prev_interval_us = self.broker_interval_us;
         if r.heartbeat_interval_ms > 0 {
             self.broker_interval_us = r.heartbeat_interval_ms as Micros * 1000;
         }
+        let interval_changed = cx.cfg.heartbeat_interval_override_us.is_none()
+            && self.broker_interval_us != prev_interval_us;
         self.phase = Phase::Member;
         let mut changed = false;
         if let Some(a) = &r.assignment {
@@ -433,9 +441,15 @@ impl ConsumerMember {
         if self.owned_unreported {
             self.send_heartbeat(cx, now, out);
         } else if cx.cfg.closed_loop_heartbeats {
+            // As the Java client schedules it (`HeartbeatRequestState`): an interval after the
+            // last heartbeat was sent, or, when this response changed the interval, the new
+            // interval from now (`updateHeartbeatIntervalMs` restarts the timer). No jitter:
+            // members that join together heartbeat together, as real clients do (spread joins
+            // with `--ramp-up`), and a convergence time is not shortened or lengthened by a
+            // random first heartbeat that no client sends.
             let interval = self.interval_us(cx);
-            let at = if joining {
-                now + self.rng.upto(interval)
+            let at = if interval_changed {
+                now + interval
             } else {
                 (self.hb_sent_us + interval).max(now)
             };
@@ -972,6 +986,51 @@ mod tests {
         assert_eq!(m.member_epoch(), 4);
     }
 
+    /// A heartbeat answer like `resp`, with the broker's interval `ms`.
+    fn resp_interval(epoch: i32, t0: Option<&[i32]>, ms: i32) -> Response {
+        let Response::ConsumerGroupHeartbeat(r) = resp(epoch, t0) else {
+            unreachable!()
+        };
+        Response::ConsumerGroupHeartbeat(r.with_heartbeat_interval_ms(ms))
+    }
+
+    #[test]
+    fn follows_the_interval_of_every_response() {
+        let env = Env::new();
+        let cx = env.cx();
+        let mut m = stable_member(&env);
+        let mut out = Vec::new();
+        // Stable at 5 s; a heartbeat at 5 s is answered with a revocation and 100 ms.
+        m.on_timer(&cx, TimerKind::Heartbeat, 5_000_000, &mut out);
+        out.clear();
+        m.on_response(&cx, resp_interval(1, Some(&[1]), 100), 5_000_500, &mut out);
+        // The acknowledgement goes at once; its answer (still reconciling: 100 ms) sets the next
+        // heartbeat 100 ms after the ack was sent.
+        assert_eq!(owned_of(only_hb(&out)), Some(vec![(T0, vec![1])]));
+        out.clear();
+        m.on_response(&cx, resp_interval(1, None, 100), 5_001_000, &mut out);
+        assert_eq!(timer(&out, TimerKind::Heartbeat), Some(5_100_500));
+        out.clear();
+        m.on_timer(&cx, TimerKind::Heartbeat, 5_100_500, &mut out);
+        assert!(only_hb(&out).topic_partitions.is_none());
+        out.clear();
+        m.on_response(&cx, resp_interval(2, None, 100), 5_101_000, &mut out);
+        assert_eq!(timer(&out, TimerKind::Heartbeat), Some(5_200_500));
+        // Back to 5 s: from the response that changed it, as the Java client restarts its timer.
+        out.clear();
+        m.on_timer(&cx, TimerKind::Heartbeat, 5_200_500, &mut out);
+        out.clear();
+        m.on_response(&cx, resp_interval(2, None, 5000), 5_201_000, &mut out);
+        let at = timer(&out, TimerKind::Heartbeat).unwrap();
+        assert_eq!(at, 10_201_000);
+        // And then every 5 s after the one sent.
+        out.clear();
+        m.on_timer(&cx, TimerKind::Heartbeat, at, &mut out);
+        out.clear();
+        m.on_response(&cx, resp_interval(2, None, 5000), at + 400, &mut out);
+        assert_eq!(timer(&out, TimerKind::Heartbeat), Some(at + 5_000_000));
+    }
+
     #[test]
     fn the_flag_overrides_the_broker_interval() {
         let mut env = Env::new();
@@ -1032,9 +1091,9 @@ mod tests {
         m.on_response(&cx, resp(5, Some(&[])), 1000, &mut out);
         assert!(!m.is_stable());
         assert!(sends(&out).is_empty(), "nothing to ack or fetch");
-        // First heartbeat jittered over one interval.
+        // The first interval the broker gave, from its response (the Java client's timer).
         let at = timer(&out, TimerKind::Heartbeat).unwrap();
-        assert!(at > 1000 && at <= 1000 + 5_000_000);
+        assert_eq!(at, 1000 + 5_000_000);
         out.clear();
         m.on_timer(&cx, TimerKind::Heartbeat, at, &mut out);
         assert_eq!(only_hb(&out).topic_partitions, None);
