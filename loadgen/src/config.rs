@@ -76,6 +76,16 @@ pub struct Args {
     #[arg(long)]
     pub heartbeat_interval_ms: Option<u64>,
 
+    /// KIP-848 (`--protocol consumer`): a member counts as stable (the live stable count, churn,
+    /// the rebalance-convergence histogram) only once it owns at least this many partitions. The
+    /// protocol does not tell a member that more partitions are coming (another member may still
+    /// be revoking them), and a broker that shortens the heartbeat interval while a member waits
+    /// (Ringleader) makes the default rule — an empty assignment is final once a heartbeat passed
+    /// without change — fire early. Give it when every member's share is known: partitions a
+    /// multiple of the group size.
+    #[arg(long)]
+    pub expect_partitions: Option<usize>,
+
     /// Session timeout sent in JoinGroup.
     #[arg(long, default_value_t = 45000)]
     pub session_timeout_ms: u64,

@@ -31,8 +31,10 @@
 //! successful heartbeat response that leaves nothing to report — no assignment change to
 //! acknowledge — and either the member owns partitions, or it owns none and its epoch stayed the
 //! same across a heartbeat that reported nothing (an empty assignment is taken as final once a
-//! whole quiet heartbeat has passed). A stable member that gets a new assignment is not stable
-//! until it has acknowledged it. **Convergence** runs from the start of a join (the epoch-0
+//! whole quiet heartbeat has passed). With `--expect-partitions K` instead: once it owns at least
+//! K partitions (the protocol does not say whether more are coming: a member may be waiting for
+//! partitions another still revokes, and with a short interval a quiet heartbeat proves nothing).
+//! A stable member that gets a new assignment is not stable until it has acknowledged it. **Convergence** runs from the start of a join (the epoch-0
 //! heartbeat, or the first one of a rejoin after fencing or churn) to the first stable state;
 //! later reconciliations of a member that stays in the group are not convergence samples.
 //!
@@ -402,13 +404,16 @@ impl ConsumerMember {
                 }),
             }
         }
+        let has_its_share = match cx.cfg.expect_partitions {
+            Some(k) => self.owned.len() >= k,
+            None => {
+                !self.owned.is_empty()
+                    || (!joining && !self.hb_reported_owned && prev_epoch == self.member_epoch)
+            }
+        };
         if changed {
             self.stable = false;
-        } else if !self.owned_unreported
-            && (!self.owned.is_empty()
-                || (!joining && !self.hb_reported_owned && prev_epoch == self.member_epoch))
-            && !self.stable
-        {
+        } else if !self.owned_unreported && has_its_share && !self.stable {
             self.stable = true;
             if self.converging {
                 self.converging = false;
@@ -1102,6 +1107,43 @@ mod tests {
         assert!(m.is_stable());
         assert!(out.contains(&Action::Stable {
             convergence_us: at + 300
+        }));
+    }
+
+    #[test]
+    fn with_an_expected_share_only_that_share_is_stable() {
+        let mut env = Env::new();
+        env.cfg.expect_partitions = Some(2);
+        let cx = env.cx();
+        let mut m = ConsumerMember::new(1);
+        let mut out = Vec::new();
+        m.start(&cx, 0, &mut out);
+        out.clear();
+        // Nothing yet (the partitions are still another member's), short intervals: a quiet
+        // heartbeat is not the end of it.
+        m.on_response(&cx, resp_interval(5, Some(&[]), 100), 1000, &mut out);
+        out.clear();
+        m.on_timer(&cx, TimerKind::Heartbeat, 101_000, &mut out);
+        out.clear();
+        m.on_response(&cx, resp_interval(5, None, 100), 101_500, &mut out);
+        assert!(!m.is_stable(), "owns nothing of its share yet");
+        // One of two: acknowledged, still not its share.
+        m.on_timer(&cx, TimerKind::Heartbeat, 201_000, &mut out);
+        out.clear();
+        m.on_response(&cx, resp_interval(5, Some(&[1]), 100), 201_500, &mut out);
+        out.clear();
+        m.on_response(&cx, resp_interval(5, None, 100), 202_000, &mut out);
+        assert!(!m.is_stable());
+        // Both: stable once acknowledged; convergence from the join.
+        m.on_timer(&cx, TimerKind::Heartbeat, 301_500, &mut out);
+        out.clear();
+        m.on_response(&cx, resp_interval(5, Some(&[1, 2]), 100), 302_000, &mut out);
+        assert!(!m.is_stable());
+        out.clear();
+        m.on_response(&cx, resp_interval(5, None, 5000), 302_500, &mut out);
+        assert!(m.is_stable());
+        assert!(out.contains(&Action::Stable {
+            convergence_us: 302_500
         }));
     }
 
