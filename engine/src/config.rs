@@ -869,6 +869,8 @@ config_keys! {
         "Smallest allowed consumer-protocol heartbeat interval.";
     "group.consumer.max.heartbeat.interval.ms" => group_consumer_max_heartbeat_interval_ms: i32 = 15_000, at_least(1),
         "Largest allowed consumer-protocol heartbeat interval.";
+    "group.consumer.reconciliation.heartbeat.interval.ms" => group_consumer_reconciliation_heartbeat_interval_ms: i32 = 100, at_least(0),
+        "Ringleader-specific: the heartbeat interval given to a consumer-protocol member while it has partitions to revoke or to receive (and until a group's next target can be computed), so that a rebalance completes in a few of these instead of whole heartbeat intervals; never more than the group's heartbeat interval. 0 (or the heartbeat interval itself) gives every member the heartbeat interval, as Kafka does.";
     "group.consumer.max.size" => group_consumer_max_size: i32 = i32::MAX, at_least(1),
         "Most members in one consumer-protocol group.";
     "group.consumer.assignors" => group_consumer_assignors: Vec<ServerAssignor> = vec![ServerAssignor::Uniform, ServerAssignor::Range], Any,
@@ -1132,6 +1134,8 @@ pub fn group_config(c: &Config) -> coordinator::group::GroupConfig {
         delete_retention_ms: c.delete_retention_ms,
         consumer_session_timeout_ms: c.group_consumer_session_timeout_ms,
         consumer_heartbeat_interval_ms: c.group_consumer_heartbeat_interval_ms,
+        consumer_reconciliation_heartbeat_interval_ms: c
+            .group_consumer_reconciliation_heartbeat_interval_ms,
         consumer_assignors: c
             .group_consumer_assignors
             .iter()
@@ -1276,6 +1280,20 @@ impl Config {
         ];
         for (a, rel, b) in rules {
             self.require(a, rel, b)?;
+        }
+        // Ringleader's short interval for reconciling members is never the longer one. Checked
+        // only when given: its default (100) must not refuse a broker whose heartbeat interval
+        // was set below it; there it gives way to the interval (as it does to a group's own
+        // `consumer.heartbeat.interval.ms`).
+        if self
+            .origins
+            .contains_key("group.consumer.reconciliation.heartbeat.interval.ms")
+        {
+            self.require(
+                "group.consumer.reconciliation.heartbeat.interval.ms",
+                Le,
+                "group.consumer.heartbeat.interval.ms",
+            )?;
         }
         Ok(())
     }
@@ -1587,6 +1605,8 @@ mod tests {
             MigrationPolicy::Bidirectional
         );
         assert_eq!(c.group_consumer_assignment_interval_ms, 1000);
+        // Ringleader's own key: reconciling members heartbeat every 100 ms (Kafka has no such key).
+        assert_eq!(c.group_consumer_reconciliation_heartbeat_interval_ms, 100);
         // Kafka's default is true; assignments are computed on the owning shard here.
         assert!(!c.group_consumer_assignor_offload_enable);
         assert_eq!(
@@ -2045,6 +2065,10 @@ mod tests {
                 "group.consumer.heartbeat.interval.ms (16000, --set) must be less than or equal to group.consumer.max.heartbeat.interval.ms",
             ),
             (
+                &["group.consumer.reconciliation.heartbeat.interval.ms=5001"],
+                "group.consumer.reconciliation.heartbeat.interval.ms (5001, --set) must be less than or equal to group.consumer.heartbeat.interval.ms (5000, default)",
+            ),
+            (
                 &["group.consumer.max.session.timeout.ms=40000"],
                 "group.consumer.min.session.timeout.ms (45000, default) must be less than or equal to group.consumer.max.session.timeout.ms (40000, --set)",
             ),
@@ -2072,6 +2096,23 @@ mod tests {
             assert!(msg.starts_with("inconsistent configuration: "), "{msg}");
             assert!(msg.contains(want), "{sets:?}: {msg}");
         }
+        // The short interval's default gives way to a shorter heartbeat interval (it is capped
+        // at run time), and 0 or the interval itself turns it off.
+        for sets in [
+            &[
+                "group.consumer.min.heartbeat.interval.ms=10",
+                "group.consumer.heartbeat.interval.ms=50",
+            ][..],
+            &["group.consumer.reconciliation.heartbeat.interval.ms=0"],
+            &["group.consumer.reconciliation.heartbeat.interval.ms=5000"],
+        ] {
+            let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+            Config::load(None, &sets).unwrap_or_else(|e| panic!("{sets:?}: {e}"));
+        }
+        assert_eq!(
+            set_err("group.consumer.reconciliation.heartbeat.interval.ms=-1"),
+            "bad value \"-1\" for group.consumer.reconciliation.heartbeat.interval.ms (from --set): expected an integer >= 0"
+        );
         // Equal min and max is fine.
         let sets = vec![
             "group.min.session.timeout.ms=6000".to_string(),

@@ -76,6 +76,16 @@ pub struct Args {
     #[arg(long)]
     pub heartbeat_interval_ms: Option<u64>,
 
+    /// KIP-848 (`--protocol consumer`): a member counts as stable (the live stable count, churn,
+    /// the rebalance-convergence histogram) only once it owns at least this many partitions. The
+    /// protocol does not tell a member that more partitions are coming (another member may still
+    /// be revoking them), and a broker that shortens the heartbeat interval while a member waits
+    /// (Ringleader) makes the default rule — an empty assignment is final once a heartbeat passed
+    /// without change — fire early. Give it when every member's share is known: partitions a
+    /// multiple of the group size (so not with --late-joiners, which changes every share).
+    #[arg(long)]
+    pub expect_partitions: Option<usize>,
+
     /// Session timeout sent in JoinGroup.
     #[arg(long, default_value_t = 45000)]
     pub session_timeout_ms: u64,
@@ -379,6 +389,32 @@ impl Args {
                     .into(),
             );
         }
+        if let Some(k) = self.expect_partitions {
+            // Classic members have no notion of waiting for a share (the leader hands out the
+            // whole assignment in one SyncGroup), so the flag would be parsed and ignored.
+            if self.protocol != Protocol::Consumer {
+                return Err("--expect-partitions is for --protocol consumer only".into());
+            }
+            if k == 0
+                || (k as u64).saturating_mul(self.members_per_group as u64)
+                    > self.topics as u64 * self.partitions as u64
+            {
+                return Err(
+                    "--expect-partitions must be at least 1, and every member's share must fit in \
+                     the group's partitions (--topics x --partitions)"
+                        .into(),
+                );
+            }
+            // A late joiner shrinks every share, so members would wait for partitions that
+            // never come and the group would never converge.
+            if self.late_joiners > 0 {
+                return Err(
+                    "--expect-partitions cannot be combined with --late-joiners: each joiner \
+                     changes every member's share"
+                        .into(),
+                );
+            }
+        }
         if self.client_id.len() > i16::MAX as usize {
             return Err("--client-id is too long".into());
         }
@@ -463,6 +499,30 @@ mod tests {
         let w = Args::parse_from(["loadgen", "--warmup", "10s", "--duration", "30s"]);
         assert_eq!(w.warmup, Duration::from_secs(10));
         w.validate().unwrap();
+        let e = |extra: &[&str]| {
+            let mut v = vec!["loadgen", "--members-per-group", "4", "--partitions", "8"];
+            v.extend_from_slice(extra);
+            Args::parse_from(v).validate()
+        };
+        e(&["--protocol", "consumer", "--expect-partitions", "2"]).unwrap();
+        assert!(
+            e(&["--expect-partitions", "2"]).is_err(),
+            "classic members have no share to wait for"
+        );
+        assert!(e(&["--protocol", "consumer", "--expect-partitions", "0"]).is_err());
+        assert!(
+            e(&["--protocol", "consumer", "--expect-partitions", "3"]).is_err(),
+            "4 members cannot each own 3 of 8 partitions"
+        );
+        assert!(e(&[
+            "--protocol",
+            "consumer",
+            "--expect-partitions",
+            "2",
+            "--late-joiners",
+            "1"
+        ])
+        .is_err());
         let w = Args::parse_from(["loadgen", "--warmup", "30s", "--duration", "30s"]);
         assert!(
             w.validate().is_err(),

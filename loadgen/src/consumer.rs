@@ -4,11 +4,13 @@
 //! - join: member epoch 0 with a client-made member id (22 URL-safe base64 characters; v1
 //!   requires one), the subscribed topic names (every loadgen topic), the rebalance timeout, and
 //!   an empty (not null) owned-partition list;
-//! - then a heartbeat every interval the broker returns in `heartbeat_interval_ms`
-//!   (`MemberCfg::heartbeat_interval_override_us`, from `--heartbeat-interval-ms`, replaces it when
-//!   given), an interval after the previous one was *sent* and never two in flight. The first
-//!   regular heartbeat after a join is jittered over one interval, so members that join together
-//!   do not heartbeat in lockstep forever. Fields that did not change are null (-1 for the
+//! - then a heartbeat every interval the broker returns in `heartbeat_interval_ms` — the one of
+//!   the latest response, which may change from one response to the next (Ringleader returns a
+//!   short one while a member reconciles) — (`MemberCfg::heartbeat_interval_override_us`, from
+//!   `--heartbeat-interval-ms`, replaces it when given), never two in flight, scheduled as the
+//!   Java client does (`HeartbeatRequestState`): an interval after the previous heartbeat was
+//!   *sent*, or the new interval from the response that changed it. No jitter: members that
+//!   start together heartbeat together, as real consumers do (`--ramp-up` spreads them). Fields that did not change are null (-1 for the
 //!   rebalance timeout); `topic_partitions` carries the owned partitions only when they changed
 //!   since the last heartbeat;
 //! - a response with an assignment: revoked = owned − new are dropped at once (the member
@@ -29,8 +31,10 @@
 //! successful heartbeat response that leaves nothing to report — no assignment change to
 //! acknowledge — and either the member owns partitions, or it owns none and its epoch stayed the
 //! same across a heartbeat that reported nothing (an empty assignment is taken as final once a
-//! whole quiet heartbeat has passed). A stable member that gets a new assignment is not stable
-//! until it has acknowledged it. **Convergence** runs from the start of a join (the epoch-0
+//! whole quiet heartbeat has passed). With `--expect-partitions K` instead: once it owns at least
+//! K partitions (the protocol does not say whether more are coming: a member may be waiting for
+//! partitions another still revokes, and with a short interval a quiet heartbeat proves nothing).
+//! A stable member that gets a new assignment is not stable until it has acknowledged it. **Convergence** runs from the start of a join (the epoch-0
 //! heartbeat, or the first one of a rejoin after fencing or churn) to the first stable state;
 //! later reconciliations of a member that stays in the group are not convergence samples.
 //!
@@ -363,9 +367,15 @@ impl ConsumerMember {
         }
         let prev_epoch = self.member_epoch;
         self.member_epoch = r.member_epoch;
+        // Every response's interval is the one to use from now on, as the Java client and
+        // librdkafka take it: a broker may shorten it while the member reconciles (Ringleader's
+        // `group.consumer.reconciliation.heartbeat.interval.ms`) and lengthen it once stable.
+        let prev_interval_us = self.broker_interval_us;
         if r.heartbeat_interval_ms > 0 {
             self.broker_interval_us = r.heartbeat_interval_ms as Micros * 1000;
         }
+        let interval_changed = cx.cfg.heartbeat_interval_override_us.is_none()
+            && self.broker_interval_us != prev_interval_us;
         self.phase = Phase::Member;
         let mut changed = false;
         if let Some(a) = &r.assignment {
@@ -394,13 +404,16 @@ impl ConsumerMember {
                 }),
             }
         }
+        let has_its_share = match cx.cfg.expect_partitions {
+            Some(k) => self.owned.len() >= k,
+            None => {
+                !self.owned.is_empty()
+                    || (!joining && !self.hb_reported_owned && prev_epoch == self.member_epoch)
+            }
+        };
         if changed {
             self.stable = false;
-        } else if !self.owned_unreported
-            && (!self.owned.is_empty()
-                || (!joining && !self.hb_reported_owned && prev_epoch == self.member_epoch))
-            && !self.stable
-        {
+        } else if !self.owned_unreported && has_its_share && !self.stable {
             self.stable = true;
             if self.converging {
                 self.converging = false;
@@ -433,9 +446,15 @@ impl ConsumerMember {
         if self.owned_unreported {
             self.send_heartbeat(cx, now, out);
         } else if cx.cfg.closed_loop_heartbeats {
+            // As the Java client schedules it (`HeartbeatRequestState`): an interval after the
+            // last heartbeat was sent, or, when this response changed the interval, the new
+            // interval from now (`updateHeartbeatIntervalMs` restarts the timer). No jitter:
+            // members that join together heartbeat together, as real clients do (spread joins
+            // with `--ramp-up`), and a convergence time is not shortened or lengthened by a
+            // random first heartbeat that no client sends.
             let interval = self.interval_us(cx);
-            let at = if joining {
-                now + self.rng.upto(interval)
+            let at = if interval_changed {
+                now + interval
             } else {
                 (self.hb_sent_us + interval).max(now)
             };
@@ -972,6 +991,51 @@ mod tests {
         assert_eq!(m.member_epoch(), 4);
     }
 
+    /// A heartbeat answer like `resp`, with the broker's interval `ms`.
+    fn resp_interval(epoch: i32, t0: Option<&[i32]>, ms: i32) -> Response {
+        let Response::ConsumerGroupHeartbeat(r) = resp(epoch, t0) else {
+            unreachable!()
+        };
+        Response::ConsumerGroupHeartbeat(r.with_heartbeat_interval_ms(ms))
+    }
+
+    #[test]
+    fn follows_the_interval_of_every_response() {
+        let env = Env::new();
+        let cx = env.cx();
+        let mut m = stable_member(&env);
+        let mut out = Vec::new();
+        // Stable at 5 s; a heartbeat at 5 s is answered with a revocation and 100 ms.
+        m.on_timer(&cx, TimerKind::Heartbeat, 5_000_000, &mut out);
+        out.clear();
+        m.on_response(&cx, resp_interval(1, Some(&[1]), 100), 5_000_500, &mut out);
+        // The acknowledgement goes at once; its answer (still reconciling: 100 ms) sets the next
+        // heartbeat 100 ms after the ack was sent.
+        assert_eq!(owned_of(only_hb(&out)), Some(vec![(T0, vec![1])]));
+        out.clear();
+        m.on_response(&cx, resp_interval(1, None, 100), 5_001_000, &mut out);
+        assert_eq!(timer(&out, TimerKind::Heartbeat), Some(5_100_500));
+        out.clear();
+        m.on_timer(&cx, TimerKind::Heartbeat, 5_100_500, &mut out);
+        assert!(only_hb(&out).topic_partitions.is_none());
+        out.clear();
+        m.on_response(&cx, resp_interval(2, None, 100), 5_101_000, &mut out);
+        assert_eq!(timer(&out, TimerKind::Heartbeat), Some(5_200_500));
+        // Back to 5 s: from the response that changed it, as the Java client restarts its timer.
+        out.clear();
+        m.on_timer(&cx, TimerKind::Heartbeat, 5_200_500, &mut out);
+        out.clear();
+        m.on_response(&cx, resp_interval(2, None, 5000), 5_201_000, &mut out);
+        let at = timer(&out, TimerKind::Heartbeat).unwrap();
+        assert_eq!(at, 10_201_000);
+        // And then every 5 s after the one sent.
+        out.clear();
+        m.on_timer(&cx, TimerKind::Heartbeat, at, &mut out);
+        out.clear();
+        m.on_response(&cx, resp_interval(2, None, 5000), at + 400, &mut out);
+        assert_eq!(timer(&out, TimerKind::Heartbeat), Some(at + 5_000_000));
+    }
+
     #[test]
     fn the_flag_overrides_the_broker_interval() {
         let mut env = Env::new();
@@ -1032,9 +1096,9 @@ mod tests {
         m.on_response(&cx, resp(5, Some(&[])), 1000, &mut out);
         assert!(!m.is_stable());
         assert!(sends(&out).is_empty(), "nothing to ack or fetch");
-        // First heartbeat jittered over one interval.
+        // The first interval the broker gave, from its response (the Java client's timer).
         let at = timer(&out, TimerKind::Heartbeat).unwrap();
-        assert!(at > 1000 && at <= 1000 + 5_000_000);
+        assert_eq!(at, 1000 + 5_000_000);
         out.clear();
         m.on_timer(&cx, TimerKind::Heartbeat, at, &mut out);
         assert_eq!(only_hb(&out).topic_partitions, None);
@@ -1043,6 +1107,43 @@ mod tests {
         assert!(m.is_stable());
         assert!(out.contains(&Action::Stable {
             convergence_us: at + 300
+        }));
+    }
+
+    #[test]
+    fn with_an_expected_share_only_that_share_is_stable() {
+        let mut env = Env::new();
+        env.cfg.expect_partitions = Some(2);
+        let cx = env.cx();
+        let mut m = ConsumerMember::new(1);
+        let mut out = Vec::new();
+        m.start(&cx, 0, &mut out);
+        out.clear();
+        // Nothing yet (the partitions are still another member's), short intervals: a quiet
+        // heartbeat is not the end of it.
+        m.on_response(&cx, resp_interval(5, Some(&[]), 100), 1000, &mut out);
+        out.clear();
+        m.on_timer(&cx, TimerKind::Heartbeat, 101_000, &mut out);
+        out.clear();
+        m.on_response(&cx, resp_interval(5, None, 100), 101_500, &mut out);
+        assert!(!m.is_stable(), "owns nothing of its share yet");
+        // One of two: acknowledged, still not its share.
+        m.on_timer(&cx, TimerKind::Heartbeat, 201_000, &mut out);
+        out.clear();
+        m.on_response(&cx, resp_interval(5, Some(&[1]), 100), 201_500, &mut out);
+        out.clear();
+        m.on_response(&cx, resp_interval(5, None, 100), 202_000, &mut out);
+        assert!(!m.is_stable());
+        // Both: stable once acknowledged; convergence from the join.
+        m.on_timer(&cx, TimerKind::Heartbeat, 301_500, &mut out);
+        out.clear();
+        m.on_response(&cx, resp_interval(5, Some(&[1, 2]), 100), 302_000, &mut out);
+        assert!(!m.is_stable());
+        out.clear();
+        m.on_response(&cx, resp_interval(5, None, 5000), 302_500, &mut out);
+        assert!(m.is_stable());
+        assert!(out.contains(&Action::Stable {
+            convergence_us: 302_500
         }));
     }
 

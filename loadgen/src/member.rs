@@ -33,6 +33,9 @@ pub struct MemberCfg {
     pub retry_backoff_us: Micros,
     /// How far each commit moves a partition's fake offset.
     pub commit_offset_step: i64,
+    /// KIP-848 members: stable only once they own at least this many partitions
+    /// (`--expect-partitions`), for runs where every member's final share is known.
+    pub expect_partitions: Option<usize>,
 }
 
 impl Default for MemberCfg {
@@ -46,6 +49,7 @@ impl Default for MemberCfg {
             closed_loop_heartbeats: true,
             retry_backoff_us: 100_000,
             commit_offset_step: 10,
+            expect_partitions: None,
         }
     }
 }

@@ -191,6 +191,7 @@ pub fn run(args: &Args) -> Result<Outcome, SetupError> {
         closed_loop_heartbeats: args.rate.is_none(),
         retry_backoff_us: 100_000,
         commit_offset_step: 10,
+        expect_partitions: args.expect_partitions,
     };
     let subscription = subscription_for(&topics);
     // KIP-848 member ids are made by the client; seed them per run so that two runs against the

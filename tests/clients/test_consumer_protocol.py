@@ -198,6 +198,48 @@ def test_seed_walkthrough_consumer_protocol(cbroker):
         close_quietly(a, b)
 
 
+def test_a_joining_member_gets_its_partitions_long_before_one_heartbeat_interval(start_broker):
+    """librdkafka takes the heartbeat interval from every ConsumerGroupHeartbeat response
+    (`rd_kafka_cgrp_handle_ConsumerGroupHeartbeat` stores it in `rkcg_heartbeat_intvl_ms`, which
+    `rd_kafka_cgrp_consumer_serve` schedules the next heartbeat with), so Ringleader's short
+    interval for a member with partitions still to revoke or to receive
+    (`group.consumer.reconciliation.heartbeat.interval.ms`, docs/compatibility.md) hands a joining
+    member its partitions without waiting whole heartbeat intervals.
+
+    The group's heartbeat interval is 30 s and its assignment interval 5 s. A owns all six (the
+    group is Stable); B joins. By Kafka's rules alone every response says 30 s: A would learn it
+    must give up [3,4,5] at its next heartbeat, 30 s after its last, and B would get them at its
+    first regular heartbeat, 30 s after joining. Here A is told to come back when the next target
+    can be computed (5 s after its own) and every step after that is 100 ms apart, so 3 + 3 well
+    within the 20 s allowed — 10 s from either figure; nothing is timed closer than that. (With
+    the short interval off the same steps time out: checked by hand.)"""
+    broker = start_broker(
+        "group.consumer.heartbeat.interval.ms=30000",
+        "group.consumer.max.heartbeat.interval.ms=30000",
+        "group.consumer.assignment.interval.ms=5000",
+        "group.consumer.reconciliation.heartbeat.interval.ms=100",
+    )
+    admin = confluent_admin(broker)
+    assert confluent_create(admin, "orders", partitions=6) is None
+    rec = Recorder()
+    a = kip848_consumer(broker, "g-stable", "stable-a")
+    b = kip848_consumer(broker, "g-stable", "stable-b")
+    try:
+        a.subscribe(["orders"], **rec.callbacks("A"))
+        wait_until(lambda: assigned(a) == ALL6, 30, f"A owning all six\n{rec}", step=poll_all(a))
+        b.subscribe(["orders"], **rec.callbacks("B"))
+        joined = time.monotonic()
+        wait_until(lambda: len(assigned(a)) == 3 and len(assigned(b)) == 3, 20,
+                   f"3 + 3 well within one 30 s heartbeat interval\n{rec}", step=poll_all(a, b))
+        took = time.monotonic() - joined
+        assert sorted(assigned(a) + assigned(b)) == ALL6
+        moved = assigned(b)
+        assert rec.index("A", "revoke", moved) < rec.index("B", "assign", moved), rec
+        logging.getLogger(__name__).info("B joined a stable group; 3 + 3 after %.2f s", took)
+    finally:
+        close_quietly(a, b)
+
+
 def test_describe_classic_group_while_consumer_group_describe_is_advertised(cbroker):
     """(b) librdkafka sends ConsumerGroupDescribe first; the broker answers a classic group with
     GROUP_ID_NOT_FOUND ("... is not a consumer group.") and the client falls back to DescribeGroups,

@@ -862,15 +862,28 @@ impl World {
     /// FENCED_INSTANCE_ID: another process took over the static member's instance id; a Kafka
     /// client fails fatally. The simulator restarts it later as a new process.
     fn classic_fatal(&mut self, c: usize) {
-        self.trace(|| format!("c{c} fenced (instance id taken over): stops"));
+        self.client_fatal(c, "fenced (instance id taken over)");
+    }
+
+    /// The client failed with an error a Kafka client treats as fatal: what it owned is lost,
+    /// it sends nothing more, and the application starts a new consumer (a new process, with a
+    /// new member id) a little later.
+    fn client_fatal(&mut self, c: usize, why: &str) {
+        self.trace(|| format!("c{c} {why}: stops, restarted later"));
+        self.stats.fatal_errors += 1;
         let restart = self.now + self.rng.range(500, 10_000);
         let cl = &mut self.clients[c];
         cl.phase = Phase::Crashed;
         cl.outstanding.clear();
         cl.commit_corr = None;
         cl.restart_at = Some(restart);
-        if let Proto::Classic(x) = &mut cl.proto {
-            x.owned.clear();
+        match &mut cl.proto {
+            Proto::Classic(x) => x.owned.clear(),
+            Proto::Consumer(x) => {
+                x.owned.clear();
+                x.target = None;
+                x.revoking = None;
+            }
         }
         self.touched.insert(self.clients[c].group);
     }
@@ -1263,6 +1276,20 @@ impl World {
                 x.full = true;
                 x.next_hb = now + b;
                 self.touched.insert(self.clients[c].group);
+            }
+            // The group is no longer a consumer group: it went back to the classic protocol
+            // (online downgrade) once this member was fenced and only classic members were left,
+            // and the member's next heartbeat (epoch > 0) is "Group G is not a consumer group."
+            // Both clients give up: the Java client 4.4 treats GROUP_ID_NOT_FOUND as fatal unless
+            // it is unsubscribed (`AbstractHeartbeatRequestManager.onErrorResponse`), librdkafka
+            // unless its leave heartbeat was sent (`rd_kafka_cgrp_handle_ConsumerGroupHeartbeat`).
+            // The application then starts a new consumer, whose join (epoch 0) converts the group
+            // back.
+            Some(ResponseError::GroupIdNotFound) if self.consumer(c).epoch > 0 => {
+                self.client_fatal(
+                    c,
+                    &format!("fatal GROUP_ID_NOT_FOUND {:?}", r.error_message),
+                );
             }
             Some(_) if coordinator_error(code) => {
                 let b = self.backoff();

@@ -123,6 +123,10 @@ pub struct SimStats {
     /// Batches journal recovery appended to a partition log after a crash.
     pub journal_batches_recovered: u64,
     pub client_crashes: u64,
+    /// Clients stopped by an error a Kafka client treats as fatal (FENCED_INSTANCE_ID; a
+    /// KIP-848 member's GROUP_ID_NOT_FOUND after its group went back to classic), each started
+    /// again later as a new process.
+    pub fatal_errors: u64,
     /// Acknowledged (released, error-free) offset commits, per partition committed.
     pub acked_commits: u64,
     /// Clients restarted with the other protocol (mixed groups: rolling upgrades/downgrades).
@@ -161,6 +165,7 @@ impl SimStats {
         self.checkpoints += o.checkpoints;
         self.journal_batches_recovered += o.journal_batches_recovered;
         self.client_crashes += o.client_crashes;
+        self.fatal_errors += o.fatal_errors;
         self.acked_commits += o.acked_commits;
         self.protocol_switches += o.protocol_switches;
         self.conversions += o.conversions;
@@ -178,7 +183,8 @@ impl fmt::Display for SimStats {
             "seeds {} | steps {} | simulated {:.1} h | requests {} | responses {} | dropped {} | \
              duplicated {} | broker crashes {} | disk faults {} | failed writes {} | reloads {} | \
              snapshots {} | compactions {} | batches {} | records {} | journal rounds {} | \
-             checkpoints {} | batches recovered from the journal {} | client crashes {} | acked commits {} | \
+             checkpoints {} | batches recovered from the journal {} | client crashes {} | \
+             fatal client errors {} | acked commits {} | \
              protocol switches {} | conversions {} | offloaded assignments {} (written {}) | \
              invariant checks {}",
             self.seeds,
@@ -200,6 +206,7 @@ impl fmt::Display for SimStats {
             self.checkpoints,
             self.journal_batches_recovered,
             self.client_crashes,
+            self.fatal_errors,
             self.acked_commits,
             self.protocol_switches,
             self.conversions,

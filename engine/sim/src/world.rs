@@ -211,6 +211,9 @@ impl Params {
             consumer_session_timeout_ms: *rng.pick(&[10_000, 20_000]),
             consumer_heartbeat_interval_ms: *rng.pick(&[500, 1000, 2000]),
             consumer_assignment_interval_ms: *rng.pick(&[0, 100, 1000]),
+            // Ringleader's short interval for reconciling members: off (Kafka's behaviour), or
+            // shorter than the network's delays, or in between.
+            consumer_reconciliation_heartbeat_interval_ms: *rng.pick(&[0, 20, 100, 400]),
             ..GroupConfig::default()
         };
         let mut gcfg = gcfg;

@@ -655,7 +655,6 @@ fn heartbeat_inner(
             super::migration::upgrade(c, &group_id, ctx, r, now, out)?;
         }
     }
-    let interval = c.consumer_heartbeat_interval_ms(&group_id);
     let mut member_id = r.member_id.to_string();
     match r.member_epoch {
         LEAVE_EPOCH | STATIC_LEAVE_EPOCH => return leave(c, &group_id, r, now, out),
@@ -855,6 +854,7 @@ fn heartbeat_inner(
         },
         now + c.consumer_session_timeout_ms(&group_id) as i64,
     );
+    let interval = heartbeat_interval_for(c, &group_id, &member_id, now);
     let m = c
         .consumer_groups
         .get_mut(&group_id)
@@ -880,6 +880,57 @@ fn heartbeat_inner(
         resp.assignment = Some(response_assignment(&m.assigned));
     }
     Ok(resp)
+}
+
+/// The heartbeat interval `member_id` is told to come back after, once its heartbeat has been
+/// handled. Kafka always returns the group's `consumer.heartbeat.interval.ms`
+/// (`GMM.consumerGroupHeartbeat`), so a member waiting for partitions another member is still
+/// revoking learns they are free only one whole interval (5 s) later. Ringleader returns the
+/// shorter `group.consumer.reconciliation.heartbeat.interval.ms` while the member has a step of
+/// its reconciliation left — partitions to revoke (`UnrevokedPartitions`), partitions others
+/// still hold (`UnreleasedPartitions`), an epoch behind the target — and, while the group's
+/// `consumer.assignment.interval.ms` since its last target has not passed, the time until it
+/// has (when a new target can be computed: see below). Otherwise the group's interval.
+///
+/// Clients take the interval from every successful response: the Java client 4.4
+/// (`AbstractHeartbeatRequestManager.onResponse` → `HeartbeatRequestState.updateHeartbeatIntervalMs`,
+/// which restarts its timer when the interval changed) and librdkafka
+/// (`rd_kafka_cgrp_handle_ConsumerGroupHeartbeat` sets `rkcg_heartbeat_intvl_ms`, which
+/// `rd_kafka_cgrp_consumer_serve` schedules the next heartbeat with). The result never exceeds
+/// the group's interval; 0 (or a value not below it) turns the short interval off.
+pub(super) fn heartbeat_interval_for(
+    c: &Coordinator,
+    group_id: &str,
+    member_id: &str,
+    now: i64,
+) -> i32 {
+    let configured = c.consumer_heartbeat_interval_ms(group_id);
+    let short = c.config.consumer_reconciliation_heartbeat_interval_ms;
+    if short <= 0 || short >= configured {
+        return configured;
+    }
+    let Some(g) = c.consumer_groups.get(group_id) else {
+        return configured;
+    };
+    let Some(m) = g.members.get(member_id) else {
+        return configured;
+    };
+    if m.member_epoch != STATIC_LEAVE_EPOCH
+        && (m.member_epoch != g.assignment_epoch || m.state != MemberState::Stable)
+    {
+        return short;
+    }
+    // Within the assignment interval after a target was computed, the next one cannot be
+    // computed yet, and joins come in bursts (a deployment starting its consumers, a rolling
+    // restart): the members that joined meanwhile wait for that next target, which may take
+    // partitions from this member, and they can have them only once it heartbeats again. So
+    // it comes back when the next target can be computed, not a whole interval later — at
+    // most one extra heartbeat per member per target, and none for a group that stays stable.
+    let due = g.assignment_timestamp + c.consumer_assignment_interval_ms(group_id) as i64;
+    if g.assignment_timestamp > 0 && now < due {
+        return (due - now).clamp(short as i64, configured as i64) as i32;
+    }
+    configured
 }
 
 /// Bump the group epoch when what the group reads changed: a member's subscription, or the
@@ -1432,7 +1483,7 @@ fn replace_static(
     Ok(ConsumerGroupHeartbeatResponse::default()
         .with_member_id(Some(s(&new_id)))
         .with_member_epoch(m.member_epoch)
-        .with_heartbeat_interval_ms(c.consumer_heartbeat_interval_ms(group_id))
+        .with_heartbeat_interval_ms(heartbeat_interval_for(c, group_id, &new_id, now))
         .with_assignment(Some(response_assignment(&assigned))))
 }
 

@@ -205,7 +205,8 @@ fn seed_two_consumers_sequence() {
         (a.error_code, a.member_epoch, parts(&a)),
         (0, 2, Some(vec![0, 1, 2, 3, 4, 5]))
     );
-    assert_eq!(a.heartbeat_interval_ms, 5000);
+    // Stable, but its target is new: A comes back when the next one can be computed (1 s).
+    assert_eq!(a.heartbeat_interval_ms, 1000);
     let a = k.hb("A", 2, Some(vec![(t, vec![0, 1, 2, 3, 4, 5])]));
     assert_eq!(
         (a.error_code, parts(&a)),
@@ -1029,7 +1030,10 @@ fn a_groups_own_configs_apply_from_its_next_heartbeat() {
     let mut k = K::new(K::cfg());
     let t = k.topic_id("orders");
     let a = k.join("A", None, &["orders"]);
-    assert_eq!(a.heartbeat_interval_ms, 5000);
+    assert_eq!(
+        a.heartbeat_interval_ms, 1000,
+        "a new target: back when the next may come"
+    );
     // `consumer.heartbeat.interval.ms` and `consumer.session.timeout.ms` set for g (and another
     // value for an unrelated group): the next heartbeat carries them.
     k.group_configs = Arc::new(
@@ -1278,4 +1282,141 @@ fn a_result_for_a_deleted_group_is_dropped() {
     assert_eq!(k.c.consumer_groups["g"].target["Z"].count(), 6);
     assert!(!k.c.consumer_groups["g"].target.contains_key("A"));
     k.assert_replay_matches();
+}
+
+/// The intervals one rebalance hands out, step by step: the group's (5 s) to a member with
+/// nothing left to do, `group.consumer.reconciliation.heartbeat.interval.ms` (100 ms) to one
+/// with partitions to revoke or to receive, and the time until the next target can be computed
+/// to a stable member while the assignment interval since the last one runs.
+#[test]
+fn a_member_with_a_step_left_is_told_to_come_back_sooner() {
+    let mut k = K::new(K::cfg());
+    let t = k.topic_id("orders");
+    let owned = |k: &K, m: &str| -> Parts {
+        vec![(
+            t,
+            k.member(m)
+                .assigned
+                .iter()
+                .flat_map(|(_, ps)| ps.iter().copied())
+                .collect(),
+        )]
+    };
+    let a = k.join("A", None, &["orders"]);
+    assert_eq!((a.member_epoch, a.heartbeat_interval_ms), (2, 1000));
+    k.advance(400);
+    let a = k.hb("A", 2, Some(owned(&k, "A")));
+    assert_eq!(
+        a.heartbeat_interval_ms, 600,
+        "back when the next target can be computed"
+    );
+    // B joins inside the assignment interval: nothing for it yet, and the same deadline.
+    k.advance(200);
+    let b = k.join("B", None, &["orders"]);
+    assert_eq!((b.member_epoch, b.heartbeat_interval_ms), (2, 400));
+    // At the deadline A's heartbeat computes the target: A must revoke 3,4,5, B waits for them.
+    k.advance(400);
+    let a = k.hb("A", 2, Some(owned(&k, "A")));
+    assert_eq!(k.member("A").state, MemberState::UnrevokedPartitions);
+    assert_eq!(a.heartbeat_interval_ms, 100, "partitions to revoke");
+    let b = k.hb("B", 2, Some(vec![]));
+    assert_eq!(k.member("B").state, MemberState::UnreleasedPartitions);
+    assert_eq!(b.heartbeat_interval_ms, 100, "partitions still owned by A");
+    // A acknowledges: stable, back when a next target could come (1 s after this one).
+    let a = k.hb("A", 2, Some(vec![(t, vec![0, 1, 2])]));
+    assert_eq!((a.member_epoch, a.heartbeat_interval_ms), (3, 1000));
+    // B's next heartbeat, one short interval later, has them.
+    k.advance(100);
+    let b = k.hb("B", 3, Some(vec![]));
+    assert_eq!(parts(&b), Some(vec![3, 4, 5]));
+    assert_eq!(b.heartbeat_interval_ms, 900);
+    // Once the assignment interval has passed, stable members get the group's interval.
+    k.advance(1000);
+    assert_eq!(
+        k.hb("B", 3, Some(owned(&k, "B"))).heartbeat_interval_ms,
+        5000
+    );
+    assert_eq!(
+        k.hb("A", 3, Some(owned(&k, "A"))).heartbeat_interval_ms,
+        5000
+    );
+    // A member joining the stable group long after: its target is computed at once, but A and
+    // B hold everything, so it waits (100 ms) while they revoke (100 ms each).
+    k.advance(10_000);
+    let c = k.join("C", None, &["orders"]);
+    assert_eq!(k.member("C").state, MemberState::UnreleasedPartitions);
+    assert_eq!((parts(&c), c.heartbeat_interval_ms), (Some(vec![]), 100));
+    for m in ["A", "B"] {
+        let e = k.member(m).member_epoch;
+        let r = k.hb(m, e, Some(owned(&k, m)));
+        assert_eq!(r.heartbeat_interval_ms, 100, "{m} revokes");
+        let e = k.member(m).member_epoch;
+        let keep = k.c.consumer_groups["g"].members[m].assigned.clone();
+        let keep: Parts = keep
+            .iter()
+            .map(|(t, ps)| (*t, ps.iter().copied().collect()))
+            .collect();
+        let r = k.hb(m, e, Some(keep));
+        assert_eq!(k.member(m).state, MemberState::Stable);
+        assert_eq!(
+            r.heartbeat_interval_ms, 1000,
+            "{m} done; a new target came just now"
+        );
+    }
+    k.advance(100);
+    let c = k.hb("C", k.member("C").member_epoch, None);
+    assert_eq!(parts(&c).map(|p| p.len()), Some(2));
+    assert_eq!(k.member("C").state, MemberState::Stable);
+    k.assert_replay_matches();
+}
+
+/// 0, or a value not below the group's heartbeat interval, turns the short interval off: every
+/// response carries the group's interval, as Kafka's do. The short interval never exceeds a
+/// group's own (shorter) `consumer.heartbeat.interval.ms`.
+#[test]
+fn the_short_interval_is_off_at_zero_and_never_above_the_groups() {
+    for short in [0, 5000, 7000] {
+        let cfg = GroupConfig {
+            consumer_reconciliation_heartbeat_interval_ms: short,
+            ..K::cfg()
+        };
+        let mut k = K::new(cfg);
+        let t = k.topic_id("orders");
+        let mut seen = BTreeSet::new();
+        seen.insert(k.join("A", None, &["orders"]).heartbeat_interval_ms);
+        seen.insert(
+            k.hb("A", 2, Some(vec![(t, (0..6).collect())]))
+                .heartbeat_interval_ms,
+        );
+        k.advance(1000);
+        seen.insert(k.join("B", None, &["orders"]).heartbeat_interval_ms);
+        seen.insert(
+            k.hb("A", 2, Some(vec![(t, (0..6).collect())]))
+                .heartbeat_interval_ms,
+        );
+        assert_eq!(k.member("A").state, MemberState::UnrevokedPartitions);
+        seen.insert(k.hb("B", 3, Some(vec![])).heartbeat_interval_ms);
+        assert_eq!(k.member("B").state, MemberState::UnreleasedPartitions);
+        assert_eq!(seen, BTreeSet::from([5000]), "short = {short}");
+    }
+    // A group whose own interval (80 ms) is below the short one: 80 ms for everyone.
+    let mut k = K::new(K::cfg());
+    k.group_configs = Arc::new(
+        [(
+            "g".to_string(),
+            GroupOverrides {
+                heartbeat_interval_ms: Some(80),
+                ..Default::default()
+            },
+        )]
+        .into_iter()
+        .collect(),
+    );
+    let t = k.topic_id("orders");
+    assert_eq!(k.join("A", None, &["orders"]).heartbeat_interval_ms, 80);
+    k.advance(1000);
+    k.join("B", None, &["orders"]);
+    let a = k.hb("A", 2, Some(vec![(t, (0..6).collect())]));
+    assert_eq!(k.member("A").state, MemberState::UnrevokedPartitions);
+    assert_eq!(a.heartbeat_interval_ms, 80);
 }

@@ -70,6 +70,11 @@ pub struct GroupConfig {
     pub delete_retention_ms: i64,
     pub consumer_session_timeout_ms: i32,
     pub consumer_heartbeat_interval_ms: i32,
+    /// Ringleader's own `group.consumer.reconciliation.heartbeat.interval.ms`: the interval a
+    /// KIP-848 member is given while it has a step of its reconciliation left (see
+    /// `consumer::heartbeat_interval_for`); 0 turns it off. Never more than the group's own
+    /// heartbeat interval.
+    pub consumer_reconciliation_heartbeat_interval_ms: i32,
     /// Server assignor names, the first being the default (`group.consumer.assignors`).
     pub consumer_assignors: Vec<String>,
     pub consumer_assignment_interval_ms: i32,
@@ -101,6 +106,7 @@ impl Default for GroupConfig {
             delete_retention_ms: 86_400_000,
             consumer_session_timeout_ms: 45_000,
             consumer_heartbeat_interval_ms: 5000,
+            consumer_reconciliation_heartbeat_interval_ms: 100,
             consumer_assignors: vec!["uniform".to_string(), "range".to_string()],
             consumer_assignment_interval_ms: 1000,
             consumer_max_size: i32::MAX,
