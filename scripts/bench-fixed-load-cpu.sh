@@ -11,17 +11,19 @@ set -euo pipefail
 NEW=${1:?new binary}; OLD=${2:?old binary}; shift 2
 ORDER=("$@"); [[ ${#ORDER[@]} -gt 0 ]] || ORDER=(new old old new)
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+# A free port unless PORT is given (other benchmarks may run on this machine at the same time).
+PORT=${PORT:-$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')}
 HB="$ROOT/target/release/hbflood"
 [[ -x "$HB" ]] || { echo "build hbflood first: cargo build --release -p ringleader-macro-bench" >&2; exit 2; }
 for name in "${ORDER[@]}"; do
   bin=$NEW; [[ $name == old ]] && bin=$OLD
   d=$(mktemp -d /tmp/fixed-load.XXXX)
-  taskset -c 0 "$bin" serve --listen 127.0.0.1:19556 --data-dir "$d/data" --cores 1 \
+  taskset -c 0 "$bin" serve --listen 127.0.0.1:$PORT --data-dir "$d/data" --cores 1 \
     --set group.initial.rebalance.delay.ms=0 >"$d/log" 2>&1 &
   pid=$!; sleep 1
   perf stat -x, -e task-clock -p $pid -o "$d/perf.txt" &
   perf_pid=$!
-  taskset -c 1 "$HB" --target 127.0.0.1:19556 --join --connections 1000 --saturate-secs 0 \
+  taskset -c 1 "$HB" --target 127.0.0.1:$PORT --join --connections 1000 --saturate-secs 0 \
     --rates 10000 --rate-secs 10 --warmup-secs 1 --json "$d/hb.json" >"$d/hb.log" 2>&1
   kill -INT $perf_pid; wait $perf_pid 2>/dev/null || true
   python3 - "$d/perf.txt" "$d/hb.json" "$name" <<'PY'

@@ -205,7 +205,8 @@ struct OnDisk {
 #[derive(Debug)]
 pub struct GroupConfigRegistry {
     path: PathBuf,
-    current: ArcSwap<GroupOverridesMap>,
+    /// Shared with the shards' caches ([`Self::cache`]).
+    current: Arc<ArcSwap<GroupOverridesMap>>,
     writer: Mutex<()>,
 }
 
@@ -229,7 +230,7 @@ impl GroupConfigRegistry {
             };
         Ok(Self {
             path,
-            current: ArcSwap::from_pointee(groups),
+            current: Arc::new(ArcSwap::from_pointee(groups)),
             writer: Mutex::new(()),
         })
     }
@@ -237,6 +238,15 @@ impl GroupConfigRegistry {
     /// Every group's overrides; cheap, lock-free.
     pub fn snapshot(&self) -> Arc<GroupOverridesMap> {
         self.current.load_full()
+    }
+
+    /// A cache of the current snapshot for one thread: its `load` costs one relaxed read of the
+    /// shared pointer while nothing changed, where [`Self::snapshot`] takes a reference on the
+    /// snapshot every shard shares (an atomic on one cache line for all of them).
+    pub fn cache(
+        &self,
+    ) -> arc_swap::Cache<Arc<ArcSwap<GroupOverridesMap>>, Arc<GroupOverridesMap>> {
+        arc_swap::Cache::new(self.current.clone())
     }
 
     /// Replace one group's overrides (none set removes the entry), durably, then publish.

@@ -54,7 +54,8 @@ struct OnDisk {
 #[derive(Debug)]
 pub struct TopicRegistry {
     path: PathBuf,
-    current: ArcSwap<TopicsSnapshot>,
+    /// Shared with the shards' caches ([`Self::cache`]).
+    current: Arc<ArcSwap<TopicsSnapshot>>,
     /// Serialises writers; the guarded value is the authoritative list written to disk.
     writer: Mutex<()>,
 }
@@ -81,7 +82,7 @@ impl TopicRegistry {
         };
         let reg = Self {
             path: path.clone(),
-            current: ArcSwap::from_pointee(TopicsSnapshot::from_topics(topics)),
+            current: Arc::new(ArcSwap::from_pointee(TopicsSnapshot::from_topics(topics))),
             writer: Mutex::new(()),
         };
         if reg.snapshot().get(CONSUMER_OFFSETS).is_none() {
@@ -100,6 +101,13 @@ impl TopicRegistry {
     /// The current topics; cheap, lock-free, safe from any thread.
     pub fn snapshot(&self) -> Arc<TopicsSnapshot> {
         self.current.load_full()
+    }
+
+    /// A cache of the current snapshot for one thread: its `load` costs one relaxed read of the
+    /// shared pointer while nothing changed, where [`Self::snapshot`] takes a reference on the
+    /// snapshot every shard shares (an atomic on one cache line for all of them).
+    pub fn cache(&self) -> arc_swap::Cache<Arc<ArcSwap<TopicsSnapshot>>, Arc<TopicsSnapshot>> {
+        arc_swap::Cache::new(self.current.clone())
     }
 
     /// Create a topic and make it durable before returning. Blocking: call off the reactor.

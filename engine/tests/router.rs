@@ -2,7 +2,7 @@
 //! call into a shard that stopped running fails within the router's bound instead of hanging.
 
 use engine::data::{DataOp, DataReply};
-use engine::runtime::partition::{PartitionOp, PartitionReply, PartitionTable};
+use engine::runtime::partition::{PartitionCall, PartitionOp, PartitionReply, PartitionTable};
 use engine::runtime::router::{self, Executor, Router, STALL_BOUND};
 use glommio::{LocalExecutorBuilder, Placement};
 use std::future::Future;
@@ -22,11 +22,7 @@ struct TestExec {
 }
 
 impl Executor for TestExec {
-    fn partition(
-        &self,
-        partition: i32,
-        op: PartitionOp,
-    ) -> Pin<Box<dyn Future<Output = PartitionReply>>> {
+    fn partition(&self, partition: i32, op: PartitionOp) -> PartitionCall {
         if let Some((p, how_long)) = self.stall {
             if p == partition && !self.stalled_once.replace(true) {
                 // A shard stuck in a blocking call: nothing else on this thread runs.

@@ -7,6 +7,7 @@
 use crate::error::DecodeError;
 use crate::header::{
     encode_response_header, request_header_version, response_header_version, RequestHeader,
+    RequestHeaderRef,
 };
 use crate::versions::Versions;
 use bytes::{BufMut, Bytes, BytesMut};
@@ -115,6 +116,15 @@ pub fn decode_request(
     frame: &Bytes,
     versions: &Versions,
 ) -> Result<(RequestHeader, Request), (Option<RequestHeader>, DecodeError)> {
+    decode_request_ref(frame, versions).map(|(h, r)| (h.to_owned(), r))
+}
+
+/// [`decode_request`] with the header read in place (the broker's path: no allocation for the
+/// client id of every request).
+pub fn decode_request_ref<'a>(
+    frame: &'a Bytes,
+    versions: &Versions,
+) -> Result<(RequestHeaderRef<'a>, Request), (Option<RequestHeader>, DecodeError)> {
     let (api_key, api_version, correlation_id) =
         RequestHeader::peek_prefix(frame).map_err(|e| (None, e))?;
     // Check key and version before reading the rest of the header: its layout depends on them.
@@ -144,7 +154,7 @@ pub fn decode_request(
         return Err((prefix_only(), err));
     }
     let (header, mut body) =
-        RequestHeader::decode(frame, request_header_version(api_key, api_version))
+        RequestHeader::decode_ref(frame, request_header_version(api_key, api_version))
             .map_err(|e| (prefix_only(), e))?;
     let body_len = body.len();
     // The generated decoders trust array lengths (`Vec::with_capacity(n)`); a lie larger than
@@ -159,10 +169,10 @@ pub fn decode_request(
     };
     match decoded {
         Ok(Some(Ok(req))) => Ok((header, req)),
-        Ok(Some(Err(e))) => Err((Some(header), body_err(format!("{e:#}")))),
-        Ok(None) => Err((Some(header), DecodeError::NotServed { api_key })),
+        Ok(Some(Err(e))) => Err((Some(header.to_owned()), body_err(format!("{e:#}")))),
+        Ok(None) => Err((Some(header.to_owned()), DecodeError::NotServed { api_key })),
         Err(_) => Err((
-            Some(header),
+            Some(header.to_owned()),
             body_err("decoder panicked (impossible length)".into()),
         )),
     }

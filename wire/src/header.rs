@@ -20,6 +20,27 @@ pub struct RequestHeader {
     pub client_id: Option<String>,
 }
 
+/// A request header read in place: the client id borrows the frame, so the broker decodes a
+/// request without allocating for it ([`RequestHeader`] is the owned form).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RequestHeaderRef<'a> {
+    pub api_key: i16,
+    pub api_version: i16,
+    pub correlation_id: i32,
+    pub client_id: Option<&'a str>,
+}
+
+impl RequestHeaderRef<'_> {
+    pub fn to_owned(&self) -> RequestHeader {
+        RequestHeader {
+            api_key: self.api_key,
+            api_version: self.api_version,
+            correlation_id: self.correlation_id,
+            client_id: self.client_id.map(str::to_owned),
+        }
+    }
+}
+
 /// Header version a request of this key and version uses (1 or 2). Unknown keys are treated as
 /// v1: we still want to read the correlation id to log it before closing.
 pub fn request_header_version(api_key: i16, api_version: i16) -> i16 {
@@ -98,6 +119,14 @@ impl RequestHeader {
         frame: &Bytes,
         header_version: i16,
     ) -> Result<(RequestHeader, Bytes), DecodeError> {
+        Self::decode_ref(frame, header_version).map(|(h, body)| (h.to_owned(), body))
+    }
+
+    /// [`RequestHeader::decode`] without copying the client id out of the frame.
+    pub fn decode_ref(
+        frame: &Bytes,
+        header_version: i16,
+    ) -> Result<(RequestHeaderRef<'_>, Bytes), DecodeError> {
         let mut r = Reader { buf: frame, pos: 0 };
         let api_key = r.i16()?;
         let api_version = r.i16()?;
@@ -114,12 +143,10 @@ impl RequestHeader {
                 let start = r.pos;
                 let raw = r.take(n as usize)?;
                 Some(
-                    std::str::from_utf8(raw)
-                        .map_err(|_| DecodeError::HeaderInvalid {
-                            offset: start,
-                            what: "client_id is not UTF-8",
-                        })?
-                        .to_owned(),
+                    std::str::from_utf8(raw).map_err(|_| DecodeError::HeaderInvalid {
+                        offset: start,
+                        what: "client_id is not UTF-8",
+                    })?,
                 )
             }
         };
@@ -128,7 +155,7 @@ impl RequestHeader {
         }
         let body = frame.slice(r.pos..);
         Ok((
-            RequestHeader {
+            RequestHeaderRef {
                 api_key,
                 api_version,
                 correlation_id,
@@ -197,6 +224,27 @@ mod tests {
             assert_eq!(back, h);
             assert_eq!(&body[..], b"body");
         }
+    }
+
+    #[test]
+    fn decode_ref_reads_the_client_id_in_place() {
+        let h = RequestHeader {
+            api_key: 12,
+            api_version: 4,
+            correlation_id: 9,
+            client_id: Some("consumer-1".into()),
+        };
+        let mut buf = Vec::new();
+        h.encode(2, &mut buf);
+        buf.extend_from_slice(b"body");
+        let frame = Bytes::from(buf);
+        let (back, body) = RequestHeader::decode_ref(&frame, 2).unwrap();
+        assert_eq!(back.to_owned(), h);
+        assert_eq!(&body[..], b"body");
+        // The client id is a view of the frame, not a copy of it.
+        let id = back.client_id.unwrap().as_ptr() as usize;
+        let start = frame.as_ptr() as usize;
+        assert!((start..start + frame.len()).contains(&id));
     }
 
     #[test]

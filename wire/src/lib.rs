@@ -22,10 +22,10 @@ pub mod partition;
 pub mod records;
 pub mod versions;
 
-pub use codec::{decode_request, encode_response, Request, Response};
+pub use codec::{decode_request, decode_request_ref, encode_response, Request, Response};
 pub use error::{DecodeError, FrameError};
 pub use frame::{FrameDecoder, FRAME_LEN_BYTES};
-pub use header::RequestHeader;
+pub use header::{RequestHeader, RequestHeaderRef};
 pub use kafka_protocol;
 pub use partition::{java_string_hash, partition_for};
 pub use versions::{ApiRange, Versions};

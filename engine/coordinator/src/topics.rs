@@ -31,18 +31,31 @@ pub struct Topic {
 pub struct TopicsSnapshot {
     by_name: BTreeMap<String, Arc<Topic>>,
     by_id: BTreeMap<Uuid, Arc<Topic>>,
+    /// Names this content: every snapshot built by [`TopicsSnapshot::from_topics`] gets a number
+    /// no other has (a clone keeps it, as it keeps the content; the empty default is 0). What a
+    /// coordinator derives from a snapshot can be kept under this number without holding the
+    /// snapshot alive.
+    id: u64,
 }
 
 impl TopicsSnapshot {
     /// A view of exactly these topics (the registry builds one per change; tests build their own).
     pub fn from_topics(topics: impl IntoIterator<Item = Topic>) -> Self {
-        let mut s = Self::default();
+        static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        let mut s = Self {
+            id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            ..Self::default()
+        };
         for t in topics {
             let t = Arc::new(t);
             s.by_id.insert(t.id, t.clone());
             s.by_name.insert(t.name.clone(), t);
         }
         s
+    }
+    /// This content's number (see the field): equal numbers, equal topics.
+    pub fn id(&self) -> u64 {
+        self.id
     }
     pub fn get(&self, name: &str) -> Option<&Arc<Topic>> {
         self.by_name.get(name)

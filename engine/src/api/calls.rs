@@ -4,12 +4,12 @@
 //! becomes the error code Kafka gives for it.
 
 use crate::data::{DataOp, DataReply};
-use crate::group::{GroupRequest, GroupResponse, RequestContext};
-use crate::runtime::partition::{PartitionOp, PartitionReply};
-use crate::runtime::shard::Caller;
-use crate::runtime::shard::Shard;
+use crate::group::{GroupRequest, GroupResponse};
+use crate::runtime::partition::{PartitionCall, PartitionOp, PartitionReply};
+use crate::runtime::shard::{Caller, Handled, Shard};
 use kafka_protocol::ResponseError;
 use std::rc::Rc;
+use wire::Response;
 
 pub(crate) fn not_available() -> i16 {
     ResponseError::CoordinatorNotAvailable.code()
@@ -22,8 +22,7 @@ pub(crate) async fn call_group(
     group: &str,
     req: GroupRequest,
 ) -> Result<GroupResponse, i16> {
-    let partition = wire::partition_for(group, shard.broker.config.offsets_topic_num_partitions);
-    call_partition(shard, caller, version, partition, req).await
+    call_partition(shard, caller, version, partition_of(shard, group), req).await
 }
 
 pub(crate) async fn call_partition(
@@ -33,21 +32,49 @@ pub(crate) async fn call_partition(
     partition: i32,
     req: GroupRequest,
 ) -> Result<GroupResponse, i16> {
-    let ctx = RequestContext {
-        client_id: caller.client_id.clone(),
-        client_host: caller.client_host.clone(),
-        api_version: version,
-        topics: shard.broker.topics.snapshot(),
-        group_configs: shard.broker.group_configs.snapshot(),
-    };
-    match shard
+    group_result(start_partition(shard, caller, version, partition, req).await)
+}
+
+/// The `__consumer_offsets` partition of `group` (Kafka's hash).
+pub(crate) fn partition_of(shard: &Shard, group: &str) -> i32 {
+    wire::partition_for(group, shard.broker.config.offsets_topic_num_partitions)
+}
+
+/// Hand a group's share of a request to its partition; what comes back is usually the answer
+/// itself (see [`answer`]).
+pub(crate) fn start_partition(
+    shard: &Rc<Shard>,
+    caller: &Caller,
+    version: i16,
+    partition: i32,
+    req: GroupRequest,
+) -> PartitionCall {
+    let ctx = shard.request_context(caller, version);
+    shard
         .router
         .partition(partition, PartitionOp::Group { ctx, req })
-        .await
-    {
+}
+
+/// The group's answer, or the error code Kafka gives when its partition could not answer.
+pub(crate) fn group_result(reply: PartitionReply) -> Result<GroupResponse, i16> {
+    match reply {
         PartitionReply::Group(r) => Ok(r),
         PartitionReply::Loading => Err(ResponseError::CoordinatorLoadInProgress.code()),
         _ => Err(not_available()),
+    }
+}
+
+/// A request of one group turned into its response by `respond`: at once when its partition
+/// answered while it ran (no future is allocated), else as a future the connection runs.
+pub(crate) fn answer(
+    mut call: PartitionCall,
+    respond: impl FnOnce(Result<GroupResponse, i16>) -> Response + 'static,
+) -> Handled {
+    match call.ready() {
+        Some(reply) => Handled::Done(Ok(respond(group_result(reply)))),
+        None => Handled::Waiting(Box::pin(
+            async move { Ok(respond(group_result(call.await))) },
+        )),
     }
 }
 

@@ -1,21 +1,20 @@
 //! Heartbeat (classic protocol): one member's heartbeat, answered by the group's coordinator.
 
-use super::calls::{call_group, fail_code};
+use super::calls::{answer, fail_code, partition_of, start_partition};
 use crate::group::{GroupRequest, GroupResponse};
-use crate::runtime::shard::Caller;
-use crate::runtime::shard::Shard;
+use crate::runtime::shard::{Caller, Handled, Shard};
 use kafka_protocol::messages::*;
 use std::rc::Rc;
+use wire::Response;
 
-pub(super) async fn handle(
-    shard: &Rc<Shard>,
-    caller: &Caller,
-    r: HeartbeatRequest,
-    v: i16,
-) -> HeartbeatResponse {
-    let group = r.group_id.0.to_string();
-    match call_group(shard, caller, v, &group, GroupRequest::Heartbeat(r)).await {
-        Ok(GroupResponse::Heartbeat(resp)) => resp,
-        other => HeartbeatResponse::default().with_error_code(fail_code(&other)),
-    }
+/// Answered while it runs when the group is on this shard (it never waits for anything).
+pub(super) fn handle(shard: &Rc<Shard>, caller: &Caller, r: HeartbeatRequest, v: i16) -> Handled {
+    let partition = partition_of(shard, &r.group_id);
+    let call = start_partition(shard, caller, v, partition, GroupRequest::Heartbeat(r));
+    answer(call, |result| {
+        Response::Heartbeat(match result {
+            Ok(GroupResponse::Heartbeat(resp)) => resp,
+            other => HeartbeatResponse::default().with_error_code(fail_code(&other)),
+        })
+    })
 }

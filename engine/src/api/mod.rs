@@ -17,7 +17,7 @@
 use crate::runtime::shard::Caller;
 use crate::runtime::shard::{Handled, Shard};
 use std::rc::Rc;
-use wire::{Request, RequestHeader, Response};
+use wire::{Request, Response};
 
 mod calls;
 mod common;
@@ -57,32 +57,40 @@ pub use common::{is_internal, CLUSTER_AUTHORIZED_OPS, GROUP_AUTHORIZED_OPS, TOPI
 
 /// Answer one decoded request (`runtime::shard::Handler`). An `Err` closes the connection.
 ///
-/// The future is boxed (it may have to become a task): the hottest requests get a box of their
-/// own size instead of the size of the largest handler.
-pub fn handle(
-    shard: Rc<Shard>,
-    caller: Rc<Caller>,
-    header: RequestHeader,
-    request: Request,
-) -> Handled {
-    let v = header.api_version;
+/// Requests that never wait are answered right here ([`Handled::Done`]): a heartbeat to a group
+/// on this shard, the broker APIs answered from shared state. The rest are futures the
+/// connection runs as tasks; the hottest of those get a box of their own size instead of the
+/// size of the largest handler.
+pub fn handle(shard: &Rc<Shard>, caller: &Rc<Caller>, v: i16, request: Request) -> Handled {
+    let b = &shard.broker;
+    let done = |r| Handled::Done(Ok(r));
     match request {
-        Request::Heartbeat(r) => Box::pin(async move {
-            Ok(Response::Heartbeat(
-                heartbeat::handle(&shard, &caller, r, v).await,
-            ))
-        }),
-        Request::ConsumerGroupHeartbeat(r) => Box::pin(async move {
-            Ok(Response::ConsumerGroupHeartbeat(
-                consumer_group_heartbeat::handle(&shard, &caller, r, v).await,
-            ))
-        }),
-        Request::OffsetCommit(r) => Box::pin(async move {
-            Ok(Response::OffsetCommit(
-                offset_commit::handle(&shard, &caller, r, v).await,
-            ))
-        }),
-        request => Box::pin(async move { dispatch(&shard, &caller, v, request).await }),
+        Request::Heartbeat(r) => heartbeat::handle(shard, caller, r, v),
+        Request::ConsumerGroupHeartbeat(r) => consumer_group_heartbeat::handle(shard, caller, r, v),
+        Request::ApiVersions(r) => done(Response::ApiVersions(api_versions::handle(b, &r, v))),
+        Request::FindCoordinator(r) => {
+            done(Response::FindCoordinator(find_coordinator::handle(b, r, v)))
+        }
+        Request::DescribeConfigs(r) => {
+            done(Response::DescribeConfigs(describe_configs::handle(b, r, v)))
+        }
+        Request::DescribeCluster(r) => {
+            done(Response::DescribeCluster(describe_cluster::handle(b, r, v)))
+        }
+        Request::OffsetCommit(r) => {
+            let (shard, caller) = (shard.clone(), caller.clone());
+            Handled::Waiting(Box::pin(async move {
+                Ok(Response::OffsetCommit(
+                    offset_commit::handle(&shard, &caller, r, v).await,
+                ))
+            }))
+        }
+        request => {
+            let (shard, caller) = (shard.clone(), caller.clone());
+            Handled::Waiting(Box::pin(async move {
+                dispatch(&shard, &caller, v, request).await
+            }))
+        }
     }
 }
 
@@ -97,7 +105,6 @@ async fn dispatch(
     Ok(match request {
         Request::JoinGroup(r) => Response::JoinGroup(join_group::handle(shard, caller, r, v).await),
         Request::SyncGroup(r) => Response::SyncGroup(sync_group::handle(shard, caller, r, v).await),
-        Request::Heartbeat(r) => Response::Heartbeat(heartbeat::handle(shard, caller, r, v).await),
         Request::LeaveGroup(r) => {
             Response::LeaveGroup(leave_group::handle(shard, caller, r, v).await)
         }
@@ -119,9 +126,6 @@ async fn dispatch(
         Request::DeleteGroups(r) => {
             Response::DeleteGroups(delete_groups::handle(shard, caller, r, v).await)
         }
-        Request::ConsumerGroupHeartbeat(r) => Response::ConsumerGroupHeartbeat(
-            consumer_group_heartbeat::handle(shard, caller, r, v).await,
-        ),
         Request::ConsumerGroupDescribe(r) => Response::ConsumerGroupDescribe(
             consumer_group_describe::handle(shard, caller, r, v).await,
         ),
@@ -134,7 +138,6 @@ async fn dispatch(
         Request::InitProducerId(r) => {
             Response::InitProducerId(init_producer_id::handle(shard, r, v).await)
         }
-        Request::ApiVersions(r) => Response::ApiVersions(api_versions::handle(b, &r, v)),
         Request::Metadata(r) => Response::Metadata(metadata::handle(b, r, v).await),
         Request::CreateTopics(r) => Response::CreateTopics(create_topics::handle(b, r, v).await),
         Request::DeleteTopics(r) => {
@@ -147,9 +150,6 @@ async fn dispatch(
         Request::IncrementalAlterConfigs(r) => {
             Response::IncrementalAlterConfigs(incremental_alter_configs::handle(b, r, v).await)
         }
-        Request::FindCoordinator(r) => Response::FindCoordinator(find_coordinator::handle(b, r, v)),
-        Request::DescribeConfigs(r) => Response::DescribeConfigs(describe_configs::handle(b, r, v)),
-        Request::DescribeCluster(r) => Response::DescribeCluster(describe_cluster::handle(b, r, v)),
         // The version table only admits the APIs above; anything else reaching here is a bug in
         // that table, answered the way Kafka answers an API it does not serve.
         other => {

@@ -24,7 +24,7 @@
 //! Bad input closes the connection with one log line (Kafka closes on a bad frame or an
 //! unsupported version too), after the responses to earlier requests have been written.
 
-use crate::runtime::shard::{Caller, Shard};
+use crate::runtime::shard::{Caller, Handled, Shard};
 use bytes::{Buf, BytesMut};
 use futures_lite::{AsyncRead, AsyncWrite};
 use glommio::net::TcpStream;
@@ -35,7 +35,7 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 use std::time::Instant;
-use wire::{api_versions, decode_request, encode_response, Request, RequestHeader, Response};
+use wire::{api_versions, decode_request_ref, encode_response, Request, RequestHeader, Response};
 
 /// Requests decoded but not yet answered on one connection.
 pub const MAX_IN_FLIGHT: usize = 64;
@@ -285,21 +285,20 @@ struct ReaderCtx {
     caller: Option<Rc<Caller>>,
 }
 
-impl ReaderCtx {
-    fn caller(&mut self, header: &RequestHeader) -> Rc<Caller> {
-        let client_id = header.client_id.as_deref().unwrap_or("");
-        match &self.caller {
-            Some(c) if c.client_id == client_id => c.clone(),
-            _ => {
-                let c = Rc::new(Caller {
-                    client_id: client_id.to_string(),
-                    client_host: self.client_host.clone(),
-                });
-                self.caller = Some(c.clone());
-                c
-            }
-        }
+/// The caller of a request naming `client_id`: the previous request's, unless it named another.
+fn caller_for<'a>(
+    last: &'a mut Option<Rc<Caller>>,
+    client_host: &str,
+    client_id: Option<&str>,
+) -> &'a Rc<Caller> {
+    let client_id = client_id.unwrap_or("");
+    if last.as_ref().is_none_or(|c| c.client_id != client_id) {
+        *last = Some(Rc::new(Caller::new(
+            client_id.to_string(),
+            client_host.to_string(),
+        )));
     }
+    last.as_ref().expect("just set")
 }
 
 /// Serve one connection until the peer closes, a bad frame arrives, or it has sent no complete
@@ -434,7 +433,7 @@ async fn start_request(
             return true;
         }
     }
-    let (header, request) = match decode_request(&frame, versions) {
+    let (header, request) = match decode_request_ref(&frame, versions) {
         Ok(ok) => ok,
         Err((header, e)) => {
             let cid = header.map(|h| h.correlation_id);
@@ -446,8 +445,6 @@ async fn start_request(
     };
     // Kafka sends nothing back for a Produce with acks=0 (the client does not read).
     let silent = matches!(&request, Request::Produce(r) if r.acks == 0);
-    let caller = ctx.caller(&header);
-    let shard = &ctx.shard;
     let api = Api {
         api_key: header.api_key,
         version: header.api_version,
@@ -455,12 +452,20 @@ async fn start_request(
         silent,
         decoded_at,
     };
-    // The API layer boxes the future (it may have to become a task).
-    let mut fut = (shard.handler)(shard.clone(), caller, header, request);
-    // Run it until it first has to wait; most requests finish here.
-    let first = std::future::poll_fn(|cx| Poll::Ready(fut.as_mut().poll(cx))).await;
+    let caller = caller_for(&mut ctx.caller, &ctx.client_host, header.client_id);
+    let shard = &ctx.shard;
+    let first = match (shard.handler)(shard, caller, header.api_version, request) {
+        Handled::Done(result) => Ok(result),
+        Handled::Waiting(mut fut) => {
+            // Run it until it first has to wait (it may be done already).
+            match std::future::poll_fn(|cx| Poll::Ready(fut.as_mut().poll(cx))).await {
+                Poll::Ready(result) => Ok(result),
+                Poll::Pending => Err(fut),
+            }
+        }
+    };
     match first {
-        Poll::Ready(result) => {
+        Ok(result) => {
             if conn.queue.borrow().is_empty() {
                 // Nothing earlier is waiting: encode straight into the output buffer.
                 let ok = api.finish(
@@ -485,7 +490,7 @@ async fn start_request(
                 true
             }
         }
-        Poll::Pending => {
+        Err(fut) => {
             let shard = shard.clone();
             let peer = ctx.peer.clone();
             let task = glommio::spawn_local(async move {

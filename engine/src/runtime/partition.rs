@@ -30,11 +30,51 @@ use wire::records::Record;
 pub enum PartitionOp {
     /// Report which shard holds the partition and how many operations it has served.
     Status,
-    /// One group's share of a group API request.
+    /// One group's share of a group API request. The context is shared: a connection builds it
+    /// once and reuses it for every request of the same version while the topics and group
+    /// configs stay the same (`runtime::shard::Shard::request_context`).
     Group {
-        ctx: RequestContext,
+        ctx: Arc<RequestContext>,
         req: GroupRequest,
     },
+}
+
+/// A partition operation under way: answered already, waiting for the partition (a parked
+/// JoinGroup, a commit waiting for its records to be durable), or running on another shard.
+///
+/// Most group requests (a heartbeat, anything that changes nothing in a quiet partition) are
+/// answered while they run: [`PartitionCall::ready`] hands that answer over with no future
+/// allocated, no waiter registered and no task spawned.
+pub enum PartitionCall {
+    Ready(Option<PartitionReply>),
+    Waiting(crate::oneshot::Wait<GroupResponse>),
+    Elsewhere(Pin<Box<dyn Future<Output = PartitionReply>>>),
+}
+
+impl PartitionCall {
+    /// The answer, if it is already there (then the call is done and must not be polled).
+    pub fn ready(&mut self) -> Option<PartitionReply> {
+        match self {
+            PartitionCall::Ready(r) => r.take(),
+            _ => None,
+        }
+    }
+}
+
+impl Future for PartitionCall {
+    type Output = PartitionReply;
+    fn poll(
+        self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<PartitionReply> {
+        match self.get_mut() {
+            PartitionCall::Ready(r) => {
+                std::task::Poll::Ready(r.take().expect("a ready call is polled once"))
+            }
+            PartitionCall::Waiting(w) => Pin::new(w).poll(cx).map(PartitionReply::Group),
+            PartitionCall::Elsewhere(f) => f.as_mut().poll(cx),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -329,23 +369,19 @@ impl PartitionTable {
     }
 
     /// Run `op` on `partition`, which must be owned by this shard.
-    pub fn execute(
-        &self,
-        partition: i32,
-        op: PartitionOp,
-    ) -> Pin<Box<dyn Future<Output = PartitionReply>>> {
+    pub fn execute(&self, partition: i32, op: PartitionOp) -> PartitionCall {
+        let ready = |reply| PartitionCall::Ready(Some(reply));
         let Some(idx) = self.slot_index(partition) else {
-            return Box::pin(std::future::ready(PartitionReply::Unavailable));
+            return ready(PartitionReply::Unavailable);
         };
         match op {
             PartitionOp::Status => {
                 let ops_served = self.slots[idx].borrow_mut().core.count_op();
-                let reply = PartitionReply::Status {
+                ready(PartitionReply::Status {
                     partition,
                     shard: self.shard,
                     ops_served,
-                };
-                Box::pin(std::future::ready(reply))
+                })
             }
             PartitionOp::Group { ctx, req } => {
                 if let GroupRequest::Describe { group } = &req {
@@ -354,24 +390,36 @@ impl PartitionTable {
                 let mut slot = self.slots[idx].borrow_mut();
                 match slot.core.admit() {
                     Ok(()) => {}
-                    Err(Refusal::Loading) => {
-                        return Box::pin(std::future::ready(PartitionReply::Loading))
-                    }
-                    Err(Refusal::Unavailable) => {
-                        return Box::pin(std::future::ready(PartitionReply::Unavailable))
-                    }
+                    Err(Refusal::Loading) => return ready(PartitionReply::Loading),
+                    Err(Refusal::Unavailable) => return ready(PartitionReply::Unavailable),
                 }
                 let id = self.next_req.get();
                 self.next_req.set(id + 1);
-                let waiter = OneShot::new();
-                self.waiters.borrow_mut().insert(id, waiter.clone());
                 let now = (self.clock)();
-                let mut ready = slot.core.handle(id, &ctx, req, now, Instant::now());
-                slot.after_output(&mut ready);
+                let mut released = slot.core.handle(id, &ctx, req, now, Instant::now());
+                slot.after_output(&mut released);
                 drop(slot);
-                self.complete(ready);
+                // This request's own reply, if it may leave now (a heartbeat, a request that
+                // changed nothing in a quiet partition): answered without a waiter.
+                let mine = released
+                    .iter()
+                    .position(|r| r.id == id)
+                    .map(|i| released.remove(i).response);
+                self.complete(released);
+                let call = match mine {
+                    Some(response) => ready(PartitionReply::Group(response)),
+                    None => {
+                        // Parked (nothing ran since `handle`: the reply cannot have been released
+                        // without this waiter).
+                        let waiter = OneShot::new();
+                        self.waiters.borrow_mut().insert(id, waiter.clone());
+                        PartitionCall::Waiting(waiter.wait())
+                    }
+                };
+                // After the waiter is in place: a bare table (tests) runs the assignments
+                // inline, and what they release may be this request's reply.
                 self.offload_assignments(idx);
-                Box::pin(async move { PartitionReply::Group(waiter.wait().await) })
+                call
             }
         }
     }
@@ -383,7 +431,9 @@ impl PartitionTable {
         }
         let mut waiters = self.waiters.borrow_mut();
         for r in replies {
-            if let Some(w) = waiters.remove(&r.id) {
+            let waiter = waiters.remove(&r.id);
+            debug_assert!(waiter.is_some(), "a released reply has its waiter");
+            if let Some(w) = waiter {
                 w.complete(r.response);
             }
         }
@@ -925,8 +975,86 @@ mod tests {
         let t = PartitionTable::new(0, 1, 4, GroupConfig::default());
         t.begin_loading();
         let req = crate::group::GroupRequest::Describe { group: "g".into() };
-        let ctx = crate::group::RequestContext::default();
+        let ctx = Arc::new(crate::group::RequestContext::default());
         let reply = futures_lite::future::block_on(t.execute(2, PartitionOp::Group { ctx, req }));
         assert_eq!(reply, PartitionReply::Loading);
+    }
+
+    /// A KIP-848 join of group `g`: it writes the member's records.
+    fn join(member: &str) -> PartitionOp {
+        use kafka_protocol::messages::{ConsumerGroupHeartbeatRequest, GroupId, TopicName};
+        use kafka_protocol::protocol::StrBytes;
+        let req = ConsumerGroupHeartbeatRequest::default()
+            .with_group_id(GroupId(StrBytes::from_static_str("g")))
+            .with_member_id(StrBytes::from_string(member.to_string()))
+            .with_member_epoch(0)
+            .with_rebalance_timeout_ms(30_000)
+            .with_subscribed_topic_names(Some(vec![TopicName(StrBytes::from_static_str("t"))]))
+            .with_topic_partitions(Some(vec![]));
+        let ctx = Arc::new(crate::group::RequestContext {
+            api_version: 1,
+            ..Default::default()
+        });
+        PartitionOp::Group {
+            ctx,
+            req: GroupRequest::ConsumerHeartbeat(req),
+        }
+    }
+
+    fn joined(reply: PartitionReply) -> i32 {
+        match reply {
+            PartitionReply::Group(GroupResponse::ConsumerHeartbeat(r)) => {
+                assert_eq!(r.error_code, 0, "{r:?}");
+                r.member_epoch
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn in_memory_mode_a_writing_request_is_answered_while_it_runs() {
+        let t = PartitionTable::new(0, 1, 4, GroupConfig::default());
+        let p = wire::partition_for("g", 4);
+        let mut call = t.execute(p, join("m1"));
+        // Memory mode: its records are "durable" as soon as they are taken.
+        let reply = call.ready().expect("answered at once, no waiter");
+        assert!(joined(reply) > 0);
+        assert!(t.waiters.borrow().is_empty());
+    }
+
+    #[test]
+    fn a_reply_behind_records_not_yet_durable_waits_for_them() {
+        let t = PartitionTable::new(0, 1, 4, GroupConfig::default());
+        let p = wire::partition_for("g", 4);
+        let idx = t.slot_index(p).unwrap();
+        // Durable mode as the writer task sees it: a doorbell, and batches durable only when it
+        // says so (the writer itself is played by hand below).
+        let (doorbell, _rings) = glommio::channels::local_channel::new_bounded(1);
+        t.slots[idx].borrow_mut().doorbell = Some(doorbell);
+        let mut first = t.execute(p, join("m1"));
+        assert!(first.ready().is_none(), "a join that wrote records waits");
+        // A request that writes nothing still waits behind the records before it.
+        let req = GroupRequest::Describe { group: "g".into() };
+        let ctx = Arc::new(crate::group::RequestContext::default());
+        let mut second = t.execute(p, PartitionOp::Group { ctx, req });
+        assert!(
+            second.ready().is_none(),
+            "a reply behind pending records waits"
+        );
+        assert_eq!(t.waiters.borrow().len(), 2);
+        // The writer: take the batch, report it durable, release the replies.
+        let released = {
+            let mut slot = t.slots[idx].borrow_mut();
+            let batch = slot.core.take_batch().expect("the join's records");
+            slot.core.batch_durable(batch.upto)
+        };
+        assert_eq!(released.len(), 2);
+        t.complete(released);
+        assert!(joined(futures_lite::future::block_on(first)) > 0);
+        assert!(matches!(
+            futures_lite::future::block_on(second),
+            PartitionReply::Group(GroupResponse::Describe(_))
+        ));
+        assert!(t.waiters.borrow().is_empty());
     }
 }

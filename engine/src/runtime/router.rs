@@ -20,7 +20,7 @@
 
 use crate::data::{DataOp, DataReply};
 use crate::oneshot::OneShot;
-use crate::runtime::partition::{PartitionOp, PartitionReply};
+use crate::runtime::partition::{PartitionCall, PartitionOp, PartitionReply};
 use glommio::channels::channel_mesh::{Full, MeshBuilder, Senders};
 use std::cell::{Cell, RefCell};
 use std::future::Future;
@@ -69,11 +69,7 @@ pub enum Envelope {
 /// Runs the operations on a shard's own state: its `__consumer_offsets` partitions and its topic
 /// partitions (`runtime::shard::ShardExec`; tests bring their own).
 pub trait Executor {
-    fn partition(
-        &self,
-        partition: i32,
-        op: PartitionOp,
-    ) -> Pin<Box<dyn Future<Output = PartitionReply>>>;
+    fn partition(&self, partition: i32, op: PartitionOp) -> PartitionCall;
     fn data(&self, op: DataOp) -> Pin<Box<dyn Future<Output = DataReply>>>;
 }
 
@@ -277,26 +273,26 @@ impl Router {
 
     /// Run `op` on the shard that owns `__consumer_offsets` partition `partition`.
     ///
-    /// Not an `async fn`: a local call hands `op` to the partition at once and returns the
-    /// partition's own future, so the caller's future does not carry the operation (or the
-    /// cross-shard send with its envelope) across its await. That keeps the future of every group
-    /// request small — it is moved into a box per request.
-    pub fn partition(
-        &self,
-        partition: i32,
-        op: PartitionOp,
-    ) -> Pin<Box<dyn Future<Output = PartitionReply> + '_>> {
+    /// Not an `async fn`: a local call hands `op` to the partition at once and returns what the
+    /// partition made of it — usually the answer itself ([`PartitionCall::ready`]), so a
+    /// heartbeat to a local group allocates no future at all. Only a cross-shard call is a boxed
+    /// future (holding the router, so the call outlives the caller's borrow).
+    pub fn partition(self: &Rc<Self>, partition: i32, op: PartitionOp) -> PartitionCall {
         let owner = owner_of(partition, self.shards);
         if owner == self.shard {
             return self.exec.partition(partition, op);
         }
-        Box::pin(async move {
-            match self.remote(owner, Call::Partition { partition, op }).await {
+        let router = self.clone();
+        PartitionCall::Elsewhere(Box::pin(async move {
+            match router
+                .remote(owner, Call::Partition { partition, op })
+                .await
+            {
                 Some(Answer::Partition(r)) => r,
                 Some(Answer::Data(_)) => unreachable!("a partition call answered with data"),
                 None => PartitionReply::Unavailable,
             }
-        })
+        }))
     }
 
     /// Run a topic-data operation on shard `owner` (its index: `data::owner_shard`). `None`:

@@ -19,6 +19,7 @@ use crate::runtime::router::{self, Executor, Router};
 use crate::runtime::shard::{ConnRegistry, Handler, Shard, ShardExec};
 use crate::runtime::tasks::{Shutdown, Tasks};
 use glommio::{LocalExecutorBuilder, Placement};
+use std::cell::RefCell;
 use std::net::SocketAddr;
 use std::os::fd::{FromRawFd, IntoRawFd, OwnedFd};
 use std::rc::Rc;
@@ -316,6 +317,7 @@ async fn run_shard(
     }
     let shard = Rc::new(Shard {
         table: table.clone(),
+        snapshots: RefCell::new(crate::runtime::shard::Snapshots::new(&broker)),
         broker,
         router,
         conns: Rc::new(ConnRegistry::default()),

@@ -4,9 +4,12 @@
 
 use crate::broker::Broker;
 use crate::data::{DataOp, DataReply, DataStore};
-use crate::runtime::partition::{PartitionOp, PartitionReply, PartitionTable};
+use crate::group::{GroupOverridesMap, RequestContext};
+use crate::runtime::partition::{PartitionCall, PartitionOp, PartitionTable};
 use crate::runtime::router::{Executor, Router};
 use crate::runtime::tasks::Tasks;
+use crate::topics::TopicsSnapshot;
+use arc_swap::ArcSwap;
 use glommio::net::TcpStream;
 use std::cell::{Cell, RefCell};
 use std::future::Future;
@@ -15,7 +18,7 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use wire::{Request, RequestHeader, Response};
+use wire::{Request, Response};
 
 pub struct Shard {
     pub broker: Arc<Broker>,
@@ -27,20 +30,109 @@ pub struct Shard {
     /// Answers one decoded request (the API layer, `api::handle`; the runtime does not know
     /// what a request means).
     pub handler: Handler,
+    /// This shard's view of the topic registry and the per-group configs.
+    pub snapshots: RefCell<Snapshots>,
 }
 
+/// The shared snapshots as one shard last saw them: checking that they are still current is
+/// one relaxed read each, and holding them takes no reference on an object every shard shares.
+pub struct Snapshots {
+    pub topics: arc_swap::Cache<Arc<ArcSwap<TopicsSnapshot>>, Arc<TopicsSnapshot>>,
+    pub group_configs: arc_swap::Cache<Arc<ArcSwap<GroupOverridesMap>>, Arc<GroupOverridesMap>>,
+}
+
+impl Snapshots {
+    pub fn new(broker: &Broker) -> Self {
+        Self {
+            topics: broker.topics.cache(),
+            group_configs: broker.group_configs.cache(),
+        }
+    }
+}
+
+/// Request contexts one connection keeps at most (one per API version it uses; the group APIs
+/// of one client use a handful).
+const CONTEXTS_PER_CALLER: usize = 8;
+
 /// Who is asking, for the member records Kafka keeps (client id, "/ip" host).
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Caller {
     pub client_id: String,
     pub client_host: String,
+    /// Contexts built for this caller's group requests, reused while the API version, the topics
+    /// and the group configs stay the same ([`Shard::request_context`]).
+    contexts: RefCell<Vec<Arc<RequestContext>>>,
+}
+
+impl Caller {
+    pub fn new(client_id: String, client_host: String) -> Self {
+        Self {
+            client_id,
+            client_host,
+            contexts: RefCell::default(),
+        }
+    }
+}
+
+impl Shard {
+    /// The context of a group request from `caller` at `api_version`: the one built for its
+    /// previous request of that version while the topics and group configs have not changed
+    /// since, so a heartbeat neither copies the caller's strings nor takes a reference on the
+    /// shared snapshots. Entries built on replaced snapshots are dropped at the next miss.
+    pub fn request_context(&self, caller: &Caller, api_version: i16) -> Arc<RequestContext> {
+        let mut snapshots = self.snapshots.borrow_mut();
+        let Snapshots {
+            topics,
+            group_configs,
+        } = &mut *snapshots;
+        let (topics, group_configs) = (topics.load(), group_configs.load());
+        let mut contexts = caller.contexts.borrow_mut();
+        if let Some(c) = contexts.iter().find(|c| c.api_version == api_version) {
+            if Arc::ptr_eq(&c.topics, topics) && Arc::ptr_eq(&c.group_configs, group_configs) {
+                return c.clone();
+            }
+        }
+        // Drop every entry built on older snapshots too, not just this version's: a connection
+        // should not keep a replaced topics snapshot alive until it next uses that version.
+        contexts.retain(|c| {
+            c.api_version != api_version
+                && Arc::ptr_eq(&c.topics, topics)
+                && Arc::ptr_eq(&c.group_configs, group_configs)
+        });
+        if contexts.len() >= CONTEXTS_PER_CALLER {
+            contexts.remove(0);
+        }
+        let c = Arc::new(RequestContext {
+            client_id: caller.client_id.clone(),
+            client_host: caller.client_host.clone(),
+            api_version,
+            topics: topics.clone(),
+            group_configs: group_configs.clone(),
+        });
+        contexts.push(c.clone());
+        c
+    }
 }
 
 /// A request's answer, or why the connection must close.
-pub type Handled = Pin<Box<dyn Future<Output = Result<Response, String>>>>;
+pub type Answer = Result<Response, String>;
 
-/// The API layer's entry point. A function pointer, so the runtime depends on no handler.
-pub type Handler = fn(Rc<Shard>, Rc<Caller>, RequestHeader, Request) -> Handled;
+/// What the API layer made of a request.
+pub enum Handled {
+    /// Answered while it ran (a heartbeat to a group on this shard whose reply needed no
+    /// write to become durable first, ApiVersions, FindCoordinator, DescribeConfigs,
+    /// DescribeCluster): no future was allocated for it. It still takes its place in the
+    /// connection's response order.
+    Done(Answer),
+    /// It may have to wait (a parked JoinGroup, a reply behind records not yet durable, a call
+    /// to another shard): the connection polls it once, and runs it as a task with a place in
+    /// the response order if it is not done.
+    Waiting(Pin<Box<dyn Future<Output = Answer>>>),
+}
+
+/// The API layer's entry point (the request's API version, then the request). A function
+/// pointer, so the runtime depends on no handler.
+pub type Handler = fn(&Rc<Shard>, &Rc<Caller>, i16, Request) -> Handled;
 
 /// What a shard runs for itself and for calls from its peers.
 pub struct ShardExec {
@@ -49,11 +141,7 @@ pub struct ShardExec {
 }
 
 impl Executor for ShardExec {
-    fn partition(
-        &self,
-        partition: i32,
-        op: PartitionOp,
-    ) -> Pin<Box<dyn Future<Output = PartitionReply>>> {
+    fn partition(&self, partition: i32, op: PartitionOp) -> PartitionCall {
         self.table.execute(partition, op)
     }
 

@@ -278,6 +278,27 @@ pub struct ConsumerGroup {
     pub target: BTreeMap<String, PackedAssignment>,
     /// Resolved regular expressions: regex → matching topic names.
     pub regexes: BTreeMap<String, Vec<String>>,
+    /// The subscribed topics' metadata hash as last computed, and the topics it was computed
+    /// against (see [`HashMemo`]).
+    pub(super) hash_memo: HashMemo,
+}
+
+/// What [`metadata_hash`] gave for the group's subscribed topics at one topics snapshot
+/// ([`TopicsSnapshot::id`]). Every heartbeat checks whether the subscribed topics changed, and
+/// walking every member for their names made a KIP-848 heartbeat O(members): 1,000-member
+/// groups spent more on it than on everything else a heartbeat does. The set of names changes
+/// only when a member's subscription record (type 5) or a resolved regex (type 16) is applied,
+/// and those clear this, so a heartbeat that changes neither reuses the hash (Kafka keeps a
+/// running count of subscribed names instead, `ModernGroup.subscribedTopicNames`).
+///
+/// Derived, not state: a replayed group equals the live one whatever either has memoised.
+#[derive(Debug, Clone, Default)]
+pub(super) struct HashMemo(pub(super) Option<(u64, i64)>);
+
+impl PartialEq for HashMemo {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
 }
 
 impl ConsumerGroup {
@@ -944,9 +965,17 @@ pub(super) fn bump_epoch_if_changed(
 ) {
     let g = c
         .consumer_groups
-        .get(group_id)
+        .get_mut(group_id)
         .expect("a member record created the group");
-    let hash = metadata_hash(&g.subscribed_names(), topics);
+    let hash = match g.hash_memo.0 {
+        Some((at, hash)) if at == topics.id() => hash,
+        _ => {
+            let hash = metadata_hash(&g.subscribed_names(), topics);
+            g.hash_memo.0 = Some((topics.id(), hash));
+            hash
+        }
+    };
+    debug_assert_eq!(hash, metadata_hash(&g.subscribed_names(), topics));
     if subscription_changed || hash != g.metadata_hash {
         let value = ConsumerGroupMetadataValue {
             epoch: g.group_epoch + 1,
@@ -1574,6 +1603,7 @@ pub fn replay(c: &mut Coordinator, key: &RecordKey, value: &Option<RecordValue>)
             Some(RecordValue::ConsumerGroupMemberMetadata(v)),
         ) => {
             let g = persisted_group(c, group);
+            g.hash_memo = HashMemo::default();
             // Share strings and the subscription with this member's previous value or with a
             // neighbour's: members of a group usually have the same ones.
             let near = [
@@ -1614,6 +1644,7 @@ pub fn replay(c: &mut Coordinator, key: &RecordKey, value: &Option<RecordValue>)
         (RecordKey::ConsumerGroupMemberMetadata { group, member_id }, None) => {
             if let Some(g) = c.consumer_groups.get_mut(group) {
                 g.members.remove(member_id);
+                g.hash_memo = HashMemo::default();
             }
         }
         (
@@ -1663,13 +1694,14 @@ pub fn replay(c: &mut Coordinator, key: &RecordKey, value: &Option<RecordValue>)
             RecordKey::ConsumerGroupRegularExpression { group, regex },
             Some(RecordValue::ConsumerGroupRegularExpression(v)),
         ) => {
-            persisted_group(c, group)
-                .regexes
-                .insert(regex.clone(), v.topics.clone());
+            let g = persisted_group(c, group);
+            g.regexes.insert(regex.clone(), v.topics.clone());
+            g.hash_memo = HashMemo::default();
         }
         (RecordKey::ConsumerGroupRegularExpression { group, regex }, None) => {
             if let Some(g) = c.consumer_groups.get_mut(group) {
                 g.regexes.remove(regex);
+                g.hash_memo = HashMemo::default();
             }
         }
         _ => {}

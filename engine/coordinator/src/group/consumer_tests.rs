@@ -1420,3 +1420,86 @@ fn the_short_interval_is_off_at_zero_and_never_above_the_groups() {
     assert_eq!(k.member("A").state, MemberState::UnrevokedPartitions);
     assert_eq!(a.heartbeat_interval_ms, 80);
 }
+
+/// The group's subscription hash is memoised per topics snapshot (`consumer::HashMemo`): after
+/// every step — steady heartbeats, a topic nobody reads, a new subscription, a member leaving, a
+/// regex resolving to a new topic — what the memo holds is what walking the members gives, and
+/// the group epoch moves exactly when that hash or a subscription changed.
+#[test]
+fn the_subscription_hash_memo_never_goes_stale() {
+    let mut k = K::new(K::cfg());
+    let t = k.topic_id("orders");
+    k.reg.create("audit", 2, Default::default()).unwrap();
+    let check = |k: &K| {
+        let g = &k.c.consumer_groups["g"];
+        let snap = k.reg.snapshot();
+        let fresh = consumer::metadata_hash(&g.subscribed_names(), &snap);
+        if let Some((at, memo)) = g.hash_memo.0 {
+            if at == snap.id() {
+                assert_eq!(memo, fresh, "memo for this snapshot is stale");
+            }
+        }
+        assert_eq!(g.metadata_hash, fresh, "record 3 carries the current hash");
+    };
+    let epoch = |k: &K| k.c.consumer_groups["g"].group_epoch;
+    k.join("A", None, &["orders"]);
+    k.hb("A", 2, Some(vec![(t, (0..6).collect())]));
+    check(&k);
+    let e = epoch(&k);
+    for _ in 0..3 {
+        k.advance(100);
+        k.hb("A", 2, Some(vec![(t, (0..6).collect())]));
+        check(&k);
+    }
+    assert_eq!(epoch(&k), e, "steady heartbeats change nothing");
+    // A topic nobody subscribes to: a new snapshot, the same hash, no new epoch.
+    k.reg.create("unread", 4, Default::default()).unwrap();
+    k.hb("A", 2, Some(vec![(t, (0..6).collect())]));
+    check(&k);
+    assert_eq!(epoch(&k), e);
+    // B subscribes to a second topic: the group's names and hash change.
+    k.join("B", None, &["orders", "audit"]);
+    check(&k);
+    assert_eq!(epoch(&k), e + 1);
+    k.advance(100);
+    k.hb("A", 2, None);
+    check(&k);
+    // B leaves: "audit" is no longer subscribed.
+    let leave = ConsumerGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(sb("g")))
+        .with_member_id(sb("B"))
+        .with_member_epoch(-1);
+    k.send(1, GroupRequest::ConsumerHeartbeat(leave));
+    check(&k);
+    assert_eq!(epoch(&k), e + 2);
+    k.hb("A", 2, None);
+    check(&k);
+    // A regex member: its resolution (record 16) adds topics as they appear.
+    let re = ConsumerGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(sb("g")))
+        .with_member_id(sb("R"))
+        .with_member_epoch(0)
+        .with_rebalance_timeout_ms(30_000)
+        .with_subscribed_topic_regex(Some(sb("aud.*")))
+        .with_topic_partitions(Some(vec![]));
+    k.send(1, GroupRequest::ConsumerHeartbeat(re));
+    check(&k);
+    let before = epoch(&k);
+    k.reg.create("audit-2", 1, Default::default()).unwrap();
+    k.advance(100);
+    k.hb("A", 2, None);
+    check(&k);
+    assert_eq!(
+        epoch(&k),
+        before,
+        "A's heartbeat does not resolve R's regex"
+    );
+    let r = k.member("R").member_epoch;
+    let re = ConsumerGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(sb("g")))
+        .with_member_id(sb("R"))
+        .with_member_epoch(r);
+    k.send(1, GroupRequest::ConsumerHeartbeat(re));
+    check(&k);
+    k.assert_replay_matches();
+}
