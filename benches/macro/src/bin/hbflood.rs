@@ -196,7 +196,10 @@ fn join_all(args: &Args, streams: &mut [TcpStream], run: &str) -> anyhow::Result
         )
     };
     let mut pending: Vec<usize> = (0..n).collect();
-    for attempt in 0..3 {
+    // A broker just started may still be loading its `__consumer_offsets` partitions: like a
+    // real client, retry the retriable coordinator errors (for up to ~10 s) instead of failing.
+    for attempt in 0..100 {
+        let mut wait = false;
         for &i in &pending {
             let f = frame(
                 &args.client_id,
@@ -226,12 +229,23 @@ fn join_all(args: &Args, streams: &mut [TcpStream], run: &str) -> anyhow::Result
                     members[i].member_id = r.member_id.to_string();
                     again.push(i);
                 }
+                Some(
+                    ResponseError::CoordinatorLoadInProgress
+                    | ResponseError::CoordinatorNotAvailable
+                    | ResponseError::NotCoordinator,
+                ) => {
+                    again.push(i);
+                    wait = true;
+                }
                 Some(_) => bail!("JoinGroup for {}: error {}", members[i].group, r.error_code),
             }
         }
         pending = again;
         if pending.is_empty() {
             break;
+        }
+        if wait {
+            std::thread::sleep(Duration::from_millis(100));
         }
     }
     anyhow::ensure!(
