@@ -883,8 +883,8 @@ config_keys! {
         "Smallest allowed consumer-group assignment interval (bounds per-group overrides).";
     "group.consumer.max.assignment.interval.ms" => group_consumer_max_assignment_interval_ms: i32 = 15_000, at_least(0),
         "Largest allowed consumer-group assignment interval (bounds per-group overrides).";
-    "group.consumer.assignor.offload.enable" => group_consumer_assignor_offload_enable: bool = false, Only(false, "assignments are computed on the shard that owns the group; there are no background threads to offload them to (Kafka's default is true)"),
-        "Run assignor computations off the coordinator's event loop; only false.";
+    "group.consumer.assignor.offload.enable" => group_consumer_assignor_offload_enable: bool = true, Any,
+        "Run large assignor computations off the shard's event loop (a blocking thread); false runs every one inline.";
 
     // --- coordinator runtime ---
     "group.coordinator.rebalance.protocols" => group_coordinator_rebalance_protocols: Vec<RebalanceProtocol> = vec![RebalanceProtocol::Classic, RebalanceProtocol::Consumer, RebalanceProtocol::Streams], ContainsClassic,
@@ -1150,7 +1150,14 @@ pub fn group_config(c: &Config) -> coordinator::group::GroupConfig {
             .group_coordinator_rebalance_protocols
             .contains(&RebalanceProtocol::Consumer),
         migration_policy: c.group_consumer_migration_policy,
-        assignment_offload_min_work: coordinator::group::DEFAULT_ASSIGNMENT_OFFLOAD_MIN_WORK,
+        // Offloading a small assignment costs more than computing it, so `true` offloads those
+        // of at least DEFAULT_ASSIGNMENT_OFFLOAD_MIN_WORK members plus partitions (~0.1 ms inline);
+        // `false` never offloads.
+        assignment_offload_min_work: if c.group_consumer_assignor_offload_enable {
+            coordinator::group::DEFAULT_ASSIGNMENT_OFFLOAD_MIN_WORK
+        } else {
+            usize::MAX
+        },
     }
 }
 
@@ -1607,8 +1614,8 @@ mod tests {
         assert_eq!(c.group_consumer_assignment_interval_ms, 1000);
         // Ringleader's own key: reconciling members heartbeat every 100 ms (Kafka has no such key).
         assert_eq!(c.group_consumer_reconciliation_heartbeat_interval_ms, 100);
-        // Kafka's default is true; assignments are computed on the owning shard here.
-        assert!(!c.group_consumer_assignor_offload_enable);
+        // Kafka's default: large assignments run off the shard's event loop.
+        assert!(c.group_consumer_assignor_offload_enable);
         assert_eq!(
             c.group_coordinator_rebalance_protocols,
             vec![
@@ -1921,6 +1928,27 @@ mod tests {
     }
 
     #[test]
+    fn assignor_offload_enable_sets_what_runs_off_the_shard() {
+        let min_work = |text: &str| {
+            let mut c = Config::default();
+            c.apply_properties(text, "p").expect("loads");
+            group_config(&c).assignment_offload_min_work
+        };
+        assert_eq!(
+            min_work(""),
+            coordinator::group::DEFAULT_ASSIGNMENT_OFFLOAD_MIN_WORK
+        );
+        assert_eq!(
+            min_work("group.consumer.assignor.offload.enable=true\n"),
+            coordinator::group::DEFAULT_ASSIGNMENT_OFFLOAD_MIN_WORK
+        );
+        assert_eq!(
+            min_work("group.consumer.assignor.offload.enable=false\n"),
+            usize::MAX
+        );
+    }
+
+    #[test]
     fn unknown_keys_are_errors() {
         assert_eq!(
             set_err("foo.bar=1"),
@@ -1981,7 +2009,6 @@ mod tests {
                 "offsets.topic.compression.codec=1",
                 "only 0 is supported here",
             ),
-            ("group.consumer.assignor.offload.enable=true", "only false"),
             ("unstable.api.versions.enable=true", "only false"),
             ("log.dirs=/a,/b", "exactly one directory"),
             ("delete.topic.enable=yes", "expected true or false"),
