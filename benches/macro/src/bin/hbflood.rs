@@ -27,7 +27,7 @@
 //! stdout). Exit 1 when more than 1% of heartbeats failed.
 
 use anyhow::{bail, Context};
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use clap::Parser;
 use hdrhistogram::Histogram;
 use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
@@ -37,18 +37,22 @@ use kafka_protocol::messages::{
     ConsumerProtocolAssignment, ConsumerProtocolSubscription, GroupId, HeartbeatRequest,
     JoinGroupRequest, LeaveGroupRequest, SyncGroupRequest,
 };
-use kafka_protocol::protocol::{Encodable, StrBytes};
+use kafka_protocol::protocol::Encodable;
 use kafka_protocol::ResponseError;
 use mio::net::TcpStream as MioStream;
 use mio::{Events, Interest, Poll, Token};
+use ringleader_macro_bench::{frame, read_frame, s};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, VecDeque};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::os::fd::{FromRawFd, IntoRawFd};
 use std::time::{Duration, Instant};
-use wire::codec::{decode_response, encode_request};
-use wire::{Request, RequestHeader, Response};
+use wire::codec::decode_response;
+use wire::{Request, Response};
+
+/// The largest response frame accepted (its responses are small).
+const MAX_RESPONSE: i32 = 64 << 20;
 
 #[derive(Parser, Debug)]
 #[command(about = "Pipelined Heartbeat v4 flood: round trips/s and open-loop latency")]
@@ -133,34 +137,8 @@ const CREATE_TOPICS_KEY: i16 = 19;
 const CREATE_TOPICS_VERSION: i16 = 5;
 const CORR_OFFSET: usize = 8;
 
-fn s(v: &str) -> StrBytes {
-    StrBytes::from_string(v.to_string())
-}
-
-fn frame(client_id: &str, key: i16, version: i16, corr: i32, req: &Request) -> BytesMut {
-    let mut out = BytesMut::with_capacity(128);
-    let h = RequestHeader {
-        api_key: key,
-        api_version: version,
-        correlation_id: corr,
-        client_id: Some(client_id.to_string()),
-    };
-    encode_request(&h, req, &mut out).expect("request encodes");
-    out
-}
-
 fn versioned<M: Encodable>(m: &M) -> Bytes {
     wire::consumer_protocol::encode(m, wire::consumer_protocol::VERSION)
-}
-
-fn read_frame(st: &mut TcpStream) -> anyhow::Result<Bytes> {
-    let mut len = [0u8; 4];
-    st.read_exact(&mut len)?;
-    let len = i32::from_be_bytes(len);
-    anyhow::ensure!((4..=64 << 20).contains(&len), "bad response length {len}");
-    let mut b = vec![0u8; len as usize];
-    st.read_exact(&mut b)?;
-    Ok(Bytes::from(b))
 }
 
 /// One member per connection.
@@ -212,8 +190,8 @@ fn join_all(args: &Args, streams: &mut [TcpStream], run: &str) -> anyhow::Result
         }
         let mut again = Vec::new();
         for &i in &pending {
-            let f =
-                read_frame(&mut streams[i]).with_context(|| format!("JoinGroup on conn {i}"))?;
+            let f = read_frame(&mut streams[i], MAX_RESPONSE)
+                .with_context(|| format!("JoinGroup on conn {i}"))?;
             let Response::JoinGroup(r) = decode_response(11, JOIN_VERSION, &f)?.1 else {
                 bail!("not a JoinGroup response")
             };
@@ -266,7 +244,7 @@ fn join_all(args: &Args, streams: &mut [TcpStream], run: &str) -> anyhow::Result
         streams[i].write_all(&frame(&args.client_id, 14, SYNC_VERSION, 10, &req))?;
     }
     for (i, st) in streams.iter_mut().enumerate() {
-        let f = read_frame(st).with_context(|| format!("SyncGroup on conn {i}"))?;
+        let f = read_frame(st, MAX_RESPONSE).with_context(|| format!("SyncGroup on conn {i}"))?;
         let Response::SyncGroup(r) = decode_response(14, SYNC_VERSION, &f)?.1 else {
             bail!("not a SyncGroup response")
         };
@@ -291,7 +269,7 @@ fn leave_all(args: &Args, streams: &mut [TcpStream], members: &[Member]) {
         let _ = st.write_all(&frame(&args.client_id, 13, LEAVE_VERSION, 99, &req));
     }
     for st in streams.iter_mut() {
-        let _ = read_frame(st);
+        let _ = read_frame(st, MAX_RESPONSE);
     }
 }
 
@@ -346,7 +324,11 @@ fn prepare_commits(args: &Args, st: &mut TcpStream, run: &str) -> anyhow::Result
         1,
         &create,
     ))?;
-    let (_, resp) = decode_response(CREATE_TOPICS_KEY, CREATE_TOPICS_VERSION, &read_frame(st)?)?;
+    let (_, resp) = decode_response(
+        CREATE_TOPICS_KEY,
+        CREATE_TOPICS_VERSION,
+        &read_frame(st, MAX_RESPONSE)?,
+    )?;
     if let Response::CreateTopics(r) = resp {
         let code = r.topics.first().map(|t| t.error_code).unwrap_or(-1);
         // 36 TOPIC_ALREADY_EXISTS
@@ -367,7 +349,8 @@ fn prepare_commits(args: &Args, st: &mut TcpStream, run: &str) -> anyhow::Result
             corr,
             &req,
         ))?;
-        let (_, resp) = decode_response(COMMIT_KEY, COMMIT_VERSION, &read_frame(st)?)?;
+        let (_, resp) =
+            decode_response(COMMIT_KEY, COMMIT_VERSION, &read_frame(st, MAX_RESPONSE)?)?;
         let code = commit_code(&resp)?;
         if code == 0 {
             return Ok(());
@@ -379,7 +362,7 @@ fn prepare_commits(args: &Args, st: &mut TcpStream, run: &str) -> anyhow::Result
             let find =
                 Request::FindCoordinator(FindCoordinatorRequest::default().with_key(s(&group)));
             st.write_all(&frame(&args.client_id, 10, 3, corr + 1_000_000, &find))?;
-            read_frame(st)?;
+            read_frame(st, MAX_RESPONSE)?;
         }
         anyhow::ensure!(
             Instant::now() < deadline,

@@ -23,7 +23,6 @@
 //! with other offsets than the history's (a loaded group's offsets do not change) or a time-out.
 
 use anyhow::{bail, ensure, Context};
-use bytes::{Bytes, BytesMut};
 use clap::{Args as ClapArgs, Parser, Subcommand};
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::offset_commit_request::{
@@ -36,14 +35,17 @@ use kafka_protocol::messages::{
     CreateTopicsRequest, FindCoordinatorRequest, GroupId, OffsetCommitRequest, OffsetFetchRequest,
     TopicName,
 };
-use kafka_protocol::protocol::StrBytes;
+use ringleader_macro_bench::{frame, read_frame, s};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
-use wire::codec::{decode_response, encode_request};
-use wire::{Request, RequestHeader, Response};
+use wire::codec::decode_response;
+use wire::{Request, Response};
+
+/// The largest response frame accepted (an OffsetFetch of many groups × 1,000 partitions is large).
+const MAX_RESPONSE: i32 = 256 << 20;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -127,10 +129,6 @@ const NOT_YET: [i16; 3] = [14, 15, 16];
 /// Groups per OffsetFetch while waiting for all of them.
 const FETCH_BATCH: usize = 250;
 
-fn s(v: &str) -> StrBytes {
-    StrBytes::from_string(v.to_string())
-}
-
 impl Shape {
     fn addr(&self) -> anyhow::Result<SocketAddr> {
         std::net::ToSocketAddrs::to_socket_addrs(&self.target)?
@@ -166,28 +164,6 @@ fn offset(round: u64, partition: i32) -> i64 {
     round as i64 * 1_000_000 + i64::from(partition)
 }
 
-fn frame(client_id: &str, key: i16, version: i16, corr: i32, req: &Request) -> BytesMut {
-    let mut out = BytesMut::with_capacity(256);
-    let h = RequestHeader {
-        api_key: key,
-        api_version: version,
-        correlation_id: corr,
-        client_id: Some(client_id.to_string()),
-    };
-    encode_request(&h, req, &mut out).expect("request encodes");
-    out
-}
-
-fn read_frame(st: &mut TcpStream) -> anyhow::Result<Bytes> {
-    let mut len = [0u8; 4];
-    st.read_exact(&mut len)?;
-    let len = i32::from_be_bytes(len);
-    ensure!((4..=256 << 20).contains(&len), "bad response length {len}");
-    let mut b = vec![0u8; len as usize];
-    st.read_exact(&mut b)?;
-    Ok(Bytes::from(b))
-}
-
 fn call(
     st: &mut TcpStream,
     client_id: &str,
@@ -197,7 +173,7 @@ fn call(
     req: &Request,
 ) -> anyhow::Result<Response> {
     st.write_all(&frame(client_id, key, version, corr, req))?;
-    let (c, resp) = decode_response(key, version, &read_frame(st)?)?;
+    let (c, resp) = decode_response(key, version, &read_frame(st, MAX_RESPONSE)?)?;
     ensure!(c == corr, "correlation id {c}, expected {corr}");
     Ok(resp)
 }
@@ -371,7 +347,7 @@ fn fill(a: &FillArgs) -> anyhow::Result<Value> {
                         sent += 1;
                     }
                     while done < mine.len() {
-                        let f = read_frame(&mut st)?;
+                        let f = read_frame(&mut st, MAX_RESPONSE)?;
                         let (corr, resp) = decode_response(COMMIT_KEY, COMMIT_VERSION, &f)?;
                         ensure!(
                             corr == done as i32,
