@@ -614,6 +614,23 @@ mod tests {
         }
     }
 
+    /// Append one record with `key` to partition 0's log without syncing, as the shell does,
+    /// and journal its batch in a round of its own; the batch's base offset.
+    async fn journaled(
+        log: &mut PartitionLog<MemDir>,
+        j: &mut Journal<MemDir>,
+        key: &[u8],
+    ) -> io::Result<u64> {
+        let (base, _, batch) = log.append_unsynced(&[(Some(key), None)], 1).await.unwrap();
+        j.append(&[Entry::Batch {
+            partition: 0,
+            base_offset: base,
+            batch: &batch,
+        }])
+        .await?;
+        Ok(base)
+    }
+
     fn keys_in(dir: &MemDir) -> Vec<(u64, Vec<u8>)> {
         let mut seen = Vec::new();
         block_on(PartitionLog::open(dir.clone(), cfg(), |o, _, k, _| {
@@ -757,64 +774,23 @@ mod tests {
                 .await
                 .unwrap()
                 .0;
-            let round = |j: &mut Journal<MemDir>, e: Entry<'_>| {
-                futures_lite::future::block_on(j.append(&[e]))
-            };
-            let a = log
-                .append_unsynced(&[(Some(&b"a"[..]), None)], 1)
-                .await
-                .unwrap();
-            round(
-                &mut j,
-                Entry::Batch {
-                    partition: 0,
-                    base_offset: a.0,
-                    batch: &a.2,
-                },
-            )
-            .unwrap();
+            journaled(&mut log, &mut j, b"a").await.unwrap();
             // A batch whose round "failed" (its entry landed anyway), then the cut the shell
             // journals before the partition serves again, then a different batch at the same offset.
-            let bad = log
-                .append_unsynced(&[(Some(&b"bad"[..]), None)], 1)
-                .await
-                .unwrap();
-            round(
-                &mut j,
-                Entry::Batch {
-                    partition: 0,
-                    base_offset: bad.0,
-                    batch: &bad.2,
-                },
-            )
-            .unwrap();
-            discard_unacknowledged(&p, &cfg(), bad.0).await.unwrap();
-            round(
-                &mut j,
-                Entry::Cut {
-                    partition: 0,
-                    offset: bad.0,
-                },
-            )
+            let bad = journaled(&mut log, &mut j, b"bad").await.unwrap();
+            discard_unacknowledged(&p, &cfg(), bad).await.unwrap();
+            j.append(&[Entry::Cut {
+                partition: 0,
+                offset: bad,
+            }])
+            .await
             .unwrap();
             let mut log = PartitionLog::open(p.clone(), cfg(), |_, _, _, _| {})
                 .await
                 .unwrap()
                 .0;
-            let good = log
-                .append_unsynced(&[(Some(&b"good"[..]), None)], 1)
-                .await
-                .unwrap();
-            assert_eq!(good.0, bad.0);
-            round(
-                &mut j,
-                Entry::Batch {
-                    partition: 0,
-                    base_offset: good.0,
-                    batch: &good.2,
-                },
-            )
-            .unwrap();
+            let good = journaled(&mut log, &mut j, b"good").await.unwrap();
+            assert_eq!(good, bad);
         });
         journal_dir.crash(|_, _| 0);
         p.crash(|_, _| 0);
@@ -840,32 +816,12 @@ mod tests {
                 .await
                 .unwrap()
                 .0;
-            let a = log
-                .append_unsynced(&[(Some(&b"a"[..]), None)], 1)
-                .await
-                .unwrap();
-            j.append(&[Entry::Batch {
-                partition: 0,
-                base_offset: a.0,
-                batch: &a.2,
-            }])
-            .await
-            .unwrap();
-            let bad = log
-                .append_unsynced(&[(Some(&b"bad"[..]), None)], 1)
-                .await
-                .unwrap();
-            j.append(&[Entry::Batch {
-                partition: 0,
-                base_offset: bad.0,
-                batch: &bad.2,
-            }])
-            .await
-            .unwrap();
-            discard_unacknowledged(&p, &cfg(), bad.0).await.unwrap();
+            journaled(&mut log, &mut j, b"a").await.unwrap();
+            let bad = journaled(&mut log, &mut j, b"bad").await.unwrap();
+            discard_unacknowledged(&p, &cfg(), bad).await.unwrap();
             j.append(&[Entry::Cut {
                 partition: 0,
-                offset: bad.0,
+                offset: bad,
             }])
             .await
             .unwrap();
