@@ -11,6 +11,10 @@ use std::net::TcpStream;
 use wire::codec::encode_request;
 use wire::{Request, RequestHeader};
 
+/// COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR: the coordinator
+/// errors a client answers by asking again (a broker still loading, or moving a partition).
+pub const NOT_YET: [i16; 3] = [14, 15, 16];
+
 /// A protocol string from a Rust one.
 pub fn s(v: &str) -> StrBytes {
     StrBytes::from_string(v.to_string())

@@ -41,7 +41,7 @@ use kafka_protocol::protocol::Encodable;
 use kafka_protocol::ResponseError;
 use mio::net::TcpStream as MioStream;
 use mio::{Events, Interest, Poll, Token};
-use ringleader_macro_bench::{frame, read_frame, s};
+use ringleader_macro_bench::{frame, read_frame, s, NOT_YET};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, VecDeque};
 use std::io::{ErrorKind, Read, Write};
@@ -207,11 +207,7 @@ fn join_all(args: &Args, streams: &mut [TcpStream], run: &str) -> anyhow::Result
                     members[i].member_id = r.member_id.to_string();
                     again.push(i);
                 }
-                Some(
-                    ResponseError::CoordinatorLoadInProgress
-                    | ResponseError::CoordinatorNotAvailable
-                    | ResponseError::NotCoordinator,
-                ) => {
+                Some(_) if NOT_YET.contains(&r.error_code) => {
                     again.push(i);
                     wait = true;
                 }

@@ -35,7 +35,7 @@ use kafka_protocol::messages::{
     CreateTopicsRequest, FindCoordinatorRequest, GroupId, OffsetCommitRequest, OffsetFetchRequest,
     TopicName,
 };
-use ringleader_macro_bench::{frame, read_frame, s};
+use ringleader_macro_bench::{frame, read_frame, s, NOT_YET};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -124,8 +124,6 @@ const CREATE_TOPICS_KEY: i16 = 19;
 const CREATE_TOPICS_VERSION: i16 = 5;
 const FIND_COORDINATOR_KEY: i16 = 10;
 const FIND_COORDINATOR_VERSION: i16 = 3;
-/// COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR: "ask again".
-const NOT_YET: [i16; 3] = [14, 15, 16];
 /// Groups per OffsetFetch while waiting for all of them.
 const FETCH_BATCH: usize = 250;
 
