@@ -6,9 +6,16 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 
+#[cfg(not(feature = "system-alloc"))]
 #[global_allocator]
 static ALLOC: wire::alloc::GuardedAlloc<mimalloc::MiMalloc> =
     wire::alloc::GuardedAlloc(mimalloc::MiMalloc);
+
+/// `--features system-alloc`: malloc itself, for heap profilers that interpose it (heaptrack).
+#[cfg(feature = "system-alloc")]
+#[global_allocator]
+static ALLOC: wire::alloc::GuardedAlloc<std::alloc::System> =
+    wire::alloc::GuardedAlloc(std::alloc::System);
 
 #[derive(Parser)]
 #[command(
