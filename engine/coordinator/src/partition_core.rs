@@ -29,6 +29,13 @@
 //!    with [`PartitionCore::take_assignments`], runs it off the partition's thread
 //!    ([`AssignmentJob::run`]) and reports it with [`PartitionCore::assignment_done`], which
 //!    writes it if this load of the partition still waits for it.
+//! 6. The bytes of records produced and not yet durable are bounded per partition
+//!    ([`MAX_QUEUED_BYTES`]): while a partition is over it, [`PartitionCore::must_wait`] says so
+//!    and the shell hands new requests to [`PartitionCore::defer`] instead of running them; after
+//!    each durable batch it runs what [`PartitionCore::next_runnable`] gives back, in arrival
+//!    order. A storm of 100,000 members leaving at once is then written at the disk's pace
+//!    instead of piling up its records in memory, and the requests that wait hold their
+//!    connections' in-flight slots, so further requests wait in the sockets.
 
 use crate::group::target::{AssignmentDone, AssignmentJob};
 use crate::group::{
@@ -37,10 +44,18 @@ use crate::group::{
 use crate::snapshot_build::SnapshotBuild;
 use kafka_protocol::ResponseError;
 use std::collections::VecDeque;
-use wire::records::Record;
+use std::sync::Arc;
+use wire::records::{Record, RecordKey, RecordValue};
 
 /// Largest number of records written as one batch; more waiting records form the next batch.
 pub const MAX_RECORDS_PER_BATCH: usize = 4096;
+
+/// Bytes of records (as [`record_bytes`] counts them) a partition may hold produced and not yet
+/// durable before new requests wait (see step 6 of the protocol). A steady load keeps a few
+/// records queued per partition; 1 MiB is several full batches of member records, so it only
+/// binds when requests arrive faster than the disk takes them. One request is always let in
+/// while the partition is under the bound, however large its records.
+pub const MAX_QUEUED_BYTES: usize = 1 << 20;
 
 /// Kafka maps a failed coordinator write (KAFKA_STORAGE_ERROR) to NOT_COORDINATOR: the client
 /// looks the coordinator up again and retries.
@@ -82,6 +97,16 @@ pub struct Released<T> {
     pub waited: Option<T>,
 }
 
+/// A request that arrived while its partition was over [`MAX_QUEUED_BYTES`]: it runs, in
+/// arrival order, once the partition has room (see [`PartitionCore::next_runnable`]).
+#[derive(Debug)]
+pub struct Deferred<T> {
+    pub id: ReqId,
+    pub ctx: Arc<RequestContext>,
+    pub req: GroupRequest,
+    pub tag: T,
+}
+
 #[derive(Debug)]
 struct Parked<T> {
     /// The sequence that must be durable before the reply may leave.
@@ -107,6 +132,13 @@ pub struct PartitionCore<T> {
     phase: Phase,
     /// Records produced but not yet handed to the writer, in order.
     pending: VecDeque<Record>,
+    /// [`record_bytes`] of `pending`, and of the batch in flight.
+    pending_bytes: usize,
+    in_flight_bytes: usize,
+    /// The bound on `pending_bytes + in_flight_bytes` past which requests wait.
+    max_queued_bytes: usize,
+    /// Requests waiting for room, in arrival order.
+    deferred: VecDeque<Deferred<T>>,
     /// Sequence numbers of records: produced so far, handed to the writer, durable.
     /// Invariant: durable <= written <= appended.
     appended_seq: u64,
@@ -146,6 +178,10 @@ impl<T: Clone> PartitionCore<T> {
             coordinator,
             phase: Phase::Serving,
             pending: VecDeque::new(),
+            pending_bytes: 0,
+            in_flight_bytes: 0,
+            max_queued_bytes: MAX_QUEUED_BYTES,
+            deferred: VecDeque::new(),
             appended_seq: 0,
             written_seq: 0,
             durable_seq: 0,
@@ -214,6 +250,44 @@ impl<T: Clone> PartitionCore<T> {
         !self.pending.is_empty()
     }
 
+    /// Bytes of records produced and not yet durable (pending and in flight).
+    pub fn queued_bytes(&self) -> usize {
+        self.pending_bytes + self.in_flight_bytes
+    }
+
+    /// Requests waiting for room (see [`PartitionCore::defer`]).
+    pub fn deferred_len(&self) -> usize {
+        self.deferred.len()
+    }
+
+    /// Change the bound on queued bytes (the simulator draws small ones so that requests wait
+    /// often; the broker keeps [`MAX_QUEUED_BYTES`]).
+    pub fn set_max_queued_bytes(&mut self, bytes: usize) {
+        assert!(bytes > 0, "a partition must be able to queue something");
+        self.max_queued_bytes = bytes;
+    }
+
+    /// Whether a request arriving now must wait instead of running: the partition holds
+    /// `max_queued_bytes` or more that are not durable yet, or earlier requests wait already
+    /// (they run first, so a partition's requests still run in arrival order).
+    pub fn must_wait(&self) -> bool {
+        !self.deferred.is_empty() || self.queued_bytes() >= self.max_queued_bytes
+    }
+
+    /// Keep a request that [`PartitionCore::must_wait`] turned away until there is room.
+    pub fn defer(&mut self, d: Deferred<T>) {
+        self.deferred.push_back(d);
+    }
+
+    /// The next waiting request, once the partition serves and has room again. The shell runs
+    /// it as if it had just arrived, and asks again until this says `None`.
+    pub fn next_runnable(&mut self) -> Option<Deferred<T>> {
+        if self.phase != Phase::Serving || self.queued_bytes() >= self.max_queued_bytes {
+            return None;
+        }
+        self.deferred.pop_front()
+    }
+
     /// Serving with nothing pending or in flight: the coordinator's state is exactly what is
     /// durable.
     pub fn quiescent(&self) -> bool {
@@ -233,10 +307,13 @@ impl<T: Clone> PartitionCore<T> {
     /// now are returned. Deadlines it set fire at the shell's next tick, after requests that
     /// arrived meanwhile, as Kafka's timers run as events queued behind the requests already
     /// waiting: two members that join together land in one generation.
+    ///
+    /// A request that [`PartitionCore::must_wait`] is deferred instead (nothing is returned
+    /// for it); [`PartitionCore::resume`] runs it later.
     pub fn handle(
         &mut self,
         id: ReqId,
-        ctx: &RequestContext,
+        ctx: &Arc<RequestContext>,
         req: GroupRequest,
         now: i64,
         tag: T,
@@ -246,10 +323,39 @@ impl<T: Clone> PartitionCore<T> {
             Phase::Serving,
             "requests run only on a serving partition"
         );
+        if self.must_wait() {
+            self.defer(Deferred {
+                id,
+                ctx: ctx.clone(),
+                req,
+                tag,
+            });
+            return Vec::new();
+        }
+        self.run(id, ctx, req, now, tag)
+    }
+
+    fn run(
+        &mut self,
+        id: ReqId,
+        ctx: &RequestContext,
+        req: GroupRequest,
+        now: i64,
+        tag: T,
+    ) -> Vec<Released<T>> {
         self.ops_served += 1;
         let mut out = Output::default();
         self.coordinator.handle(id, ctx, req, now, &mut out);
         self.deliver(out, tag)
+    }
+
+    /// Run the deferred requests there is room for now (after a durable batch, or a reload).
+    pub fn resume(&mut self, now: i64) -> Vec<Released<T>> {
+        let mut ready = Vec::new();
+        while let Some(d) = self.next_runnable() {
+            ready.extend(self.run(d.id, &d.ctx, d.req, now, d.tag));
+        }
+        ready
     }
 
     /// Fire the deadlines due at `now` (nothing unless serving).
@@ -281,6 +387,7 @@ impl<T: Clone> PartitionCore<T> {
         );
         if !out.records.is_empty() {
             self.appended_seq += out.records.len() as u64;
+            self.pending_bytes += out.records.iter().map(record_bytes).sum::<usize>();
             self.pending.extend(out.records);
         }
         self.assignments.extend(out.jobs);
@@ -345,6 +452,17 @@ impl<T: Clone> PartitionCore<T> {
         }
         let n = self.pending.len().min(MAX_RECORDS_PER_BATCH);
         let records: Vec<Record> = self.pending.drain(..n).collect();
+        let bytes = records.iter().map(record_bytes).sum::<usize>();
+        self.pending_bytes -= bytes;
+        self.in_flight_bytes = bytes;
+        if self.pending.is_empty() {
+            // Giving the queue's memory back after a burst: a storm's capacity would otherwise
+            // stay with the partition.
+            debug_assert_eq!(self.pending_bytes, 0);
+            if self.pending.capacity() > MAX_RECORDS_PER_BATCH {
+                self.pending = VecDeque::new();
+            }
+        }
         self.written_seq += n as u64;
         self.in_flight = Some(self.written_seq);
         self.check();
@@ -368,6 +486,7 @@ impl<T: Clone> PartitionCore<T> {
         );
         self.since_snapshot += upto - self.durable_seq;
         self.durable_seq = upto;
+        self.in_flight_bytes = 0;
         let mut ready = Vec::new();
         while self.parked.front().is_some_and(|p| p.needs <= upto) {
             let p = self.parked.pop_front().expect("front exists");
@@ -394,6 +513,8 @@ impl<T: Clone> PartitionCore<T> {
         self.phase = Phase::Failed;
         self.discard_from = Some(batch_start);
         self.pending.clear();
+        self.pending_bytes = 0;
+        self.in_flight_bytes = 0;
         self.written_seq = self.appended_seq;
         self.durable_seq = self.appended_seq;
         // A pass over the old log and a snapshot of the old state are void after the reload.
@@ -442,7 +563,7 @@ impl<T: Clone> PartitionCore<T> {
     /// Requests arriving before the log is replayed get COORDINATOR_LOAD_IN_PROGRESS.
     pub fn begin_loading(&mut self) {
         assert!(
-            self.quiescent() && self.parked.is_empty(),
+            self.quiescent() && self.parked.is_empty() && self.deferred.is_empty(),
             "only an idle partition starts loading"
         );
         self.phase = Phase::Loading;
@@ -564,6 +685,12 @@ impl<T: Clone> PartitionCore<T> {
             self.written_seq > self.durable_seq,
             "records are taken and not durable exactly while a batch is in flight"
         );
+        assert!(
+            self.pending.is_empty() == (self.pending_bytes == 0)
+                && (self.in_flight.is_some() || self.in_flight_bytes == 0),
+            "partition {}: queued bytes follow the queued records",
+            self.partition
+        );
         // A parked reply waits for records that are not durable yet; replies wait in order.
         if let Some(p) = self.parked.front() {
             assert!(
@@ -575,6 +702,78 @@ impl<T: Clone> PartitionCore<T> {
             assert!(p.needs <= self.appended_seq);
         }
     }
+}
+
+/// What a record costs while it waits to be written: its struct plus the heap bytes of its
+/// variable-length fields (strings, partition lists, a classic member's metadata and
+/// assignment). An estimate, kept cheap: it runs for every record produced. Never 0, so a
+/// partition with pending records always counts some bytes.
+pub fn record_bytes(r: &Record) -> usize {
+    let key = match &r.key {
+        RecordKey::LegacyOffsetCommit { group, topic, .. }
+        | RecordKey::OffsetCommit { group, topic, .. } => group.len() + topic.len(),
+        RecordKey::GroupMetadata { group }
+        | RecordKey::ConsumerGroupMetadata { group }
+        | RecordKey::ConsumerGroupPartitionMetadata { group }
+        | RecordKey::ConsumerGroupTargetAssignmentMetadata { group } => group.len(),
+        RecordKey::ConsumerGroupMemberMetadata { group, member_id }
+        | RecordKey::ConsumerGroupTargetAssignmentMember { group, member_id }
+        | RecordKey::ConsumerGroupCurrentMemberAssignment { group, member_id } => {
+            group.len() + member_id.len()
+        }
+        RecordKey::ConsumerGroupRegularExpression { group, regex } => group.len() + regex.len(),
+    };
+    // A topic's entry in a partition list: its id (or name) and the list's own header.
+    const TOPIC: usize = 48;
+    let value = match &r.value {
+        None => 0,
+        Some(RecordValue::LegacyOffsetCommit(v)) => v.metadata.len(),
+        Some(RecordValue::OffsetCommit(v)) => v.metadata.len(),
+        Some(RecordValue::GroupMetadata(v)) => v
+            .members
+            .iter()
+            .map(|m| {
+                128 + m.member_id.len()
+                    + m.client_id.len()
+                    + m.client_host.len()
+                    + m.subscription.len()
+                    + m.assignment.len()
+            })
+            .sum(),
+        Some(RecordValue::ConsumerGroupMetadata(_))
+        | Some(RecordValue::ConsumerGroupTargetAssignmentMetadata(_)) => 0,
+        Some(RecordValue::ConsumerGroupPartitionMetadata(v)) => v.topics.len() * TOPIC * 2,
+        Some(RecordValue::ConsumerGroupMemberMetadata(v)) => {
+            v.client_id.len()
+                + v.client_host.len()
+                + v.subscribed_topic_names
+                    .iter()
+                    .map(|t| TOPIC + t.len())
+                    .sum::<usize>()
+                + v.subscribed_topic_regex.as_ref().map_or(0, |x| x.len())
+                + v.classic_member_metadata.as_ref().map_or(0, |c| {
+                    c.supported_protocols
+                        .iter()
+                        .map(|p| TOPIC + p.name.len() + p.metadata.len())
+                        .sum()
+                })
+        }
+        Some(RecordValue::ConsumerGroupTargetAssignmentMember(v)) => v
+            .topic_partitions
+            .iter()
+            .map(|t| TOPIC + 4 * t.partitions.len())
+            .sum(),
+        Some(RecordValue::ConsumerGroupCurrentMemberAssignment(v)) => v
+            .assigned_partitions
+            .iter()
+            .chain(&v.partitions_pending_revocation)
+            .map(|t| TOPIC + 4 * t.partitions.len())
+            .sum(),
+        Some(RecordValue::ConsumerGroupRegularExpression(v)) => {
+            v.topics.iter().map(|t| TOPIC + t.len()).sum()
+        }
+    };
+    std::mem::size_of::<Record>() + key + value
 }
 
 /// A batch's records as `__consumer_offsets` key and value bytes (a tombstone has no value).
@@ -606,7 +805,7 @@ mod tests {
     }
 
     /// A context whose topic registry knows topic "t" (commits to unknown topics are refused).
-    fn ctx() -> RequestContext {
+    fn ctx() -> Arc<RequestContext> {
         use std::sync::OnceLock;
         static TOPICS: OnceLock<std::sync::Arc<crate::topics::TopicsSnapshot>> = OnceLock::new();
         let topics = TOPICS.get_or_init(|| {
@@ -618,11 +817,11 @@ mod tests {
             let _ = std::fs::remove_dir_all(&dir);
             snap
         });
-        RequestContext {
+        Arc::new(RequestContext {
             topics: topics.clone(),
             group_configs: Default::default(),
             ..Default::default()
-        }
+        })
     }
 
     fn commit(group: &str) -> GroupRequest {
@@ -679,6 +878,81 @@ mod tests {
             .collect();
         assert_eq!(now, [4]);
         assert!(c.quiescent());
+    }
+
+    #[test]
+    fn over_its_bound_a_partition_keeps_requests_until_a_durable_batch_makes_room() {
+        let mut c = core();
+        // Room for about one commit record: the second request finds the partition full.
+        let one = c.handle(1, &ctx(), commit("a"), 0, 1);
+        assert!(one.is_empty());
+        let bound = c.queued_bytes();
+        assert!(bound > std::mem::size_of::<Record>(), "a record has a cost");
+        c.set_max_queued_bytes(bound);
+        assert!(c.must_wait());
+        assert!(c.handle(2, &ctx(), commit("b"), 0, 2).is_empty());
+        // A read that arrives later waits behind the deferred write, not beside it.
+        let describe = GroupRequest::Describe { group: "b".into() };
+        assert!(c.handle(3, &ctx(), describe, 0, 3).is_empty());
+        assert_eq!(c.deferred_len(), 2);
+        assert_eq!(c.records_appended(), 1, "a deferred request has not run");
+        let batch = c.take_batch().expect("the first commit");
+        assert_eq!(c.queued_bytes(), bound, "the batch in flight still counts");
+        assert!(
+            c.resume(0).is_empty() && c.deferred_len() == 2,
+            "no room yet"
+        );
+        let released: Vec<_> = c
+            .batch_durable(batch.upto)
+            .into_iter()
+            .map(|r| r.id)
+            .collect();
+        assert_eq!(released, [1]);
+        assert_eq!(c.queued_bytes(), 0);
+        // Room again: the commit runs (and fills the partition), the read waits on.
+        assert!(c.resume(0).is_empty());
+        assert_eq!(c.deferred_len(), 1);
+        assert_eq!(c.records_appended(), 2);
+        let batch = c.take_batch().expect("the second commit");
+        let released: Vec<_> = c
+            .batch_durable(batch.upto)
+            .into_iter()
+            .map(|r| r.id)
+            .collect();
+        assert_eq!(released, [2]);
+        let released: Vec<_> = c.resume(0).into_iter().map(|r| r.id).collect();
+        assert_eq!(released, [3], "the read runs last, and answers at once");
+        assert!(c.quiescent() && !c.must_wait());
+    }
+
+    #[test]
+    fn requests_deferred_across_a_failed_write_run_after_the_reload() {
+        let mut c = core();
+        c.set_max_queued_bytes(1);
+        c.handle(1, &ctx(), commit("a"), 0, 1);
+        c.handle(2, &ctx(), commit("b"), 0, 2);
+        assert_eq!(c.deferred_len(), 1);
+        let _batch = c.take_batch().expect("a batch");
+        let failed: Vec<_> = c.batch_failed(0).into_iter().map(|r| r.id).collect();
+        assert_eq!(
+            failed,
+            [1],
+            "only what ran fails; the deferred request never ran"
+        );
+        assert!(
+            c.resume(0).is_empty() && c.deferred_len() == 1,
+            "not while failed"
+        );
+        let mut fresh = Coordinator::new(0, GroupConfig::default());
+        fresh.start(0);
+        c.reloaded(fresh);
+        assert!(c.resume(0).is_empty(), "the commit waits for its record");
+        assert_eq!(c.deferred_len(), 0);
+        assert_eq!(
+            c.pending_len(),
+            1,
+            "the deferred commit ran on the reloaded partition"
+        );
     }
 
     #[test]

@@ -11,9 +11,10 @@
 
 use super::world::{Ev, Reply, ReqMsg, World};
 use engine::group::{Coordinator, GroupRequest, GroupResponse, Output, ReqId, RequestContext};
-use engine::partition_core::{PartitionCore, Phase, Refusal, Released};
+use engine::partition_core::{Deferred, PartitionCore, Phase, Refusal, Released};
 use futures_lite::future::block_on;
 use kafka_protocol::ResponseError;
+use std::sync::Arc;
 use storage::io::MemDir;
 use storage::log::PartitionLog;
 use wire::records::Record;
@@ -241,7 +242,9 @@ impl World {
             .expect("an empty, healthy in-memory disk loads");
         let slot = &mut self.slots[s];
         slot.shadow = c.clone();
-        slot.core = Some(PartitionCore::recovered(c, 0));
+        let mut core = PartitionCore::recovered(c, 0);
+        core.set_max_queued_bytes(self.p.max_queued_bytes);
+        slot.core = Some(core);
         slot.log = Some(log);
         slot.load = 1;
         self.schedule_tick(s);
@@ -303,14 +306,35 @@ impl World {
                 ghost,
             },
         );
-        let ctx = RequestContext {
+        let ctx = Arc::new(RequestContext {
             client_id: self.clients[m.client].client_id.clone(),
             client_host: "/10.0.0.1".into(),
             api_version: m.version,
             topics: self.topics.clone(),
             group_configs: Default::default(),
-        };
-        let fetch_group = match &m.req {
+        });
+        self.touched.insert(m.group);
+        // As `PartitionCore::handle`: over its bound on queued bytes, the partition keeps the
+        // request until a durable batch makes room (`resume`).
+        let core = self.slots[s].core_mut();
+        if core.must_wait() {
+            core.defer(Deferred {
+                id,
+                ctx,
+                req: m.req,
+                tag: (),
+            });
+            self.stats.deferred += 1;
+            self.trace(|| format!("p{s}: request {id} waits for room"));
+            return;
+        }
+        self.run_request(s, id, &ctx, m.req);
+    }
+
+    /// Run a request on its partition's coordinator (on arrival, or once it has room).
+    fn run_request(&mut self, s: usize, id: ReqId, ctx: &RequestContext, req: GroupRequest) {
+        let m_req = req;
+        let fetch_group = match &m_req {
             GroupRequest::OffsetFetch { group, .. } => Some(group.clone()),
             _ => None,
         };
@@ -321,9 +345,8 @@ impl World {
             let c = self.slots[s]
                 .coordinator_mut()
                 .expect("an available partition has a coordinator");
-            c.handle(id, &ctx, m.req, self.now, &mut out);
+            c.handle(id, ctx, m_req, self.now, &mut out);
         }
-        self.touched.insert(m.group);
         self.after_handle(s, id, fetch_group.as_deref(), &out);
         self.deliver(s, out);
         self.schedule_tick(s);
@@ -555,11 +578,21 @@ impl World {
         }
         let released = self.slots[s].core_mut().batch_durable(batch.upto);
         self.release_all(s, released);
+        self.resume(s);
         if self.slots[s].pending_len() == 0 {
             self.maybe_snapshot(s);
             self.compaction_slice(s);
         } else {
             self.writer_start(s);
+        }
+    }
+
+    /// `PartitionTable::resume`: the requests that waited for room run, in arrival order, while
+    /// the partition has room.
+    fn resume(&mut self, s: usize) {
+        while let Some(d) = self.slots[s].core_mut().next_runnable() {
+            self.trace(|| format!("p{s}: request {} runs after waiting for room", d.id));
+            self.run_request(s, d.id, &d.ctx, d.req);
         }
     }
 
@@ -607,6 +640,7 @@ impl World {
                 self.slots[s].core_mut().reloaded(c);
                 self.slots[s].log = Some(log);
                 self.after_load(s, false);
+                self.resume(s);
                 self.schedule_tick(s);
                 self.kick_writer(s);
             }
@@ -845,7 +879,9 @@ impl World {
                     // from the records after the newest one.
                     let covered = self.slots[s].snapshot.as_ref().map_or(0, |x| x.offset + 1);
                     let since_snapshot = log.next_offset().saturating_sub(covered);
-                    self.slots[s].core = Some(PartitionCore::recovered(c, since_snapshot));
+                    let mut core = PartitionCore::recovered(c, since_snapshot);
+                    core.set_max_queued_bytes(self.p.max_queued_bytes);
+                    self.slots[s].core = Some(core);
                     self.slots[s].log = Some(log);
                     self.slots[s].loading_until = self.now + self.rng.range(0, 300);
                     self.after_load(s, true);

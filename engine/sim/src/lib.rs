@@ -138,6 +138,8 @@ pub struct SimStats {
     /// back (the others found their group gone, or the partition reloaded).
     pub assignments_offloaded: u64,
     pub assignments_written: u64,
+    /// Requests that waited for room in their partition (over its bound on queued bytes).
+    pub deferred: u64,
     /// Individual invariant evaluations.
     pub checks: u64,
     /// A digest of every event processed, to prove that a seed replays identically.
@@ -171,6 +173,7 @@ impl SimStats {
         self.conversions += o.conversions;
         self.assignments_offloaded += o.assignments_offloaded;
         self.assignments_written += o.assignments_written;
+        self.deferred += o.deferred;
         self.checks += o.checks;
         self.digest = self.digest.rotate_left(5) ^ o.digest;
     }
@@ -186,7 +189,7 @@ impl fmt::Display for SimStats {
              checkpoints {} | batches recovered from the journal {} | client crashes {} | \
              fatal client errors {} | acked commits {} | \
              protocol switches {} | conversions {} | offloaded assignments {} (written {}) | \
-             invariant checks {}",
+             requests deferred {} | invariant checks {}",
             self.seeds,
             self.steps,
             self.sim_ms as f64 / 3_600_000.0,
@@ -212,6 +215,7 @@ impl fmt::Display for SimStats {
             self.conversions,
             self.assignments_offloaded,
             self.assignments_written,
+            self.deferred,
             self.checks
         )
     }

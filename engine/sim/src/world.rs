@@ -195,6 +195,9 @@ pub(super) struct Params {
     pub snapshot_slice_records: usize,
     /// The journal rotates (and checkpoints) past this many bytes.
     pub journal_checkpoint_bytes: u64,
+    /// Each partition's bound on bytes queued and not yet durable: 1 makes every request that
+    /// finds anything queued wait, a few hundred bytes every few records.
+    pub max_queued_bytes: usize,
 }
 
 impl Params {
@@ -278,6 +281,7 @@ impl Params {
             log_cfg,
             compaction_slice_bytes: *rng.pick(&[100, 4096, 1 << 20]),
             snapshot_slice_records: *rng.pick(&[1, 7, 100_000]),
+            max_queued_bytes: *rng.pick(&[1, 600, 4096, engine::partition_core::MAX_QUEUED_BYTES]),
         }
     }
 }

@@ -424,6 +424,22 @@ impl PartitionTable {
         }
     }
 
+    /// Run the requests that waited for room in partition `idx` (after a durable batch or a
+    /// reload) and hand out what they release.
+    fn resume(&self, idx: usize) {
+        let released = {
+            let mut slot = self.slots[idx].borrow_mut();
+            if slot.core.deferred_len() == 0 {
+                return;
+            }
+            let mut released = slot.core.resume(self.now());
+            slot.after_output(&mut released);
+            released
+        };
+        self.complete(released);
+        self.offload_assignments(idx);
+    }
+
     /// Hand released replies to the requests waiting for them.
     fn complete(&self, replies: Vec<Released<Instant>>) {
         if replies.is_empty() {
@@ -731,6 +747,7 @@ async fn write_pending(
         let Some(batch) = table.slots[idx].borrow_mut().core.take_batch() else {
             break;
         };
+        let (records, upto) = (batch.records.len() as u64, batch.upto);
         // Where this batch starts: everything before it is durable, so a failed append is
         // undone by cutting the log back to here.
         let end = log.next_offset();
@@ -745,6 +762,9 @@ async fn write_pending(
         let prepared = encode_records(&batch.records)
             .map_err(std::io::Error::other)
             .and_then(|kv| log.prepare_pairs(&kv, table.now()));
+        // Only the encoded batch is needed from here on: in a storm, thousands of typed records
+        // per partition would otherwise stay in memory for the whole round.
+        drop(batch);
         let result = match prepared {
             Ok(bytes) => {
                 let journal = table.journal();
@@ -766,11 +786,11 @@ async fn write_pending(
         };
         match result {
             Ok(()) => {
-                let released = table.slots[idx].borrow_mut().core.batch_durable(batch.upto);
+                let released = table.slots[idx].borrow_mut().core.batch_durable(upto);
                 {
                     let mut m = table.metrics.borrow_mut();
-                    m.records_written += batch.records.len() as u64;
-                    let _ = m.batch_records.record((batch.records.len() as u64).max(1));
+                    m.records_written += records;
+                    let _ = m.batch_records.record(records.max(1));
                     for r in &released {
                         if let Some(since) = r.waited {
                             let _ = m
@@ -780,6 +800,7 @@ async fn write_pending(
                     }
                 }
                 table.complete(released);
+                table.resume(idx);
             }
             Err(e) => {
                 table.metrics.borrow_mut().write_failures += 1;
@@ -789,6 +810,7 @@ async fn write_pending(
                 table.complete(failed);
                 *log = reload_until_ok(table, idx, dir, log_config).await;
                 reloaded = true;
+                table.resume(idx);
             }
         }
     }
