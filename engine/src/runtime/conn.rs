@@ -14,8 +14,15 @@
 //! written with one system call: the reader writes the buffer itself after each read when the
 //! writer is idle, and the writer task takes whatever has accumulated (plus every finished slot
 //! at the head of the queue) while a write or a waiting request held things up. Requests decoded
-//! but not yet written are bounded per connection (`MAX_IN_FLIGHT`), which bounds memory and
-//! pushes back on a client that pipelines without reading.
+//! but not yet answered are bounded per connection, in number (`MAX_IN_FLIGHT`) and in request
+//! bytes (`MAX_IN_FLIGHT_BYTES`): past either bound the reader stops cutting frames and reading
+//! the socket, so further requests wait in the socket (and then in the client), which bounds
+//! memory and pushes back on a client that pipelines faster than it is answered. A request that
+//! waits for its partition (a write behind a storm, see `partition_core::MAX_QUEUED_BYTES`)
+//! keeps its place under both bounds. The requests waiting across all of a shard's connections
+//! are bounded too ([`Backlog`], as Kafka bounds its request queue with `queued.max.requests`):
+//! 100,000 members that all send at once, 100 to a connection, would otherwise hold 64 waiting
+//! requests on each of 1,000 connections.
 //!
 //! `connections.max.idle.ms` is checked by one sweep per shard (`shard::ConnRegistry`), which
 //! ends the reads of a connection that completed no request for that long; nothing is armed per
@@ -37,8 +44,72 @@ use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 use wire::{api_versions, decode_request_ref, encode_response, Request, RequestHeader, Response};
 
+const JOIN_GROUP: i16 = kafka_protocol::messages::ApiKey::JoinGroup as i16;
+const SYNC_GROUP: i16 = kafka_protocol::messages::ApiKey::SyncGroup as i16;
+
 /// Requests decoded but not yet answered on one connection.
 pub const MAX_IN_FLIGHT: usize = 64;
+
+/// Bytes of request frames decoded but not yet answered on one connection. One request is always
+/// let in when none is in flight, whatever its size (`socket.request.max.bytes` bounds that).
+/// Kafka itself reads one request per connection at a time (`SocketServer` mutes a channel
+/// until its response is sent); 1 MiB still lets a producer pipeline its usual batches.
+pub const MAX_IN_FLIGHT_BYTES: usize = 1 << 20;
+
+/// Requests waiting (a write for its fsync, a cross-shard call) across one shard's connections,
+/// past which its readers stop starting new ones until a quarter of them are answered. A classic
+/// JoinGroup or SyncGroup is not counted: it waits for the other members of its group, whose
+/// requests must still be read (Kafka keeps those in its purgatory, outside its request queue). A waiting request costs about 1.5 KB (its task, its future, its waiter), so this
+/// holds a storm's backlog to ~12 MB per shard; a steady load keeps far fewer waiting (one
+/// commit round's worth).
+pub const MAX_WAITING_PER_SHARD: usize = 8192;
+
+/// The requests waiting on one shard, and the readers stopped until there are fewer.
+#[derive(Default)]
+pub struct Backlog {
+    waiting: Cell<usize>,
+    stopped: RefCell<Vec<Waker>>,
+}
+
+impl Backlog {
+    fn full(&self) -> bool {
+        self.waiting.get() >= MAX_WAITING_PER_SHARD
+    }
+
+    fn enter(self: &Rc<Self>) -> BacklogSlot {
+        self.waiting.set(self.waiting.get() + 1);
+        BacklogSlot(self.clone())
+    }
+
+    /// Ready once the shard has room for another waiting request.
+    fn room(&self, cx: &mut Context<'_>) -> Poll<()> {
+        if !self.full() {
+            return Poll::Ready(());
+        }
+        self.stopped.borrow_mut().push(cx.waker().clone());
+        Poll::Pending
+    }
+}
+
+/// One waiting request's place in its shard's [`Backlog`], given back when the request ends
+/// (answered, or dropped with its connection).
+struct BacklogSlot(Rc<Backlog>);
+
+impl Drop for BacklogSlot {
+    fn drop(&mut self) {
+        let b = &self.0;
+        let n = b.waiting.get() - 1;
+        b.waiting.set(n);
+        // Hysteresis: wake the stopped readers together once a quarter has drained, not one
+        // per answer.
+        if n <= MAX_WAITING_PER_SHARD / 4 * 3 {
+            let stopped = std::mem::take(&mut *b.stopped.borrow_mut());
+            for w in stopped {
+                w.wake();
+            }
+        }
+    }
+}
 
 /// Bytes read per system call. Kept small because every connection owns one such buffer (plus
 /// its frame buffer): at 10,000 connections 64 KiB each was most of the broker's memory.
@@ -57,11 +128,12 @@ enum Outcome {
 }
 
 /// One place in the response order behind a request that is still waiting.
+/// Each request slot carries its request's frame length, given back when it is written.
 enum Slot {
     /// Encoded while an earlier request was still waiting.
-    Frame(BytesMut),
+    Frame(BytesMut, usize),
     /// A request that had to wait, running as its own task.
-    Waiting(glommio::Task<Outcome>),
+    Waiting(glommio::Task<Outcome>, usize),
     /// Close the connection once everything before it is written.
     Close,
 }
@@ -72,11 +144,13 @@ struct Conn {
     /// Encoded responses ready to be written. They precede every slot of `queue`: bytes are only
     /// appended here while the queue is empty.
     out: RefCell<BytesMut>,
-    /// Requests whose responses are in `out` (for the in-flight count).
+    /// Requests whose responses are in `out`, and their frame bytes (for the in-flight bounds).
     out_requests: Cell<usize>,
+    out_bytes: Cell<usize>,
     queue: RefCell<VecDeque<Slot>>,
-    /// Requests decoded whose responses are not yet written (or dropped).
+    /// Requests decoded whose responses are not yet written (or dropped), and their frame bytes.
     unanswered: Cell<usize>,
+    unanswered_bytes: Cell<usize>,
     /// The writer holds a batch it is writing: nobody else may write.
     writing: Cell<bool>,
     reader_done: Cell<bool>,
@@ -98,18 +172,45 @@ impl Conn {
         }
     }
 
-    /// Queue a finished response behind everything before it; `None` (no response) is done.
-    fn push_done(&self, frame: Option<BytesMut>) {
+    /// A request of `bytes` is decoded and counts against the in-flight bounds.
+    fn begin(&self, bytes: usize) {
+        self.unanswered.set(self.unanswered.get() + 1);
+        self.unanswered_bytes
+            .set(self.unanswered_bytes.get() + bytes);
+    }
+
+    /// `requests` requests of `bytes` in all are answered (written, or need no answer).
+    fn answered(&self, requests: usize, bytes: usize) {
+        self.unanswered.set(self.unanswered.get() - requests);
+        self.unanswered_bytes
+            .set(self.unanswered_bytes.get() - bytes);
+    }
+
+    /// Whether a request of `bytes` must wait for earlier ones to be answered first.
+    fn full(&self, bytes: usize) -> bool {
+        let n = self.unanswered.get();
+        n >= MAX_IN_FLIGHT || (n > 0 && self.unanswered_bytes.get() + bytes > MAX_IN_FLIGHT_BYTES)
+    }
+
+    /// A response is in `out`.
+    fn add_out(&self, bytes: usize) {
+        self.out_requests.set(self.out_requests.get() + 1);
+        self.out_bytes.set(self.out_bytes.get() + bytes);
+    }
+
+    /// Queue a finished response (to a request of `bytes`) behind everything before it; `None`
+    /// (no response) is done.
+    fn push_done(&self, frame: Option<BytesMut>, bytes: usize) {
         let Some(f) = frame else {
-            self.unanswered.set(self.unanswered.get() - 1);
+            self.answered(1, bytes);
             return;
         };
         let mut queue = self.queue.borrow_mut();
         if queue.is_empty() {
             self.out.borrow_mut().extend_from_slice(&f);
-            self.out_requests.set(self.out_requests.get() + 1);
+            self.add_out(bytes);
         } else {
-            queue.push_back(Slot::Frame(f));
+            queue.push_back(Slot::Frame(f, bytes));
         }
     }
 
@@ -132,8 +233,7 @@ impl Conn {
                     out.advance(n);
                 }
                 if out.is_empty() {
-                    self.unanswered
-                        .set(self.unanswered.get() - self.out_requests.replace(0));
+                    self.answered(self.out_requests.replace(0), self.out_bytes.replace(0));
                     if out.capacity() > KEEP_OUT_BUFFER {
                         *out = BytesMut::new();
                     } else {
@@ -150,10 +250,11 @@ impl Conn {
         }
     }
 
-    /// Move everything finished, in order, into `batch`. Ready with (requests taken, close after
-    /// writing); pending while nothing is finished.
-    fn gather(&self, cx: &mut Context<'_>, batch: &mut BytesMut) -> Poll<(usize, bool)> {
+    /// Move everything finished, in order, into `batch`. Ready with (requests taken, their frame
+    /// bytes, close after writing); pending while nothing is finished.
+    fn gather(&self, cx: &mut Context<'_>, batch: &mut BytesMut) -> Poll<(usize, usize, bool)> {
         let mut taken = 0;
+        let mut taken_bytes = 0;
         {
             let mut out = self.out.borrow_mut();
             if !out.is_empty() {
@@ -165,31 +266,33 @@ impl Conn {
                 }
             }
             taken += self.out_requests.replace(0);
+            taken_bytes += self.out_bytes.replace(0);
         }
         let mut queue = self.queue.borrow_mut();
         loop {
-            let outcome = match queue.front_mut() {
+            let (outcome, bytes) = match queue.front_mut() {
                 None => break,
-                Some(Slot::Frame(f)) => Outcome::Frame(std::mem::take(f)),
-                Some(Slot::Close) => Outcome::Close,
-                Some(Slot::Waiting(task)) => match Pin::new(task).poll(cx) {
-                    Poll::Ready(o) => o,
+                Some(Slot::Frame(f, bytes)) => (Outcome::Frame(std::mem::take(f)), *bytes),
+                Some(Slot::Close) => (Outcome::Close, 0),
+                Some(Slot::Waiting(task, bytes)) => match Pin::new(task).poll(cx) {
+                    Poll::Ready(o) => (o, *bytes),
                     Poll::Pending => break,
                 },
             };
             queue.pop_front();
             taken += 1;
+            taken_bytes += bytes;
             match outcome {
                 Outcome::Frame(f) => batch.extend_from_slice(&f),
                 Outcome::Nothing => {}
-                Outcome::Close => return Poll::Ready((taken, true)),
+                Outcome::Close => return Poll::Ready((taken, taken_bytes, true)),
             }
         }
         if taken > 0 || !batch.is_empty() {
-            return Poll::Ready((taken, false));
+            return Poll::Ready((taken, taken_bytes, false));
         }
         if queue.is_empty() && self.reader_done.get() {
-            return Poll::Ready((0, true));
+            return Poll::Ready((0, 0, true));
         }
         self.writer_waker.set(Some(cx.waker().clone()));
         Poll::Pending
@@ -201,7 +304,8 @@ impl Conn {
 async fn write_loop(conn: Rc<Conn>, peer: Rc<str>) {
     let mut batch = BytesMut::new();
     loop {
-        let (taken, close) = std::future::poll_fn(|cx| conn.gather(cx, &mut batch)).await;
+        let (taken, taken_bytes, close) =
+            std::future::poll_fn(|cx| conn.gather(cx, &mut batch)).await;
         if !batch.is_empty() {
             conn.writing.set(true);
             let written = write_all(&conn, &batch).await;
@@ -216,7 +320,7 @@ async fn write_loop(conn: Rc<Conn>, peer: Rc<str>) {
                 batch.clear();
             }
         }
-        conn.unanswered.set(conn.unanswered.get() - taken);
+        conn.answered(taken, taken_bytes);
         conn.wake_reader();
         if close {
             break;
@@ -313,8 +417,10 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream, _slot: crate::limits::Sl
         stream: RefCell::new(stream),
         out: RefCell::new(BytesMut::new()),
         out_requests: Cell::new(0),
+        out_bytes: Cell::new(0),
         queue: RefCell::new(VecDeque::new()),
         unanswered: Cell::new(0),
+        unanswered_bytes: Cell::new(0),
         writing: Cell::new(false),
         reader_done: Cell::new(false),
         writer_done: Cell::new(false),
@@ -341,16 +447,26 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream, _slot: crate::limits::Sl
                     if let Some(suppressed) = warn_budget() {
                         tracing::warn!(peer = %ctx.peer, error = %e, suppressed, "closing connection: bad frame");
                     }
-                    conn.unanswered.set(conn.unanswered.get() + 1); // taken with the Close slot
+                    conn.begin(0); // taken with the Close slot
                     conn.queue.borrow_mut().push_back(Slot::Close);
                     break 'read;
                 }
             };
-            // Room for one more request (the writer frees it as responses go out).
-            if conn.unanswered.get() >= MAX_IN_FLIGHT {
+            // Room on the shard for one more waiting request.
+            if ctx.shard.backlog.full() {
+                let backlog = ctx.shard.backlog.clone();
                 std::future::poll_fn(|cx| {
                     conn.flush_from_reader(cx);
-                    if conn.unanswered.get() < MAX_IN_FLIGHT || conn.writer_done.get() {
+                    backlog.room(cx)
+                })
+                .await;
+            }
+            // Room for one more request (the writer frees it as responses go out).
+            let bytes = frame.len();
+            if conn.full(bytes) {
+                std::future::poll_fn(|cx| {
+                    conn.flush_from_reader(cx);
+                    if !conn.full(bytes) || conn.writer_done.get() {
                         Poll::Ready(())
                     } else {
                         conn.reader_waker.set(Some(cx.waker().clone()));
@@ -365,7 +481,7 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream, _slot: crate::limits::Sl
             }
             let now = Instant::now();
             registration.touch(now);
-            conn.unanswered.set(conn.unanswered.get() + 1);
+            conn.begin(bytes);
             if !start_request(&mut ctx, &conn, frame, now).await {
                 // The Close slot stands for this request in the in-flight count.
                 conn.queue.borrow_mut().push_back(Slot::Close);
@@ -420,6 +536,7 @@ async fn start_request(
     frame: bytes::Bytes,
     decoded_at: Instant,
 ) -> bool {
+    let bytes = frame.len();
     let versions = &ctx.shard.broker.versions;
     // ApiVersions of a version we do not know is answered, not closed (KIP-511): v0 body with
     // UNSUPPORTED_VERSION so the client can retry with a version we list.
@@ -429,7 +546,7 @@ async fn start_request(
             && version >= 0
         {
             let out = api_versions::unsupported_version_frame(correlation_id, versions);
-            conn.push_done(Some(out));
+            conn.push_done(Some(out), frame.len());
             return true;
         }
     }
@@ -476,9 +593,9 @@ async fn start_request(
                     &mut conn.out.borrow_mut(),
                 );
                 if ok && api.silent {
-                    conn.unanswered.set(conn.unanswered.get() - 1);
+                    conn.answered(1, bytes);
                 } else if ok {
-                    conn.out_requests.set(conn.out_requests.get() + 1);
+                    conn.add_out(bytes);
                 }
                 ok
             } else {
@@ -486,16 +603,20 @@ async fn start_request(
                 if !api.finish(shard, &ctx.peer, result, decoded_at, &mut out) {
                     return false;
                 }
-                conn.push_done((!api.silent).then_some(out));
+                conn.push_done((!api.silent).then_some(out), bytes);
                 true
             }
         }
         Err(fut) => {
+            // Held until the request ends (dropped with the task if the connection goes first).
+            let slot =
+                (!matches!(api.api_key, JOIN_GROUP | SYNC_GROUP)).then(|| shard.backlog.enter());
             let shard = shard.clone();
             let peer = ctx.peer.clone();
             let task = glommio::spawn_local(async move {
                 let started = Instant::now();
                 let result = fut.await;
+                drop(slot);
                 let mut out = BytesMut::new();
                 if !api.finish(&shard, &peer, result, started, &mut out) {
                     Outcome::Close
@@ -505,7 +626,9 @@ async fn start_request(
                     Outcome::Frame(out)
                 }
             });
-            conn.queue.borrow_mut().push_back(Slot::Waiting(task));
+            conn.queue
+                .borrow_mut()
+                .push_back(Slot::Waiting(task, bytes));
             true
         }
     }

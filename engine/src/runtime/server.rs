@@ -323,6 +323,7 @@ async fn run_shard(
         conns: Rc::new(ConnRegistry::default()),
         tasks: tasks.clone(),
         handler,
+        backlog: Default::default(),
     });
     // connections.max.idle.ms: one sweep per shard over its connections (a connection records
     // when it last completed a request; no timer is armed per read).

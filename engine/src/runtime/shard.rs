@@ -32,6 +32,8 @@ pub struct Shard {
     pub handler: Handler,
     /// This shard's view of the topic registry and the per-group configs.
     pub snapshots: RefCell<Snapshots>,
+    /// Requests of this shard's connections that are waiting (see `conn::Backlog`).
+    pub backlog: Rc<crate::runtime::conn::Backlog>,
 }
 
 /// The shared snapshots as one shard last saw them: checking that they are still current is
