@@ -21,6 +21,8 @@
 #   --restart-records N  offset-commit records of history before the restart (10000000)
 #   --rss-members N      consumer-protocol members of the memory row (100000; 100 per group)
 #   --kafka-rss-heap H   Kafka's -Xmx for the memory row (1g; the other rows use kafka-ref.sh's 768m)
+#   --rss-ramp S         seconds over which the memory row's members join (60; --quick 10); 0 = all at once,
+#                        a join storm (issue 16 item 5: storms stay under 2x the steady RSS)
 #   --skip-build         use the binaries already in target/release
 #   --out DIR            results directory (default target/bench-kafka)
 #
@@ -98,6 +100,7 @@ while [[ $# -gt 0 ]]; do
     --restart-records) RESTART_RECORDS="$2"; shift ;;
     --rss-members) RSS_MEMBERS="$2"; shift ;;
     --kafka-rss-heap) KAFKA_RSS_HEAP="$2"; shift ;;
+    --rss-ramp) RSS_RAMP_WANT="$2"; shift ;;
     --skip-build) BUILD=0 ;;
     --out) OUT="$2"; shift ;;
     -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
@@ -127,6 +130,7 @@ else
   RSS_RAMP=60; RSS_DURATION=120; RSS_GROUPS_OF=100; RSS_HB_MS=20000
   RESTART_GROUPS=1000
 fi
+RSS_RAMP=${RSS_RAMP_WANT:-$RSS_RAMP}
 RESTART_PARTITIONS=1000
 bench_need_cores 2
 bench_environment

@@ -203,6 +203,61 @@ fn pipelined_requests_are_answered_in_order() {
     }
 }
 
+/// More request bytes pipelined than a connection may hold in flight
+/// (`conn::MAX_IN_FLIGHT_BYTES`, 1 MiB): the reader stops reading the socket until responses go
+/// out, then goes on; every request is answered, in order.
+#[test]
+fn pipelined_requests_past_the_byte_bound_wait_in_the_socket_and_are_all_answered() {
+    let server = TestServer::start("pipe-bytes", 2, &[]);
+    let mut c = Client::connect(server.addr);
+    // ~100 KB Metadata requests (2,000 unknown topic names), with a topic creation (which waits
+    // for its fsync) every fifth: ~2.4 MB in all.
+    let names: Vec<_> = (0..2000)
+        .map(|i| topic_req(&format!("no-such-topic-with-a-long-name-{i:08}")))
+        .collect();
+    let mut all = BytesMut::new();
+    let mut expected = Vec::new();
+    for i in 0..24 {
+        let (req, version) = if i % 5 == 0 {
+            (create(&format!("pipe-bytes-{i}"), 1, 1), 7)
+        } else {
+            let m = MetadataRequest::default()
+                .with_topics(Some(names.clone()))
+                .with_allow_auto_topic_creation(false);
+            (Request::Metadata(m), 12)
+        };
+        let (cid, buf) = c.frame(version, &req);
+        expected.push((cid, req.api_key(), version));
+        all.extend_from_slice(&buf);
+    }
+    assert!(
+        all.len() > 2 << 20,
+        "more than the bound: {} bytes",
+        all.len()
+    );
+    // Written from another thread: the broker stops reading while its responses wait to be
+    // read here.
+    let mut writer = c.sock.try_clone().unwrap();
+    let sent = std::thread::spawn(move || writer.write_all(&all));
+    for (cid, key, version) in expected {
+        let frame = c.read_frame().unwrap();
+        let (got, resp) = decode_response(key, version, &frame).unwrap();
+        assert_eq!(got, cid, "responses out of order");
+        match resp {
+            Response::CreateTopics(r) => assert_eq!(r.topics[0].error_code, 0),
+            Response::Metadata(m) => {
+                assert_eq!(m.topics.len(), 2000);
+                assert!(
+                    m.topics.iter().all(|t| t.error_code == 3),
+                    "UNKNOWN_TOPIC_OR_PARTITION"
+                );
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    sent.join().unwrap().unwrap();
+}
+
 #[test]
 fn topics_lifecycle_and_errors() {
     let mut server = TestServer::start("topics", 2, &[]);

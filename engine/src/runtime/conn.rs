@@ -20,7 +20,7 @@
 //! memory and pushes back on a client that pipelines faster than it is answered. A request that
 //! waits for its partition (a write behind a storm, see `partition_core::MAX_QUEUED_BYTES`)
 //! keeps its place under both bounds. The requests waiting across all of a shard's connections
-//! are bounded too ([`Backlog`], as Kafka bounds its request queue with `queued.max.requests`):
+//! are bounded too (`shard::Backlog`, as Kafka bounds its request queue with `queued.max.requests`):
 //! 100,000 members that all send at once, 100 to a connection, would otherwise hold 64 waiting
 //! requests on each of 1,000 connections.
 //!
@@ -55,61 +55,6 @@ pub const MAX_IN_FLIGHT: usize = 64;
 /// Kafka itself reads one request per connection at a time (`SocketServer` mutes a channel
 /// until its response is sent); 1 MiB still lets a producer pipeline its usual batches.
 pub const MAX_IN_FLIGHT_BYTES: usize = 1 << 20;
-
-/// Requests waiting (a write for its fsync, a cross-shard call) across one shard's connections,
-/// past which its readers stop starting new ones until a quarter of them are answered. A classic
-/// JoinGroup or SyncGroup is not counted: it waits for the other members of its group, whose
-/// requests must still be read (Kafka keeps those in its purgatory, outside its request queue). A waiting request costs about 1.5 KB (its task, its future, its waiter), so this
-/// holds a storm's backlog to ~12 MB per shard; a steady load keeps far fewer waiting (one
-/// commit round's worth).
-pub const MAX_WAITING_PER_SHARD: usize = 8192;
-
-/// The requests waiting on one shard, and the readers stopped until there are fewer.
-#[derive(Default)]
-pub struct Backlog {
-    waiting: Cell<usize>,
-    stopped: RefCell<Vec<Waker>>,
-}
-
-impl Backlog {
-    fn full(&self) -> bool {
-        self.waiting.get() >= MAX_WAITING_PER_SHARD
-    }
-
-    fn enter(self: &Rc<Self>) -> BacklogSlot {
-        self.waiting.set(self.waiting.get() + 1);
-        BacklogSlot(self.clone())
-    }
-
-    /// Ready once the shard has room for another waiting request.
-    fn room(&self, cx: &mut Context<'_>) -> Poll<()> {
-        if !self.full() {
-            return Poll::Ready(());
-        }
-        self.stopped.borrow_mut().push(cx.waker().clone());
-        Poll::Pending
-    }
-}
-
-/// One waiting request's place in its shard's [`Backlog`], given back when the request ends
-/// (answered, or dropped with its connection).
-struct BacklogSlot(Rc<Backlog>);
-
-impl Drop for BacklogSlot {
-    fn drop(&mut self) {
-        let b = &self.0;
-        let n = b.waiting.get() - 1;
-        b.waiting.set(n);
-        // Hysteresis: wake the stopped readers together once a quarter has drained, not one
-        // per answer.
-        if n <= MAX_WAITING_PER_SHARD / 4 * 3 {
-            let stopped = std::mem::take(&mut *b.stopped.borrow_mut());
-            for w in stopped {
-                w.wake();
-            }
-        }
-    }
-}
 
 /// Bytes read per system call. Kept small because every connection owns one such buffer (plus
 /// its frame buffer): at 10,000 connections 64 KiB each was most of the broker's memory.

@@ -17,6 +17,7 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 use wire::{Request, Response};
 
@@ -33,7 +34,7 @@ pub struct Shard {
     /// This shard's view of the topic registry and the per-group configs.
     pub snapshots: RefCell<Snapshots>,
     /// Requests of this shard's connections that are waiting (see `conn::Backlog`).
-    pub backlog: Rc<crate::runtime::conn::Backlog>,
+    pub backlog: Rc<Backlog>,
 }
 
 /// The shared snapshots as one shard last saw them: checking that they are still current is
@@ -252,4 +253,59 @@ impl ConnRegistry {
 /// check is lazy too), at most once a second and at least every 5 ms.
 pub fn idle_sweep_interval(idle: Duration) -> Duration {
     (idle / 8).clamp(Duration::from_millis(5), Duration::from_secs(1))
+}
+
+/// Requests waiting (a write for its fsync, a cross-shard call) across one shard's connections,
+/// past which its readers stop starting new ones until a quarter of them are answered. A classic
+/// JoinGroup or SyncGroup is not counted: it waits for the other members of its group, whose
+/// requests must still be read (Kafka keeps those in its purgatory, outside its request queue). A waiting request costs about 1.5 KB (its task, its future, its waiter), so this
+/// holds a storm's backlog to ~12 MB per shard; a steady load keeps far fewer waiting (one
+/// commit round's worth).
+pub const MAX_WAITING_PER_SHARD: usize = 8192;
+
+/// The requests waiting on one shard, and the readers stopped until there are fewer.
+#[derive(Default)]
+pub struct Backlog {
+    waiting: Cell<usize>,
+    stopped: RefCell<Vec<Waker>>,
+}
+
+impl Backlog {
+    pub fn full(&self) -> bool {
+        self.waiting.get() >= MAX_WAITING_PER_SHARD
+    }
+
+    pub fn enter(self: &Rc<Self>) -> BacklogSlot {
+        self.waiting.set(self.waiting.get() + 1);
+        BacklogSlot(self.clone())
+    }
+
+    /// Ready once the shard has room for another waiting request.
+    pub fn room(&self, cx: &mut Context<'_>) -> Poll<()> {
+        if !self.full() {
+            return Poll::Ready(());
+        }
+        self.stopped.borrow_mut().push(cx.waker().clone());
+        Poll::Pending
+    }
+}
+
+/// One waiting request's place in its shard's [`Backlog`], given back when the request ends
+/// (answered, or dropped with its connection).
+pub struct BacklogSlot(Rc<Backlog>);
+
+impl Drop for BacklogSlot {
+    fn drop(&mut self) {
+        let b = &self.0;
+        let n = b.waiting.get() - 1;
+        b.waiting.set(n);
+        // Hysteresis: wake the stopped readers together once a quarter has drained, not one
+        // per answer.
+        if n <= MAX_WAITING_PER_SHARD / 4 * 3 {
+            let stopped = std::mem::take(&mut *b.stopped.borrow_mut());
+            for w in stopped {
+                w.wake();
+            }
+        }
+    }
 }
