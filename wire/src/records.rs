@@ -44,6 +44,8 @@
 use thiserror::Error;
 use uuid::Uuid;
 
+pub mod txn;
+
 /// Record types (the int16 prefix of every key), from the `apiKey` of Kafka's coordinator record
 /// JSONs (reference §2.2). Share (10-15) and streams (17, 19-23) groups are not implemented.
 pub mod record_type {
