@@ -452,16 +452,19 @@ impl<T: Clone> PartitionCore<T> {
         }
         let n = self.pending.len().min(MAX_RECORDS_PER_BATCH);
         let records: Vec<Record> = self.pending.drain(..n).collect();
-        let bytes = records.iter().map(record_bytes).sum::<usize>();
+        // The whole queue (the usual case) takes all its counted bytes; only a batch cut at
+        // MAX_RECORDS_PER_BATCH counts its own.
+        let bytes = if self.pending.is_empty() {
+            self.pending_bytes
+        } else {
+            records.iter().map(record_bytes).sum::<usize>()
+        };
         self.pending_bytes -= bytes;
         self.in_flight_bytes = bytes;
-        if self.pending.is_empty() {
-            // Giving the queue's memory back after a burst: a storm's capacity would otherwise
-            // stay with the partition.
-            debug_assert_eq!(self.pending_bytes, 0);
-            if self.pending.capacity() > MAX_RECORDS_PER_BATCH {
-                self.pending = VecDeque::new();
-            }
+        // Giving the queue's memory back after a burst: a storm's capacity would otherwise stay
+        // with the partition.
+        if self.pending.is_empty() && self.pending.capacity() > MAX_RECORDS_PER_BATCH {
+            self.pending = VecDeque::new();
         }
         self.written_seq += n as u64;
         self.in_flight = Some(self.written_seq);
@@ -798,6 +801,11 @@ mod tests {
     use super::*;
     use crate::group::GroupConfig;
 
+    /// The ids of released replies, in order.
+    fn ids(released: Vec<Released<u32>>) -> Vec<ReqId> {
+        released.into_iter().map(|r| r.id).collect()
+    }
+
     fn core() -> PartitionCore<u32> {
         let mut c = Coordinator::new(0, GroupConfig::default());
         c.start(0);
@@ -852,30 +860,18 @@ mod tests {
         let describe = GroupRequest::Describe { group: "a".into() };
         assert!(c.handle(2, &ctx(), describe, 0, 2).is_empty());
         assert!(c.handle(3, &ctx(), commit("b"), 0, 3).is_empty());
-        let released: Vec<_> = c
-            .batch_durable(first.upto)
-            .into_iter()
-            .map(|r| r.id)
-            .collect();
+        let released = ids(c.batch_durable(first.upto));
         assert_eq!(
             released,
             [1, 2],
             "the second commit's record is not durable yet"
         );
         let second = c.take_batch().expect("the second commit");
-        let released: Vec<_> = c
-            .batch_durable(second.upto)
-            .into_iter()
-            .map(|r| r.id)
-            .collect();
+        let released = ids(c.batch_durable(second.upto));
         assert_eq!(released, [3]);
         // Quiet again: a read answers at once.
         let describe = GroupRequest::Describe { group: "a".into() };
-        let now: Vec<_> = c
-            .handle(4, &ctx(), describe, 0, 4)
-            .into_iter()
-            .map(|r| r.id)
-            .collect();
+        let now = ids(c.handle(4, &ctx(), describe, 0, 4));
         assert_eq!(now, [4]);
         assert!(c.quiescent());
     }
@@ -902,11 +898,7 @@ mod tests {
             c.resume(0).is_empty() && c.deferred_len() == 2,
             "no room yet"
         );
-        let released: Vec<_> = c
-            .batch_durable(batch.upto)
-            .into_iter()
-            .map(|r| r.id)
-            .collect();
+        let released = ids(c.batch_durable(batch.upto));
         assert_eq!(released, [1]);
         assert_eq!(c.queued_bytes(), 0);
         // Room again: the commit runs (and fills the partition), the read waits on.
@@ -914,13 +906,9 @@ mod tests {
         assert_eq!(c.deferred_len(), 1);
         assert_eq!(c.records_appended(), 2);
         let batch = c.take_batch().expect("the second commit");
-        let released: Vec<_> = c
-            .batch_durable(batch.upto)
-            .into_iter()
-            .map(|r| r.id)
-            .collect();
+        let released = ids(c.batch_durable(batch.upto));
         assert_eq!(released, [2]);
-        let released: Vec<_> = c.resume(0).into_iter().map(|r| r.id).collect();
+        let released = ids(c.resume(0));
         assert_eq!(released, [3], "the read runs last, and answers at once");
         assert!(c.quiescent() && !c.must_wait());
     }
@@ -933,7 +921,7 @@ mod tests {
         c.handle(2, &ctx(), commit("b"), 0, 2);
         assert_eq!(c.deferred_len(), 1);
         let _batch = c.take_batch().expect("a batch");
-        let failed: Vec<_> = c.batch_failed(0).into_iter().map(|r| r.id).collect();
+        let failed = ids(c.batch_failed(0));
         assert_eq!(
             failed,
             [1],

@@ -333,8 +333,7 @@ impl World {
 
     /// Run a request on its partition's coordinator (on arrival, or once it has room).
     fn run_request(&mut self, s: usize, id: ReqId, ctx: &RequestContext, req: GroupRequest) {
-        let m_req = req;
-        let fetch_group = match &m_req {
+        let fetch_group = match &req {
             GroupRequest::OffsetFetch { group, .. } => Some(group.clone()),
             _ => None,
         };
@@ -345,7 +344,7 @@ impl World {
             let c = self.slots[s]
                 .coordinator_mut()
                 .expect("an available partition has a coordinator");
-            c.handle(id, ctx, m_req, self.now, &mut out);
+            c.handle(id, ctx, req, self.now, &mut out);
         }
         self.after_handle(s, id, fetch_group.as_deref(), &out);
         self.deliver(s, out);

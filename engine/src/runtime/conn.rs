@@ -491,7 +491,7 @@ async fn start_request(
             && version >= 0
         {
             let out = api_versions::unsupported_version_frame(correlation_id, versions);
-            conn.push_done(Some(out), frame.len());
+            conn.push_done(Some(out), bytes);
             return true;
         }
     }
