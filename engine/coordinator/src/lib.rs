@@ -5,7 +5,8 @@
 //! (their byte codecs are `wire::records`), snapshot capture in slices (`snapshot_build`), the
 //! topics view a request is handled against (`topics`), and the sans-IO partition core — one
 //! partition's coordinator and durability protocol (`partition_core`) — that the broker's runtime
-//! and the simulator both drive.
+//! and the simulator both drive, and the transaction coordinator of one `__transaction_state`
+//! partition (`txn`).
 //!
 //! Must not: do I/O, read a clock (`now` is passed in), spawn tasks, or depend on the runtime:
 //! this crate has no glommio, no files and no sockets, and cannot import `engine`. Everything here
@@ -15,6 +16,7 @@ pub mod group;
 pub mod partition_core;
 pub mod snapshot_build;
 pub mod topics;
+pub mod txn;
 
 /// A random UUID in Kafka's URL-safe base64 form without padding (22 characters), as Kafka
 /// prints member and cluster ids (`Uuid.randomUuid().toString()`).

@@ -1,0 +1,440 @@
+use super::*;
+
+fn coord() -> TxnCoordinator {
+    let mut c = TxnCoordinator::new(TxnConfig::default());
+    c.on_loaded(0);
+    c
+}
+
+fn run(c: &mut TxnCoordinator, req: TxnRequest, now: i64) -> (TxnResponse, TxnOutput) {
+    let mut out = TxnOutput::default();
+    c.handle(1, req, now, &mut out);
+    let (_, resp) = out.replies.pop().expect("one reply");
+    (resp, out)
+}
+
+fn init(c: &mut TxnCoordinator, id: &str, fresh: i64, now: i64) -> (i16, i64, i16) {
+    match run(
+        c,
+        TxnRequest::InitProducerId {
+            transactional_id: id.into(),
+            timeout_ms: 60_000,
+            expected: None,
+            fresh_producer_id: fresh,
+        },
+        now,
+    )
+    .0
+    {
+        TxnResponse::InitProducerId {
+            error,
+            producer_id,
+            producer_epoch,
+        } => (error, producer_id, producer_epoch),
+        other => panic!("{other:?}"),
+    }
+}
+
+fn add(c: &mut TxnCoordinator, id: &str, pid: i64, epoch: i16, parts: &[(&str, i32)]) -> Vec<i16> {
+    match run(
+        c,
+        TxnRequest::AddPartitions {
+            transactional_id: id.into(),
+            producer_id: pid,
+            producer_epoch: epoch,
+            partitions: parts.iter().map(|(t, p)| (t.to_string(), *p)).collect(),
+            verify_only: false,
+        },
+        10,
+    )
+    .0
+    {
+        TxnResponse::AddPartitions(codes) => codes,
+        other => panic!("{other:?}"),
+    }
+}
+
+fn end(c: &mut TxnCoordinator, id: &str, pid: i64, epoch: i16, commit: bool) -> (i16, TxnOutput) {
+    let (resp, out) = run(
+        c,
+        TxnRequest::EndTxn {
+            transactional_id: id.into(),
+            producer_id: pid,
+            producer_epoch: epoch,
+            commit,
+        },
+        20,
+    );
+    match resp {
+        TxnResponse::EndTxn { error } => (error, out),
+        other => panic!("{other:?}"),
+    }
+}
+
+fn replayed(c: &TxnCoordinator) -> BTreeMap<String, TxnMeta> {
+    let mut r = TxnCoordinator::new(TxnConfig::default());
+    for rec in c.records() {
+        r.replay(&rec);
+    }
+    r.txns
+        .into_iter()
+        .map(|(k, mut m)| {
+            m.last_producer_epoch = -1;
+            (k, m)
+        })
+        .collect()
+}
+
+fn live(c: &TxnCoordinator) -> BTreeMap<String, TxnMeta> {
+    c.txns
+        .iter()
+        .map(|(k, m)| {
+            let mut m = m.clone();
+            m.last_producer_epoch = -1;
+            (k.clone(), m)
+        })
+        .collect()
+}
+
+#[test]
+fn init_gives_a_new_id_epoch_zero_then_bumps_the_epoch() {
+    let mut c = coord();
+    assert_eq!(init(&mut c, "t", 1000, 0), (0, 1000, 0));
+    // A second producer with the same id fences the first: same id, next epoch.
+    assert_eq!(init(&mut c, "t", 1001, 1), (0, 1000, 1));
+    let m = c.get("t").unwrap();
+    assert_eq!(m.state, TxnState::Empty);
+    assert_eq!(live(&c), replayed(&c));
+}
+
+#[test]
+fn init_refuses_bad_ids_and_timeouts() {
+    let mut c = coord();
+    assert_eq!(init(&mut c, "", 1, 0).0, code::INVALID_REQUEST);
+    let (resp, out) = run(
+        &mut c,
+        TxnRequest::InitProducerId {
+            transactional_id: "t".into(),
+            timeout_ms: 900_001,
+            expected: None,
+            fresh_producer_id: 1,
+        },
+        0,
+    );
+    assert!(matches!(
+        resp,
+        TxnResponse::InitProducerId {
+            error: code::INVALID_TRANSACTION_TIMEOUT,
+            ..
+        }
+    ));
+    assert!(out.records.is_empty(), "a refused request writes nothing");
+    assert!(c.get("t").is_none());
+}
+
+#[test]
+fn a_committed_transaction_prepares_writes_markers_then_completes() {
+    let mut c = coord();
+    let (_, pid, epoch) = init(&mut c, "t", 7, 0);
+    assert_eq!(
+        add(&mut c, "t", pid, epoch, &[("a", 0), ("a", 1)]),
+        vec![0, 0]
+    );
+    assert_eq!(c.get("t").unwrap().state, TxnState::Ongoing);
+    assert_eq!(c.get("t").unwrap().start_ms, 10);
+    // Adding a partition already in the transaction writes nothing.
+    let (_, out) = run(
+        &mut c,
+        TxnRequest::AddPartitions {
+            transactional_id: "t".into(),
+            producer_id: pid,
+            producer_epoch: epoch,
+            partitions: vec![("a".into(), 1)],
+            verify_only: false,
+        },
+        11,
+    );
+    assert!(out.records.is_empty());
+    assert_eq!(
+        add(&mut c, "t", pid, epoch, &[("__consumer_offsets", 3)]),
+        vec![0]
+    );
+    let (err, out) = end(&mut c, "t", pid, epoch, true);
+    assert_eq!(err, 0);
+    assert_eq!(c.get("t").unwrap().state, TxnState::PrepareCommit);
+    assert_eq!(out.records.len(), 1);
+    let job = out.markers[0].clone();
+    assert!(job.commit);
+    assert_eq!(job.producer_epoch, epoch);
+    assert_eq!(job.partitions.len(), 3);
+    // While the markers are written, a retried commit waits and an abort is refused.
+    assert_eq!(
+        end(&mut c, "t", pid, epoch, true).0,
+        code::CONCURRENT_TRANSACTIONS
+    );
+    assert_eq!(
+        end(&mut c, "t", pid, epoch, false).0,
+        code::INVALID_TXN_STATE
+    );
+    assert_eq!(
+        add(&mut c, "t", pid, epoch, &[("a", 2)]),
+        vec![code::CONCURRENT_TRANSACTIONS]
+    );
+    assert_eq!(init(&mut c, "t", 8, 30).0, code::CONCURRENT_TRANSACTIONS);
+    let mut out = TxnOutput::default();
+    c.markers_written(&job, 40, &mut out);
+    assert_eq!(out.records.len(), 1);
+    let m = c.get("t").unwrap();
+    assert_eq!(m.state, TxnState::CompleteCommit);
+    assert!(m.partitions.is_empty());
+    // A retried commit after completion succeeds; the same job again changes nothing.
+    assert_eq!(end(&mut c, "t", pid, epoch, true).0, 0);
+    let mut out = TxnOutput::default();
+    c.markers_written(&job, 41, &mut out);
+    assert!(out.records.is_empty());
+    assert_eq!(live(&c), replayed(&c));
+}
+
+#[test]
+fn a_stale_epoch_is_fenced_everywhere() {
+    let mut c = coord();
+    let (_, pid, e0) = init(&mut c, "t", 7, 0);
+    let (_, _, e1) = init(&mut c, "t", 8, 1);
+    assert_eq!(e1, e0 + 1);
+    assert_eq!(
+        add(&mut c, "t", pid, e0, &[("a", 0)]),
+        vec![code::PRODUCER_FENCED]
+    );
+    assert_eq!(
+        add(&mut c, "t", pid + 1, e1, &[("a", 0)]),
+        vec![code::INVALID_PRODUCER_ID_MAPPING]
+    );
+    assert_eq!(add(&mut c, "t", pid, e1, &[("a", 0)]), vec![0]);
+    assert_eq!(end(&mut c, "t", pid, e0, true).0, code::PRODUCER_FENCED);
+    assert_eq!(
+        end(&mut c, "nobody", pid, e1, true).0,
+        code::INVALID_PRODUCER_ID_MAPPING
+    );
+    assert_eq!(end(&mut c, "t", pid, e1, false).0, 0);
+}
+
+#[test]
+fn end_without_a_transaction_is_an_invalid_state() {
+    let mut c = coord();
+    let (_, pid, e) = init(&mut c, "t", 7, 0);
+    assert_eq!(end(&mut c, "t", pid, e, true).0, code::INVALID_TXN_STATE);
+}
+
+#[test]
+fn init_during_an_open_transaction_fences_and_aborts_it() {
+    let mut c = coord();
+    let (_, pid, e0) = init(&mut c, "t", 7, 0);
+    add(&mut c, "t", pid, e0, &[("a", 0)]);
+    let (resp, out) = run(
+        &mut c,
+        TxnRequest::InitProducerId {
+            transactional_id: "t".into(),
+            timeout_ms: 60_000,
+            expected: None,
+            fresh_producer_id: 9,
+        },
+        50,
+    );
+    assert_eq!(resp, init_error(code::CONCURRENT_TRANSACTIONS));
+    let m = c.get("t").unwrap();
+    assert_eq!(m.state, TxnState::PrepareAbort);
+    assert_eq!(m.producer_epoch, e0 + 1, "the running producer is fenced");
+    assert_eq!(out.markers.len(), 1);
+    assert!(!out.markers[0].commit);
+    assert_eq!(out.markers[0].producer_epoch, e0 + 1);
+    // The old producer's commit is fenced.
+    assert_eq!(end(&mut c, "t", pid, e0, true).0, code::PRODUCER_FENCED);
+    let mut o = TxnOutput::default();
+    c.markers_written(&out.markers[0], 60, &mut o);
+    assert_eq!(c.get("t").unwrap().state, TxnState::CompleteAbort);
+    // The retry gets the second bump.
+    assert_eq!(init(&mut c, "t", 10, 70), (0, pid, e0 + 2));
+}
+
+#[test]
+fn an_expired_transaction_is_aborted_with_a_bumped_epoch() {
+    let mut c = TxnCoordinator::new(TxnConfig {
+        abort_check_interval_ms: 100,
+        ..TxnConfig::default()
+    });
+    c.on_loaded(0);
+    let (resp, _) = run(
+        &mut c,
+        TxnRequest::InitProducerId {
+            transactional_id: "t".into(),
+            timeout_ms: 1_000,
+            expected: None,
+            fresh_producer_id: 5,
+        },
+        0,
+    );
+    assert!(matches!(resp, TxnResponse::InitProducerId { error: 0, .. }));
+    add(&mut c, "t", 5, 0, &[("a", 0)]); // at now = 10
+    let mut out = TxnOutput::default();
+    c.tick(1_000, &mut out);
+    assert!(out.records.is_empty(), "not expired before start + timeout");
+    c.tick(1_100, &mut out); // the next check after 1,000
+    assert_eq!(c.get("t").unwrap().state, TxnState::PrepareAbort);
+    assert_eq!(out.markers.len(), 1);
+    assert_eq!(out.markers[0].producer_epoch, 1);
+    assert_eq!(end(&mut c, "t", 5, 0, true).0, code::PRODUCER_FENCED);
+}
+
+#[test]
+fn idle_ids_expire_with_a_tombstone() {
+    let mut c = TxnCoordinator::new(TxnConfig {
+        id_expiration_ms: 1_000,
+        expiration_check_interval_ms: 500,
+        ..TxnConfig::default()
+    });
+    c.on_loaded(0);
+    init(&mut c, "idle", 1, 0);
+    let (_, pid, e) = init(&mut c, "busy", 2, 0);
+    add(&mut c, "busy", pid, e, &[("a", 0)]);
+    let mut out = TxnOutput::default();
+    c.tick(1_500, &mut out);
+    assert_eq!(out.records, vec![("idle".to_string(), None)]);
+    assert!(c.get("idle").is_none());
+    assert!(c.get("busy").is_some(), "an open transaction never expires");
+}
+
+#[test]
+fn kip360_retry_and_fencing_with_expected_epoch() {
+    let mut c = coord();
+    let (_, pid, e0) = init(&mut c, "t", 7, 0);
+    let req = |expected| TxnRequest::InitProducerId {
+        transactional_id: "t".into(),
+        timeout_ms: 60_000,
+        expected: Some(expected),
+        fresh_producer_id: 99,
+    };
+    let (r, _) = run(&mut c, req((pid, e0)), 1);
+    assert_eq!(
+        r,
+        TxnResponse::InitProducerId {
+            error: 0,
+            producer_id: pid,
+            producer_epoch: e0 + 1
+        }
+    );
+    // The same request again (a retry whose answer was lost): no second bump.
+    let (r, _) = run(&mut c, req((pid, e0)), 2);
+    assert_eq!(
+        r,
+        TxnResponse::InitProducerId {
+            error: 0,
+            producer_id: pid,
+            producer_epoch: e0 + 1
+        }
+    );
+    // Another producer id entirely is fenced.
+    let (r, _) = run(&mut c, req((12345, 0)), 3);
+    assert_eq!(r, init_error(code::PRODUCER_FENCED));
+}
+
+#[test]
+fn exhausted_epochs_rotate_the_producer_id() {
+    let mut c = coord();
+    init(&mut c, "t", 7, 0);
+    c.txns.get_mut("t").unwrap().producer_epoch = i16::MAX - 1;
+    assert_eq!(init(&mut c, "t", 8, 1), (0, 8, 0));
+}
+
+#[test]
+fn verification_reports_partitions_outside_the_transaction() {
+    let mut c = coord();
+    let (_, pid, e) = init(&mut c, "t", 7, 0);
+    add(&mut c, "t", pid, e, &[("a", 0)]);
+    let (r, out) = run(
+        &mut c,
+        TxnRequest::AddPartitions {
+            transactional_id: "t".into(),
+            producer_id: pid,
+            producer_epoch: e,
+            partitions: vec![("a".into(), 0), ("a".into(), 1)],
+            verify_only: true,
+        },
+        5,
+    );
+    assert_eq!(
+        r,
+        TxnResponse::AddPartitions(vec![0, code::TRANSACTION_ABORTABLE])
+    );
+    assert!(out.records.is_empty());
+}
+
+#[test]
+fn a_load_resends_the_markers_of_prepared_transactions() {
+    let mut c = coord();
+    let (_, pid, e) = init(&mut c, "t", 7, 0);
+    add(&mut c, "t", pid, e, &[("a", 0)]);
+    end(&mut c, "t", pid, e, false);
+    let mut r = TxnCoordinator::new(TxnConfig::default());
+    for rec in c.records() {
+        r.replay(&rec);
+    }
+    let jobs = r.on_loaded(100);
+    assert_eq!(jobs.len(), 1);
+    assert!(!jobs[0].commit);
+    assert_eq!(jobs[0].partitions, vec![("a".to_string(), 0)]);
+}
+
+#[test]
+fn describe_and_list() {
+    let mut c = coord();
+    let (_, pid, e) = init(&mut c, "t", 7, 0);
+    init(&mut c, "u", 8, 0);
+    add(&mut c, "t", pid, e, &[("a", 0)]);
+    match run(
+        &mut c,
+        TxnRequest::Describe {
+            transactional_id: "t".into(),
+        },
+        5,
+    )
+    .0
+    {
+        TxnResponse::Describe(Ok(d)) => {
+            assert_eq!(d.state, "Ongoing");
+            assert_eq!(d.partitions, vec![("a".to_string(), 0)]);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        run(
+            &mut c,
+            TxnRequest::Describe {
+                transactional_id: "x".into()
+            },
+            5
+        )
+        .0,
+        TxnResponse::Describe(Err(code::TRANSACTIONAL_ID_NOT_FOUND))
+    );
+    let list = |c: &mut TxnCoordinator, states: &[&str], d: i64| match run(
+        c,
+        TxnRequest::List {
+            states: states.iter().map(|s| s.to_string()).collect(),
+            producer_ids: vec![],
+            min_duration_ms: d,
+        },
+        1_000,
+    )
+    .0
+    {
+        TxnResponse::List(l) => l
+            .into_iter()
+            .map(|t| t.transactional_id)
+            .collect::<Vec<_>>(),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(list(&mut c, &[], -1), vec!["t", "u"]);
+    assert_eq!(list(&mut c, &["Empty"], -1), vec!["u"]);
+    assert_eq!(list(&mut c, &[], 990), vec!["t"]);
+    assert!(list(&mut c, &[], 991).is_empty());
+}
