@@ -121,6 +121,33 @@ pub fn encode_batch(
     out[start + 17..start + 21].copy_from_slice(&crc.to_be_bytes());
 }
 
+/// Turn an encoded batch (one, at the start of `batch`) into what an idempotent or
+/// transactional producer sends: producer id, epoch and base sequence set, the transactional
+/// attribute (0x10) set or cleared, CRC recomputed. For tools and tests that play a producer.
+pub fn stamp_producer(
+    batch: &mut [u8],
+    producer_id: i64,
+    producer_epoch: i16,
+    base_sequence: i32,
+    transactional: bool,
+) {
+    let end = LOG_OVERHEAD
+        + i32::from_be_bytes(batch[8..12].try_into().expect("4 bytes")).max(0) as usize;
+    let batch = &mut batch[..end];
+    batch[43..51].copy_from_slice(&producer_id.to_be_bytes());
+    batch[51..53].copy_from_slice(&producer_epoch.to_be_bytes());
+    batch[53..57].copy_from_slice(&base_sequence.to_be_bytes());
+    let attrs = i16::from_be_bytes([batch[21], batch[22]]);
+    let attrs = if transactional {
+        attrs | 0x10
+    } else {
+        attrs & !0x10
+    };
+    batch[21..23].copy_from_slice(&attrs.to_be_bytes());
+    let crc = crc32c::crc32c(&batch[CRC_START..]);
+    batch[17..21].copy_from_slice(&crc.to_be_bytes());
+}
+
 /// Batch attributes of a transaction marker: transactional (0x10) | control (0x20), codec none,
 /// CreateTime.
 pub const MARKER_ATTRIBUTES: i16 = 0x30;

@@ -243,6 +243,7 @@ pub struct ReadPlan<F> {
     file: Rc<F>,
     pos: u64,
     len: usize,
+    last_offset: u64,
 }
 
 impl<F: LogFile> ReadPlan<F> {
@@ -254,6 +255,11 @@ impl<F: LogFile> ReadPlan<F> {
     }
     pub fn is_empty(&self) -> bool {
         self.len == 0
+    }
+    /// The last offset of the last batch read: a read_committed fetch asks for the aborted
+    /// transactions below the next one.
+    pub fn last_offset(&self) -> u64 {
+        self.last_offset
     }
 }
 
@@ -858,6 +864,7 @@ impl<D: LogDir + Clone> TopicLog<D> {
             }
             let start = seg.entries[ei].pos;
             let mut end = start;
+            let mut last_offset = 0;
             for e in &seg.entries[ei..] {
                 if e.last >= max_offset {
                     break;
@@ -867,6 +874,7 @@ impl<D: LogDir + Clone> TopicLog<D> {
                     break;
                 }
                 end = next;
+                last_offset = e.last;
             }
             if end == start {
                 return Read::Empty;
@@ -875,6 +883,7 @@ impl<D: LogDir + Clone> TopicLog<D> {
                 file: seg.file.clone(),
                 pos: start,
                 len: (end - start) as usize,
+                last_offset,
             });
         }
         Read::Empty
@@ -1166,14 +1175,7 @@ mod tests {
             vals.iter().map(|v| (None, Some(v.as_slice()))).collect();
         let mut b = Vec::new();
         encode_batch(0, ts, &recs, &mut b);
-        b[43..51].copy_from_slice(&pid.to_be_bytes());
-        b[51..53].copy_from_slice(&epoch.to_be_bytes());
-        b[53..57].copy_from_slice(&seq.to_be_bytes());
-        if transactional {
-            b[21..23].copy_from_slice(&ATTR_TRANSACTIONAL.to_be_bytes());
-        }
-        let crc = crc32c::crc32c(&b[CRC_START..]);
-        b[17..21].copy_from_slice(&crc.to_be_bytes());
+        crate::batch::stamp_producer(&mut b, pid, epoch, seq, transactional);
         b
     }
 
@@ -1472,6 +1474,10 @@ mod tests {
         // read_committed stops at the LSO: whole batches below it only.
         let b = batches_below(&log, lso(&log));
         assert_eq!(b, vec![(0, 0x10, 8)]);
+        match log.borrow().read_upto(0, 1 << 20, true, 2) {
+            Read::Data(p) => assert_eq!(p.last_offset(), 1),
+            _ => panic!("batch 0..=1 is below the LSO"),
+        }
         assert!(matches!(
             log.borrow().read_upto(2, 1 << 20, true, 2),
             Read::Empty
