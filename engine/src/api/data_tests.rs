@@ -758,8 +758,7 @@ fn odd_inputs_do_not_panic() {
 /// not, as a client sends it.
 fn producer_batch(n: usize, pid: i64, seq: i32, transactional: bool) -> Bytes {
     let vals: Vec<Vec<u8>> = (0..n).map(|i| format!("p{pid}-{i}").into_bytes()).collect();
-    let recs: Vec<(Option<&[u8]>, Option<&[u8]>)> =
-        vals.iter().map(|v| (None, Some(v.as_slice()))).collect();
+    let recs: Vec<_> = vals.iter().map(|v| (None, Some(v.as_slice()))).collect();
     let mut b = Vec::new();
     storage::batch::encode_batch(0, 1_000 + pid, &recs, &mut b);
     storage::batch::stamp_producer(&mut b, pid, 0, seq, transactional);

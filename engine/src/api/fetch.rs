@@ -4,7 +4,7 @@
 use super::calls::{call_all, call_data};
 use super::common::{code, has_partition, leader_epoch_error, UNKNOWN_OFFSET};
 use crate::broker::Broker;
-use crate::data::{owner_shard, DataOp, DataReply, PartitionRead, ReadItem};
+use crate::data::{owner_shard, DataOp, DataReply, PartitionRead, ReadItem, WaitItem};
 use crate::runtime::shard::Shard;
 use crate::topics::Topic;
 use bytes::Bytes;
@@ -322,7 +322,7 @@ pub(super) async fn handle(shard: &Rc<Shard>, req: FetchRequest, version: i16) -
             return first.response; // nothing to read: the answer does not depend on the logs
         }
         let mut by_owner: HashMap<usize, Vec<ReadItem>> = HashMap::new();
-        let mut waits: HashMap<usize, Vec<(Arc<Topic>, i32, i64, bool)>> = HashMap::new();
+        let mut waits: HashMap<usize, Vec<WaitItem>> = HashMap::new();
         for it in items {
             let owner = owner_shard(&it.topic.name, it.partition, shards);
             waits.entry(owner).or_default().push((
@@ -383,7 +383,7 @@ pub(super) async fn handle(shard: &Rc<Shard>, req: FetchRequest, version: i16) -
 /// of its last stable offset, e.g. a marker made durable), or `timeout_ms`.
 pub(crate) async fn wait_for_append(
     shard: &Rc<Shard>,
-    waits: HashMap<usize, Vec<(Arc<Topic>, i32, i64, bool)>>,
+    waits: HashMap<usize, Vec<WaitItem>>,
     timeout_ms: u64,
 ) {
     let done = crate::oneshot::OneShot::<()>::new();

@@ -53,7 +53,7 @@ pub enum DataOp {
     /// high watermark, or below the last stable offset when the flag, read_committed, is set),
     /// or after the timeout (a Fetch waiting for min_bytes).
     Wait {
-        items: Vec<(Arc<Topic>, i32, i64, bool)>,
+        items: Vec<WaitItem>,
         timeout_ms: u64,
     },
     /// ListOffsets for one partition; `timestamp` is the request's (-1, -2, -3, -4 or >= 0).
@@ -83,6 +83,9 @@ pub enum DataOp {
     /// Close the partitions of topics that no longer exist and remove their directories.
     Forget,
 }
+
+/// One partition of a `DataOp::Wait`: (topic, partition, fetch offset, read_committed).
+pub type WaitItem = (Arc<Topic>, i32, i64, bool);
 
 #[derive(Debug)]
 pub struct ReadItem {

@@ -505,7 +505,7 @@ impl DataStore {
         }
     }
 
-    async fn wait(self: &Rc<Self>, items: Vec<(Arc<Topic>, i32, i64, bool)>, timeout_ms: u64) {
+    async fn wait(self: &Rc<Self>, items: Vec<super::WaitItem>, timeout_ms: u64) {
         let mut waiters = Vec::new();
         for (topic, partition, offset, read_committed) in &items {
             // A partition that cannot change (internal, or failing to open) is not waited on;
