@@ -8,9 +8,9 @@
 //! Each is staged into one log in turn (a `Busy` answer is followed by a flush and a retry).
 //!
 //! Checks, per batch: `stage` never panics; it accepts only a batch that is whole, magic 2,
-//! CRC-32C-valid (checked here independently of `peek_batch`), not control or transactional,
-//! with `last offset delta = records - 1` and, when uncompressed, records that parse with offset
-//! deltas 0..n; an accepted batch gets the next offsets and is stored CRC-valid (also after the
+//! CRC-32C-valid (checked here independently of `peek_batch`), not control, transactional only
+//! with a producer id, with `last offset delta = records - 1` and, when uncompressed, records
+//! that parse with offset deltas 0..n; an accepted batch gets the next offsets and is stored CRC-valid (also after the
 //! LogAppendTime rewrite); a duplicate gets the offsets of an earlier batch and stages nothing; a
 //! rejected batch changes neither the log nor the caller's bytes. At the end, after a flush and
 //! a reopen, recovery cuts nothing, every accepted batch reads back byte for byte, and the
@@ -117,7 +117,11 @@ fuzz_target!(|data: &[u8]| {
         let attrs = be_i16(&orig, 21);
         let count = be_i32(&orig, 57);
         let delta = be_i32(&orig, 23);
-        assert_eq!(attrs & 0x30, 0, "accepted a control or transactional batch");
+        assert_eq!(attrs & 0x20, 0, "accepted a control batch");
+        assert!(
+            attrs & 0x10 == 0 || be_i64(&orig, 43) >= 0,
+            "accepted a transactional batch without a producer id"
+        );
         assert!(
             count > 0 && delta == count - 1,
             "accepted {count} records with delta {delta}"

@@ -121,6 +121,122 @@ pub fn encode_batch(
     out[start + 17..start + 21].copy_from_slice(&crc.to_be_bytes());
 }
 
+/// Turn an encoded batch (one, at the start of `batch`) into what an idempotent or
+/// transactional producer sends: producer id, epoch and base sequence set, the transactional
+/// attribute (0x10) set or cleared, CRC recomputed. For tools and tests that play a producer.
+pub fn stamp_producer(
+    batch: &mut [u8],
+    producer_id: i64,
+    producer_epoch: i16,
+    base_sequence: i32,
+    transactional: bool,
+) {
+    let end = LOG_OVERHEAD
+        + i32::from_be_bytes(batch[8..12].try_into().expect("4 bytes")).max(0) as usize;
+    let batch = &mut batch[..end];
+    batch[43..51].copy_from_slice(&producer_id.to_be_bytes());
+    batch[51..53].copy_from_slice(&producer_epoch.to_be_bytes());
+    batch[53..57].copy_from_slice(&base_sequence.to_be_bytes());
+    let attrs = i16::from_be_bytes([batch[21], batch[22]]);
+    let attrs = if transactional {
+        attrs | 0x10
+    } else {
+        attrs & !0x10
+    };
+    batch[21..23].copy_from_slice(&attrs.to_be_bytes());
+    let crc = crc32c::crc32c(&batch[CRC_START..]);
+    batch[17..21].copy_from_slice(&crc.to_be_bytes());
+}
+
+/// Batch attributes of a transaction marker: transactional (0x10) | control (0x20), codec none,
+/// CreateTime.
+pub const MARKER_ATTRIBUTES: i16 = 0x30;
+/// Control record types of a transaction marker (`ControlRecordType.java`: ABORT 0, COMMIT 1).
+pub const CONTROL_ABORT: i16 = 0;
+pub const CONTROL_COMMIT: i16 = 1;
+/// Bytes of an encoded marker batch: the 61-byte header plus one 17-byte record (length varint
+/// 1 + attributes 1 + timestamp delta 1 + offset delta 1 + key length 1 + key 4 + value length 1
+/// + value 6 + header count 1), `DefaultRecordBatch.RECORD_BATCH_OVERHEAD +
+/// EndTransactionMarker.CURRENT_END_TXN_SCHEMA_RECORD_SIZE`.
+pub const MARKER_BATCH_BYTES: usize = 78;
+
+/// Encode a transaction marker (a control batch ending a producer's transaction on a
+/// partition) as Kafka's `MemoryRecords.withEndTransactionMarker` builds it
+/// (`clients/.../record/MemoryRecords.java`, `MemoryRecordsBuilder.appendEndTxnMarker`): attributes
+/// transactional | control, producer id and epoch, base sequence -1 (`NO_SEQUENCE`), leader
+/// epoch 0 (this broker's), both timestamps `timestamp`, and one record whose key is the control
+/// record key v0 [version i16 = 0, type i16] (`ControlRecordType.recordKey`) and whose value is
+/// the end-transaction-marker value v0 [version i16 = 0, coordinator epoch i32]
+/// (`EndTransactionMarker.serializeValue`).
+pub fn encode_marker(
+    base_offset: u64,
+    timestamp: i64,
+    producer_id: i64,
+    producer_epoch: i16,
+    commit: bool,
+    coordinator_epoch: i32,
+    out: &mut Vec<u8>,
+) {
+    let start = out.len();
+    out.extend_from_slice(&(base_offset as i64).to_be_bytes());
+    out.extend_from_slice(&((MARKER_BATCH_BYTES - LOG_OVERHEAD) as i32).to_be_bytes());
+    out.extend_from_slice(&0i32.to_be_bytes()); // partition leader epoch
+    out.push(2); // magic
+    out.extend_from_slice(&0u32.to_be_bytes()); // crc, patched below
+    out.extend_from_slice(&MARKER_ATTRIBUTES.to_be_bytes());
+    out.extend_from_slice(&0i32.to_be_bytes()); // last offset delta
+    out.extend_from_slice(&timestamp.to_be_bytes()); // base timestamp
+    out.extend_from_slice(&timestamp.to_be_bytes()); // max timestamp
+    out.extend_from_slice(&producer_id.to_be_bytes());
+    out.extend_from_slice(&producer_epoch.to_be_bytes());
+    out.extend_from_slice(&(-1i32).to_be_bytes()); // base sequence: NO_SEQUENCE
+    out.extend_from_slice(&1i32.to_be_bytes()); // records count
+    let kind = if commit {
+        CONTROL_COMMIT
+    } else {
+        CONTROL_ABORT
+    };
+    let mut body = Vec::with_capacity(16);
+    body.push(0); // record attributes
+    put_varint(&mut body, 0); // timestamp delta
+    put_varint(&mut body, 0); // offset delta
+    put_varint(&mut body, 4);
+    body.extend_from_slice(&0i16.to_be_bytes()); // control key version
+    body.extend_from_slice(&kind.to_be_bytes());
+    put_varint(&mut body, 6);
+    body.extend_from_slice(&0i16.to_be_bytes()); // marker value version
+    body.extend_from_slice(&coordinator_epoch.to_be_bytes());
+    put_varint(&mut body, 0); // headers
+    put_varint(out, body.len() as i64);
+    out.extend_from_slice(&body);
+    debug_assert_eq!(out.len() - start, MARKER_BATCH_BYTES);
+    let crc = crc32c::crc32c(&out[start + CRC_START..]);
+    out[start + 17..start + 21].copy_from_slice(&crc.to_be_bytes());
+}
+
+/// A transaction marker's content: (commit, coordinator epoch), parsed as Kafka's
+/// `EndTransactionMarker.deserialize` does: key at least 4 bytes, version >= 0, type ABORT or
+/// COMMIT; value at least 6 bytes, version >= 0 (a newer version is read as v0). `None` for a
+/// control record that is not a transaction marker or does not parse.
+pub fn parse_marker(key: Option<&[u8]>, value: Option<&[u8]>) -> Option<(bool, i32)> {
+    let key = key.filter(|k| k.len() >= 4)?;
+    let value = value.filter(|v| v.len() >= 6)?;
+    let key_version = i16::from_be_bytes([key[0], key[1]]);
+    let value_version = i16::from_be_bytes([value[0], value[1]]);
+    if key_version < 0 || value_version < 0 {
+        return None;
+    }
+    let commit = match i16::from_be_bytes([key[2], key[3]]) {
+        CONTROL_ABORT => false,
+        CONTROL_COMMIT => true,
+        _ => return None,
+    };
+    Some((
+        commit,
+        i32::from_be_bytes(value[2..6].try_into().expect("4 bytes")),
+    ))
+}
+
 /// The header fields of a batch that readers need.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BatchHeader {
@@ -513,6 +629,77 @@ mod tests {
             }
         );
         assert_eq!(recs[1].value, None);
+    }
+
+    #[test]
+    fn a_transaction_marker_is_kafkas_control_batch() {
+        // What `MemoryRecords.withEndTransactionMarker(offset 9, ts, leader epoch 0, pid 4242,
+        // epoch 3, new EndTransactionMarker(COMMIT, 17))` writes, field by field.
+        let mut out = Vec::new();
+        encode_marker(9, 1_700_000_000_123, 4242, 3, true, 17, &mut out);
+        let mut want = Vec::new();
+        want.extend_from_slice(&9i64.to_be_bytes());
+        want.extend_from_slice(&66i32.to_be_bytes()); // 78 - 12
+        want.extend_from_slice(&0i32.to_be_bytes());
+        want.push(2);
+        want.extend_from_slice(&[0; 4]); // crc
+        want.extend_from_slice(&0x30i16.to_be_bytes());
+        want.extend_from_slice(&0i32.to_be_bytes());
+        want.extend_from_slice(&1_700_000_000_123i64.to_be_bytes());
+        want.extend_from_slice(&1_700_000_000_123i64.to_be_bytes());
+        want.extend_from_slice(&4242i64.to_be_bytes());
+        want.extend_from_slice(&3i16.to_be_bytes());
+        want.extend_from_slice(&(-1i32).to_be_bytes());
+        want.extend_from_slice(&1i32.to_be_bytes());
+        // Record: length 16 (zig-zag 32), attributes 0, deltas 0, key length 4 (8) [0 0 0 1],
+        // value length 6 (12) [0 0 | 0 0 0 17], no headers.
+        want.extend_from_slice(&[32, 0, 0, 0, 8, 0, 0, 0, 1, 12, 0, 0, 0, 0, 0, 17, 0]);
+        let crc = crc32c::crc32c(&want[CRC_START..]);
+        want[17..21].copy_from_slice(&crc.to_be_bytes());
+        assert_eq!(out, want);
+        assert_eq!(out.len(), MARKER_BATCH_BYTES);
+        let Peek::Batch(h) = peek_batch(&out, 0, 1 << 20).unwrap() else {
+            panic!()
+        };
+        assert_eq!(
+            (
+                h.base_offset,
+                h.last_offset(),
+                h.records_count,
+                h.attributes
+            ),
+            (9, 9, 1, 0x30)
+        );
+        let recs = decode_records(&out, &h, 0).unwrap();
+        assert_eq!(recs.len(), 1);
+        assert_eq!(recs[0].timestamp, 1_700_000_000_123);
+        assert_eq!(
+            parse_marker(recs[0].key.as_deref(), recs[0].value.as_deref()),
+            Some((true, 17))
+        );
+        out.clear();
+        encode_marker(0, 5, 1, 0, false, -1, &mut out);
+        let Peek::Batch(h) = peek_batch(&out, 0, 1 << 20).unwrap() else {
+            panic!()
+        };
+        let r = &decode_records(&out, &h, 0).unwrap()[0];
+        assert_eq!(r.key.as_deref(), Some(&[0u8, 0, 0, 0][..]));
+        assert_eq!(
+            parse_marker(r.key.as_deref(), r.value.as_deref()),
+            Some((false, -1))
+        );
+        // Not a transaction marker: a KRaft control type, short key or value, negative version.
+        let v = [0u8, 0, 0, 0, 0, 1];
+        assert_eq!(parse_marker(Some(&[0, 0, 0, 2]), Some(&v)), None);
+        assert_eq!(parse_marker(Some(&[0, 0, 0]), Some(&v)), None);
+        assert_eq!(parse_marker(Some(&[0, 0, 0, 1]), Some(&v[..5])), None);
+        assert_eq!(parse_marker(Some(&[0xff, 0xff, 0, 1]), Some(&v)), None);
+        assert_eq!(parse_marker(None, Some(&v)), None);
+        // A newer value version is read as v0, as Kafka does.
+        assert_eq!(
+            parse_marker(Some(&[0, 0, 0, 1]), Some(&[0, 1, 0, 0, 0, 9, 7])),
+            Some((true, 9))
+        );
     }
 
     #[test]

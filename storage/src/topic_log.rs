@@ -7,7 +7,22 @@
 //!   offset index and the time index at once. Lookups are binary searches; 40 bytes per batch.
 //! - the idempotent-producer state: per producer id, its epoch and the sequence ranges of its
 //!   last five batches (Kafka's `ProducerStateEntry.NUM_BATCHES_TO_RETAIN`), so a retried batch
-//!   is answered with its first offset instead of being stored twice.
+//!   is answered with its first offset instead of being stored twice; for transactional
+//!   producers also the coordinator epoch of its last marker and its ongoing transaction (the
+//!   first offset of its first transactional batch since its last marker).
+//! - the transactions (Kafka's `ProducerStateManager` and `TransactionIndex`, kept in memory):
+//!   the ongoing ones, the ended ones whose marker is not yet durable, and the aborted ones
+//!   (producer id, first offset, marker offset) for read_committed fetches. The aborted index
+//!   grows by 32 bytes per abort and shrinks only when the log start passes a marker
+//!   (retention, DeleteRecords): proportional to the aborts the log still holds.
+//!
+//! Transactions (`stage` accepts transactional batches from producers with an id;
+//! `stage_marker` writes the COMMIT/ABORT control batch the transaction coordinator asks for,
+//! in Kafka's byte format, `batch::encode_marker`): the last stable offset is the high
+//! watermark held back to the first offset of the oldest transaction that is ongoing or whose
+//! marker is not yet durable, so a read_committed consumer (which reads only below it,
+//! `read_upto`) never sees data whose abort a crash could take back. Recovery rebuilds all of
+//! it from the batches: a transaction whose marker never reached the disk stays ongoing.
 //!
 //! Writes are staged, then flushed: `stage` validates a batch, assigns offsets and appends it to
 //! an in-memory buffer; `flush` writes everything staged since the last flush with one write and
@@ -18,11 +33,14 @@
 //! The log start offset (moved by DeleteRecords and retention) is kept in a 16-byte file
 //! `log-start-offset` (magic, offset, CRC-32C), one small write and a sync.
 
-use crate::batch::{for_each_record, peek_batch, BatchHeader, Peek, BATCH_OVERHEAD, LOG_OVERHEAD};
+use crate::batch::{
+    encode_marker, for_each_record, parse_marker, peek_batch, BatchHeader, Peek, BATCH_OVERHEAD,
+    LOG_OVERHEAD,
+};
 use crate::io::{LogDir, LogFile};
 use crate::log::{parse_segment_name, scan_batches, segment_name};
 use std::cell::RefCell;
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::io;
 use std::rc::Rc;
 
@@ -70,8 +88,16 @@ pub enum AppendError {
     Invalid(String),
     /// A sequence gap for an idempotent producer: OUT_OF_ORDER_SEQUENCE_NUMBER.
     OutOfOrderSequence { expected: i32, got: i32 },
-    /// An epoch older than the producer's current one: INVALID_PRODUCER_EPOCH.
+    /// An epoch older than the producer's current one, on a data batch or a transaction marker:
+    /// INVALID_PRODUCER_EPOCH (`ProducerAppendInfo.checkProducerEpoch` throws
+    /// `InvalidProducerEpochException` for both since Kafka 2.7, not PRODUCER_FENCED).
     StaleProducerEpoch { current: i16, got: i16 },
+    /// A non-transactional batch from a producer with an ongoing transaction: INVALID_TXN_STATE
+    /// (`ProducerAppendInfo.appendDataBatch`).
+    InvalidTxnState { first_offset: u64 },
+    /// A marker from a coordinator epoch older than the producer's last marker's:
+    /// TRANSACTION_COORDINATOR_FENCED (`ProducerAppendInfo.checkCoordinatorEpoch`).
+    CoordinatorFenced { current: i32, got: i32 },
     /// Too many bytes staged; wait for the flush in progress and stage again.
     Busy,
 }
@@ -85,6 +111,8 @@ impl AppendError {
             AppendError::Invalid(_) => 87,
             AppendError::OutOfOrderSequence { .. } => 45,
             AppendError::StaleProducerEpoch { .. } => 47,
+            AppendError::InvalidTxnState { .. } => 48,
+            AppendError::CoordinatorFenced { .. } => 52,
             AppendError::Busy => 7, // REQUEST_TIMED_OUT: only if the caller gives up waiting
         }
     }
@@ -97,6 +125,13 @@ impl AppendError {
             }
             AppendError::StaleProducerEpoch { current, got } => {
                 format!("producer epoch {got} is older than the current {current}")
+            }
+            AppendError::InvalidTxnState { first_offset } => format!(
+                "a non-transactional batch from a producer whose transaction at offset \
+                 {first_offset} is ongoing"
+            ),
+            AppendError::CoordinatorFenced { current, got } => {
+                format!("coordinator epoch {got} is older than the current {current}")
             }
             AppendError::Busy => "too many bytes waiting for the disk".into(),
         }
@@ -131,11 +166,76 @@ struct Segment<F> {
     max_ts: i64,
 }
 
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 struct Producer {
     epoch: i16,
     /// (first sequence, last sequence, base offset, last offset), oldest first.
     batches: VecDeque<(i32, i32, u64, u64)>,
+    /// The coordinator epoch of the producer's last marker (-1: none yet); a marker from an
+    /// older coordinator is fenced.
+    coordinator_epoch: i32,
+    /// The ongoing transaction: the first offset of the first transactional batch since the
+    /// producer's last marker (`ProducerStateEntry.currentTxnFirstOffset`).
+    txn_first: Option<u64>,
+}
+
+impl Default for Producer {
+    /// Kafka's `ProducerStateEntry.empty`: no epoch (-1), no coordinator epoch, no transaction.
+    fn default() -> Self {
+        Self {
+            epoch: -1,
+            batches: VecDeque::new(),
+            coordinator_epoch: -1,
+            txn_first: None,
+        }
+    }
+}
+
+/// One aborted transaction (`AbortedTxn` of Kafka's `TransactionIndex`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Aborted {
+    producer_id: i64,
+    first: u64,
+    /// The offset of its ABORT marker.
+    last: u64,
+    /// The last stable offset right after the marker: the first offset of the oldest other
+    /// ongoing transaction, else `last + 1` (`ProducerStateManager.lastStableOffset`). Every
+    /// later abort starts at or after it, so a search stops there.
+    stable_after: u64,
+}
+
+/// The partition's transactions: what the last stable offset and read_committed fetches need
+/// (`ProducerStateManager`'s `ongoingTxns` and `unreplicatedTxns`, and the partition's
+/// `TransactionIndex` files, kept in memory).
+#[derive(Debug, Default)]
+struct Txns {
+    /// Ongoing transactions: first offset -> producer id.
+    ongoing: BTreeMap<u64, i64>,
+    /// Ended transactions whose marker is not yet durable: first offset -> marker offset. Until
+    /// the marker is flushed they hold the last stable offset back: a crash could take the
+    /// marker back and leave the transaction open.
+    ending: BTreeMap<u64, u64>,
+    /// Aborted transactions in marker order (so also ordered by `last`). Bound: one entry (32
+    /// bytes) per aborted transaction still in the log; entries go when retention or
+    /// DeleteRecords move the log start past their marker.
+    aborted: VecDeque<Aborted>,
+}
+
+impl Txns {
+    /// The first offset of the oldest ongoing or not yet durably ended transaction.
+    fn first_unstable(&self) -> Option<u64> {
+        let a = self.ongoing.keys().next().copied();
+        let b = self.ending.keys().next().copied();
+        match (a, b) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+    /// Markers below the high watermark are durable: their transactions are complete
+    /// (`ProducerStateManager.onHighWatermarkUpdated`).
+    fn on_high_watermark(&mut self, hw: u64) {
+        self.ending.retain(|_, marker| *marker >= hw);
+    }
 }
 
 /// A contiguous byte range of one segment to read: whole batches.
@@ -143,6 +243,7 @@ pub struct ReadPlan<F> {
     file: Rc<F>,
     pos: u64,
     len: usize,
+    last_offset: u64,
 }
 
 impl<F: LogFile> ReadPlan<F> {
@@ -154,6 +255,11 @@ impl<F: LogFile> ReadPlan<F> {
     }
     pub fn is_empty(&self) -> bool {
         self.len == 0
+    }
+    /// The last offset of the last batch read: a read_committed fetch asks for the aborted
+    /// transactions below the next one.
+    pub fn last_offset(&self) -> u64 {
+        self.last_offset
     }
 }
 
@@ -190,6 +296,7 @@ pub struct TopicLog<D: LogDir> {
     pending: Vec<u8>,
     pending_entries: Vec<Entry>,
     producers: HashMap<i64, Producer>,
+    txns: Txns,
 }
 
 fn be_i16(b: &[u8], at: usize) -> i16 {
@@ -232,6 +339,7 @@ impl<D: LogDir + Clone> TopicLog<D> {
         let mut report = TopicRecovery::default();
         let mut segments: Vec<Segment<D::File>> = Vec::new();
         let mut producers: HashMap<i64, Producer> = HashMap::new();
+        let mut txns = Txns::default();
         let mut next_offset = bases.first().copied().unwrap_or(0);
         let mut cut = false;
         let max_batch = config.max_message_bytes.max(1 << 20) * 4;
@@ -279,7 +387,7 @@ impl<D: LogDir + Clone> TopicLog<D> {
                         max_ts,
                     });
                     seg_max_ts = seg_max_ts.max(max_ts);
-                    remember_producer(&mut producers, b, h);
+                    remember_producer(&mut producers, &mut txns, b, h);
                     report.batches += 1;
                     report.bytes += h.size as u64;
                     next_offset = h.last_offset() + 1;
@@ -313,6 +421,13 @@ impl<D: LogDir + Clone> TopicLog<D> {
         report.segments = segments.len();
         report.log_start_offset = log_start;
         report.next_offset = next_offset;
+        // Everything found is durable, so every marker found completed its transaction; a
+        // transaction without its marker stays ongoing (as Kafka reloads it), and aborts whose
+        // marker is below the log start are no longer served.
+        txns.on_high_watermark(next_offset);
+        while txns.aborted.front().is_some_and(|a| a.last < log_start) {
+            txns.aborted.pop_front();
+        }
         Ok((
             Self {
                 dir,
@@ -324,6 +439,7 @@ impl<D: LogDir + Clone> TopicLog<D> {
                 pending: Vec::new(),
                 pending_entries: Vec::new(),
                 producers,
+                txns,
             },
             report,
         ))
@@ -395,9 +511,10 @@ impl<D: LogDir + Clone> TopicLog<D> {
                 "control batches may only be written by the broker".into(),
             ));
         }
-        if h.attributes & ATTR_TRANSACTIONAL != 0 {
+        let transactional = h.attributes & ATTR_TRANSACTIONAL != 0;
+        if transactional && producer_fields(batch).0 < 0 {
             return Err(AppendError::Invalid(
-                "transactional batches are not supported by this broker".into(),
+                "a transactional batch needs a producer id".into(),
             ));
         }
         if h.records_count == 0 || h.last_offset_delta != h.records_count - 1 {
@@ -451,31 +568,24 @@ impl<D: LogDir + Clone> TopicLog<D> {
                             got: first_seq,
                         });
                     }
-                } else if first_seq != 0 {
-                    // A new epoch starts its sequences at 0.
+                } else if first_seq != 0 && p.epoch != -1 {
+                    // A new epoch starts its sequences at 0 (unless the producer had no epoch:
+                    // only markers of an unknown producer were seen).
                     return Err(AppendError::OutOfOrderSequence {
                         expected: 0,
                         got: first_seq,
                     });
                 }
+                // Checked after epoch and sequence, as `ProducerAppendInfo.appendDataBatch`
+                // does; a new epoch does not end the transaction, only a marker does.
+                if let (Some(first_offset), false) = (p.txn_first, transactional) {
+                    return Err(AppendError::InvalidTxnState { first_offset });
+                }
             }
             // An unknown producer (new, or its state went with old segments) starts anywhere:
             // Kafka accepts it rather than failing producers whose history was deleted.
         }
-        if self.pending.len() + batch.len() > self.config.max_pending_bytes
-            && !self.pending.is_empty()
-        {
-            return Err(AppendError::Busy);
-        }
-        // Offsets are i64 on disk: a batch past i64::MAX would be written and then lost as
-        // corrupt by the next recovery. (Only a corrupt log gets this far.)
-        let last = self.next_offset.checked_add(h.last_offset_delta as u64);
-        if last.is_none_or(|l| l > i64::MAX as u64) {
-            return Err(AppendError::Invalid(format!(
-                "offsets exhausted: {} records at offset {}",
-                h.records_count, self.next_offset
-            )));
-        }
+        self.check_room(batch.len(), h.last_offset_delta, h.records_count)?;
         let base = self.next_offset;
         batch[0..8].copy_from_slice(&(base as i64).to_be_bytes());
         // Partition leader epoch: this single broker leads at epoch 0 (what Metadata says).
@@ -493,9 +603,38 @@ impl<D: LogDir + Clone> TopicLog<D> {
             base_offset: base,
             ..h
         };
-        remember_producer(&mut self.producers, batch, &header);
+        self.push_pending(batch, &header);
+        Ok(Staged {
+            base_offset: base,
+            last_offset: header.last_offset(),
+            log_append_time: append_time,
+            duplicate: false,
+        })
+    }
+
+    /// Room for one more batch: `Busy` while too much waits for the disk, and never an offset
+    /// past i64::MAX (it would be written and then lost as corrupt by the next recovery; only a
+    /// corrupt log gets this far).
+    fn check_room(&self, bytes: usize, last_delta: i32, records: i32) -> Result<(), AppendError> {
+        if self.pending.len() + bytes > self.config.max_pending_bytes && !self.pending.is_empty() {
+            return Err(AppendError::Busy);
+        }
+        let last = self.next_offset.checked_add(last_delta.max(0) as u64);
+        if last.is_none_or(|l| l > i64::MAX as u64) {
+            return Err(AppendError::Invalid(format!(
+                "offsets exhausted: {records} records at offset {}",
+                self.next_offset
+            )));
+        }
+        Ok(())
+    }
+
+    /// Stage a validated batch whose offsets are assigned: producer and transaction state,
+    /// index entry, bytes.
+    fn push_pending(&mut self, batch: &[u8], header: &BatchHeader) {
+        remember_producer(&mut self.producers, &mut self.txns, batch, header);
         self.pending_entries.push(Entry {
-            base,
+            base: header.base_offset,
             last: header.last_offset(),
             pos: self.pending.len() as u64,
             size: batch.len() as u32,
@@ -503,12 +642,114 @@ impl<D: LogDir + Clone> TopicLog<D> {
         });
         self.pending.extend_from_slice(batch);
         self.next_offset = header.last_offset() + 1;
+    }
+
+    /// Stage a transaction marker for `producer_id` (what WriteTxnMarkers writes to each
+    /// partition of a transaction): a control batch in Kafka's format (`batch::encode_marker`)
+    /// at the next offset, stamped `now_ms` (and flagged LogAppendTime on such topics, as
+    /// Kafka's `LogValidator` does to every batch). It ends the producer's ongoing
+    /// transaction; an ABORT adds it to the aborted-transactions index. The transaction counts
+    /// as complete (stops holding the last stable offset back) once the marker is flushed.
+    ///
+    /// Kafka's rules (`ProducerAppendInfo.appendEndTxnMarker`, transaction versions 0/1): an
+    /// epoch older than the producer's is INVALID_PRODUCER_EPOCH, a coordinator epoch older than
+    /// the producer's last marker's is TRANSACTION_COORDINATOR_FENCED; a newer epoch becomes the
+    /// producer's. A marker for a producer with no ongoing transaction (a retry, or a partition
+    /// the producer never wrote to) is still written and changes nothing but the epochs.
+    pub fn stage_marker(
+        &mut self,
+        producer_id: i64,
+        producer_epoch: i16,
+        commit: bool,
+        coordinator_epoch: i32,
+        now_ms: i64,
+        log_append_time: bool,
+    ) -> Result<Staged, AppendError> {
+        if producer_id < 0 {
+            return Err(AppendError::Invalid(
+                "a transaction marker needs a producer id".into(),
+            ));
+        }
+        if let Some(p) = self.producers.get(&producer_id) {
+            if producer_epoch < p.epoch {
+                return Err(AppendError::StaleProducerEpoch {
+                    current: p.epoch,
+                    got: producer_epoch,
+                });
+            }
+            if coordinator_epoch < p.coordinator_epoch {
+                return Err(AppendError::CoordinatorFenced {
+                    current: p.coordinator_epoch,
+                    got: coordinator_epoch,
+                });
+            }
+        }
+        self.check_room(crate::batch::MARKER_BATCH_BYTES, 0, 1)?;
+        let base = self.next_offset;
+        let mut batch = Vec::with_capacity(crate::batch::MARKER_BATCH_BYTES);
+        encode_marker(
+            base,
+            now_ms,
+            producer_id,
+            producer_epoch,
+            commit,
+            coordinator_epoch,
+            &mut batch,
+        );
+        let mut append_time = -1;
+        if log_append_time {
+            // Both timestamps already are `now_ms`; only the timestamp type changes.
+            let attrs = crate::batch::MARKER_ATTRIBUTES | ATTR_LOG_APPEND_TIME;
+            batch[21..23].copy_from_slice(&attrs.to_be_bytes());
+            let crc = crc32c::crc32c(&batch[CRC_START..]);
+            batch[17..21].copy_from_slice(&crc.to_be_bytes());
+            append_time = now_ms;
+        }
+        let header = BatchHeader {
+            base_offset: base,
+            size: batch.len(),
+            last_offset_delta: 0,
+            records_count: 1,
+            attributes: be_i16(&batch, 21),
+        };
+        self.push_pending(&batch, &header);
         Ok(Staged {
             base_offset: base,
-            last_offset: header.last_offset(),
+            last_offset: base,
             log_append_time: append_time,
             duplicate: false,
         })
+    }
+
+    /// The last stable offset: the high watermark, held back to the first offset of the oldest
+    /// transaction that is ongoing or whose marker is not yet durable (never below the log
+    /// start), as `UnifiedLog.lastStableOffset` with `maybeIncrementFirstUnstableOffset`.
+    /// read_committed consumers read only below it.
+    pub fn last_stable_offset(&self) -> u64 {
+        match self.txns.first_unstable() {
+            Some(first) => first.max(self.log_start).min(self.high_watermark),
+            None => self.high_watermark,
+        }
+    }
+
+    /// The aborted transactions a read_committed fetch of `[from_offset, upper_bound)` must be
+    /// told about, as (producer id, first offset): those whose abort marker is at or after
+    /// `from_offset` and whose first offset is before `upper_bound` (Kafka's
+    /// `TransactionIndex.collectAbortedTxns`, stopping once an abort's stable offset reaches
+    /// the bound). The list is proportional to the aborts in that range.
+    pub fn aborted_transactions(&self, from_offset: u64, upper_bound: u64) -> Vec<(i64, u64)> {
+        let aborted = &self.txns.aborted;
+        let start = aborted.partition_point(|a| a.last < from_offset);
+        let mut out = Vec::new();
+        for a in aborted.range(start..) {
+            if a.first < upper_bound {
+                out.push((a.producer_id, a.first));
+            }
+            if a.stable_after >= upper_bound {
+                break;
+            }
+        }
+        out
     }
 
     /// Write everything staged, then make it readable: one write and one fdatasync per segment
@@ -584,7 +825,9 @@ impl<D: LogDir + Clone> TopicLog<D> {
             }
             seg.size = pos + (to - from) as u64;
             me.high_watermark = last.last + 1;
-            hw = Some(me.high_watermark);
+            let hw_now = me.high_watermark;
+            me.txns.on_high_watermark(hw_now);
+            hw = Some(hw_now);
             start = end;
         }
         Ok(hw)
@@ -594,6 +837,19 @@ impl<D: LogDir + Clone> TopicLog<D> {
     /// batch is returned whole even when larger, as Kafka does since KIP-74, when `min_one`).
     /// Stops at the end of a segment; the next fetch continues in the next one.
     pub fn read(&self, offset: u64, max_bytes: usize, min_one: bool) -> Read<D::File> {
+        self.read_upto(offset, max_bytes, min_one, u64::MAX)
+    }
+
+    /// [`Self::read`] of the batches wholly below `max_offset` (exclusive; batches are atomic):
+    /// a read_committed fetch passes the last stable offset (`LocalLog.read`'s
+    /// `maxOffsetMetadata`). An offset in `[max_offset, high watermark]` reads as empty.
+    pub fn read_upto(
+        &self,
+        offset: u64,
+        max_bytes: usize,
+        min_one: bool,
+        max_offset: u64,
+    ) -> Read<D::File> {
         if offset < self.log_start || offset > self.high_watermark {
             return Read::OutOfRange;
         }
@@ -608,12 +864,17 @@ impl<D: LogDir + Clone> TopicLog<D> {
             }
             let start = seg.entries[ei].pos;
             let mut end = start;
+            let mut last_offset = 0;
             for e in &seg.entries[ei..] {
+                if e.last >= max_offset {
+                    break;
+                }
                 let next = e.pos + e.size as u64;
                 if (next - start) as usize > max_bytes && !(min_one && end == start) {
                     break;
                 }
                 end = next;
+                last_offset = e.last;
             }
             if end == start {
                 return Read::Empty;
@@ -622,6 +883,7 @@ impl<D: LogDir + Clone> TopicLog<D> {
                 file: seg.file.clone(),
                 pos: start,
                 len: (end - start) as usize,
+                last_offset,
             });
         }
         Read::Empty
@@ -709,7 +971,15 @@ impl<D: LogDir + Clone> TopicLog<D> {
         rec.extend_from_slice(&crc.to_be_bytes());
         file.write_at(0, rec).await?;
         file.sync().await?;
-        this.borrow_mut().log_start = target;
+        {
+            let mut me = this.borrow_mut();
+            me.log_start = target;
+            // Aborts wholly below the start are never asked for again (Kafka deletes their
+            // transaction index with the segment).
+            while me.txns.aborted.front().is_some_and(|a| a.last < target) {
+                me.txns.aborted.pop_front();
+            }
+        }
         Self::remove_segments_below(this, target).await?;
         Ok(target)
     }
@@ -797,12 +1067,38 @@ fn scan_for(batch: &[u8], e: Entry, mut pred: impl FnMut(u64, i64) -> bool) -> O
     hit
 }
 
-fn remember_producer(producers: &mut HashMap<i64, Producer>, batch: &[u8], h: &BatchHeader) {
+/// Apply an accepted (or recovered) batch to the producer and transaction state, as Kafka's
+/// `ProducerAppendInfo.append` does once a batch passed validation: a data batch is
+/// remembered for duplicate detection and a transactional one starts the producer's
+/// transaction if none is ongoing; a transaction marker ends it.
+fn remember_producer(
+    producers: &mut HashMap<i64, Producer>,
+    txns: &mut Txns,
+    batch: &[u8],
+    h: &BatchHeader,
+) {
     let (pid, epoch, first_seq) = producer_fields(batch);
     if pid < 0 {
         return;
     }
     let p = producers.entry(pid).or_default();
+    if h.attributes & ATTR_CONTROL != 0 {
+        // A control batch holds one record; anything that is not a transaction marker (or an
+        // empty batch, what Kafka's cleaner leaves) changes nothing.
+        let mut marker = None;
+        let _ = for_each_record(batch, h, 0, |_, _, k, v| {
+            marker = marker.or_else(|| parse_marker(k, v));
+        });
+        if let Some((commit, coordinator_epoch)) = marker {
+            end_transaction(p, txns, pid, commit, h.base_offset);
+            if epoch != p.epoch {
+                p.epoch = epoch;
+                p.batches.clear();
+            }
+            p.coordinator_epoch = coordinator_epoch;
+        }
+        return;
+    }
     if epoch != p.epoch {
         p.epoch = epoch;
         p.batches.clear();
@@ -813,6 +1109,30 @@ fn remember_producer(producers: &mut HashMap<i64, Producer>, batch: &[u8], h: &B
     }
     p.batches
         .push_back((first_seq, last_seq, h.base_offset, h.last_offset()));
+    if h.attributes & ATTR_TRANSACTIONAL != 0 && p.txn_first.is_none() {
+        p.txn_first = Some(h.base_offset);
+        txns.ongoing.insert(h.base_offset, pid);
+    }
+}
+
+/// A marker at `marker` ends the producer's ongoing transaction, if any (an empty one leaves no
+/// trace, as Kafka emits no `CompletedTxn` for it): it holds the last stable offset back until
+/// the marker is durable, and an abort is indexed.
+fn end_transaction(p: &mut Producer, txns: &mut Txns, pid: i64, commit: bool, marker: u64) {
+    let Some(first) = p.txn_first.take() else {
+        return;
+    };
+    txns.ongoing.remove(&first);
+    txns.ending.insert(first, marker);
+    if !commit {
+        let stable_after = txns.ongoing.keys().next().copied().unwrap_or(marker + 1);
+        txns.aborted.push_back(Aborted {
+            producer_id: pid,
+            first,
+            last: marker,
+            stable_after,
+        });
+    }
 }
 
 async fn read_start_file<D: LogDir>(dir: &D) -> io::Result<Option<u64>> {
@@ -841,17 +1161,65 @@ mod tests {
 
     /// A producer batch of `n` records with timestamps `ts..`, as a client would send it.
     fn producer_batch(n: usize, ts: i64, pid: i64, epoch: i16, seq: i32) -> Vec<u8> {
+        batch_of(n, ts, pid, epoch, seq, false)
+    }
+
+    /// A transactional producer batch (attributes 0x10), as a transactional producer sends it.
+    fn txn_batch(n: usize, pid: i64, epoch: i16, seq: i32) -> Vec<u8> {
+        batch_of(n, 1_000, pid, epoch, seq, true)
+    }
+
+    fn batch_of(n: usize, ts: i64, pid: i64, epoch: i16, seq: i32, transactional: bool) -> Vec<u8> {
         let vals: Vec<Vec<u8>> = (0..n).map(|i| format!("v{i}").into_bytes()).collect();
         let recs: Vec<(Option<&[u8]>, Option<&[u8]>)> =
             vals.iter().map(|v| (None, Some(v.as_slice()))).collect();
         let mut b = Vec::new();
         encode_batch(0, ts, &recs, &mut b);
-        b[43..51].copy_from_slice(&pid.to_be_bytes());
-        b[51..53].copy_from_slice(&epoch.to_be_bytes());
-        b[53..57].copy_from_slice(&seq.to_be_bytes());
-        let crc = crc32c::crc32c(&b[CRC_START..]);
-        b[17..21].copy_from_slice(&crc.to_be_bytes());
+        crate::batch::stamp_producer(&mut b, pid, epoch, seq, transactional);
         b
+    }
+
+    fn marker(
+        log: &RefCell<TopicLog<MemDir>>,
+        pid: i64,
+        epoch: i16,
+        commit: bool,
+        coordinator_epoch: i32,
+    ) -> Result<Staged, AppendError> {
+        log.borrow_mut()
+            .stage_marker(pid, epoch, commit, coordinator_epoch, 5_000, false)
+    }
+
+    fn flush(log: &RefCell<TopicLog<MemDir>>) {
+        block_on(TopicLog::flush(log)).unwrap();
+    }
+
+    fn lso(log: &RefCell<TopicLog<MemDir>>) -> u64 {
+        log.borrow().last_stable_offset()
+    }
+
+    /// Every batch readable below `bound`: (base offset, attributes, producer id).
+    fn batches_below(log: &RefCell<TopicLog<MemDir>>, bound: u64) -> Vec<(u64, i16, i64)> {
+        let mut out = Vec::new();
+        let mut next = log.borrow().log_start_offset();
+        loop {
+            let plan = match log.borrow().read_upto(next, 1 << 20, true, bound) {
+                Read::Data(p) => p,
+                Read::Empty => break,
+                Read::OutOfRange => panic!("out of range at {next}"),
+            };
+            let bytes = block_on(plan.read()).unwrap();
+            let mut pos = 0;
+            while pos < bytes.len() {
+                let Ok(Peek::Batch(h)) = peek_batch(&bytes[pos..], 0, 1 << 20) else {
+                    panic!("bad batch in read")
+                };
+                out.push((h.base_offset, h.attributes, be_i64(&bytes[pos..], 43)));
+                next = h.last_offset() + 1;
+                pos += h.size;
+            }
+        }
+        out
     }
 
     fn small() -> TopicLogConfig {
@@ -1038,6 +1406,249 @@ mod tests {
                 .base_offset,
             11
         );
+    }
+
+    #[test]
+    fn transactional_batches_hold_the_lso_until_their_marker_is_durable() {
+        let dir = MemDir::new();
+        let (log, _) = open(&dir);
+        // Producer 7 opens a transaction at offset 0; a plain batch and more of the
+        // transaction follow.
+        assert_eq!(stage(&log, txn_batch(3, 7, 0, 0)).unwrap().base_offset, 0);
+        stage(&log, producer_batch(2, 0, -1, -1, 0)).unwrap();
+        assert_eq!(stage(&log, txn_batch(2, 7, 0, 3)).unwrap().base_offset, 5);
+        assert_eq!(lso(&log), 0, "nothing is durable yet");
+        flush(&log);
+        assert_eq!((log.borrow().high_watermark(), lso(&log)), (7, 0));
+        // Kafka's checks: a transactional batch needs a producer id; a non-transactional one
+        // from a producer inside a transaction is INVALID_TXN_STATE (after epoch and sequence).
+        let err = stage(&log, txn_batch(1, -1, -1, 0)).unwrap_err();
+        assert_eq!(err.code(), 87);
+        let err = stage(&log, producer_batch(1, 0, 7, 0, 5)).unwrap_err();
+        assert_eq!(err, AppendError::InvalidTxnState { first_offset: 0 });
+        assert_eq!(err.code(), 48);
+        assert_eq!(
+            stage(&log, producer_batch(1, 0, 7, 0, 9))
+                .unwrap_err()
+                .code(),
+            45,
+            "the sequence is checked first"
+        );
+        // A retried transactional batch is still a duplicate.
+        assert!(stage(&log, txn_batch(2, 7, 0, 3)).unwrap().duplicate);
+        // COMMIT: staged at the next offset, but the LSO waits for it to be durable.
+        let m = marker(&log, 7, 0, true, 5).unwrap();
+        assert_eq!((m.base_offset, m.last_offset, m.duplicate), (7, 7, false));
+        assert_eq!(lso(&log), 0);
+        flush(&log);
+        assert_eq!((log.borrow().high_watermark(), lso(&log)), (8, 8));
+        assert!(log.borrow().aborted_transactions(0, 100).is_empty());
+        // After its marker the producer may write without a transaction, continuing its
+        // sequence.
+        assert_eq!(
+            stage(&log, producer_batch(1, 0, 7, 0, 5))
+                .unwrap()
+                .base_offset,
+            8
+        );
+        flush(&log);
+        assert_eq!(lso(&log), 9);
+    }
+
+    #[test]
+    fn aborts_are_indexed_and_read_committed_reads_stop_at_the_lso() {
+        let dir = MemDir::new();
+        let (log, _) = open(&dir);
+        stage(&log, txn_batch(2, 8, 0, 0)).unwrap(); // 0..=1, aborted below
+        stage(&log, txn_batch(2, 9, 0, 0)).unwrap(); // 2..=3, committed after the abort
+        stage(&log, producer_batch(1, 0, -1, -1, 0)).unwrap(); // 4
+        assert_eq!(marker(&log, 8, 0, false, 0).unwrap().base_offset, 5);
+        flush(&log);
+        assert_eq!(lso(&log), 2, "producer 9's transaction is ongoing");
+        assert_eq!(log.borrow().aborted_transactions(0, 2), vec![(8, 0)]);
+        // Kafka's range test: the abort's marker at or after the fetch offset, its first
+        // offset before the upper bound.
+        assert_eq!(log.borrow().aborted_transactions(5, 6), vec![(8, 0)]);
+        assert!(log.borrow().aborted_transactions(6, 100).is_empty());
+        assert!(log.borrow().aborted_transactions(0, 0).is_empty());
+        // read_committed stops at the LSO: whole batches below it only.
+        let b = batches_below(&log, lso(&log));
+        assert_eq!(b, vec![(0, 0x10, 8)]);
+        match log.borrow().read_upto(0, 1 << 20, true, 2) {
+            Read::Data(p) => assert_eq!(p.last_offset(), 1),
+            _ => panic!("batch 0..=1 is below the LSO"),
+        }
+        assert!(matches!(
+            log.borrow().read_upto(2, 1 << 20, true, 2),
+            Read::Empty
+        ));
+        assert!(matches!(
+            log.borrow().read_upto(5, 1 << 20, true, 2),
+            Read::Empty
+        ));
+        assert!(matches!(
+            log.borrow().read_upto(7, 1 << 20, true, 2),
+            Read::OutOfRange
+        ));
+        marker(&log, 9, 0, true, 0).unwrap(); // 6
+        flush(&log);
+        assert_eq!(lso(&log), 7);
+        let b = batches_below(&log, lso(&log));
+        assert_eq!(
+            b,
+            vec![
+                (0, 0x10, 8),
+                (2, 0x10, 9),
+                (4, 0, -1),
+                (5, 0x30, 8),
+                (6, 0x30, 9)
+            ]
+        );
+        // A second abort of producer 8, interleaved with an ongoing transaction of 9: the
+        // search from the first abort stops once an abort's stable offset passes the bound.
+        stage(&log, txn_batch(1, 9, 0, 2)).unwrap(); // 7
+        stage(&log, txn_batch(1, 8, 0, 2)).unwrap(); // 8
+        marker(&log, 8, 0, false, 0).unwrap(); // 9
+        flush(&log);
+        assert_eq!(lso(&log), 7);
+        assert_eq!(
+            log.borrow().aborted_transactions(0, 100),
+            vec![(8, 0), (8, 8)]
+        );
+        assert_eq!(log.borrow().aborted_transactions(0, 8), vec![(8, 0)]);
+        assert_eq!(log.borrow().aborted_transactions(6, 9), vec![(8, 8)]);
+    }
+
+    #[test]
+    fn the_marker_in_the_log_is_kafkas_control_batch() {
+        let dir = MemDir::new();
+        let (log, _) = open(&dir);
+        stage(&log, txn_batch(1, 4242, 3, 0)).unwrap();
+        log.borrow_mut()
+            .stage_marker(4242, 3, false, 17, 1_700_000_000_123, false)
+            .unwrap();
+        flush(&log);
+        let plan = match log.borrow().read(1, 1 << 20, true) {
+            Read::Data(p) => p,
+            _ => panic!("the marker is readable"),
+        };
+        let bytes = block_on(plan.read()).unwrap();
+        let mut want = Vec::new();
+        encode_marker(1, 1_700_000_000_123, 4242, 3, false, 17, &mut want);
+        assert_eq!(bytes, want, "stored as encoded, leader epoch 0");
+        let Ok(Peek::Batch(h)) = peek_batch(&bytes, 0, 1 << 20) else {
+            panic!()
+        };
+        assert_eq!((h.base_offset, h.records_count, h.attributes), (1, 1, 0x30));
+        assert_eq!(producer_fields(&bytes), (4242, 3, -1));
+        assert_eq!(be_i64(&bytes, 27), 1_700_000_000_123);
+        assert_eq!(be_i64(&bytes, 35), 1_700_000_000_123);
+        let r = &decode_records(&bytes, &h, 0).unwrap()[0];
+        assert_eq!(r.key.as_deref(), Some(&[0u8, 0, 0, 0][..]), "v0, ABORT");
+        assert_eq!(r.value.as_deref(), Some(&[0u8, 0, 0, 0, 0, 17][..]));
+        // On a LogAppendTime topic the marker carries the timestamp type too, CRC intact.
+        let s = log
+            .borrow_mut()
+            .stage_marker(4242, 3, true, 17, 9_000, true)
+            .unwrap();
+        assert_eq!(s.log_append_time, 9_000);
+        flush(&log);
+        drop(log);
+        let (_, rep) = open(&dir);
+        assert_eq!((rep.truncated, rep.next_offset), (None, 3));
+    }
+
+    #[test]
+    fn markers_are_fenced_by_producer_and_coordinator_epoch() {
+        let dir = MemDir::new();
+        let (log, _) = open(&dir);
+        stage(&log, txn_batch(1, 7, 2, 0)).unwrap();
+        // An older producer epoch: INVALID_PRODUCER_EPOCH (Kafka 2.7+), nothing staged.
+        let err = marker(&log, 7, 1, false, 0).unwrap_err();
+        assert_eq!(err, AppendError::StaleProducerEpoch { current: 2, got: 1 });
+        assert_eq!(err.code(), 47);
+        assert_eq!(log.borrow().next_offset(), 1);
+        // A newer epoch (the coordinator bumped it to abort) ends the transaction and becomes
+        // the producer's: its old epoch is fenced from then on.
+        marker(&log, 7, 3, false, 4).unwrap();
+        assert_eq!(stage(&log, txn_batch(1, 7, 2, 1)).unwrap_err().code(), 47);
+        // An older coordinator epoch: TRANSACTION_COORDINATOR_FENCED.
+        let err = marker(&log, 7, 3, true, 3).unwrap_err();
+        assert_eq!(err, AppendError::CoordinatorFenced { current: 4, got: 3 });
+        assert_eq!(err.code(), 52);
+        // A marker with no transaction ongoing (a retry) is written, and indexes nothing.
+        assert_eq!(marker(&log, 7, 3, false, 4).unwrap().base_offset, 2);
+        // So is one for a producer this partition never saw.
+        assert_eq!(marker(&log, 99, 0, true, 0).unwrap().base_offset, 3);
+        assert_eq!(marker(&log, -1, 0, true, 0).unwrap_err().code(), 87);
+        flush(&log);
+        assert_eq!(log.borrow().aborted_transactions(0, 100), vec![(7, 0)]);
+        assert_eq!(lso(&log), 4);
+        // The new epoch starts its sequence at 0.
+        assert_eq!(stage(&log, txn_batch(1, 7, 3, 1)).unwrap_err().code(), 45);
+        assert_eq!(stage(&log, txn_batch(1, 7, 3, 0)).unwrap().base_offset, 4);
+    }
+
+    #[test]
+    fn recovery_rebuilds_ongoing_and_aborted_transactions() {
+        let dir = MemDir::new();
+        let (log, _) = open(&dir);
+        stage(&log, txn_batch(2, 1, 0, 0)).unwrap(); // 0..=1 aborted
+        stage(&log, txn_batch(2, 2, 0, 0)).unwrap(); // 2..=3 committed
+        marker(&log, 1, 0, false, 6).unwrap(); // 4
+        marker(&log, 2, 0, true, 6).unwrap(); // 5
+        stage(&log, txn_batch(1, 3, 5, 0)).unwrap(); // 6, ongoing at the end
+        stage(&log, producer_batch(1, 0, -1, -1, 0)).unwrap(); // 7
+        flush(&log);
+        // A marker staged but never flushed is lost: producer 3's transaction stays open.
+        marker(&log, 3, 5, true, 6).unwrap();
+        assert_eq!(lso(&log), 6);
+        drop(log);
+        let (log, rep) = open(&dir);
+        assert_eq!(rep.next_offset, 8);
+        assert_eq!(lso(&log), 6, "the ongoing transaction survives the restart");
+        assert_eq!(log.borrow().aborted_transactions(0, 100), vec![(1, 0)]);
+        assert_eq!(
+            stage(&log, producer_batch(1, 0, 3, 5, 1))
+                .unwrap_err()
+                .code(),
+            48
+        );
+        assert_eq!(marker(&log, 1, 0, true, 5).unwrap_err().code(), 52);
+        assert_eq!(marker(&log, 3, 4, true, 6).unwrap_err().code(), 47);
+        assert_eq!(marker(&log, 3, 5, true, 6).unwrap().base_offset, 8);
+        flush(&log);
+        assert_eq!(lso(&log), 9);
+        drop(log);
+        let (log, _) = open(&dir);
+        assert_eq!(lso(&log), 9);
+        assert_eq!(log.borrow().aborted_transactions(0, 100), vec![(1, 0)]);
+    }
+
+    #[test]
+    fn delete_records_drops_aborts_below_the_log_start() {
+        let dir = MemDir::new();
+        let (log, _) = open(&dir);
+        stage(&log, txn_batch(1, 1, 0, 0)).unwrap(); // 0
+        marker(&log, 1, 0, false, 0).unwrap(); // 1
+        stage(&log, txn_batch(1, 1, 0, 1)).unwrap(); // 2
+        stage(&log, txn_batch(1, 2, 0, 0)).unwrap(); // 3, ongoing
+        marker(&log, 1, 0, false, 0).unwrap(); // 4
+        flush(&log);
+        assert_eq!(log.borrow().aborted_transactions(0, 100).len(), 2);
+        assert_eq!(block_on(TopicLog::delete_records(&log, 2)).unwrap(), 2);
+        assert_eq!(log.borrow().aborted_transactions(0, 100), vec![(1, 2)]);
+        // An ongoing transaction below the new start holds the LSO at the start, no lower.
+        assert_eq!(block_on(TopicLog::delete_records(&log, 4)).unwrap(), 4);
+        assert_eq!(lso(&log), 4);
+        assert_eq!(log.borrow().aborted_transactions(0, 100), vec![(1, 2)]);
+        block_on(TopicLog::delete_records(&log, 5)).unwrap();
+        assert!(log.borrow().aborted_transactions(0, 100).is_empty());
+        assert_eq!(lso(&log), 5);
+        drop(log);
+        let (log, _) = open(&dir);
+        assert!(log.borrow().aborted_transactions(0, 100).is_empty());
+        assert_eq!(lso(&log), 5, "still ongoing, held at the log start");
     }
 
     #[test]

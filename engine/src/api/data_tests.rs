@@ -72,7 +72,9 @@ fn fetch(b: &Broker, req: FetchRequest, v: i16) -> FetchPlan {
     fetch_with(b, &req, v, |_, p| PartitionRead {
         error: if p.fetch_offset == 0 { 0 } else { 1 },
         high_watermark: 0,
+        last_stable_offset: 0,
         log_start_offset: 0,
+        aborted: Vec::new(),
         records: Bytes::new(),
     })
 }
@@ -87,7 +89,9 @@ fn records_read_are_returned_with_the_logs_offsets_and_capped_by_max_bytes() {
     let plan = fetch_with(&tb.broker, &req, 11, |_, _| PartitionRead {
         error: 0,
         high_watermark: 7,
+        last_stable_offset: 7,
         log_start_offset: 2,
+        aborted: Vec::new(),
         records: Bytes::from(vec![1u8; 300]),
     });
     assert_eq!(plan.wait_ms, 0, "min_bytes is met: answer at once");
@@ -748,4 +752,235 @@ fn odd_inputs_do_not_panic() {
                     .with_current_leader_epoch(i32::MIN)])]);
         let _ = list_offsets(&tb.broker, req, version);
     }
+}
+
+/// A batch of `n` records from producer `pid` (epoch 0, base sequence `seq`), transactional or
+/// not, as a client sends it.
+fn producer_batch(n: usize, pid: i64, seq: i32, transactional: bool) -> Bytes {
+    let vals: Vec<Vec<u8>> = (0..n).map(|i| format!("p{pid}-{i}").into_bytes()).collect();
+    let recs: Vec<_> = vals.iter().map(|v| (None, Some(v.as_slice()))).collect();
+    let mut b = Vec::new();
+    storage::batch::encode_batch(0, 1_000 + pid, &recs, &mut b);
+    storage::batch::stamp_producer(&mut b, pid, 0, seq, transactional);
+    Bytes::from(b)
+}
+
+/// (base offset, attributes, producer id) of every batch in `records`.
+fn batches(records: &[u8]) -> Vec<(u64, i16, i64)> {
+    use storage::batch::{peek_batch, Peek};
+    let mut out = Vec::new();
+    let mut pos = 0;
+    while pos < records.len() {
+        let Ok(Peek::Batch(h)) = peek_batch(&records[pos..], 0, 1 << 20) else {
+            panic!("a whole batch at {pos}")
+        };
+        let b = &records[pos..pos + h.size];
+        let pid = i64::from_be_bytes(b[43..51].try_into().unwrap());
+        out.push((h.base_offset, h.attributes, pid));
+        pos += h.size;
+    }
+    out
+}
+
+/// Run `f` on a glommio executor with a `DataStore` for shard 0 of a one-shard broker, so the
+/// partitions' logs, writer tasks and waits are the real ones.
+fn with_store<F, Fut>(tb: &TestBroker, f: F)
+where
+    F: FnOnce(std::rc::Rc<crate::data::DataStore>, Arc<Topic>) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + 'static,
+{
+    let broker = tb.broker.clone();
+    glommio::LocalExecutorBuilder::new(glommio::Placement::Unbound)
+        .name("data-tests")
+        .spawn(move || async move {
+            let topic = broker.topics.snapshot().get("orders").cloned().unwrap();
+            let store = crate::data::DataStore::new(broker, 0);
+            f(store, topic).await
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+}
+
+#[test]
+fn read_committed_fetch_returns_committed_data_and_the_aborted_transactions() {
+    use crate::data::{DataOp, DataReply, ReadItem};
+    let tb = broker("txn-fetch");
+    let orders = tb.orders;
+    let broker = tb.broker.clone();
+    with_store(&tb, move |store, topic| async move {
+        let append = |records: Bytes| {
+            store.execute(DataOp::Append {
+                topic: topic.clone(),
+                partition: 0,
+                records,
+            })
+        };
+        let marker = |pid: i64, epoch: i16, commit: bool, coordinator_epoch: i32| {
+            store.execute(DataOp::WriteMarker {
+                topic: topic.clone(),
+                partition: 0,
+                producer_id: pid,
+                producer_epoch: epoch,
+                commit,
+                coordinator_epoch,
+            })
+        };
+        let read = |offset: i64, read_committed: bool| {
+            store.execute(DataOp::Read {
+                items: vec![ReadItem {
+                    topic: topic.clone(),
+                    partition: 0,
+                    offset,
+                    max_bytes: 1 << 20,
+                    read_committed,
+                }],
+            })
+        };
+        let one = |r: DataReply| match r {
+            DataReply::Read(mut v) => v.remove(0),
+            other => panic!("{other:?}"),
+        };
+        let appended = |r: DataReply| match r {
+            DataReply::Append(a) => (a.error, a.base_offset),
+            other => panic!("{other:?}"),
+        };
+        // Producer 1's transaction (0..=1, aborted below), producer 2's (2, ongoing), a
+        // plain batch (3).
+        assert_eq!(
+            appended(append(producer_batch(2, 1, 0, true)).await),
+            (0, 0)
+        );
+        assert_eq!(
+            appended(append(producer_batch(1, 2, 0, true)).await),
+            (0, 2)
+        );
+        assert_eq!(
+            appended(append(producer_batch(1, -1, 0, false)).await),
+            (0, 3)
+        );
+        // A plain batch from producer 2 inside its transaction: INVALID_TXN_STATE.
+        assert_eq!(appended(append(producer_batch(1, 2, 1, false)).await).0, 48);
+        assert_eq!(marker(1, 0, false, 3).await, DataReply::Marker(0));
+
+        let rc = one(read(0, true).await);
+        assert_eq!(rc.error, 0);
+        assert_eq!((rc.high_watermark, rc.last_stable_offset), (5, 2));
+        assert_eq!(batches(&rc.records), vec![(0, 0x10, 1)], "stops at the LSO");
+        assert_eq!(rc.aborted, vec![(1, 0)]);
+        let ru = one(read(0, false).await);
+        assert_eq!(
+            ru.last_stable_offset, 2,
+            "reported for read_uncommitted too"
+        );
+        assert_eq!(
+            batches(&ru.records),
+            vec![(0, 0x10, 1), (2, 0x10, 2), (3, 0, -1), (4, 0x30, 1)]
+        );
+        assert!(ru.aborted.is_empty());
+        // At the LSO a read_committed fetch reads nothing (and is not out of range).
+        let at = one(read(2, true).await);
+        assert_eq!((at.error, at.records.len()), (0, 0));
+        assert!(at.aborted.is_empty());
+
+        // The Fetch answer: aborted transactions and LSO for read_committed; null aborted list
+        // for read_uncommitted.
+        for (level, read) in [(1i8, rc.clone()), (0, ru.clone())] {
+            let mut req = fetch_req(11, vec![("orders", orders, vec![(0, 0)])], 500);
+            req.isolation_level = level;
+            let plan = fetch_with(&broker, &req, 11, |_, _| read.clone());
+            let p = &plan.response.responses[0].partitions[0];
+            assert_eq!((p.high_watermark, p.last_stable_offset), (5, 2));
+            let aborted = p.aborted_transactions.as_ref().map(|a| {
+                a.iter()
+                    .map(|t| (t.producer_id.0, t.first_offset))
+                    .collect::<Vec<_>>()
+            });
+            if level == 1 {
+                assert_eq!(aborted, Some(vec![(1, 0)]));
+            } else {
+                assert_eq!(aborted, None);
+            }
+            encodes_fetch(&plan.response, 11);
+        }
+
+        // ListOffsets: latest is the LSO for read_committed, the high watermark otherwise; a
+        // timestamp lookup finding an offset at or past the LSO finds nothing.
+        let list = |timestamp: i64, read_committed: bool| {
+            store.execute(DataOp::ListOffset {
+                topic: topic.clone(),
+                partition: 0,
+                timestamp,
+                read_committed,
+            })
+        };
+        assert_eq!(list(-1, true).await, DataReply::Offset(Ok((2, -1))));
+        assert_eq!(list(-1, false).await, DataReply::Offset(Ok((5, -1))));
+        // Batch 2 (producer 2) carries timestamp 1002.
+        assert_eq!(list(1_002, false).await, DataReply::Offset(Ok((2, 1_002))));
+        assert_eq!(list(1_002, true).await, DataReply::Offset(Ok((-1, -1))));
+        assert_eq!(list(1_001, true).await, DataReply::Offset(Ok((0, 1_001))));
+        assert_eq!(list(-2, true).await, DataReply::Offset(Ok((0, -1))));
+
+        // A read_committed wait at the LSO is not woken by data above it, only by the LSO
+        // moving; a read_uncommitted one returns at once.
+        let wait = |read_committed: bool, timeout_ms: u64| {
+            store.execute(DataOp::Wait {
+                items: vec![(topic.clone(), 0, 2, read_committed)],
+                timeout_ms,
+            })
+        };
+        let t = std::time::Instant::now();
+        wait(false, 5_000).await;
+        assert!(t.elapsed() < std::time::Duration::from_secs(2));
+        let t = std::time::Instant::now();
+        wait(true, 150).await;
+        assert!(t.elapsed() >= std::time::Duration::from_millis(150));
+        let t = std::time::Instant::now();
+        let waiter = glommio::spawn_local(wait(true, 10_000));
+        glommio::timer::sleep(std::time::Duration::from_millis(20)).await;
+        // Fenced markers first: a coordinator epoch older than producer 1's last marker's,
+        // then an older producer epoch.
+        assert_eq!(marker(1, 0, true, 2).await, DataReply::Marker(52));
+        assert_eq!(appended(append(producer_batch(1, 5, 0, true)).await).0, 0);
+        // Producer 5 moves to epoch 3 (its transaction, from offset 5, goes on).
+        let mut bumped = producer_batch(1, 5, 0, true).to_vec();
+        storage::batch::stamp_producer(&mut bumped, 5, 3, 0, true);
+        assert_eq!(appended(append(Bytes::from(bumped)).await).0, 0);
+        assert_eq!(marker(5, 2, false, 0).await, DataReply::Marker(47));
+        assert_eq!(marker(2, 0, true, 3).await, DataReply::Marker(0));
+        waiter.await;
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(5),
+            "the durable marker woke the read_committed wait"
+        );
+
+        // Producer 2 committed (marker at 7): everything below producer 5's ongoing
+        // transaction (5) is readable; the abort overlapping the read is still reported.
+        let rc = one(read(0, true).await);
+        assert_eq!(rc.last_stable_offset, 5);
+        assert_eq!(
+            batches(&rc.records),
+            vec![(0, 0x10, 1), (2, 0x10, 2), (3, 0, -1), (4, 0x30, 1)]
+        );
+        assert_eq!(rc.aborted, vec![(1, 0)]);
+        let rc = one(read(5, true).await);
+        assert!(
+            rc.records.is_empty(),
+            "producer 5's transaction holds the LSO"
+        );
+        assert_eq!(list(-1, true).await, DataReply::Offset(Ok((5, -1))));
+        // A marker for a partition the topic does not have.
+        let bad = store
+            .execute(DataOp::WriteMarker {
+                topic: topic.clone(),
+                partition: 7,
+                producer_id: 2,
+                producer_epoch: 0,
+                commit: true,
+                coordinator_epoch: 3,
+            })
+            .await;
+        assert_eq!(bad, DataReply::Marker(3));
+    });
 }

@@ -4,12 +4,14 @@
 use super::calls::{call_all, call_data};
 use super::common::{code, has_partition, leader_epoch_error, UNKNOWN_OFFSET};
 use crate::broker::Broker;
-use crate::data::{owner_shard, DataOp, DataReply, PartitionRead, ReadItem};
+use crate::data::{owner_shard, DataOp, DataReply, PartitionRead, ReadItem, WaitItem};
 use crate::runtime::shard::Shard;
 use crate::topics::Topic;
 use bytes::Bytes;
 use kafka_protocol::messages::fetch_request::FetchPartition;
-use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::fetch_response::{
+    AbortedTransaction, FetchableTopicResponse, PartitionData,
+};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
@@ -113,14 +115,25 @@ pub(crate) fn read_partition(
             ResponseError::try_from_code(read.error).unwrap_or(ResponseError::KafkaStorageError),
         );
     }
-    // The aborted-transaction list is an empty array for read_committed and null otherwise
-    // (`LocalLog.emptyFetchDataInfo`); there are no transactions to abort.
-    let aborted = (isolation_level == READ_COMMITTED).then(Vec::new);
+    // The aborted transactions overlapping what was read, for read_committed (an empty array
+    // when none, `LocalLog.emptyFetchDataInfo`), null for read_uncommitted
+    // (`FetchDataInfo.abortedTransactions` is empty then). The last stable offset is reported
+    // for both (`ReplicaManager.readFromLog`).
+    let aborted = (isolation_level == READ_COMMITTED).then(|| {
+        read.aborted
+            .iter()
+            .map(|&(pid, first)| {
+                AbortedTransaction::default()
+                    .with_producer_id(ProducerId(pid))
+                    .with_first_offset(first)
+            })
+            .collect()
+    });
     PartitionData::default()
         .with_partition_index(partition)
         .with_error_code(0)
         .with_high_watermark(read.high_watermark)
-        .with_last_stable_offset(read.high_watermark)
+        .with_last_stable_offset(read.last_stable_offset)
         .with_log_start_offset(read.log_start_offset)
         .with_aborted_transactions(aborted)
         .with_preferred_read_replica(BrokerId(-1))
@@ -301,25 +314,23 @@ pub(super) async fn handle(shard: &Rc<Shard>, req: FetchRequest, version: i16) -
                 partition: p.partition,
                 offset: p.fetch_offset,
                 max_bytes: p.partition_max_bytes,
+                read_committed: req.isolation_level == READ_COMMITTED,
             });
-            PartitionRead {
-                error: 0,
-                high_watermark: 0,
-                log_start_offset: 0,
-                records: Bytes::new(),
-            }
+            PartitionRead::failed(0)
         });
         if items.is_empty() {
             return first.response; // nothing to read: the answer does not depend on the logs
         }
         let mut by_owner: HashMap<usize, Vec<ReadItem>> = HashMap::new();
-        let mut waits: HashMap<usize, Vec<(Arc<Topic>, i32, i64)>> = HashMap::new();
+        let mut waits: HashMap<usize, Vec<WaitItem>> = HashMap::new();
         for it in items {
             let owner = owner_shard(&it.topic.name, it.partition, shards);
-            waits
-                .entry(owner)
-                .or_default()
-                .push((it.topic.clone(), it.partition, it.offset));
+            waits.entry(owner).or_default().push((
+                it.topic.clone(),
+                it.partition,
+                it.offset,
+                it.read_committed,
+            ));
             by_owner.entry(owner).or_default().push(it);
         }
         let mut keys: Vec<Vec<(Uuid, i32)>> = Vec::new();
@@ -339,11 +350,8 @@ pub(super) async fn handle(shard: &Rc<Shard>, req: FetchRequest, version: i16) -
             };
             let mut results = results.into_iter();
             for k in keys {
-                let r = results.next().unwrap_or_else(|| PartitionRead {
-                    error: ResponseError::NotLeaderOrFollower.code(),
-                    high_watermark: -1,
-                    log_start_offset: -1,
-                    records: Bytes::new(),
+                let r = results.next().unwrap_or_else(|| {
+                    PartitionRead::failed(ResponseError::NotLeaderOrFollower.code())
                 });
                 reads.insert(k, r);
             }
@@ -352,12 +360,7 @@ pub(super) async fn handle(shard: &Rc<Shard>, req: FetchRequest, version: i16) -
             reads
                 .get(&(t.id, p.partition))
                 .cloned()
-                .unwrap_or(PartitionRead {
-                    error: ResponseError::NotLeaderOrFollower.code(),
-                    high_watermark: -1,
-                    log_start_offset: -1,
-                    records: Bytes::new(),
-                })
+                .unwrap_or_else(|| PartitionRead::failed(ResponseError::NotLeaderOrFollower.code()))
         });
         let elapsed = started.elapsed().as_millis() as u64;
         if plan.wait_ms <= elapsed {
@@ -367,11 +370,8 @@ pub(super) async fn handle(shard: &Rc<Shard>, req: FetchRequest, version: i16) -
         if started.elapsed().as_millis() as u64 >= plan.wait_ms {
             // Timed out: one last read so the answer carries the current high watermarks.
             let plan = fetch_with(&broker, &req, version, |t, p| {
-                reads.remove(&(t.id, p.partition)).unwrap_or(PartitionRead {
-                    error: ResponseError::NotLeaderOrFollower.code(),
-                    high_watermark: -1,
-                    log_start_offset: -1,
-                    records: Bytes::new(),
+                reads.remove(&(t.id, p.partition)).unwrap_or_else(|| {
+                    PartitionRead::failed(ResponseError::NotLeaderOrFollower.code())
                 })
             });
             return plan.response;
@@ -379,10 +379,11 @@ pub(super) async fn handle(shard: &Rc<Shard>, req: FetchRequest, version: i16) -
     }
 }
 
-/// Wait until any shard reports an append to one of its partitions, or `timeout_ms`.
+/// Wait until any shard reports an append to one of its partitions (for read_committed: a move
+/// of its last stable offset, e.g. a marker made durable), or `timeout_ms`.
 pub(crate) async fn wait_for_append(
     shard: &Rc<Shard>,
-    waits: HashMap<usize, Vec<(Arc<Topic>, i32, i64)>>,
+    waits: HashMap<usize, Vec<WaitItem>>,
     timeout_ms: u64,
 ) {
     let done = crate::oneshot::OneShot::<()>::new();

@@ -105,9 +105,9 @@ pub(crate) fn list_offset(
         // Without remote storage Kafka answers offset -1 with epoch -1 (`UnifiedLog`).
         OffsetQuery::LatestTiered => (UNKNOWN_OFFSET, NO_TIMESTAMP, NO_EPOCH),
         // Earliest (-2) and earliest local (-4) are the log start offset (no tiered storage);
-        // latest is the high watermark for read_uncommitted, the last stable offset for
-        // read_committed and the log end for a replica (`Partition.fetchOffsetForTimestamp`):
-        // all the same here (no transactions, every write durable before it is visible).
+        // latest is the high watermark for read_uncommitted and the last stable offset for
+        // read_committed (`Partition.fetchOffsetForTimestamp`); the lookup (the partition's
+        // shard, given the request's isolation level) answers it.
         _ => match lookup(topic, partition, req.timestamp) {
             Err(e) => return no_offset(partition, e),
             Ok((UNKNOWN_OFFSET, _)) => (UNKNOWN_OFFSET, NO_TIMESTAMP, NO_EPOCH),
@@ -132,8 +132,10 @@ pub(crate) fn list_offset(
 /// (older) or UNKNOWN_LEADER_EPOCH (newer). Otherwise earliest (-2), earliest local (-4) and
 /// latest (-1) → offset 0, timestamp -1, leader epoch 0; max timestamp (-3), latest tiered (-5)
 /// and a lookup by timestamp (>= 0) → offset -1, timestamp -1, leader epoch -1, as Kafka answers
-/// when no record qualifies. The isolation level and replica id change nothing while every
-/// offset is 0; v10's timeout only bounds remote-storage lookups, which do not exist here.
+/// when no record qualifies. The isolation level (v2+) is the lookup's business: for
+/// READ_COMMITTED latest is the last stable offset and a timestamp lookup finds nothing at or
+/// past it ([`handle`] passes it to the shard). The replica id changes nothing; v10's timeout
+/// only bounds remote-storage lookups, which do not exist here.
 pub fn list_offsets_with(
     broker: &Broker,
     req: &ListOffsetsRequest,
@@ -193,6 +195,8 @@ pub(super) async fn handle(
 ) -> ListOffsetsResponse {
     let broker = &shard.broker;
     let shards = shard.router.shards();
+    // `IsolationLevel.READ_COMMITTED`; the field exists from v2 (0 before).
+    let read_committed = req.isolation_level == super::fetch::READ_COMMITTED;
     let mut wanted: Vec<(Arc<Topic>, i32, i64)> = Vec::new();
     list_offsets_with(broker, &req, version, |t, p, ts| {
         wanted.push((t.clone(), p, ts));
@@ -205,6 +209,7 @@ pub(super) async fn handle(
                 topic: t.clone(),
                 partition: *p,
                 timestamp: *ts,
+                read_committed,
             };
             (owner_shard(&t.name, *p, shards), op)
         })

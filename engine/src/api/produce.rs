@@ -14,7 +14,10 @@ use std::rc::Rc;
 /// `KafkaApis.handleProduceRequest`): unknown topic (id) → ResponseError::UnknownTopicOrPartition.code()
 /// (UNKNOWN_TOPIC_ID from v13), the internal topic → INVALID_TOPIC_EXCEPTION, acks other than
 /// 0/1/-1 → INVALID_REQUIRED_ACKS, then the shard validates and appends (`topic_data`).
-/// Transactions are not supported: transactional batches get ResponseError::InvalidRecord.code().
+///
+/// Transactional batches are appended like others (the partition log tracks the transaction).
+/// As Kafka (`KafkaApis.handleProduceRequest`), a request carrying transactional records without
+/// a `transactional_id` fails whole with TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
 pub(super) async fn handle(
     shard: &Rc<Shard>,
     req: ProduceRequest,
@@ -23,6 +26,13 @@ pub(super) async fn handle(
     use kafka_protocol::messages::produce_response::{
         PartitionProduceResponse, TopicProduceResponse,
     };
+    if has_transactional_records(&req) && req.transactional_id.is_none() {
+        return error_response(
+            &req,
+            version,
+            code(ResponseError::TransactionalIdAuthorizationFailed),
+        );
+    }
     let snap = shard.broker.topics.snapshot();
     let shards = shard.router.shards();
     let by_id = version >= 13;
@@ -45,6 +55,20 @@ pub(super) async fn handle(
                 }
                 Some(t) if t.internal => Err(code(ResponseError::InvalidTopicException)),
                 Some(_) if !acks_ok => Err(code(ResponseError::InvalidRequiredAcks)),
+                // KIP-890 verification of a transactional batch, before it is appended.
+                Some(t) if is_transactional(p.records.as_ref()) => {
+                    verify_transaction(req.transactional_id.as_ref(), t, p.index).map(|()| {
+                        calls.push((
+                            owner_shard(&t.name, p.index, shards),
+                            DataOp::Append {
+                                topic: t.clone(),
+                                partition: p.index,
+                                records: p.records.clone().unwrap_or_default(),
+                            },
+                        ));
+                        calls.len() - 1
+                    })
+                }
                 Some(t) => {
                     calls.push((
                         owner_shard(&t.name, p.index, shards),
@@ -105,4 +129,75 @@ pub(super) async fn handle(
     ProduceResponse::default()
         .with_throttle_time_ms(0)
         .with_responses(responses)
+}
+
+/// Any partition's batch is transactional (attributes bit 0x10 of the first batch, as
+/// `RequestUtils.hasTransactionalRecords` looks at each partition's first batch). Records too
+/// short to have attributes are left for the shard's validation to refuse.
+fn has_transactional_records(req: &ProduceRequest) -> bool {
+    req.topic_data.iter().any(|t| {
+        t.partition_data
+            .iter()
+            .any(|p| is_transactional(p.records.as_ref()))
+    })
+}
+
+fn is_transactional(records: Option<&bytes::Bytes>) -> bool {
+    records
+        .and_then(|r| r.get(21..23))
+        .is_some_and(|a| i16::from_be_bytes([a[0], a[1]]) & 0x10 != 0)
+}
+
+/// Kafka's answer to a request refused before any append (`ProduceRequest.getErrorResponse`):
+/// every partition gets `error`, base offset -1.
+fn error_response(req: &ProduceRequest, version: i16, error: i16) -> ProduceResponse {
+    use kafka_protocol::messages::produce_response::{
+        PartitionProduceResponse, TopicProduceResponse,
+    };
+    let responses = req
+        .topic_data
+        .iter()
+        .map(|t| {
+            let mut r = TopicProduceResponse::default();
+            if version >= 13 {
+                r.topic_id = t.topic_id;
+            } else {
+                r.name = t.name.clone();
+            }
+            r.partition_responses = t
+                .partition_data
+                .iter()
+                .map(|p| {
+                    let mut pr = PartitionProduceResponse::default()
+                        .with_index(p.index)
+                        .with_error_code(error)
+                        .with_base_offset(-1)
+                        .with_log_append_time_ms(-1);
+                    if version >= 5 {
+                        pr.log_start_offset = -1;
+                    }
+                    pr
+                })
+                .collect();
+            r
+        })
+        .collect();
+    ProduceResponse::default()
+        .with_throttle_time_ms(0)
+        .with_responses(responses)
+}
+
+/// TODO(issue 17, transaction coordinator): KIP-890 part 1 verification. Called for each
+/// partition whose batch is transactional, before it is appended: Kafka asks the transaction
+/// coordinator whether the partition is in `transactional_id`'s ongoing transaction
+/// (`ReplicaManager.appendRecords` → `maybeSendPartitionsToTransactionCoordinator`,
+/// AddPartitionsToTxn with verify_only) and fails the partition with its error (e.g.
+/// INVALID_TXN_STATE) otherwise. Until the coordinator exists every batch is appended
+/// unverified, as a Kafka broker with `transaction.partition.verification.enable=false` does.
+fn verify_transaction(
+    _transactional_id: Option<&TransactionalId>,
+    _topic: &crate::topics::Topic,
+    _partition: i32,
+) -> Result<(), i16> {
+    Ok(())
 }

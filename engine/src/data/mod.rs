@@ -1,6 +1,7 @@
 //! Topic partition data on the shard that owns it: the log of each partition
 //! (`storage::topic_log`), its writer task (group commit), and the operations the data-path APIs
-//! send it (append, read, wait for data, offsets, delete records, forget deleted topics).
+//! send it (append, read, wait for data, offsets, delete records, transaction markers, forget
+//! deleted topics).
 //!
 //! Ownership: partition `p` of topic `t` lives on shard `(abs(java_hash(t)) + p) % shards`, so a
 //! topic's partitions spread over the cores, and it is touched by no other thread. Requests reach
@@ -12,6 +13,14 @@
 //! both answer once the batch is on disk (a stronger promise than Kafka's acks=1). A failed write
 //! fails the waiting producers with KAFKA_STORAGE_ERROR (retriable) and reopens the log from disk,
 //! so nothing unacknowledged is ever presented as written.
+//!
+//! Transactions: producers' transactional batches are appended like any other; the transaction
+//! coordinator ends a transaction on each of its partitions with `WriteMarker` (a COMMIT or
+//! ABORT control batch, answered once durable like an append). Each partition keeps its last
+//! stable offset (LSO: the high watermark held back to the oldest transaction that is ongoing or
+//! whose marker is not yet durable) and its aborted transactions; read_committed reads stop at
+//! the LSO and carry the aborted transactions they overlap, and read_committed ListOffsets
+//! latest is the LSO.
 //!
 //! Partitions open on first use (one sequential scan of their segments, logged with what it
 //! found and whether a torn tail was cut) and stay open.
@@ -40,17 +49,30 @@ pub enum DataOp {
     },
     /// Reads of several partitions owned by this shard.
     Read { items: Vec<ReadItem> },
-    /// Return once any of these partitions holds data after the given offset, or after the
-    /// timeout (a Fetch waiting for min_bytes).
+    /// Return once any of these partitions holds readable data at the given offset (below the
+    /// high watermark, or below the last stable offset when the flag, read_committed, is set),
+    /// or after the timeout (a Fetch waiting for min_bytes).
     Wait {
-        items: Vec<(Arc<Topic>, i32, i64)>,
+        items: Vec<WaitItem>,
         timeout_ms: u64,
     },
     /// ListOffsets for one partition; `timestamp` is the request's (-1, -2, -3, -4 or >= 0).
+    /// read_committed: latest is the last stable offset, and a lookup finding an offset at or
+    /// past it finds nothing (Kafka's `lastFetchableOffset`).
     ListOffset {
         topic: Arc<Topic>,
         partition: i32,
         timestamp: i64,
+        read_committed: bool,
+    },
+    /// Write a transaction marker (control batch) to one partition; answered once durable.
+    WriteMarker {
+        topic: Arc<Topic>,
+        partition: i32,
+        producer_id: i64,
+        producer_epoch: i16,
+        commit: bool,
+        coordinator_epoch: i32,
     },
     /// DeleteRecords for one partition; -1 means the high watermark.
     DeleteRecords {
@@ -62,12 +84,17 @@ pub enum DataOp {
     Forget,
 }
 
+/// One partition of a `DataOp::Wait`: (topic, partition, fetch offset, read_committed).
+pub type WaitItem = (Arc<Topic>, i32, i64, bool);
+
 #[derive(Debug)]
 pub struct ReadItem {
     pub topic: Arc<Topic>,
     pub partition: i32,
     pub offset: i64,
     pub max_bytes: i32,
+    /// Read only below the last stable offset and report the aborted transactions read.
+    pub read_committed: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -79,6 +106,8 @@ pub enum DataReply {
     Offset(Result<(i64, i64), i16>),
     /// The new log start offset, or an error code.
     Deleted(Result<i64, i16>),
+    /// 0 once the marker is durable, else the Kafka error code.
+    Marker(i16),
     Forgotten,
 }
 
@@ -107,16 +136,23 @@ impl AppendOutcome {
 pub struct PartitionRead {
     pub error: i16,
     pub high_watermark: i64,
+    /// Reported for both isolation levels, as Kafka does.
+    pub last_stable_offset: i64,
     pub log_start_offset: i64,
+    /// read_committed: the aborted transactions (producer id, first offset) overlapping the
+    /// records read (`TransactionIndex.collectAbortedTxns`); empty otherwise.
+    pub aborted: Vec<(i64, i64)>,
     pub records: Bytes,
 }
 
 impl PartitionRead {
-    fn failed(error: i16) -> Self {
+    pub fn failed(error: i16) -> Self {
         Self {
             error,
             high_watermark: -1,
+            last_stable_offset: -1,
             log_start_offset: -1,
+            aborted: Vec::new(),
             records: Bytes::new(),
         }
     }

@@ -154,7 +154,29 @@ impl DataStore {
                     topic,
                     partition,
                     timestamp,
-                } => DataReply::Offset(me.list_offset(topic, partition, timestamp).await),
+                    read_committed,
+                } => DataReply::Offset(
+                    me.list_offset(topic, partition, timestamp, read_committed)
+                        .await,
+                ),
+                DataOp::WriteMarker {
+                    topic,
+                    partition,
+                    producer_id,
+                    producer_epoch,
+                    commit,
+                    coordinator_epoch,
+                } => DataReply::Marker(
+                    me.write_marker(
+                        topic,
+                        partition,
+                        producer_id,
+                        producer_epoch,
+                        commit,
+                        coordinator_epoch,
+                    )
+                    .await,
+                ),
                 DataOp::DeleteRecords {
                     topic,
                     partition,
@@ -320,6 +342,10 @@ impl DataStore {
             if p.log.borrow().high_watermark() > staged.last_offset {
                 break;
             }
+            // A deleted topic's writer has stopped: the batch will never be durable.
+            if p.closed.get() {
+                return AppendOutcome::failed(ResponseError::UnknownTopicOrPartition.code(), None);
+            }
             let w = p.changed.register();
             w.wait().await;
         }
@@ -333,6 +359,82 @@ impl DataStore {
         }
     }
 
+    /// WriteTxnMarkers' work on one partition (`ReplicaManager.appendRecords` with origin
+    /// COORDINATOR): stage the marker like an append (`TopicLog::stage_marker` checks the
+    /// producer and coordinator epochs), then answer once it is durable: only then does it
+    /// complete the transaction for the last stable offset. A failed write answers
+    /// KAFKA_STORAGE_ERROR and the reloaded log has the transaction still ongoing, so the
+    /// coordinator's retry writes it again.
+    async fn write_marker(
+        self: &Rc<Self>,
+        topic: Arc<Topic>,
+        partition: i32,
+        producer_id: i64,
+        producer_epoch: i16,
+        commit: bool,
+        coordinator_epoch: i32,
+    ) -> i16 {
+        if partition < 0 || partition >= topic.partitions {
+            return ResponseError::UnknownTopicOrPartition.code();
+        }
+        let settings = TopicSettings::of(&topic, &self.broker);
+        let p = match self.partition(&topic, partition).await {
+            Ok(p) => p,
+            Err(code) => return code,
+        };
+        let failures = p.failures.get();
+        let staged = loop {
+            let now = crate::clock::wall_clock_ms();
+            let r = p.log.borrow_mut().stage_marker(
+                producer_id,
+                producer_epoch,
+                commit,
+                coordinator_epoch,
+                now,
+                settings.log_append_time,
+            );
+            match r {
+                Ok(s) => break s,
+                Err(storage::topic_log::AppendError::Busy) => {
+                    let w = p.changed.register();
+                    p.kick.notify_all();
+                    w.wait().await;
+                    if p.failures.get() != failures {
+                        return ResponseError::KafkaStorageError.code();
+                    }
+                    if p.closed.get() {
+                        return ResponseError::UnknownTopicOrPartition.code();
+                    }
+                }
+                Err(e) => {
+                    tracing::debug!(
+                        topic = %topic.name,
+                        partition,
+                        producer_id,
+                        error = %e.message(),
+                        "transaction marker refused"
+                    );
+                    return e.code();
+                }
+            }
+        };
+        p.kick.notify_all();
+        loop {
+            if p.failures.get() != failures {
+                return ResponseError::KafkaStorageError.code();
+            }
+            if p.log.borrow().high_watermark() > staged.last_offset {
+                return 0;
+            }
+            // A deleted topic's writer has stopped: the marker will never be durable.
+            if p.closed.get() {
+                return ResponseError::UnknownTopicOrPartition.code();
+            }
+            let w = p.changed.register();
+            w.wait().await;
+        }
+    }
+
     async fn read(self: &Rc<Self>, it: &ReadItem) -> PartitionRead {
         if it.topic.internal {
             // `__consumer_offsets` belongs to the group coordinator (`partition.rs`), whose
@@ -341,7 +443,9 @@ impl DataStore {
                 PartitionRead {
                     error: 0,
                     high_watermark: 0,
+                    last_stable_offset: 0,
                     log_start_offset: 0,
+                    aborted: Vec::new(),
                     records: Bytes::new(),
                 }
             } else {
@@ -355,13 +459,30 @@ impl DataStore {
         if it.offset < 0 {
             return PartitionRead::failed(ResponseError::OffsetOutOfRange.code());
         }
-        let (plan, hw, start) = {
+        // One borrow: the records, the LSO and the aborted list agree with each other.
+        let (plan, hw, lso, start, aborted) = {
             let log = p.log.borrow();
             let max = it.max_bytes.max(0) as usize;
+            let lso = log.last_stable_offset();
+            // read_committed reads stop at the LSO (`FetchIsolation.TXN_COMMITTED`).
+            let bound = if it.read_committed { lso } else { u64::MAX };
+            let plan = log.read_upto(it.offset as u64, max, true, bound);
+            // The aborted transactions overlapping [fetch offset, end of what was read)
+            // (`LocalLog.addAbortedTransactions`); none when nothing was read.
+            let aborted = match &plan {
+                Read::Data(d) if it.read_committed => log
+                    .aborted_transactions(it.offset as u64, d.last_offset() + 1)
+                    .into_iter()
+                    .map(|(pid, first)| (pid, first as i64))
+                    .collect(),
+                _ => Vec::new(),
+            };
             (
-                log.read(it.offset as u64, max, true),
+                plan,
                 log.high_watermark() as i64,
+                lso as i64,
                 log.log_start_offset() as i64,
+                aborted,
             )
         };
         let records = match plan {
@@ -377,14 +498,16 @@ impl DataStore {
         PartitionRead {
             error: 0,
             high_watermark: hw,
+            last_stable_offset: lso,
             log_start_offset: start,
+            aborted,
             records,
         }
     }
 
-    async fn wait(self: &Rc<Self>, items: Vec<(Arc<Topic>, i32, i64)>, timeout_ms: u64) {
+    async fn wait(self: &Rc<Self>, items: Vec<super::WaitItem>, timeout_ms: u64) {
         let mut waiters = Vec::new();
-        for (topic, partition, offset) in &items {
+        for (topic, partition, offset, read_committed) in &items {
             // A partition that cannot change (internal, or failing to open) is not waited on;
             // the timeout still bounds the wait, so a fetch never spins.
             if topic.internal {
@@ -393,7 +516,19 @@ impl DataStore {
             let Ok(p) = self.partition(topic, *partition).await else {
                 continue;
             };
-            if p.log.borrow().high_watermark() as i64 > *offset {
+            // A read_committed fetch can read only below the LSO: waking it for data above
+            // would make it read nothing and wait again at once. The LSO moves only when the
+            // high watermark (a flush, e.g. of a marker) or the log start does, and both wake
+            // `changed`.
+            let readable_end = {
+                let log = p.log.borrow();
+                if *read_committed {
+                    log.last_stable_offset()
+                } else {
+                    log.high_watermark()
+                }
+            };
+            if readable_end as i64 > *offset {
                 return;
             }
             waiters.push(Box::pin(p.changed.register().wait()));
@@ -417,6 +552,7 @@ impl DataStore {
         topic: Arc<Topic>,
         partition: i32,
         timestamp: i64,
+        read_committed: bool,
     ) -> Result<(i64, i64), i16> {
         if topic.internal {
             // Read as empty, like Fetch (see `read`).
@@ -427,8 +563,19 @@ impl DataStore {
             });
         }
         let p = self.partition(&topic, partition).await?;
+        // What a client may read (`Partition.fetchOffsetForTimestamp`'s lastFetchableOffset):
+        // the LSO for read_committed, else the high watermark. Lookups only see flushed
+        // batches, so only read_committed ever filters one out.
+        let last_fetchable = {
+            let log = p.log.borrow();
+            if read_committed {
+                log.last_stable_offset()
+            } else {
+                log.high_watermark()
+            }
+        };
         let found = match timestamp {
-            -1 => Some((p.log.borrow().high_watermark(), -1)),
+            -1 => return Ok((last_fetchable as i64, -1)),
             -2 | -4 => Some((p.log.borrow().log_start_offset(), -1)),
             -3 => TopicLog::max_timestamp(&p.log)
                 .await
@@ -438,6 +585,9 @@ impl DataStore {
                 .map_err(storage_error)?,
             _ => None,
         };
+        // `ReplicaManager.fetchOffset`: a found offset at or past the last fetchable one is
+        // answered as no offset (-1, -1).
+        let found = found.filter(|&(o, _)| matches!(timestamp, -2 | -4) || o < last_fetchable);
         Ok(found.map_or((-1, -1), |(o, t)| (o as i64, t)))
     }
 
