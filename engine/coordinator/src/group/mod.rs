@@ -6,7 +6,9 @@
 //! parked earlier (a JoinGroup waits for the join phase to end, a follower's SyncGroup waits for
 //! the leader's). `tick(now, out)` fires expired deadlines (sessions, join and sync deadlines, the
 //! initial rebalance delay, offset retention). `replay(record)` rebuilds state from records alone,
-//! which is how a restart recovers.
+//! which is how a restart recovers; `replay_in_batch` also takes the record's batch attributes and
+//! producer, for transactional offset commits and transaction markers (`txn`), whose writes
+//! `Output::txn` marks.
 //!
 //! No I/O, no clock: `now` (milliseconds since the Unix epoch) is passed in, so tests drive time
 //! with a fake clock and a simulator can run thousands of members deterministically. The runtime
