@@ -64,12 +64,51 @@ fn get_varint(buf: &[u8], pos: &mut usize, max_bytes: usize) -> Option<i64> {
     None
 }
 
+/// Attributes bit 4: the batch belongs to a transaction (`RecordBatch.isTransactional`).
+pub const ATTR_TRANSACTIONAL: i16 = 0x10;
+/// Attributes bit 5: a control batch (its one record is a transaction marker).
+pub const ATTR_CONTROL: i16 = 0x20;
+
+/// Who wrote a batch: attributes (only [`ATTR_TRANSACTIONAL`] and [`ATTR_CONTROL`] are set by
+/// the coordinator) and the producer id and epoch, -1 for a plain coordinator batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchProducer {
+    pub attributes: i16,
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+}
+
+impl BatchProducer {
+    /// A plain coordinator batch: no producer, attributes 0.
+    pub const NONE: BatchProducer = BatchProducer {
+        attributes: 0,
+        producer_id: -1,
+        producer_epoch: -1,
+    };
+}
+
 /// Encode one uncompressed batch of `records` (key, value) with offsets `base_offset..`, all
 /// stamped `timestamp` (CreateTime), producer id/epoch -1, base sequence 0 and leader epoch 0,
 /// as Kafka's coordinator writes them (`CoordinatorRuntime` → `MemoryRecordsBuilder`).
 pub fn encode_batch(
     base_offset: u64,
     timestamp: i64,
+    records: &[(Option<&[u8]>, Option<&[u8]>)],
+    out: &mut Vec<u8>,
+) {
+    encode_batch_as(base_offset, timestamp, BatchProducer::NONE, records, out)
+}
+
+/// [`encode_batch`] for a batch written on behalf of a producer: a transactional batch of
+/// offset commits (TxnOffsetCommit), or a control batch holding a transaction marker, as
+/// Kafka's coordinator writes them (`CoordinatorRuntime.scheduleTransactionalWriteOperation`,
+/// `scheduleTransactionCompletion`: `MemoryRecords.withTransactionalRecords` /
+/// `withEndTransactionMarker`). Base sequence stays 0: Kafka writes -1 (`NO_SEQUENCE`) for
+/// these, which no reader of `__consumer_offsets` looks at.
+pub fn encode_batch_as(
+    base_offset: u64,
+    timestamp: i64,
+    producer: BatchProducer,
     records: &[(Option<&[u8]>, Option<&[u8]>)],
     out: &mut Vec<u8>,
 ) {
@@ -83,12 +122,13 @@ pub fn encode_batch(
     out.extend_from_slice(&0i32.to_be_bytes());
     out.push(2); // magic
     out.extend_from_slice(&0u32.to_be_bytes()); // crc, patched below
-    out.extend_from_slice(&0i16.to_be_bytes()); // attributes: no compression, CreateTime
+                                                // attributes: no compression, CreateTime; transactional / control for a producer's batch
+    out.extend_from_slice(&producer.attributes.to_be_bytes());
     out.extend_from_slice(&((records.len() - 1) as i32).to_be_bytes());
     out.extend_from_slice(&timestamp.to_be_bytes()); // base timestamp
     out.extend_from_slice(&timestamp.to_be_bytes()); // max timestamp
-    out.extend_from_slice(&(-1i64).to_be_bytes()); // producer id
-    out.extend_from_slice(&(-1i16).to_be_bytes()); // producer epoch
+    out.extend_from_slice(&producer.producer_id.to_be_bytes());
+    out.extend_from_slice(&producer.producer_epoch.to_be_bytes());
     out.extend_from_slice(&0i32.to_be_bytes()); // base sequence
     out.extend_from_slice(&(records.len() as i32).to_be_bytes());
     let mut body = Vec::with_capacity(64);
@@ -246,11 +286,22 @@ pub struct BatchHeader {
     pub last_offset_delta: i32,
     pub records_count: i32,
     pub attributes: i16,
+    /// -1 for a batch no producer wrote (every plain coordinator batch).
+    pub producer_id: i64,
+    pub producer_epoch: i16,
 }
 
 impl BatchHeader {
     pub fn last_offset(&self) -> u64 {
         self.base_offset + self.last_offset_delta.max(0) as u64
+    }
+
+    pub fn is_transactional(&self) -> bool {
+        self.attributes & ATTR_TRANSACTIONAL != 0
+    }
+
+    pub fn is_control(&self) -> bool {
+        self.attributes & ATTR_CONTROL != 0
     }
 }
 
@@ -311,12 +362,16 @@ pub fn peek_batch(buf: &[u8], pos: u64, max_batch: usize) -> Result<Peek, BatchE
             format!("last offset {base_offset} + {last_offset_delta} is past i64::MAX"),
         ));
     }
+    let producer_id = i64::from_be_bytes(b[43..51].try_into().expect("8 bytes"));
+    let producer_epoch = i16::from_be_bytes([b[51], b[52]]);
     Ok(Peek::Batch(BatchHeader {
         base_offset: base_offset as u64,
         size,
         last_offset_delta,
         records_count,
         attributes,
+        producer_id,
+        producer_epoch,
     }))
 }
 

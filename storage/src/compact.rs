@@ -21,6 +21,22 @@
 //! durable before the next, so a tombstone is removed only after every older value of its key.
 //! Replaying the cleaned log gives the same last value per key as replaying the whole log.
 //!
+//! Transactions (TxnOffsetCommit): a transactional batch holds offset commits a producer's
+//! transaction made pending, and a control batch holds the marker that ended it (commit or
+//! abort). Kafka's cleaner never cleans past the first open transaction and drops aborted
+//! transactional records (`LogCleaner`, `CleanedTransactionMetadata`); this pass gets the same
+//! replay result per key without an offset bound:
+//! - only plain records enter the per-key map; a plain record is kept while it is the last
+//!   plain record of its key, and a tombstone whose key also has a transactional record in the
+//!   log is never removed (it deletes that record's pending offset on replay);
+//! - a transactional record is kept while its transaction has no marker in the mapped log
+//!   (still open); dropped once its transaction aborted; once committed, dropped when a later
+//!   plain record of its key exists (on replay that record wins anyway: the coordinator keeps
+//!   the committed offset written last, `OffsetMetadataManager.replayEndTransactionMarker`);
+//! - a marker goes once its producer has no transactional record before it (since its previous
+//!   marker), under the same age and snapshot rules as a tombstone: a marker with nothing to
+//!   end replays as nothing.
+//!
 //! Snapshots: a partition that loads from a snapshot at offset S replays only the records after
 //! S, and the snapshot may hold a value that a tombstone after S deletes. Such a tombstone must
 //! stay however old it is, so a pass is told the snapshot it may be loaded from and removes only
@@ -93,8 +109,44 @@ pub struct Compaction {
     /// How many of `mapped` (the oldest) are cleaned: all but the active segment.
     closed: usize,
     latest: HashMap<Box<[u8]>, u64>,
+    txn: TxnMap,
     phase: Phase,
     pub stats: CompactStats,
+}
+
+/// What the map phase learnt about transactions (see the module documentation).
+#[derive(Default)]
+struct TxnMap {
+    /// Keys of transactional records.
+    keys: hashbrown::HashSet<Box<[u8]>>,
+    /// Per producer id: its markers in log order as (offset, commit, whether a transactional
+    /// record of the producer lies between the previous marker and this one).
+    markers: HashMap<i64, Vec<(u64, bool, bool)>>,
+    /// Producers with a transactional record after their last marker so far.
+    open: hashbrown::HashSet<i64>,
+}
+
+impl TxnMap {
+    /// The marker that ends the transactional record at `offset` of `producer`, if mapped.
+    fn end_of(&self, producer: i64, offset: u64) -> Option<(u64, bool, bool)> {
+        let m = self.markers.get(&producer)?;
+        let i = m.partition_point(|x| x.0 < offset);
+        m.get(i).copied()
+    }
+}
+
+/// The result a control record's key names: `Some(true)` commit, `Some(false)` abort
+/// (`ControlRecordType`: key = version int16, type int16; 0 = ABORT, 1 = COMMIT).
+pub fn marker_commit(key: Option<&[u8]>) -> Option<bool> {
+    let k = key?;
+    if k.len() < 4 {
+        return None;
+    }
+    match i16::from_be_bytes([k[2], k[3]]) {
+        0 => Some(false),
+        1 => Some(true),
+        _ => None,
+    }
 }
 
 impl Compaction {
@@ -129,6 +181,7 @@ impl<D: LogDir> PartitionLog<D> {
             closed: mapped.len() - 1,
             mapped,
             latest: HashMap::new(),
+            txn: TxnMap::default(),
             phase: Phase::Map { seg: 0, pos: 0 },
             stats: CompactStats::default(),
         })
@@ -161,9 +214,26 @@ impl<D: LogDir> PartitionLog<D> {
                     return Ok(false);
                 };
                 let latest = &mut c.latest;
+                let txn = &mut c.txn;
                 let next = read_slice(file, pos, size, &c.config, &self.config, |b, h, p| {
+                    let pid = h.producer_id;
                     crate::batch::for_each_record(b, h, p, |offset, _, key, _| {
-                        if let Some(k) = key {
+                        if h.is_control() {
+                            if let Some(commit) = marker_commit(key) {
+                                let data = txn.open.remove(&pid);
+                                txn.markers
+                                    .entry(pid)
+                                    .or_default()
+                                    .push((offset, commit, data));
+                            }
+                        } else if h.is_transactional() {
+                            txn.open.insert(pid);
+                            if let Some(k) = key {
+                                if !txn.keys.contains(k) {
+                                    txn.keys.insert(k.into());
+                                }
+                            }
+                        } else if let Some(k) = key {
                             match latest.get_mut(k) {
                                 Some(o) => *o = offset,
                                 None => {
@@ -193,6 +263,7 @@ impl<D: LogDir> PartitionLog<D> {
             } => {
                 if seg >= c.closed {
                     c.latest = HashMap::new();
+                    c.txn = TxnMap::default();
                     return Ok(true);
                 }
                 let (base, size) = c.mapped[seg];
@@ -205,8 +276,9 @@ impl<D: LogDir> PartitionLog<D> {
                     };
                     return Ok(false);
                 };
-                let (latest, now, retention, limit) = (
+                let (latest, txn, now, retention, limit) = (
                     &c.latest,
+                    &c.txn,
                     c.now,
                     c.config.delete_retention_ms,
                     c.tombstone_limit,
@@ -214,17 +286,39 @@ impl<D: LogDir> PartitionLog<D> {
                 let stats = &mut c.stats;
                 let next = read_slice(file, pos, size, &c.config, &self.config, |b, h, p| {
                     before += h.size as u64;
+                    let pid = h.producer_id;
                     let (kept, dropped) = retain_records(
                         b,
                         h,
                         p,
                         |offset, ts, key, value| {
+                            if h.is_control() {
+                                // A marker with transactional records before it still ends
+                                // them; one with nothing to end goes like an old tombstone.
+                                let ended_data = txn
+                                    .end_of(pid, offset)
+                                    .filter(|m| m.0 == offset)
+                                    .is_none_or(|m| m.2);
+                                return ended_data
+                                    || limit.is_some_and(|s| offset > s)
+                                    || ts.saturating_add(retention) > now;
+                            }
                             let Some(k) = key else { return false };
+                            if h.is_transactional() {
+                                return match txn.end_of(pid, offset) {
+                                    None => true,                 // still open
+                                    Some((_, false, _)) => false, // aborted
+                                    Some(_) => latest.get(k).is_none_or(|&o| o < offset),
+                                };
+                            }
                             if latest.get(k) != Some(&offset) {
                                 return false;
                             }
                             if value.is_none() && limit.is_some_and(|s| offset > s) {
                                 return true; // the snapshot below may hold the value
+                            }
+                            if value.is_none() && txn.keys.contains(k) {
+                                return true; // it still deletes a transactional record
                             }
                             if value.is_none() {
                                 let expiry = ts.saturating_add(retention);
@@ -437,6 +531,56 @@ mod tests {
 
     fn put(log: &mut PartitionLog<MemDir>, key: &str, value: Option<&str>, ts: i64) {
         block_on(log.append(&[(Some(key.as_bytes()), value.map(str::as_bytes))], ts)).unwrap();
+    }
+
+    fn put_as(log: &mut PartitionLog<MemDir>, attrs: i16, pid: i64, key: &[u8], value: &[u8]) {
+        let producer = crate::batch::BatchProducer {
+            attributes: attrs,
+            producer_id: pid,
+            producer_epoch: 0,
+        };
+        let batch = log
+            .prepare_as(producer, &[(Some(key), Some(value))], 0)
+            .unwrap();
+        block_on(log.append_prepared(batch)).unwrap();
+        block_on(log.sync()).unwrap();
+    }
+
+    const TXN: i16 = crate::batch::ATTR_TRANSACTIONAL;
+    const CTRL: i16 = crate::batch::ATTR_TRANSACTIONAL | crate::batch::ATTR_CONTROL;
+    const COMMIT: &[u8] = &[0, 0, 0, 1];
+    const ABORT: &[u8] = &[0, 0, 0, 0];
+
+    #[test]
+    fn transactions_keep_what_their_replay_needs() {
+        let dir = MemDir::new();
+        let (mut log, _) = open(&dir);
+        put(&mut log, "k-open", Some("committed"), 0); // 0: stays under an open txn
+        put_as(&mut log, TXN, 1, b"k-open", b"pending"); // 1: open: kept
+        put(&mut log, "k-abort", Some("committed"), 0); // 2: stays (the txn aborts)
+        put_as(&mut log, TXN, 2, b"k-abort", b"aborted"); // 3: dropped
+        put_as(&mut log, CTRL, 2, ABORT, b"\0\0\0\0\0\0"); // 4: kept (ends 3)
+        put_as(&mut log, TXN, 3, b"k-won", b"txn"); // 5: dropped (a later plain commit)
+        put_as(&mut log, CTRL, 3, COMMIT, b"\0\0\0\0\0\0"); // 6: kept (ends 5)
+        put(&mut log, "k-won", Some("plain"), 0); // 7: kept
+        put_as(&mut log, CTRL, 9, COMMIT, b"\0\0\0\0\0\0"); // 8: nothing to end: dropped
+        for i in 0..40 {
+            put(&mut log, &format!("filler-{i}"), Some("x"), 0);
+        }
+        let c = log.start_compaction(ccfg(0, 200), 10_000, None).unwrap();
+        run(&mut log, c).unwrap();
+        drop(log);
+        let (_, seen) = open(&dir);
+        let offsets: Vec<u64> = seen.iter().map(|r| r.0).filter(|&o| o < 9).collect();
+        assert_eq!(offsets, [0, 1, 2, 4, 6, 7]);
+        // A second pass: the markers whose records are gone go too.
+        let (mut log, _) = open(&dir);
+        let c = log.start_compaction(ccfg(0, 200), 10_000, None).unwrap();
+        run(&mut log, c).unwrap();
+        drop(log);
+        let (_, seen) = open(&dir);
+        let offsets: Vec<u64> = seen.iter().map(|r| r.0).filter(|&o| o < 9).collect();
+        assert_eq!(offsets, [0, 1, 2, 7]);
     }
 
     #[test]

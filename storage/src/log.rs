@@ -5,7 +5,7 @@
 //! Group commit lives in the caller: while one `append` is in flight, new records queue up and
 //! become the next batch, so one fdatasync serves every request that arrived meanwhile.
 
-use crate::batch::{encode_batch, for_each_record_checked, peek_batch, BatchHeader, Peek};
+use crate::batch::{for_each_record_checked, peek_batch, BatchHeader, Peek};
 use crate::io::{LogDir, LogFile};
 use std::io;
 
@@ -106,11 +106,21 @@ impl<D: LogDir> PartitionLog<D> {
         start_offset: u64,
         mut on_record: impl FnMut(u64, i64, Option<&[u8]>, Option<&[u8]>),
     ) -> io::Result<(Self, RecoveryReport)> {
-        let mut on_record = move |o: u64, t: i64, k: Option<&[u8]>, v: Option<&[u8]>| {
-            if o >= start_offset {
-                on_record(o, t, k, v)
-            }
-        };
+        Self::open_from_batches(dir, config, start_offset, |_, o, t, k, v| {
+            on_record(o, t, k, v)
+        })
+        .await
+    }
+
+    /// [`Self::open_from`], also passing each record's batch header: a coordinator tells a
+    /// transactional batch (pending offsets of a producer) and a control batch (a transaction
+    /// marker) from a plain one by its attributes and producer id.
+    pub async fn open_from_batches(
+        dir: D,
+        config: LogConfig,
+        start_offset: u64,
+        mut on_record: impl FnMut(&BatchHeader, u64, i64, Option<&[u8]>, Option<&[u8]>),
+    ) -> io::Result<(Self, RecoveryReport)> {
         let mut bases: Vec<u64> = dir
             .list()
             .await?
@@ -157,8 +167,12 @@ impl<D: LogDir> PartitionLog<D> {
                     }
                     // Every record is validated before any is replayed: a batch that fails
                     // half-way is cut from the log, so none of it may reach the caller.
-                    for_each_record_checked(batch, h, pos, &mut spans, &mut on_record)
-                        .map_err(|e| e.to_string())?;
+                    for_each_record_checked(batch, h, pos, &mut spans, |o, t, k, v| {
+                        if o >= start_offset {
+                            on_record(h, o, t, k, v)
+                        }
+                    })
+                    .map_err(|e| e.to_string())?;
                     report.batches += 1;
                     report.records += h.records_count as u64;
                     report.bytes += h.size as u64;
@@ -242,6 +256,17 @@ impl<D: LogDir> PartitionLog<D> {
         self.prepare(&pair_refs(records), timestamp)
     }
 
+    /// [`PartitionLog::prepare_pairs`] for a batch written on behalf of a producer (a
+    /// transactional batch or a transaction marker, see [`crate::batch::encode_batch_as`]).
+    pub fn prepare_pairs_as(
+        &self,
+        producer: crate::batch::BatchProducer,
+        records: &[(Vec<u8>, Option<Vec<u8>>)],
+        timestamp: i64,
+    ) -> io::Result<Vec<u8>> {
+        self.prepare_as(producer, &pair_refs(records), timestamp)
+    }
+
     /// [`PartitionLog::append_unsynced`] for owned key and value bytes.
     pub async fn append_pairs_unsynced(
         &mut self,
@@ -286,6 +311,16 @@ impl<D: LogDir> PartitionLog<D> {
     /// Encode `records` as the next batch (at [`Self::next_offset`]) without writing it, so the
     /// caller can hand the bytes to the journal while [`Self::append_prepared`] writes them.
     pub fn prepare(&self, records: &[RecordRef<'_>], timestamp: i64) -> io::Result<Vec<u8>> {
+        self.prepare_as(crate::batch::BatchProducer::NONE, records, timestamp)
+    }
+
+    /// [`Self::prepare`] with the batch's producer fields and attributes.
+    pub fn prepare_as(
+        &self,
+        producer: crate::batch::BatchProducer,
+        records: &[RecordRef<'_>],
+        timestamp: i64,
+    ) -> io::Result<Vec<u8>> {
         assert!(!records.is_empty(), "a batch holds at least one record");
         // Offsets are i64 on disk: a batch past i64::MAX would be written and then lost as
         // corrupt by the next recovery. (Only a corrupt log gets this far.)
@@ -298,7 +333,7 @@ impl<D: LogDir> PartitionLog<D> {
             )));
         }
         let mut batch = Vec::with_capacity(64 + records.len() * 64);
-        encode_batch(self.next_offset, timestamp, records, &mut batch);
+        crate::batch::encode_batch_as(self.next_offset, timestamp, producer, records, &mut batch);
         Ok(batch)
     }
 
@@ -535,6 +570,7 @@ pub async fn discard_unacknowledged<D: LogDir>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::batch::encode_batch;
     use crate::io::MemDir;
     use futures_lite::future::block_on;
 

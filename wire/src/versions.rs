@@ -37,6 +37,7 @@ pub const SERVED: &[ApiRange] = &[
     r(20, 1, 6), // DeleteTopics: trunk 1-6
     r(21, 0, 2), // DeleteRecords: trunk 0-2
     r(22, 0, 5), // InitProducerId: trunk 0-6; v6 (KIP-939 2PC) is unstable and the crate stops at 5
+    r(28, 0, 5), // TxnOffsetCommit: trunk 0-5
     r(32, 1, 4), // DescribeConfigs: trunk 1-4
     r(33, 0, 2), // AlterConfigs: trunk 0-2
     r(37, 0, 3), // CreatePartitions: trunk 0-3

@@ -36,8 +36,15 @@
 //!    order. A storm of 100,000 members leaving at once is then written at the disk's pace
 //!    instead of piling up its records in memory, and the requests that wait hold their
 //!    connections' in-flight slots, so further requests wait in the sockets.
+//! 7. Transactions: a TxnOffsetCommit's records are a producer's transactional batch, and a
+//!    transaction marker is one control record with no coordinator record behind it
+//!    ([`TxnWrite`]). Each is written as a batch of its own: [`Batch::txn`] says which, and
+//!    [`encode_batch`] gives the shell the attributes, producer fields and bytes. A marker
+//!    counts as one record in the sequence numbers, as it takes one offset in the log. Plain
+//!    records only pay for a check of an empty queue.
 
 use crate::group::target::{AssignmentDone, AssignmentJob};
+use crate::group::txn::TxnWrite;
 use crate::group::{
     failed_response, Coordinator, GroupRequest, GroupResponse, Output, ReqId, RequestContext,
 };
@@ -85,6 +92,22 @@ pub enum Refusal {
 pub struct Batch {
     pub records: Vec<Record>,
     pub upto: u64,
+    /// `None` for a plain batch; else a producer's transactional offsets (`records`), or a
+    /// transaction marker (`records` empty, one control record in the log).
+    pub txn: Option<TxnWrite>,
+}
+
+/// What a marker waiting to be written counts in [`PartitionCore::queued_bytes`].
+const MARKER_BYTES: usize = 64;
+
+/// A run of produced records that is not plain: written as a batch of its own.
+#[derive(Debug)]
+struct TxnRun {
+    /// The sequence number of its first record.
+    first: u64,
+    /// Records in it (1 for a marker, which has no entry in `pending`).
+    len: u64,
+    kind: TxnWrite,
 }
 
 /// A reply that may leave the broker. `waited` is the tag the shell gave when the reply was
@@ -132,6 +155,10 @@ pub struct PartitionCore<T> {
     phase: Phase,
     /// Records produced but not yet handed to the writer, in order.
     pending: VecDeque<Record>,
+    /// Transactional runs and markers among the produced records not yet taken, in order.
+    txn_runs: VecDeque<TxnRun>,
+    /// Markers in `txn_runs` (produced, not taken; they have no entry in `pending`).
+    pending_markers: usize,
     /// [`record_bytes`] of `pending`, and of the batch in flight.
     pending_bytes: usize,
     in_flight_bytes: usize,
@@ -178,6 +205,8 @@ impl<T: Clone> PartitionCore<T> {
             coordinator,
             phase: Phase::Serving,
             pending: VecDeque::new(),
+            txn_runs: VecDeque::new(),
+            pending_markers: 0,
             pending_bytes: 0,
             in_flight_bytes: 0,
             max_queued_bytes: MAX_QUEUED_BYTES,
@@ -239,7 +268,7 @@ impl<T: Clone> PartitionCore<T> {
     }
 
     pub fn pending_len(&self) -> usize {
-        self.pending.len()
+        self.pending.len() + self.pending_markers
     }
 
     pub fn parked_len(&self) -> usize {
@@ -247,7 +276,7 @@ impl<T: Clone> PartitionCore<T> {
     }
 
     pub fn has_pending(&self) -> bool {
-        !self.pending.is_empty()
+        !self.pending.is_empty() || self.pending_markers > 0
     }
 
     /// Bytes of records produced and not yet durable (pending and in flight).
@@ -291,7 +320,7 @@ impl<T: Clone> PartitionCore<T> {
     /// Serving with nothing pending or in flight: the coordinator's state is exactly what is
     /// durable.
     pub fn quiescent(&self) -> bool {
-        self.phase == Phase::Serving && self.pending.is_empty() && self.in_flight.is_none()
+        self.phase == Phase::Serving && !self.has_pending() && self.in_flight.is_none()
     }
 
     /// Whether a request may run now.
@@ -385,6 +414,28 @@ impl<T: Clone> PartitionCore<T> {
             Phase::Serving,
             "only a serving partition produces output"
         );
+        match out.txn {
+            None => {}
+            Some(kind @ TxnWrite::Marker { .. }) => {
+                self.txn_runs.push_back(TxnRun {
+                    first: self.appended_seq + 1,
+                    len: 1,
+                    kind,
+                });
+                self.pending_markers += 1;
+                self.appended_seq += 1;
+                self.pending_bytes += MARKER_BYTES;
+            }
+            Some(kind @ TxnWrite::Offsets { .. }) => {
+                if !out.records.is_empty() {
+                    self.txn_runs.push_back(TxnRun {
+                        first: self.appended_seq + 1,
+                        len: out.records.len() as u64,
+                        kind,
+                    });
+                }
+            }
+        }
         if !out.records.is_empty() {
             self.appended_seq += out.records.len() as u64;
             self.pending_bytes += out.records.iter().map(record_bytes).sum::<usize>();
@@ -447,15 +498,35 @@ impl<T: Clone> PartitionCore<T> {
     /// The writer takes the next batch (up to [`MAX_RECORDS_PER_BATCH`] records), if there is
     /// one and none is in flight.
     pub fn take_batch(&mut self) -> Option<Batch> {
-        if self.phase != Phase::Serving || self.in_flight.is_some() || self.pending.is_empty() {
+        if self.phase != Phase::Serving || self.in_flight.is_some() || !self.has_pending() {
             return None;
         }
-        let n = self.pending.len().min(MAX_RECORDS_PER_BATCH);
-        let records: Vec<Record> = self.pending.drain(..n).collect();
+        let next = self.written_seq + 1;
+        // A transactional run or a marker is a batch of its own; plain records before the
+        // next run are cut at its start.
+        let (n, txn) = match self.txn_runs.front() {
+            None => (self.pending.len().min(MAX_RECORDS_PER_BATCH), None),
+            Some(run) if run.first == next => {
+                let run = self.txn_runs.pop_front().expect("front exists");
+                (run.len as usize, Some(run.kind))
+            }
+            Some(run) => (
+                ((run.first - next) as usize).min(MAX_RECORDS_PER_BATCH),
+                None,
+            ),
+        };
+        let records: Vec<Record> = if let Some(TxnWrite::Marker { .. }) = txn {
+            self.pending_markers -= 1;
+            Vec::new()
+        } else {
+            self.pending.drain(..n).collect()
+        };
         // The whole queue (the usual case) takes all its counted bytes; only a batch cut at
-        // MAX_RECORDS_PER_BATCH counts its own.
-        let bytes = if self.pending.is_empty() {
+        // MAX_RECORDS_PER_BATCH (or at a transactional run) counts its own.
+        let bytes = if !self.has_pending() {
             self.pending_bytes
+        } else if let Some(TxnWrite::Marker { .. }) = txn {
+            MARKER_BYTES
         } else {
             records.iter().map(record_bytes).sum::<usize>()
         };
@@ -472,6 +543,7 @@ impl<T: Clone> PartitionCore<T> {
         Some(Batch {
             records,
             upto: self.written_seq,
+            txn,
         })
     }
 
@@ -516,6 +588,8 @@ impl<T: Clone> PartitionCore<T> {
         self.phase = Phase::Failed;
         self.discard_from = Some(batch_start);
         self.pending.clear();
+        self.txn_runs.clear();
+        self.pending_markers = 0;
         self.pending_bytes = 0;
         self.in_flight_bytes = 0;
         self.written_seq = self.appended_seq;
@@ -680,7 +754,7 @@ impl<T: Clone> PartitionCore<T> {
         );
         assert_eq!(
             self.appended_seq - self.written_seq,
-            self.pending.len() as u64,
+            (self.pending.len() + self.pending_markers) as u64,
             "every record produced and not taken is pending"
         );
         assert_eq!(
@@ -689,7 +763,7 @@ impl<T: Clone> PartitionCore<T> {
             "records are taken and not durable exactly while a batch is in flight"
         );
         assert!(
-            self.pending.is_empty() == (self.pending_bytes == 0)
+            self.has_pending() == (self.pending_bytes != 0)
                 && (self.in_flight.is_some() || self.in_flight_bytes == 0),
             "partition {}: queued bytes follow the queued records",
             self.partition
@@ -781,6 +855,46 @@ pub fn record_bytes(r: &Record) -> usize {
 
 /// A batch's records as `__consumer_offsets` key and value bytes (a tombstone has no value).
 pub type EncodedRecords = Vec<(Vec<u8>, Option<Vec<u8>>)>;
+
+/// A batch as the shells write it: attributes, producer id and epoch of its header (0, -1, -1
+/// for a plain batch), and its records' key and value bytes.
+pub struct EncodedBatch {
+    pub attributes: i16,
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub records: EncodedRecords,
+}
+
+/// Encode a batch [`PartitionCore::take_batch`] handed out, transactional batches and markers
+/// included; both shells write it with `storage::log::PartitionLog::prepare_pairs_as`.
+pub fn encode_batch(batch: &Batch) -> Result<EncodedBatch, String> {
+    let Some(kind) = batch.txn else {
+        return Ok(EncodedBatch {
+            attributes: 0,
+            producer_id: -1,
+            producer_epoch: -1,
+            records: encode_records(&batch.records)?,
+        });
+    };
+    let (attributes, producer_id, producer_epoch) = kind.batch_fields();
+    let records = match kind {
+        TxnWrite::Marker {
+            commit,
+            coordinator_epoch,
+            ..
+        } => {
+            let (k, v) = crate::group::txn::encode_marker(commit, coordinator_epoch);
+            vec![(k, Some(v))]
+        }
+        TxnWrite::Offsets { .. } => encode_records(&batch.records)?,
+    };
+    Ok(EncodedBatch {
+        attributes,
+        producer_id,
+        producer_epoch,
+        records,
+    })
+}
 
 /// Encode the records of a batch [`PartitionCore::take_batch`] handed out; both shells (the
 /// broker's and the simulator's) append them with `storage::log::PartitionLog::append_pairs`.
@@ -874,6 +988,100 @@ mod tests {
         let now = ids(c.handle(4, &ctx(), describe, 0, 4));
         assert_eq!(now, [4]);
         assert!(c.quiescent());
+    }
+
+    fn txn_commit(group: &str, pid: i64) -> GroupRequest {
+        use kafka_protocol::messages::txn_offset_commit_request as tc;
+        use kafka_protocol::messages::*;
+        use kafka_protocol::protocol::StrBytes;
+        GroupRequest::TxnOffsetCommit(
+            TxnOffsetCommitRequest::default()
+                .with_group_id(GroupId(StrBytes::from_string(group.into())))
+                .with_producer_id(ProducerId(pid))
+                .with_generation_id(-1)
+                .with_topics(vec![tc::TxnOffsetCommitRequestTopic::default()
+                    .with_name(TopicName(StrBytes::from_static_str("t")))
+                    .with_partitions(vec![
+                        tc::TxnOffsetCommitRequestPartition::default().with_committed_offset(9),
+                    ])]),
+        )
+    }
+
+    #[test]
+    fn transactional_offsets_and_markers_are_batches_of_their_own() {
+        let mut c = core();
+        c.handle(1, &ctx(), commit("a"), 0, 1);
+        c.handle(2, &ctx(), txn_commit("a", 7), 0, 2);
+        c.handle(3, &ctx(), txn_commit("b", 7), 0, 3);
+        let marker = GroupRequest::TxnMarker {
+            producer_id: 7,
+            producer_epoch: 0,
+            commit: true,
+            coordinator_epoch: 1,
+        };
+        c.handle(4, &ctx(), marker, 0, 4);
+        c.handle(5, &ctx(), commit("b"), 0, 5);
+        assert_eq!(c.records_appended(), 5, "the marker takes one offset");
+        assert_eq!(c.pending_len(), 5);
+        let mut kinds = Vec::new();
+        let mut released = Vec::new();
+        while let Some(b) = c.take_batch() {
+            let e = encode_batch(&b).expect("encodes");
+            kinds.push((
+                b.records.len(),
+                e.attributes,
+                e.producer_id,
+                e.records.len(),
+            ));
+            released.extend(ids(c.batch_durable(b.upto)));
+        }
+        assert_eq!(
+            kinds,
+            [
+                (1, 0, -1, 1),
+                (1, 0x10, 7, 1),
+                (1, 0x10, 7, 1),
+                (0, 0x30, 7, 1),
+                (1, 0, -1, 1)
+            ]
+        );
+        assert_eq!(released, [1, 2, 3, 4, 5]);
+        assert!(c.quiescent() && c.queued_bytes() == 0);
+        // The marker committed both groups' pending offsets.
+        assert_eq!(
+            c.coordinator().offsets.get("b", "t", 0).map(|v| v.offset),
+            Some(5),
+            "the plain commit after the marker"
+        );
+        assert_eq!(
+            c.coordinator().offsets.get("a", "t", 0).map(|v| v.offset),
+            Some(9)
+        );
+    }
+
+    #[test]
+    fn a_failed_write_drops_pending_markers_too() {
+        let mut c = core();
+        c.handle(1, &ctx(), commit("a"), 0, 1);
+        let b = c.take_batch().expect("a batch");
+        let marker = GroupRequest::TxnMarker {
+            producer_id: 7,
+            producer_epoch: 0,
+            commit: false,
+            coordinator_epoch: 1,
+        };
+        c.handle(2, &ctx(), marker, 0, 2);
+        let failed = c.batch_failed(0);
+        drop(b);
+        assert_eq!(failed.len(), 2);
+        assert!(matches!(
+            failed[1].response,
+            GroupResponse::TxnMarker(WRITE_FAILED)
+        ));
+        let mut fresh = Coordinator::new(0, GroupConfig::default());
+        fresh.start(0);
+        c.reloaded(fresh);
+        assert!(c.quiescent() && c.pending_len() == 0);
     }
 
     #[test]

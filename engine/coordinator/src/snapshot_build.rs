@@ -10,6 +10,13 @@
 //! created after S is in the log. Replay also accepts a group's records in any order (a member's
 //! assignment before the group's metadata), which the per-group capture relies on.
 //!
+//! Pending transactional offsets are the exception: they are captured whole by the first slice,
+//! at S exactly (the build starts when every record is durable), and placed after every other
+//! record. A marker after S must find in the snapshot only what was pending at S (a pending
+//! offset captured later could belong to the producer's next transaction, which the replayed
+//! marker would wrongly commit), and they must replay after the committed offsets so that
+//! those do not mark them stale again (each carries its own stale flag, see `group::txn`).
+//!
 //! The caller runs a slice only when nothing is pending (every record the coordinator produced
 //! is durable), so a snapshot never holds the effect of a write that could still fail.
 
@@ -40,6 +47,8 @@ pub struct SnapshotBuild {
     pub covered: u64,
     phase: Phase,
     records: Vec<SnapshotRecord>,
+    /// The pending transactional offsets at `covered`, written after `records`.
+    txn: Vec<SnapshotRecord>,
     pub slices: u32,
 }
 
@@ -49,6 +58,7 @@ impl SnapshotBuild {
             covered,
             phase: Phase::Classic(None),
             records: Vec::new(),
+            txn: Vec::new(),
             slices: 0,
         }
     }
@@ -56,6 +66,13 @@ impl SnapshotBuild {
     /// Capture at least one group and stop once about `budget` records were added (a group is
     /// never split). Call it only when every record `c` produced is durable. True when done.
     pub fn step(&mut self, c: &Coordinator, budget: usize) -> anyhow::Result<bool> {
+        if self.slices == 0 {
+            self.txn = c
+                .snapshot_txn_records()?
+                .into_iter()
+                .map(|(key, value)| SnapshotRecord { key, value })
+                .collect();
+        }
         self.slices += 1;
         let start = self.records.len();
         let full = |r: &Vec<SnapshotRecord>| r.len() - start >= budget.max(1);
@@ -133,7 +150,8 @@ impl SnapshotBuild {
         }
     }
 
-    pub fn into_records(self) -> Vec<SnapshotRecord> {
+    pub fn into_records(mut self) -> Vec<SnapshotRecord> {
+        self.records.append(&mut self.txn);
         self.records
     }
 }

@@ -161,10 +161,18 @@ impl Slot {
 /// The writer's encoding (`write_pending`): the broker's own, one batch at the log's end. A
 /// record that does not encode is a coordinator bug, not a disk fault, so it stops the seed
 /// instead of failing the write.
-fn prepare(log: &PartitionLog<MemDir>, records: &[Record], now: i64) -> std::io::Result<Vec<u8>> {
-    let encoded =
-        engine::partition_core::encode_records(records).expect("coordinator records encode");
-    log.prepare_pairs(&encoded, now)
+fn prepare(
+    log: &PartitionLog<MemDir>,
+    batch: &engine::partition_core::Batch,
+    now: i64,
+) -> std::io::Result<Vec<u8>> {
+    let e = engine::partition_core::encode_batch(batch).expect("coordinator records encode");
+    let producer = storage::batch::BatchProducer {
+        attributes: e.attributes,
+        producer_id: e.producer_id,
+        producer_epoch: e.producer_epoch,
+    };
+    log.prepare_pairs_as(producer, &e.records, now)
 }
 
 /// A record's value in a trace line.
@@ -214,12 +222,12 @@ impl World {
             }
             start = snap.offset + 1;
         }
-        let result = block_on(PartitionLog::open_from(
+        let result = block_on(PartitionLog::open_from_batches(
             slot.dir.clone(),
             self.p.log_cfg.clone(),
             start,
-            |_, _, k, v| {
-                if !k.is_some_and(|k| c.replay_bytes(k, v)) {
+            |h, _, _, k, v| {
+                if !c.replay_in_batch(h.attributes, h.producer_id, h.producer_epoch, k, v) {
                     skipped += 1;
                 }
             },
@@ -489,7 +497,7 @@ impl World {
         };
         let log = slot.log.as_ref().expect("a writing partition has a log");
         let end = log.next_offset();
-        let bytes = match prepare(log, &batch.records, now) {
+        let bytes = match prepare(log, &batch, now) {
             Ok(b) => b,
             Err(e) => {
                 let failed = InFlight {

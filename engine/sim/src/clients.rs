@@ -769,6 +769,7 @@ impl World {
             topics: Some(by_topic.into_iter().collect()),
             member_id: None,
             member_epoch: -1,
+            require_stable: false,
         };
         self.send_tracked(c, 8, req, PendKind::Fetch);
     }

@@ -438,6 +438,7 @@ impl World {
                     topics: None,
                     member_id: None,
                     member_epoch: -1,
+                    require_stable: false,
                 },
                 self.now,
                 &mut out,

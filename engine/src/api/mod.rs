@@ -49,6 +49,7 @@ mod offset_delete;
 mod offset_fetch;
 mod produce;
 mod sync_group;
+mod txn_offset_commit;
 
 #[cfg(test)]
 mod data_tests;
@@ -113,6 +114,9 @@ async fn dispatch(
         }
         Request::OffsetFetch(r) => {
             Response::OffsetFetch(offset_fetch::handle(shard, caller, r, v).await)
+        }
+        Request::TxnOffsetCommit(r) => {
+            Response::TxnOffsetCommit(txn_offset_commit::handle(shard, caller, r, v).await)
         }
         Request::OffsetDelete(r) => {
             Response::OffsetDelete(offset_delete::handle(shard, caller, r, v).await)

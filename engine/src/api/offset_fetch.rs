@@ -30,8 +30,17 @@ pub(super) async fn handle(
                     .collect()
             });
             let member_id = g.member_id.as_ref().map(|m| m.to_string());
-            let fetched =
-                fetch_one(shard, caller, v, &group, topics, member_id, g.member_epoch).await;
+            let fetched = fetch_one(
+                shard,
+                caller,
+                v,
+                &group,
+                topics,
+                member_id,
+                g.member_epoch,
+                r.require_stable,
+            )
+            .await;
             let mut topics_out: Vec<OffsetFetchResponseTopics> = Vec::new();
             for (t, p, off, epoch, meta, code) in fetched.partitions {
                 let part = OffsetFetchResponsePartitions::default()
@@ -64,7 +73,18 @@ pub(super) async fn handle(
             .map(|t| (t.name.0.to_string(), t.partition_indexes))
             .collect()
     });
-    let fetched = fetch_one(shard, caller, v, &group, requested.clone(), None, -1).await;
+    // `require_stable` is v7+; the crate reads it as false below that.
+    let fetched = fetch_one(
+        shard,
+        caller,
+        v,
+        &group,
+        requested.clone(),
+        None,
+        -1,
+        r.require_stable,
+    )
+    .await;
     let mut resp = OffsetFetchResponse::default();
     let mut topics_out: Vec<OffsetFetchResponseTopic> = Vec::new();
     let mut push = |t: &str, part: OffsetFetchResponsePartition| match topics_out
@@ -110,6 +130,7 @@ pub(super) async fn handle(
     resp
 }
 
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn fetch_one(
     shard: &Rc<Shard>,
     caller: &Caller,
@@ -118,6 +139,7 @@ pub(crate) async fn fetch_one(
     topics: Option<Vec<(String, Vec<i32>)>>,
     member_id: Option<String>,
     member_epoch: i32,
+    require_stable: bool,
 ) -> FetchedOffsets {
     match call_group(
         shard,
@@ -129,6 +151,7 @@ pub(crate) async fn fetch_one(
             topics,
             member_id,
             member_epoch,
+            require_stable,
         },
     )
     .await

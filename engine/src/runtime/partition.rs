@@ -10,7 +10,7 @@ use crate::clock::wall_clock_ms;
 use crate::group::target::AssignmentDone;
 use crate::group::{Coordinator, GroupConfig, GroupRequest, GroupResponse, ReqId, RequestContext};
 use crate::oneshot::OneShot;
-use crate::partition_core::{encode_records, PartitionCore, Refusal, Released};
+use crate::partition_core::{encode_batch, PartitionCore, Refusal, Released};
 use crate::runtime::journal::{Payload, RoundStats, ShardJournal, JOURNAL_DIR};
 use crate::snapshot_build::SnapshotBuild;
 use std::cell::{Cell, RefCell};
@@ -579,8 +579,14 @@ async fn load_partition(
         start_offset = snap.offset + 1;
     }
     let (log, mut report) =
-        PartitionLog::open_from(dir, log_config, start_offset, |_, _, key, value| {
-            if !key.is_some_and(|k| coordinator.replay_bytes(k, value)) {
+        PartitionLog::open_from_batches(dir, log_config, start_offset, |h, _, _, key, value| {
+            if !coordinator.replay_in_batch(
+                h.attributes,
+                h.producer_id,
+                h.producer_epoch,
+                key,
+                value,
+            ) {
                 skipped += 1;
             }
         })
@@ -759,9 +765,16 @@ async fn write_pending(
         // task takes the next round, so one fdatasync serves all of them. The segment write runs
         // meanwhile, unsynced (a checkpoint or the next roll syncs it; a checkpoint waits for
         // writes that began before it).
-        let prepared = encode_records(&batch.records)
+        let prepared = encode_batch(&batch)
             .map_err(std::io::Error::other)
-            .and_then(|kv| log.prepare_pairs(&kv, table.now()));
+            .and_then(|e| {
+                let producer = storage::batch::BatchProducer {
+                    attributes: e.attributes,
+                    producer_id: e.producer_id,
+                    producer_epoch: e.producer_epoch,
+                };
+                log.prepare_pairs_as(producer, &e.records, table.now())
+            });
         // Only the encoded batch is needed from here on: in a storm, thousands of typed records
         // per partition would otherwise stay in memory for the whole round.
         drop(batch);

@@ -6,7 +6,9 @@
 //! parked earlier (a JoinGroup waits for the join phase to end, a follower's SyncGroup waits for
 //! the leader's). `tick(now, out)` fires expired deadlines (sessions, join and sync deadlines, the
 //! initial rebalance delay, offset retention). `replay(record)` rebuilds state from records alone,
-//! which is how a restart recovers.
+//! which is how a restart recovers; `replay_in_batch` also takes the record's batch attributes and
+//! producer, for transactional offset commits and transaction markers (`txn`), whose writes
+//! `Output::txn` marks.
 //!
 //! No I/O, no clock: `now` (milliseconds since the Unix epoch) is passed in, so tests drive time
 //! with a fake clock and a simulator can run thousands of members deterministically. The runtime
@@ -32,6 +34,9 @@ mod replay_tests;
 pub mod target;
 #[cfg(test)]
 mod tests;
+pub mod txn;
+#[cfg(test)]
+mod txn_tests;
 
 use crate::topics::TopicsSnapshot;
 use classic::ClassicGroup;
@@ -156,11 +161,14 @@ pub enum GroupRequest {
     Leave(LeaveGroupRequest),
     OffsetCommit(OffsetCommitRequest),
     /// OffsetFetch for one group; `topics: None` means every committed offset.
+    /// `require_stable` (v7+): a partition with a pending transactional offset answers
+    /// UNSTABLE_OFFSET_COMMIT instead of its committed offset.
     OffsetFetch {
         group: String,
         topics: Option<Vec<(String, Vec<i32>)>>,
         member_id: Option<String>,
         member_epoch: i32,
+        require_stable: bool,
     },
     OffsetDelete(OffsetDeleteRequest),
     Describe {
@@ -177,6 +185,17 @@ pub enum GroupRequest {
     },
     Delete {
         group: String,
+    },
+    /// TxnOffsetCommit for one group: the offsets stay pending (invisible to OffsetFetch) until
+    /// the producer's transaction ends (see `txn`).
+    TxnOffsetCommit(TxnOffsetCommitRequest),
+    /// A transaction's end reached this partition: make the producer's pending offsets
+    /// visible (commit) or drop them (abort). Answered once durable.
+    TxnMarker {
+        producer_id: i64,
+        producer_epoch: i16,
+        commit: bool,
+        coordinator_epoch: i32,
     },
 }
 
@@ -195,6 +214,9 @@ pub enum GroupResponse {
     ConsumerDescribe(consumer_group_describe_response::DescribedGroup),
     List(Vec<list_groups_response::ListedGroup>),
     Delete(i16),
+    TxnOffsetCommit(TxnOffsetCommitResponse),
+    /// The marker's error code (0 once it is durable).
+    TxnMarker(i16),
 }
 
 /// Offsets of one group as OffsetFetch reports them: (topic, partition) → (offset, leader epoch,
@@ -250,6 +272,16 @@ pub fn failed_response(resp: &GroupResponse, code: i16) -> GroupResponse {
         }
         GroupResponse::List(_) => GroupResponse::List(Vec::new()),
         GroupResponse::Delete(_) => GroupResponse::Delete(code),
+        GroupResponse::TxnOffsetCommit(r) => {
+            let mut r = r.clone();
+            for t in r.topics.iter_mut() {
+                for p in t.partitions.iter_mut() {
+                    p.error_code = code;
+                }
+            }
+            GroupResponse::TxnOffsetCommit(r)
+        }
+        GroupResponse::TxnMarker(_) => GroupResponse::TxnMarker(code),
         GroupResponse::ConsumerHeartbeat(_) => GroupResponse::ConsumerHeartbeat(
             ConsumerGroupHeartbeatResponse::default().with_error_code(code),
         ),
@@ -265,6 +297,9 @@ pub fn failed_response(resp: &GroupResponse, code: i16) -> GroupResponse {
 #[derive(Debug, Default)]
 pub struct Output {
     pub records: Vec<Record>,
+    /// `Some` when `records` are a producer's transactional offset commits, or (with no
+    /// records) a transaction marker: the partition writes them as a batch of their own.
+    pub txn: Option<txn::TxnWrite>,
     pub replies: Vec<(ReqId, GroupResponse)>,
     pub jobs: Vec<target::AssignmentJob>,
 }
@@ -355,6 +390,8 @@ pub struct Coordinator {
     pub groups: BTreeMap<String, ClassicGroup>,
     pub consumer_groups: BTreeMap<String, consumer::ConsumerGroup>,
     pub offsets: OffsetStore,
+    /// Pending transactional offsets, per producer (see `txn`).
+    pub txn: txn::TxnOffsets,
     pub timers: Timers,
     /// The topics seen with the latest request, for deadlines that need them (a delayed target).
     pub last_topics: Option<Arc<TopicsSnapshot>>,
@@ -445,12 +482,18 @@ impl Coordinator {
             rebalances: 0,
             member_ids: None,
             offsets: OffsetStore::default(),
+            txn: txn::TxnOffsets::default(),
             timers: Timers::default(),
             load_epoch: 1,
             regexes: regex_cache::RegexCache::default(),
             assigning: BTreeMap::new(),
             next_job: 1,
         }
+    }
+
+    /// A replayed record may remove a group: group marks taken before it no longer hold.
+    pub(crate) fn bump_load_epoch(&mut self) {
+        self.load_epoch += 1;
     }
 
     /// A target assignment this coordinator emitted in [`Output::jobs`] has run: write it, if
@@ -545,8 +588,16 @@ impl Coordinator {
                 topics,
                 member_id,
                 member_epoch,
+                require_stable,
             } => {
-                let resp = offsets::fetch(self, &group, topics, member_id.as_deref(), member_epoch);
+                let resp = offsets::fetch(
+                    self,
+                    &group,
+                    topics,
+                    member_id.as_deref(),
+                    member_epoch,
+                    require_stable,
+                );
                 out.replies.push((id, GroupResponse::OffsetFetch(resp)));
             }
             GroupRequest::OffsetDelete(r) => {
@@ -565,6 +616,26 @@ impl Coordinator {
                 let code = self.delete_group(&group, now, out);
                 out.replies.push((id, GroupResponse::Delete(code)));
             }
+            GroupRequest::TxnOffsetCommit(r) => {
+                let resp = txn::commit(self, ctx, r, now, out);
+                out.replies.push((id, GroupResponse::TxnOffsetCommit(resp)));
+            }
+            GroupRequest::TxnMarker {
+                producer_id,
+                producer_epoch,
+                commit,
+                coordinator_epoch,
+            } => {
+                let code = txn::marker(
+                    self,
+                    producer_id,
+                    producer_epoch,
+                    commit,
+                    coordinator_epoch,
+                    out,
+                );
+                out.replies.push((id, GroupResponse::TxnMarker(code)));
+            }
         }
     }
 
@@ -578,7 +649,7 @@ impl Coordinator {
             if !g.members.is_empty() {
                 return err(ResponseError::NonEmptyGroup);
             }
-            let offsets: Vec<(String, i32)> = self.offsets.keys_of(group);
+            let offsets: Vec<(String, i32)> = self.offset_keys_with_pending(group);
             for (topic, partition) in offsets {
                 self.apply(
                     Record {
@@ -606,8 +677,7 @@ impl Coordinator {
             Some(_) => {}
         }
         let mut records: Vec<Record> = self
-            .offsets
-            .keys_of(group)
+            .offset_keys_with_pending(group)
             .into_iter()
             .map(|(topic, partition)| Record {
                 key: RecordKey::OffsetCommit {
@@ -628,6 +698,20 @@ impl Coordinator {
             self.apply(r, out);
         }
         0
+    }
+
+    /// The partitions of `group` with a committed offset, then those with only pending
+    /// transactional ones: what deleting all its offsets tombstones (`deleteAllOffsets`).
+    fn offset_keys_with_pending(&self, group: &str) -> Vec<(String, i32)> {
+        let mut keys = self.offsets.keys_of(group);
+        if self.txn.has_open(group) {
+            for (t, p) in self.txn.pending_of_group(group) {
+                if self.offsets.get(group, &t, p).is_none() {
+                    keys.push((t, p));
+                }
+            }
+        }
+        keys
     }
 
     /// Apply a record to memory and queue it for the log: every state change goes through here or
@@ -735,6 +819,13 @@ impl Coordinator {
         if let Some((group, topic, partition)) = RecordKey::offset_commit_raw(key) {
             match value {
                 None => {
+                    if !self.txn.is_empty() {
+                        if let (Some(g), Some(t)) =
+                            (wire::records::utf8(group), wire::records::utf8(topic))
+                        {
+                            self.txn.on_tombstone(g, t, partition);
+                        }
+                    }
                     if let Some(pair) = self.offsets.find_pair(group, topic) {
                         self.offsets.remove_in(pair, partition);
                         return true;
@@ -767,6 +858,12 @@ impl Coordinator {
                             self.offsets.set_group_mark(pair, self.load_epoch);
                         }
                         self.offsets.put_ref(pair, partition, &v);
+                        if !self.txn.is_empty() {
+                            let g = self.offsets.pair_group(pair).to_string();
+                            if let Some(t) = wire::records::utf8(topic) {
+                                self.txn.on_committed(&g, t, partition, u64::MAX);
+                            }
+                        }
                         return true;
                     }
                     // The generic path below reports the value's error.
@@ -778,8 +875,37 @@ impl Coordinator {
                 self.replay(&record);
                 true
             }
-            Err(_) => false,
+            Err(_) => self.replay_snapshot_txn(key, value),
         }
+    }
+
+    /// Replay one record of a log batch with the batch's attributes and producer: plain
+    /// batches go to [`Coordinator::replay_bytes`], a transactional batch's records become
+    /// pending offsets of the producer, and a control batch's marker ends the producer's
+    /// transaction (`CoordinatorPlayback.replay` / `replayEndTransactionMarker`). Returns false
+    /// for a record that does not decode.
+    pub fn replay_in_batch(
+        &mut self,
+        attributes: i16,
+        producer_id: i64,
+        producer_epoch: i16,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+    ) -> bool {
+        let Some(key) = key else { return false };
+        if attributes & txn::ATTR_CONTROL != 0 {
+            return match txn::decode_marker(key) {
+                Some(commit) => {
+                    self.replay_marker(producer_id, commit);
+                    true
+                }
+                None => false,
+            };
+        }
+        if attributes & txn::ATTR_TRANSACTIONAL != 0 && producer_id >= 0 {
+            return self.replay_txn_record(producer_id, producer_epoch, key, value);
+        }
+        self.replay_bytes(key, value)
     }
 
     fn replay_offset_commit(
@@ -796,6 +922,9 @@ impl Coordinator {
             v.commit_timestamp,
         );
         self.offsets.put(group, topic, partition, v);
+        if !self.txn.is_empty() {
+            self.txn.on_committed(group, topic, partition, u64::MAX);
+        }
     }
 
     /// Rebuild state from one record (restart recovery, and `apply`).
@@ -822,6 +951,9 @@ impl Coordinator {
                 None,
             ) => {
                 self.offsets.remove(group, topic, *partition);
+                if !self.txn.is_empty() {
+                    self.txn.on_tombstone(group, topic, *partition);
+                }
             }
             (RecordKey::GroupMetadata { group }, Some(RecordValue::GroupMetadata(v))) => {
                 classic::replay_metadata(self, group, v);

@@ -197,14 +197,30 @@ pub fn commit(
 }
 
 /// OffsetFetch for one group. An unknown group has no offsets (-1), not an error, unless a
-/// KIP-848 member epoch was given (then GROUP_ID_NOT_FOUND).
+/// KIP-848 member epoch was given (then GROUP_ID_NOT_FOUND). With `require_stable`, a partition
+/// with a pending transactional offset answers UNSTABLE_OFFSET_COMMIT (offset -1), per
+/// partition at every version (`OffsetMetadataManager.fetchOffsets` / `fetchAllOffsets`); the
+/// committed value is returned otherwise.
 pub fn fetch(
     c: &Coordinator,
     group: &str,
     topics: Option<Vec<(String, Vec<i32>)>>,
     member_id: Option<&str>,
     member_epoch: i32,
+    require_stable: bool,
 ) -> FetchedOffsets {
+    let unstable =
+        |t: &str, p: i32| require_stable && !c.txn.is_empty() && c.txn.has_pending(group, t, p);
+    let unstable_entry = |t: &str, p: i32| {
+        (
+            t.to_string(),
+            p,
+            -1,
+            -1,
+            String::new(),
+            err(ResponseError::UnstableOffsetCommit),
+        )
+    };
     // An unknown group (or "", which Kafka takes as a group id like any other) is no error:
     // its partitions come back without offsets (`OffsetMetadataManager.fetchOffsets` fails
     // only all partitions when `validateOffsetFetch` finds no group).
@@ -233,6 +249,10 @@ pub fn fetch(
     match topics {
         None => {
             for (t, p, v) in c.offsets.of_group(group) {
+                if unstable(t, p) {
+                    outp.partitions.push(unstable_entry(t, p));
+                    continue;
+                }
                 outp.partitions.push((
                     t.to_string(),
                     p,
@@ -246,6 +266,10 @@ pub fn fetch(
         Some(ts) => {
             for (t, parts) in ts {
                 for p in parts {
+                    if unstable(&t, p) {
+                        outp.partitions.push(unstable_entry(&t, p));
+                        continue;
+                    }
                     match c.offsets.get(group, &t, p) {
                         Some(v) => outp.partitions.push((
                             t.clone(),
@@ -328,9 +352,11 @@ fn delete_partitions(
             } else if subscribed.as_ref().is_some_and(|s| s.contains(&topic)) {
                 err(ResponseError::GroupSubscribedToTopic)
             } else {
+                // A pending transactional offset is tombstoned too (`deleteOffsets`).
                 if c.offsets
                     .get(&group_id, &topic, p.partition_index)
                     .is_some()
+                    || c.txn.has_pending(&group_id, &topic, p.partition_index)
                 {
                     let key = RecordKey::OffsetCommit {
                         group: group_id.clone(),
@@ -359,7 +385,9 @@ fn delete_partitions(
 /// - an Empty group's offsets expire `retention` after it became empty;
 /// - a standalone group (no protocol) expires each offset `retention` after its commit.
 ///
-/// An Empty group left with no offsets is deleted (GroupMetadata tombstone).
+/// An Empty group left with no offsets is deleted (GroupMetadata tombstone). An offset with a
+/// pending transactional offset on its partition does not expire, and a group with an open
+/// transaction is not deleted (`cleanupExpiredOffsets`).
 pub fn expire(c: &mut Coordinator, now: i64, out: &mut Output) {
     let retention = c.config.offsets_retention_ms;
     let mut tombstones = Vec::new();
@@ -390,7 +418,7 @@ pub fn expire(c: &mut Coordinator, now: i64, out: &mut Output) {
                     _ => now >= v.commit_timestamp + retention,
                 }
             };
-            if expired {
+            if expired && !(c.txn.has_open(&group) && c.txn.has_pending(&group, topic, partition)) {
                 tombstones.push(RecordKey::OffsetCommit {
                     group: group.clone(),
                     topic: topic.to_string(),
@@ -406,7 +434,10 @@ pub fn expire(c: &mut Coordinator, now: i64, out: &mut Output) {
         .groups
         .iter()
         .filter(|(id, g)| {
-            g.state == State::Empty && g.members.is_empty() && !c.offsets.has_group(id)
+            g.state == State::Empty
+                && g.members.is_empty()
+                && !c.offsets.has_group(id)
+                && !c.txn.has_open(id)
         })
         .map(|(id, _)| id.clone())
         .collect();
@@ -422,7 +453,7 @@ pub fn expire(c: &mut Coordinator, now: i64, out: &mut Output) {
     let empty_consumer_groups: Vec<String> = c
         .consumer_groups
         .iter()
-        .filter(|(id, g)| g.members.is_empty() && !c.offsets.has_group(id))
+        .filter(|(id, g)| g.members.is_empty() && !c.offsets.has_group(id) && !c.txn.has_open(id))
         .map(|(id, _)| id.clone())
         .collect();
     for group in empty_consumer_groups {

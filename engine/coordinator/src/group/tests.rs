@@ -798,6 +798,7 @@ fn offsets_commit_fetch_and_errors() {
             topics: Some(vec![("orders".into(), vec![0, 1, 5])]),
             member_id: None,
             member_epoch: -1,
+            require_stable: false,
         },
     );
     let Some(GroupResponse::OffsetFetch(f)) = h.take(id) else {
@@ -819,6 +820,7 @@ fn offsets_commit_fetch_and_errors() {
             topics: None,
             member_id: None,
             member_epoch: -1,
+            require_stable: false,
         },
     );
     let Some(GroupResponse::OffsetFetch(f)) = h.take(id) else {
