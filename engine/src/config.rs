@@ -207,8 +207,9 @@ const REFUSED: &[(&str, &str)] = &[
     ("group.coordinator.threads", "one group coordinator runs on each core: use --cores"),
     ("group.coordinator.background.threads", "there are no background threads: assignments and snapshots run on the shard that owns the partition"),
     ("group.consumer.regex.refresh.interval.ms", "regular expression subscriptions are resolved again on every heartbeat, not on an interval"),
-    ("transaction.", "there is no transaction coordinator yet"),
-    ("transactional.id.expiration.ms", "there is no transaction coordinator yet"),
+    ("transaction.two.phase.commit.enable", "two-phase commit transactions (KIP-939) are not supported"),
+    ("transaction.partition.verification.enable", "partitions are always verified against the transaction coordinator before a transactional batch is written"),
+    ("transaction.", "this transaction coordinator setting is not implemented (docs/configuration.md lists those that are)"),
     ("group.share.", "share groups are not supported"),
     ("share.", "share groups are not supported"),
 ];
@@ -846,6 +847,20 @@ config_keys! {
     "offset.metadata.max.bytes" => offset_metadata_max_bytes: i32 = 4096, Any,
         "Largest metadata string accepted with an offset commit.";
 
+    // --- transactions ---
+    "transaction.state.log.num.partitions" => transaction_state_log_num_partitions: i32 = 50, at_least(1),
+        "Partitions of __transaction_state (should not change after deployment: it decides which partition coordinates a transactional id).";
+    "transaction.state.log.segment.bytes" => transaction_state_log_segment_bytes: i32 = 104_857_600, at_least(1),
+        "Segment size of __transaction_state.";
+    "transaction.max.timeout.ms" => transaction_max_timeout_ms: i32 = 900_000, at_least(1),
+        "Largest transaction.timeout.ms a producer may ask for; larger gets INVALID_TRANSACTION_TIMEOUT from InitProducerId.";
+    "transactional.id.expiration.ms" => transactional_id_expiration_ms: i32 = 604_800_000, at_least(1),
+        "A transactional id with no open transaction and no activity for this long is forgotten (its record is tombstoned).";
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms" => transaction_abort_timed_out_transaction_cleanup_interval_ms: i32 = 10_000, at_least(1),
+        "How often to look for transactions open longer than their timeout; those are aborted and their producer fenced.";
+    "transaction.remove.expired.transaction.cleanup.interval.ms" => transaction_remove_expired_transaction_cleanup_interval_ms: i32 = 3_600_000, at_least(1),
+        "How often to look for transactional ids past transactional.id.expiration.ms.";
+
     // --- classic groups ---
     "group.min.session.timeout.ms" => group_min_session_timeout_ms: i32 = 6000, Any,
         "Smallest session timeout a classic-group member may request.";
@@ -1119,6 +1134,18 @@ fn parse_properties(text: &str) -> Result<Vec<Property>, SyntaxIssue> {
 // ---------------------------------------------------------------------------
 // Config API
 // ---------------------------------------------------------------------------
+
+/// The settings the transaction coordinator needs, from the broker config.
+pub fn txn_config(c: &Config) -> coordinator::txn::TxnConfig {
+    coordinator::txn::TxnConfig {
+        max_timeout_ms: c.transaction_max_timeout_ms,
+        id_expiration_ms: c.transactional_id_expiration_ms as i64,
+        abort_check_interval_ms: c.transaction_abort_timed_out_transaction_cleanup_interval_ms
+            as i64,
+        expiration_check_interval_ms: c.transaction_remove_expired_transaction_cleanup_interval_ms
+            as i64,
+    }
+}
 
 /// The settings the coordinator needs, from the broker config.
 pub fn group_config(c: &Config) -> coordinator::group::GroupConfig {

@@ -65,6 +65,8 @@ enum Command {
     },
     /// Inspect and manage consumer groups over the Kafka protocol (like kafka-consumer-groups.sh).
     Groups(tools::groups::GroupsArgs),
+    /// List and describe transactions over the Kafka protocol (like kafka-transactions.sh).
+    Transactions(tools::transactions::TransactionsArgs),
     /// Print or verify `__consumer_offsets` segment files (like kafka-dump-log.sh --offsets-decoder).
     DumpLog(tools::dump_log::DumpLogArgs),
 }
@@ -118,6 +120,10 @@ fn main() -> ExitCode {
         }
         Command::Groups(args) => {
             let code = tools::groups::run(&args, &mut std::io::stdout().lock());
+            ExitCode::from(code.clamp(0, 255) as u8)
+        }
+        Command::Transactions(args) => {
+            let code = tools::transactions::run(&args, &mut std::io::stdout().lock());
             ExitCode::from(code.clamp(0, 255) as u8)
         }
         Command::DumpLog(args) => {

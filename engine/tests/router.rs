@@ -4,6 +4,7 @@
 use engine::data::{DataOp, DataReply};
 use engine::runtime::partition::{PartitionCall, PartitionOp, PartitionReply, PartitionTable};
 use engine::runtime::router::{self, Executor, Router, STALL_BOUND};
+use engine::runtime::txn::{TxnOp, TxnReply};
 use glommio::{LocalExecutorBuilder, Placement};
 use std::future::Future;
 use std::pin::Pin;
@@ -34,6 +35,10 @@ impl Executor for TestExec {
 
     fn data(&self, _op: DataOp) -> Pin<Box<dyn Future<Output = DataReply>>> {
         Box::pin(std::future::ready(DataReply::Forgotten))
+    }
+
+    fn txn(&self, _partition: i32, _op: TxnOp) -> Pin<Box<dyn Future<Output = TxnReply>>> {
+        Box::pin(std::future::ready(TxnReply::Failed(-1)))
     }
 }
 

@@ -711,6 +711,8 @@ impl<D: LogDir + Clone> TopicLog<D> {
             last_offset_delta: 0,
             records_count: 1,
             attributes: be_i16(&batch, 21),
+            producer_id,
+            producer_epoch,
         };
         self.push_pending(&batch, &header);
         Ok(Staged {

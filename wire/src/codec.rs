@@ -92,6 +92,7 @@ apis! {
     DeleteRecords = 21: DeleteRecordsRequest, DeleteRecordsResponse;
     InitProducerId = 22: InitProducerIdRequest, InitProducerIdResponse;
     OffsetForLeaderEpoch = 23: OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse;
+    AddPartitionsToTxn = 24: AddPartitionsToTxnRequest, AddPartitionsToTxnResponse;
     AddOffsetsToTxn = 25: AddOffsetsToTxnRequest, AddOffsetsToTxnResponse;
     EndTxn = 26: EndTxnRequest, EndTxnResponse;
     TxnOffsetCommit = 28: TxnOffsetCommitRequest, TxnOffsetCommitResponse;
@@ -102,6 +103,8 @@ apis! {
     IncrementalAlterConfigs = 44: IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse;
     OffsetDelete = 47: OffsetDeleteRequest, OffsetDeleteResponse;
     DescribeCluster = 60: DescribeClusterRequest, DescribeClusterResponse;
+    DescribeTransactions = 65: DescribeTransactionsRequest, DescribeTransactionsResponse;
+    ListTransactions = 66: ListTransactionsRequest, ListTransactionsResponse;
     ConsumerGroupHeartbeat = 68: ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse;
     ConsumerGroupDescribe = 69: ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse;
 }
@@ -373,6 +376,12 @@ mod tests {
             37 => Request::CreatePartitions(Default::default()),
             44 => Request::IncrementalAlterConfigs(Default::default()),
             60 => Request::DescribeCluster(Default::default()),
+            24 => Request::AddPartitionsToTxn(Default::default()),
+            25 => Request::AddOffsetsToTxn(Default::default()),
+            26 => Request::EndTxn(Default::default()),
+            28 => Request::TxnOffsetCommit(Default::default()),
+            65 => Request::DescribeTransactions(Default::default()),
+            66 => Request::ListTransactions(Default::default()),
             k => panic!("add a default request for key {k}"),
         }
     }

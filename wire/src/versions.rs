@@ -37,6 +37,9 @@ pub const SERVED: &[ApiRange] = &[
     r(20, 1, 6), // DeleteTopics: trunk 1-6
     r(21, 0, 2), // DeleteRecords: trunk 0-2
     r(22, 0, 5), // InitProducerId: trunk 0-6; v6 (KIP-939 2PC) is unstable and the crate stops at 5
+    r(24, 0, 5), // AddPartitionsToTxn: trunk 0-5 (v4+ are brokers' batched and verify-only form)
+    r(25, 0, 4), // AddOffsetsToTxn: trunk 0-4
+    r(26, 0, 5), // EndTxn: trunk 0-5
     r(28, 0, 5), // TxnOffsetCommit: trunk 0-5
     r(32, 1, 4), // DescribeConfigs: trunk 1-4
     r(33, 0, 2), // AlterConfigs: trunk 0-2
@@ -45,6 +48,8 @@ pub const SERVED: &[ApiRange] = &[
     r(44, 0, 1), // IncrementalAlterConfigs: trunk 0-1
     r(47, 0, 0), // OffsetDelete: trunk 0
     r(60, 0, 2), // DescribeCluster: trunk 0-2
+    r(65, 0, 0), // DescribeTransactions: trunk 0
+    r(66, 0, 2), // ListTransactions: trunk 0-2
     r(68, 0, 1), // ConsumerGroupHeartbeat: trunk 0-1 (librdkafka needs v1)
     r(69, 0, 1), // ConsumerGroupDescribe: trunk 0-1
 ];

@@ -1,5 +1,6 @@
 //! How a handler reaches state another shard may own: a group's share of a request goes to the
-//! shard of the group's `__consumer_offsets` partition (`Router::partition`), a topic
+//! shard of the group's `__consumer_offsets` partition (`Router::partition`), a transactional
+//! id's to the shard of its `__transaction_state` partition (`Router::txn`), a topic
 //! partition's operation to the shard that owns it (`Router::data`), and a failure to answer
 //! becomes the error code Kafka gives for it.
 
@@ -7,6 +8,8 @@ use crate::data::{DataOp, DataReply};
 use crate::group::{GroupRequest, GroupResponse};
 use crate::runtime::partition::{PartitionCall, PartitionOp, PartitionReply};
 use crate::runtime::shard::{Caller, Handled, Shard};
+use crate::runtime::txn::{TxnOp, TxnReply};
+use coordinator::txn::{TxnRequest, TxnResponse};
 use kafka_protocol::ResponseError;
 use std::rc::Rc;
 use wire::Response;
@@ -109,4 +112,36 @@ pub(crate) async fn call_all(
         out.push(t.await);
     }
     out
+}
+
+/// The `__transaction_state` partition of `transactional_id` (Kafka's hash, as for groups).
+pub(crate) fn txn_partition_of(shard: &Shard, transactional_id: &str) -> i32 {
+    wire::partition_for(
+        transactional_id,
+        shard.broker.config.transaction_state_log_num_partitions,
+    )
+}
+
+/// Run a transaction coordinator request on `partition`; the error code Kafka gives when the
+/// partition could not answer (COORDINATOR_NOT_AVAILABLE when its shard is gone).
+pub(crate) async fn call_txn_partition(
+    shard: &Rc<Shard>,
+    partition: i32,
+    req: TxnRequest,
+) -> Result<TxnResponse, i16> {
+    match shard.router.txn(partition, TxnOp::Request(req)).await {
+        Some(TxnReply::Response(r)) => Ok(r),
+        Some(TxnReply::Failed(code)) => Err(code),
+        None => Err(not_available()),
+    }
+}
+
+/// Run a request on the partition that coordinates `transactional_id`.
+pub(crate) async fn call_txn(
+    shard: &Rc<Shard>,
+    transactional_id: &str,
+    req: TxnRequest,
+) -> Result<TxnResponse, i16> {
+    let partition = txn_partition_of(shard, transactional_id);
+    call_txn_partition(shard, partition, req).await
 }

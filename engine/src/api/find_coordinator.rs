@@ -7,8 +7,8 @@ use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
-/// FindCoordinator v0–v6. One broker owns every partition, so every group's coordinator is us.
-/// Transactions do not exist yet: transaction keys get COORDINATOR_NOT_AVAILABLE.
+/// FindCoordinator v0–v6. One broker owns every partition, so every group's and every
+/// transactional id's coordinator is us.
 pub(super) fn handle(
     broker: &Broker,
     req: FindCoordinatorRequest,
@@ -17,11 +17,7 @@ pub(super) fn handle(
     let key_type = if version >= 1 { req.key_type } else { 0 };
     let answer = |key: &StrBytes| -> (i16, Option<String>) {
         match key_type {
-            0 => (0, None),
-            1 => (
-                code(ResponseError::CoordinatorNotAvailable),
-                Some("Transactions are not supported yet".into()),
-            ),
+            0 | 1 => (0, None),
             2 if version < 6 => (
                 code(ResponseError::InvalidRequest),
                 Some("Share keys need FindCoordinator v6".into()),

@@ -8,8 +8,10 @@
 //!
 //! Where to look: group APIs (`join_group.rs` … `consumer_group_describe.rs`) split a request by
 //! group and assemble the answer in the shape of the request's version; the data APIs
-//! (`produce.rs`, `fetch.rs`, `list_offsets.rs`, `delete_records.rs`, `init_producer_id.rs`)
-//! split by owning shard; the broker APIs (`api_versions.rs`, `metadata.rs`, `create_topics.rs`,
+//! (`produce.rs`, `fetch.rs`, `list_offsets.rs`, `delete_records.rs`) split by owning shard;
+//! the transaction APIs (`init_producer_id.rs`, `add_partitions_to_txn.rs`,
+//! `add_offsets_to_txn.rs`, `end_txn.rs`, `describe_transactions.rs`, `list_transactions.rs`)
+//! go to the shard of the transactional id's `__transaction_state` partition; the broker APIs (`api_versions.rs`, `metadata.rs`, `create_topics.rs`,
 //! `delete_topics.rs`, `create_partitions.rs`, `find_coordinator.rs`, `describe_configs.rs`,
 //! `alter_configs.rs`, `incremental_alter_configs.rs`, `describe_cluster.rs`)
 //! answer from the shared state.
@@ -22,6 +24,8 @@ use wire::{Request, Response};
 mod calls;
 mod common;
 
+mod add_offsets_to_txn;
+mod add_partitions_to_txn;
 mod alter_configs;
 mod api_versions;
 mod consumer_group_describe;
@@ -34,6 +38,8 @@ mod delete_topics;
 mod describe_cluster;
 mod describe_configs;
 mod describe_groups;
+mod describe_transactions;
+mod end_txn;
 mod fetch;
 mod find_coordinator;
 mod heartbeat;
@@ -43,6 +49,7 @@ mod join_group;
 mod leave_group;
 mod list_groups;
 mod list_offsets;
+mod list_transactions;
 mod metadata;
 mod offset_commit;
 mod offset_delete;
@@ -141,6 +148,19 @@ async fn dispatch(
         }
         Request::InitProducerId(r) => {
             Response::InitProducerId(init_producer_id::handle(shard, r, v).await)
+        }
+        Request::AddPartitionsToTxn(r) => {
+            Response::AddPartitionsToTxn(add_partitions_to_txn::handle(shard, r, v).await)
+        }
+        Request::AddOffsetsToTxn(r) => {
+            Response::AddOffsetsToTxn(add_offsets_to_txn::handle(shard, r, v).await)
+        }
+        Request::EndTxn(r) => Response::EndTxn(end_txn::handle(shard, r, v).await),
+        Request::DescribeTransactions(r) => {
+            Response::DescribeTransactions(describe_transactions::handle(shard, r, v).await)
+        }
+        Request::ListTransactions(r) => {
+            Response::ListTransactions(list_transactions::handle(shard, r, v).await)
         }
         Request::Metadata(r) => Response::Metadata(metadata::handle(b, r, v).await),
         Request::CreateTopics(r) => Response::CreateTopics(create_topics::handle(b, r, v).await),

@@ -1,13 +1,15 @@
 //! Produce: each partition's batch appended by the partition's shard; the answer leaves once the
 //! batch is durable (acks=0 gets none).
 
-use super::calls::call_all;
+use super::calls::{call_all, call_txn};
 use super::common::code;
 use crate::data::{owner_shard, DataOp, DataReply};
 use crate::runtime::shard::Shard;
+use coordinator::txn::{TxnRequest, TxnResponse};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
+use std::collections::HashMap;
 use std::rc::Rc;
 
 /// Produce v3–v13. Per partition, in Kafka's order (`ReplicaManager.appendRecords`,
@@ -34,6 +36,10 @@ pub(super) async fn handle(
         );
     }
     let snap = shard.broker.topics.snapshot();
+    let unverified = match verify_transaction(shard, &req, &snap, version).await {
+        Ok(u) => u,
+        Err(c) => return error_response(&req, version, c),
+    };
     let shards = shard.router.shards();
     let by_id = version >= 13;
     let acks_ok = matches!(req.acks, 0 | 1 | -1);
@@ -57,7 +63,11 @@ pub(super) async fn handle(
                 Some(_) if !acks_ok => Err(code(ResponseError::InvalidRequiredAcks)),
                 // KIP-890 verification of a transactional batch, before it is appended.
                 Some(t) if is_transactional(p.records.as_ref()) => {
-                    verify_transaction(req.transactional_id.as_ref(), t, p.index).map(|()| {
+                    match unverified.get(&(t.name.clone(), p.index)) {
+                        Some(c) => Err(*c),
+                        None => Ok(()),
+                    }
+                    .map(|()| {
                         calls.push((
                             owner_shard(&t.name, p.index, shards),
                             DataOp::Append {
@@ -187,17 +197,88 @@ fn error_response(req: &ProduceRequest, version: i16, error: i16) -> ProduceResp
         .with_responses(responses)
 }
 
-/// TODO(issue 17, transaction coordinator): KIP-890 part 1 verification. Called for each
-/// partition whose batch is transactional, before it is appended: Kafka asks the transaction
-/// coordinator whether the partition is in `transactional_id`'s ongoing transaction
-/// (`ReplicaManager.appendRecords` → `maybeSendPartitionsToTransactionCoordinator`,
-/// AddPartitionsToTxn with verify_only) and fails the partition with its error (e.g.
-/// INVALID_TXN_STATE) otherwise. Until the coordinator exists every batch is appended
-/// unverified, as a Kafka broker with `transaction.partition.verification.enable=false` does.
-fn verify_transaction(
-    _transactional_id: Option<&TransactionalId>,
-    _topic: &crate::topics::Topic,
-    _partition: i32,
-) -> Result<(), i16> {
-    Ok(())
+/// KIP-890 part 1 verification: before a transactional batch is appended, the transaction
+/// coordinator confirms its partition is in the producer's open transaction (AddPartitionsToTxn
+/// with verify_only, `ReplicaManager.appendRecords` → `maybeSendPartitionsToTransactionCoordinator`),
+/// so a late batch of a transaction that already ended (a zombie, a retry after a timeout)
+/// cannot start a transaction no coordinator knows of and hold the LSO back forever. The
+/// coordinator's errors become those producers understand
+/// (`AddPartitionsToTxnManager`, `ReplicaManager`): PRODUCER_FENCED → INVALID_PRODUCER_EPOCH,
+/// TRANSACTION_ABORTABLE → INVALID_TXN_STATE before Produce v11, and a coordinator that cannot
+/// answer → NOT_ENOUGH_REPLICAS (retriable without a metadata refresh).
+///
+/// Returns the error of each (topic, partition) that failed; partitions absent are verified.
+async fn verify_transaction(
+    shard: &Rc<Shard>,
+    req: &ProduceRequest,
+    snap: &crate::topics::TopicsSnapshot,
+    version: i16,
+) -> Result<HashMap<(String, i32), i16>, i16> {
+    let Some(id) = req.transactional_id.as_ref() else {
+        return Ok(HashMap::new());
+    };
+    let mut producer: Option<(i64, i16)> = None;
+    let mut partitions = Vec::new();
+    for t in &req.topic_data {
+        let topic = if version >= 13 {
+            snap.get_by_id(&t.topic_id)
+        } else {
+            snap.get(t.name.0.as_str())
+        };
+        let Some(topic) = topic else { continue };
+        for p in &t.partition_data {
+            let Some(b) = p.records.as_ref().filter(|r| is_transactional(Some(r))) else {
+                continue;
+            };
+            let Some(fields) = b.get(43..53) else {
+                continue;
+            };
+            let pid = i64::from_be_bytes(fields[0..8].try_into().expect("8 bytes"));
+            let epoch = i16::from_be_bytes([fields[8], fields[9]]);
+            // Kafka: "Transactional records contained more than one producer ID".
+            if producer.is_some_and(|pe| pe != (pid, epoch)) {
+                return Err(code(ResponseError::InvalidProducerIdMapping));
+            }
+            producer = Some((pid, epoch));
+            if p.index >= 0 && p.index < topic.partitions {
+                partitions.push((topic.name.clone(), p.index));
+            }
+        }
+    }
+    let Some((pid, epoch)) = producer.filter(|_| !partitions.is_empty()) else {
+        return Ok(HashMap::new());
+    };
+    let call = TxnRequest::AddPartitions {
+        transactional_id: id.0.to_string(),
+        producer_id: pid,
+        producer_epoch: epoch,
+        partitions: partitions.clone(),
+        verify_only: true,
+    };
+    let codes = match call_txn(shard, &id.0, call).await {
+        Ok(TxnResponse::AddPartitions(codes)) if codes.len() == partitions.len() => codes,
+        Ok(_) => vec![code(ResponseError::UnknownServerError); partitions.len()],
+        Err(c) => vec![c; partitions.len()],
+    };
+    Ok(partitions
+        .into_iter()
+        .zip(codes)
+        .filter(|(_, c)| *c != 0)
+        .map(|(tp, c)| {
+            let c = match ResponseError::try_from_code(c) {
+                Some(ResponseError::ProducerFenced) => code(ResponseError::InvalidProducerEpoch),
+                Some(ResponseError::TransactionAbortable) if version <= 10 => {
+                    code(ResponseError::InvalidTxnState)
+                }
+                Some(
+                    ResponseError::ConcurrentTransactions
+                    | ResponseError::CoordinatorLoadInProgress
+                    | ResponseError::CoordinatorNotAvailable
+                    | ResponseError::NotCoordinator,
+                ) => code(ResponseError::NotEnoughReplicas),
+                _ => c,
+            };
+            (tp, c)
+        })
+        .collect())
 }

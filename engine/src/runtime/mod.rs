@@ -20,3 +20,4 @@ pub mod router;
 pub mod server;
 pub mod shard;
 pub mod tasks;
+pub mod txn;

@@ -21,6 +21,7 @@
 use crate::data::{DataOp, DataReply};
 use crate::oneshot::OneShot;
 use crate::runtime::partition::{PartitionCall, PartitionOp, PartitionReply};
+use crate::runtime::txn::{TxnOp, TxnReply};
 use glommio::channels::channel_mesh::{Full, MeshBuilder, Senders};
 use std::cell::{Cell, RefCell};
 use std::future::Future;
@@ -49,14 +50,23 @@ const WATCH_EVERY: Duration = Duration::from_millis(250);
 
 /// What one shard asks of another.
 pub enum Call {
-    Partition { partition: i32, op: PartitionOp },
+    Partition {
+        partition: i32,
+        op: PartitionOp,
+    },
     Data(DataOp),
+    /// An operation on a `__transaction_state` partition.
+    Txn {
+        partition: i32,
+        op: TxnOp,
+    },
 }
 
 /// What comes back.
 pub enum Answer {
     Partition(PartitionReply),
     Data(DataReply),
+    Txn(TxnReply),
 }
 
 /// Messages between shards. One mesh carries both directions so that a shard's index in it is
@@ -71,6 +81,7 @@ pub enum Envelope {
 pub trait Executor {
     fn partition(&self, partition: i32, op: PartitionOp) -> PartitionCall;
     fn data(&self, op: DataOp) -> Pin<Box<dyn Future<Output = DataReply>>>;
+    fn txn(&self, partition: i32, op: TxnOp) -> Pin<Box<dyn Future<Output = TxnReply>>>;
 }
 
 /// The mesh every shard joins, and the heartbeats they share.
@@ -211,6 +222,10 @@ impl Router {
                         let f = self.exec.data(op);
                         Box::pin(async move { Answer::Data(f.await) })
                     }
+                    Call::Txn { partition, op } => {
+                        let f = self.exec.txn(partition, op);
+                        Box::pin(async move { Answer::Txn(f.await) })
+                    }
                 };
                 let me = self.clone();
                 glommio::spawn_local(async move {
@@ -289,7 +304,9 @@ impl Router {
                 .await
             {
                 Some(Answer::Partition(r)) => r,
-                Some(Answer::Data(_)) => unreachable!("a partition call answered with data"),
+                Some(Answer::Data(_) | Answer::Txn(_)) => {
+                    unreachable!("a partition call answered with another kind of reply")
+                }
                 None => PartitionReply::Unavailable,
             }
         }))
@@ -308,8 +325,24 @@ impl Router {
         }
         match self.remote(owner, Call::Data(op)).await {
             Some(Answer::Data(r)) => Some(r),
-            Some(Answer::Partition(_)) => {
-                unreachable!("a data call answered with a partition reply")
+            Some(Answer::Partition(_) | Answer::Txn(_)) => {
+                unreachable!("a data call answered with another kind of reply")
+            }
+            None => None,
+        }
+    }
+
+    /// Run `op` on the shard that owns `__transaction_state` partition `partition` (the same
+    /// placement as `__consumer_offsets` partitions); `None` when that shard cannot answer.
+    pub async fn txn(&self, partition: i32, op: TxnOp) -> Option<TxnReply> {
+        let owner = owner_of(partition, self.shards);
+        if owner == self.shard {
+            return Some(self.exec.txn(partition, op).await);
+        }
+        match self.remote(owner, Call::Txn { partition, op }).await {
+            Some(Answer::Txn(r)) => Some(r),
+            Some(Answer::Partition(_) | Answer::Data(_)) => {
+                unreachable!("a transaction call answered with another kind of reply")
             }
             None => None,
         }

@@ -18,6 +18,7 @@ use crate::runtime::partition::PartitionTable;
 use crate::runtime::router::{self, Executor, Router};
 use crate::runtime::shard::{ConnRegistry, Handler, Shard, ShardExec};
 use crate::runtime::tasks::{Shutdown, Tasks};
+use crate::runtime::txn::TxnTable;
 use glommio::{LocalExecutorBuilder, Placement};
 use std::cell::RefCell;
 use std::net::SocketAddr;
@@ -265,12 +266,14 @@ async fn run_shard(
         let table = PartitionTable::new(shard, shards, partitions, group_config).into_rc();
         let configs_broker = exec_broker.clone();
         table.set_group_configs(Rc::new(move || configs_broker.group_configs.snapshot()));
+        let txns = TxnTable::new(exec_broker.clone(), shard, shards);
         let store = DataStore::new(exec_broker, shard);
-        built = Some((table.clone(), store.clone()));
-        Rc::new(ShardExec { table, store })
+        built = Some((table.clone(), store.clone(), txns.clone()));
+        Rc::new(ShardExec { table, store, txns })
     })
     .await?;
-    let (table, store) = built.expect("join built the shard's state");
+    let (table, store, txns) = built.expect("join built the shard's state");
+    txns.set_router(&router);
     if router.shard() == 0 {
         if let Some(dir) = &broker.data_dir {
             crate::data::sweep_deleted_topics(dir, &broker);
@@ -301,6 +304,25 @@ async fn run_shard(
             table.tick(table.now());
             std::future::ready(())
         });
+    }
+    // Transaction timeouts and id expiration (each partition checks at Kafka's intervals).
+    {
+        let txns = txns.clone();
+        tasks.every(
+            "transaction deadlines",
+            Duration::from_millis(100),
+            move || {
+                txns.tick();
+                std::future::ready(())
+            },
+        );
+    }
+    {
+        let txns = txns.clone();
+        tasks.spawn(
+            "load transactions",
+            async move { txns.load_existing().await },
+        );
     }
     // SAFETY: the fd is a bound, listening TCP socket (bind_shard_socket) whose ownership moves
     // to the glommio listener (into_raw_fd gives it up).
@@ -412,6 +434,7 @@ async fn run_shard(
     }
     // Connections are drained: group deadlines, retention, sweeps and the load end now.
     tasks.join().await;
+    txns.close();
     table.close_journal().await;
     Ok(())
 }

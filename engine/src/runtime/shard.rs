@@ -8,6 +8,7 @@ use crate::group::{GroupOverridesMap, RequestContext};
 use crate::runtime::partition::{PartitionCall, PartitionOp, PartitionTable};
 use crate::runtime::router::{Executor, Router};
 use crate::runtime::tasks::Tasks;
+use crate::runtime::txn::{TxnOp, TxnReply, TxnTable};
 use crate::topics::TopicsSnapshot;
 use arc_swap::ArcSwap;
 use glommio::net::TcpStream;
@@ -141,6 +142,7 @@ pub type Handler = fn(&Rc<Shard>, &Rc<Caller>, i16, Request) -> Handled;
 pub struct ShardExec {
     pub table: Rc<PartitionTable>,
     pub store: Rc<DataStore>,
+    pub txns: Rc<TxnTable>,
 }
 
 impl Executor for ShardExec {
@@ -150,6 +152,10 @@ impl Executor for ShardExec {
 
     fn data(&self, op: DataOp) -> Pin<Box<dyn Future<Output = DataReply>>> {
         self.store.execute(op)
+    }
+
+    fn txn(&self, partition: i32, op: TxnOp) -> Pin<Box<dyn Future<Output = TxnReply>>> {
+        self.txns.execute(partition, op)
     }
 }
 

@@ -1,0 +1,34 @@
+//! AddOffsetsToTxn: the group's `__consumer_offsets` partition joins the producer's open
+//! transaction, so the coordinator sends it the transaction's marker
+//! (`KafkaApis.handleAddOffsetsToTxnRequest`).
+
+use super::calls::{call_txn, partition_of};
+use super::common::code;
+use crate::runtime::shard::Shard;
+use crate::runtime::txn::OFFSETS_TOPIC;
+use coordinator::txn::{TxnRequest, TxnResponse};
+use kafka_protocol::messages::*;
+use kafka_protocol::ResponseError;
+use std::rc::Rc;
+
+pub(super) async fn handle(
+    shard: &Rc<Shard>,
+    req: AddOffsetsToTxnRequest,
+    _version: i16,
+) -> AddOffsetsToTxnResponse {
+    let id = req.transactional_id.0.to_string();
+    let partition = partition_of(shard, &req.group_id.0);
+    let call = TxnRequest::AddPartitions {
+        transactional_id: id.clone(),
+        producer_id: req.producer_id.0,
+        producer_epoch: req.producer_epoch,
+        partitions: vec![(OFFSETS_TOPIC.to_string(), partition)],
+        verify_only: false,
+    };
+    let error = match call_txn(shard, &id, call).await {
+        Ok(TxnResponse::AddPartitions(codes)) => codes.first().copied().unwrap_or(0),
+        Ok(_) => code(ResponseError::UnknownServerError),
+        Err(c) => c,
+    };
+    AddOffsetsToTxnResponse::default().with_error_code(error)
+}

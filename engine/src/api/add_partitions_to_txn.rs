@@ -1,0 +1,118 @@
+//! AddPartitionsToTxn: partitions join a producer's open transaction on its coordinator
+//! (`TransactionCoordinator.handleAddPartitionsToTransaction`). v0–v3 carry one transaction
+//! (what clients send); v4+ carry several, each possibly `verify_only` (what brokers send to
+//! check a transactional produce, KIP-890).
+
+use super::calls::call_txn;
+use super::common::code;
+use crate::runtime::shard::Shard;
+use coordinator::txn::{TxnRequest, TxnResponse};
+use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
+use kafka_protocol::messages::add_partitions_to_txn_response::{
+    AddPartitionsToTxnPartitionResult, AddPartitionsToTxnResult, AddPartitionsToTxnTopicResult,
+};
+use kafka_protocol::messages::*;
+use kafka_protocol::ResponseError;
+use std::rc::Rc;
+
+pub(super) async fn handle(
+    shard: &Rc<Shard>,
+    req: AddPartitionsToTxnRequest,
+    version: i16,
+) -> AddPartitionsToTxnResponse {
+    if version <= 3 {
+        let results = one(
+            shard,
+            &req.v3_and_below_transactional_id.0,
+            req.v3_and_below_producer_id.0,
+            req.v3_and_below_producer_epoch,
+            &req.v3_and_below_topics,
+            false,
+        )
+        .await;
+        return AddPartitionsToTxnResponse::default().with_results_by_topic_v3_and_below(results);
+    }
+    let mut out = Vec::with_capacity(req.transactions.len());
+    for t in &req.transactions {
+        let results = one(
+            shard,
+            &t.transactional_id.0,
+            t.producer_id.0,
+            t.producer_epoch,
+            &t.topics,
+            t.verify_only,
+        )
+        .await;
+        out.push(
+            AddPartitionsToTxnResult::default()
+                .with_transactional_id(t.transactional_id.clone())
+                .with_topic_results(results),
+        );
+    }
+    AddPartitionsToTxnResponse::default().with_results_by_transaction(out)
+}
+
+/// One transaction's partitions, answered per partition. Partitions of topics that do not
+/// exist get UNKNOWN_TOPIC_OR_PARTITION and the others OPERATION_NOT_ATTEMPTED, and nothing is
+/// added (`KafkaApis.handleAddPartitionsToTxnRequest`).
+async fn one(
+    shard: &Rc<Shard>,
+    id: &str,
+    producer_id: i64,
+    producer_epoch: i16,
+    topics: &[AddPartitionsToTxnTopic],
+    verify_only: bool,
+) -> Vec<AddPartitionsToTxnTopicResult> {
+    let snap = shard.broker.topics.snapshot();
+    let partitions: Vec<(String, i32)> = topics
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(|p| (t.name.0.to_string(), *p)))
+        .collect();
+    let unknown = |(t, p): &(String, i32)| {
+        snap.get(t)
+            .is_none_or(|topic| topic.internal || *p < 0 || *p >= topic.partitions)
+    };
+    let codes: Vec<i16> = if partitions.iter().any(unknown) {
+        partitions
+            .iter()
+            .map(|tp| {
+                if unknown(tp) {
+                    code(ResponseError::UnknownTopicOrPartition)
+                } else {
+                    code(ResponseError::OperationNotAttempted)
+                }
+            })
+            .collect()
+    } else {
+        let req = TxnRequest::AddPartitions {
+            transactional_id: id.to_string(),
+            producer_id,
+            producer_epoch,
+            partitions: partitions.clone(),
+            verify_only,
+        };
+        match call_txn(shard, id, req).await {
+            Ok(TxnResponse::AddPartitions(codes)) if codes.len() == partitions.len() => codes,
+            Ok(_) => vec![code(ResponseError::UnknownServerError); partitions.len()],
+            Err(c) => vec![c; partitions.len()],
+        }
+    };
+    let mut codes = codes.into_iter();
+    topics
+        .iter()
+        .map(|t| {
+            AddPartitionsToTxnTopicResult::default()
+                .with_name(t.name.clone())
+                .with_results_by_partition(
+                    t.partitions
+                        .iter()
+                        .map(|p| {
+                            AddPartitionsToTxnPartitionResult::default()
+                                .with_partition_index(*p)
+                                .with_partition_error_code(codes.next().unwrap_or(0))
+                        })
+                        .collect(),
+                )
+        })
+        .collect()
+}
