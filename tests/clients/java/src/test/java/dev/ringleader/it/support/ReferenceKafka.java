@@ -81,6 +81,27 @@ public final class ReferenceKafka implements Broker {
         return dir.resolve("data");
     }
 
+    /**
+     * SIGKILL the broker (no shutdown) and start it again on the same data directory and port
+     * (`kafka-ref.sh start --keep-data`): how a test proves against Kafka what it does to Ringleader with
+     * {@link RingleaderBroker#crashAndRestart()}.
+     */
+    public synchronized void crashAndRestart() {
+        try {
+            long pid = Long.parseLong(java.nio.file.Files.readString(dir.resolve("pid")).strip());
+            ProcessHandle.of(pid).ifPresent(h -> {
+                h.destroyForcibly();
+                h.onExit().orTimeout(30, TimeUnit.SECONDS).join();
+            });
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+        String out = run(List.of(Repo.kafkaRefScript().toString(), "start", "--dir", dir.toString(), "--keep-data"), 240);
+        if (!out.strip().endsWith(bootstrap)) {
+            throw new IllegalStateException("the reference broker came back on another address:\n" + out);
+        }
+    }
+
     @Override
     public synchronized void close() {
         run(List.of(Repo.kafkaRefScript().toString(), "stop", "--dir", dir.toString()), 60);
