@@ -1381,6 +1381,199 @@ fn init_producer_id_error_response(_v: i16) -> InitProducerIdResponse {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Transactions: AddPartitionsToTxn (24), AddOffsetsToTxn (25), EndTxn (26), TxnOffsetCommit (28),
+// DescribeTransactions (65) and ListTransactions (66).
+
+/// A second transactional producer, on `audit-log`.
+const AUDIT_TRANSACTIONAL_ID: &str = "tx-audit";
+const AUDIT_PRODUCER_ID: i64 = 4_002;
+/// A transactional id the coordinator does not know.
+const GHOST_TRANSACTIONAL_ID: &str = "tx-ghost";
+const TXN_TIMEOUT_MS: i32 = 60_000;
+/// When the ongoing transaction of `tx-orders` began (its first AddPartitionsToTxn).
+const TXN_START_MS: i64 = 1_700_000_000_789;
+
+/// (topic, [(partition, error code)]) of a per-partition transactional result.
+type TxnTopicResult = (&'static str, &'static [(i32, i16)]);
+
+/// AddPartitionsToTxn v0-3 (one producer's client request): `ghost` does not exist, so the
+/// coordinator adds nothing and answers OPERATION_NOT_ATTEMPTED for the valid partitions, as Kafka.
+const ADDED_PARTITIONS: &[TxnTopicResult] = &[
+    (
+        TOPIC,
+        &[
+            (0, ResponseError::OperationNotAttempted.code()),
+            (1, ResponseError::OperationNotAttempted.code()),
+        ],
+    ),
+    (
+        "ghost",
+        &[(0, ResponseError::UnknownTopicOrPartition.code())],
+    ),
+];
+
+/// AddPartitionsToTxn v4+ (a broker's batched request), per transactional id: `tx-orders` got
+/// both partitions, `tx-audit` is still completing its previous transaction.
+const ADDED_BY_TRANSACTION: &[(&str, &[TxnTopicResult])] = &[
+    (TRANSACTIONAL_ID, &[(TOPIC, &[(0, 0), (1, 0)])]),
+    (
+        AUDIT_TRANSACTIONAL_ID,
+        &[(
+            AUDIT_TOPIC,
+            &[(0, ResponseError::ConcurrentTransactions.code())],
+        )],
+    ),
+];
+
+fn add_partitions_to_txn_response(v: i16) -> AddPartitionsToTxnResponse {
+    use add_partitions_to_txn_response::*;
+    let topics = |results: &[TxnTopicResult]| -> Vec<AddPartitionsToTxnTopicResult> {
+        results
+            .iter()
+            .map(|&(name, parts)| {
+                AddPartitionsToTxnTopicResult::default()
+                    .with_name(s(name).into())
+                    .with_results_by_partition(
+                        parts
+                            .iter()
+                            .map(|&(p, e)| {
+                                AddPartitionsToTxnPartitionResult::default()
+                                    .with_partition_index(p)
+                                    .with_partition_error_code(e)
+                            })
+                            .collect(),
+                    )
+            })
+            .collect()
+    };
+    let mut r = AddPartitionsToTxnResponse::default().with_throttle_time_ms(THROTTLE);
+    if v <= 3 {
+        r.results_by_topic_v3_and_below = topics(ADDED_PARTITIONS);
+    } else {
+        r.error_code = 0;
+        r.results_by_transaction = ADDED_BY_TRANSACTION
+            .iter()
+            .map(|&(id, results)| {
+                AddPartitionsToTxnResult::default()
+                    .with_transactional_id(s(id).into())
+                    .with_topic_results(topics(results))
+            })
+            .collect();
+    }
+    r
+}
+
+/// The coordinator is still completing the previous transaction of `tx-orders`:
+/// CONCURRENT_TRANSACTIONS (the producer retries the AddOffsetsToTxn).
+fn add_offsets_to_txn_response(_v: i16) -> AddOffsetsToTxnResponse {
+    AddOffsetsToTxnResponse::default()
+        .with_throttle_time_ms(THROTTLE)
+        .with_error_code(ResponseError::ConcurrentTransactions.code())
+}
+
+/// `tx-orders` committed; from v5 (KIP-890 part 2) the epoch is bumped on every transaction and
+/// the new one is returned.
+fn end_txn_response(v: i16) -> EndTxnResponse {
+    let mut r = EndTxnResponse::default()
+        .with_throttle_time_ms(THROTTLE)
+        .with_error_code(0);
+    if v >= 5 {
+        r.producer_id = ProducerId(PRODUCER_ID);
+        r.producer_epoch = PRODUCER_EPOCH + 1;
+    }
+    r
+}
+
+/// TxnOffsetCommit results: `orders` committed; `audit-log` p3 does not exist.
+const TXN_COMMITTED: &[TxnTopicResult] = &[
+    (TOPIC, &[(0, 0), (1, 0)]),
+    (
+        AUDIT_TOPIC,
+        &[(3, ResponseError::UnknownTopicOrPartition.code())],
+    ),
+];
+
+fn txn_offset_commit_response(_v: i16) -> TxnOffsetCommitResponse {
+    use txn_offset_commit_response::*;
+    TxnOffsetCommitResponse::default()
+        .with_throttle_time_ms(THROTTLE)
+        .with_topics(
+            TXN_COMMITTED
+                .iter()
+                .map(|&(name, parts)| {
+                    TxnOffsetCommitResponseTopic::default()
+                        .with_name(s(name).into())
+                        .with_partitions(
+                            parts
+                                .iter()
+                                .map(|&(p, e)| {
+                                    TxnOffsetCommitResponsePartition::default()
+                                        .with_partition_index(p)
+                                        .with_error_code(e)
+                                })
+                                .collect(),
+                        )
+                })
+                .collect(),
+        )
+}
+
+/// `tx-orders` is Ongoing on `orders` p0-1 and `audit-log` p0; `tx-ghost` is unknown
+/// (TRANSACTIONAL_ID_NOT_FOUND, every other field left at its default, as Kafka).
+fn describe_transactions_response(_v: i16) -> DescribeTransactionsResponse {
+    use describe_transactions_response::*;
+    let ongoing = TransactionState::default()
+        .with_error_code(0)
+        .with_transactional_id(s(TRANSACTIONAL_ID).into())
+        .with_transaction_state(s("Ongoing"))
+        .with_transaction_timeout_ms(TXN_TIMEOUT_MS)
+        .with_transaction_start_time_ms(TXN_START_MS)
+        .with_producer_id(ProducerId(PRODUCER_ID))
+        .with_producer_epoch(PRODUCER_EPOCH)
+        .with_topics(vec![
+            TopicData::default()
+                .with_topic(s(TOPIC).into())
+                .with_partitions(vec![0, 1]),
+            TopicData::default()
+                .with_topic(s(AUDIT_TOPIC).into())
+                .with_partitions(vec![0]),
+        ]);
+    let unknown = TransactionState::default()
+        .with_error_code(ResponseError::TransactionalIdNotFound.code())
+        .with_transactional_id(s(GHOST_TRANSACTIONAL_ID).into());
+    DescribeTransactionsResponse::default()
+        .with_throttle_time_ms(THROTTLE)
+        .with_transaction_states(vec![ongoing, unknown])
+}
+
+/// (transactional id, producer id, state) of a listed transaction.
+const LISTED_TRANSACTIONS: &[(&str, i64, &str)] = &[
+    (TRANSACTIONAL_ID, PRODUCER_ID, "Ongoing"),
+    (AUDIT_TRANSACTIONAL_ID, AUDIT_PRODUCER_ID, "CompleteCommit"),
+];
+/// A state filter the coordinator does not know, echoed back in UnknownStateFilters.
+const UNKNOWN_TXN_STATE: &str = "Frozen";
+
+fn list_transactions_response(_v: i16) -> ListTransactionsResponse {
+    use list_transactions_response::*;
+    ListTransactionsResponse::default()
+        .with_throttle_time_ms(THROTTLE)
+        .with_error_code(0)
+        .with_unknown_state_filters(vec![s(UNKNOWN_TXN_STATE)])
+        .with_transaction_states(
+            LISTED_TRANSACTIONS
+                .iter()
+                .map(|&(id, pid, state)| {
+                    TransactionState::default()
+                        .with_transactional_id(s(id).into())
+                        .with_producer_id(ProducerId(pid))
+                        .with_transaction_state(s(state))
+                })
+                .collect(),
+        )
+}
+
+// ---------------------------------------------------------------------------------------------
 // An independent reader for the golden frames, from the Kafka schema rules:
 // int16-length strings / int32-length arrays in classic versions; in flexible versions compact
 // strings and arrays (unsigned varint length + 1, 0 = null) and a tagged-field section (count,
@@ -2753,6 +2946,143 @@ fn walk_init_producer_id_error(frame: &[u8], v: i16) {
     );
 }
 
+/// Topic results of the shape {Name, Partitions[]{PartitionIndex, ErrorCode}}, one tagged-field
+/// section per struct in flexible versions (AddPartitionsToTxnTopicResult, TxnOffsetCommit topics).
+fn walk_txn_topic_results(w: &mut Walk<'_>, what: &str, want: &[TxnTopicResult]) {
+    w.expect_array(what, want.len());
+    for &(name, parts) in want {
+        w.expect_str("topic.name", name);
+        w.expect_array("topic.partitions", parts.len());
+        for &(p, e) in parts {
+            w.expect_i32("partition.partition_index", p);
+            w.expect_i16("partition.error_code", e);
+            w.expect_no_tags("partition tags");
+        }
+        w.expect_no_tags("topic tags");
+    }
+}
+
+// AddPartitionsToTxnResponse.json: validVersions 0-5, flexible 3+. ThrottleTimeMs; ErrorCode[4+],
+// ResultsByTransaction[4+]{TransactionalId, TopicResults[]}; ResultsByTopicV3AndBelow[0-3]. Both
+// lists hold AddPartitionsToTxnTopicResult{Name, ResultsByPartition[]{PartitionIndex,
+// PartitionErrorCode}}.
+fn walk_add_partitions_to_txn(frame: &[u8], v: i16) {
+    let flex = v >= 3;
+    let mut w = Walk::response(frame, format!("AddPartitionsToTxn v{v}"), flex, flex);
+    w.expect_i32("throttle_time_ms", THROTTLE);
+    if v >= 4 {
+        w.expect_i16("error_code", 0);
+        w.expect_array("results_by_transaction", ADDED_BY_TRANSACTION.len());
+        for &(id, results) in ADDED_BY_TRANSACTION {
+            w.expect_str("result.transactional_id", id);
+            walk_txn_topic_results(&mut w, "result.topic_results", results);
+            w.expect_no_tags("result tags");
+        }
+    } else {
+        walk_txn_topic_results(&mut w, "results_by_topic_v3_and_below", ADDED_PARTITIONS);
+    }
+    w.expect_no_tags("top-level tags");
+    w.end();
+}
+
+// AddOffsetsToTxnResponse.json: validVersions 0-4, flexible 3+. ThrottleTimeMs, ErrorCode.
+fn walk_add_offsets_to_txn(frame: &[u8], v: i16) {
+    let flex = v >= 3;
+    let mut w = Walk::response(frame, format!("AddOffsetsToTxn v{v}"), flex, flex);
+    w.expect_i32("throttle_time_ms", THROTTLE);
+    w.expect_i16("error_code", ResponseError::ConcurrentTransactions.code());
+    w.expect_no_tags("top-level tags");
+    w.end();
+}
+
+// EndTxnResponse.json: validVersions 0-5, flexible 3+. ThrottleTimeMs, ErrorCode; ProducerId
+// (int64) and ProducerEpoch (int16) only in v5+.
+fn walk_end_txn(frame: &[u8], v: i16) {
+    let flex = v >= 3;
+    let mut w = Walk::response(frame, format!("EndTxn v{v}"), flex, flex);
+    w.expect_i32("throttle_time_ms", THROTTLE);
+    w.expect_i16("error_code", 0);
+    if v >= 5 {
+        w.expect_i64("producer_id", PRODUCER_ID);
+        w.expect_i16("producer_epoch", PRODUCER_EPOCH + 1);
+    }
+    w.expect_no_tags("top-level tags");
+    w.end();
+}
+
+// TxnOffsetCommitResponse.json: validVersions 0-5 (v5, KIP-890 part 2, "the same as version 3"),
+// flexible 3+. ThrottleTimeMs, Topics[]{Name, Partitions[]{PartitionIndex,
+// ErrorCode}}.
+fn walk_txn_offset_commit(frame: &[u8], v: i16) {
+    let flex = v >= 3;
+    let mut w = Walk::response(frame, format!("TxnOffsetCommit v{v}"), flex, flex);
+    w.expect_i32("throttle_time_ms", THROTTLE);
+    walk_txn_topic_results(&mut w, "topics", TXN_COMMITTED);
+    w.expect_no_tags("top-level tags");
+    w.end();
+}
+
+// DescribeTransactionsResponse.json: validVersions 0, flexible 0+. ThrottleTimeMs,
+// TransactionStates[]{ErrorCode, TransactionalId, TransactionState, TransactionTimeoutMs (int32),
+// TransactionStartTimeMs (int64), ProducerId (int64), ProducerEpoch (int16), Topics[]{Topic,
+// Partitions []int32}}.
+fn walk_describe_transactions(frame: &[u8], v: i16) {
+    let mut w = Walk::response(frame, format!("DescribeTransactions v{v}"), true, true);
+    w.expect_i32("throttle_time_ms", THROTTLE);
+    w.expect_array("transaction_states", 2);
+    w.expect_i16("state.error_code", 0);
+    w.expect_str("state.transactional_id", TRANSACTIONAL_ID);
+    w.expect_str("state.transaction_state", "Ongoing");
+    w.expect_i32("state.transaction_timeout_ms", TXN_TIMEOUT_MS);
+    w.expect_i64("state.transaction_start_time_ms", TXN_START_MS);
+    w.expect_i64("state.producer_id", PRODUCER_ID);
+    w.expect_i16("state.producer_epoch", PRODUCER_EPOCH);
+    w.expect_array("state.topics", 2);
+    w.expect_str("topic.topic", TOPIC);
+    w.expect_i32_array("topic.partitions", &[0, 1]);
+    w.expect_no_tags("topic tags");
+    w.expect_str("topic.topic", AUDIT_TOPIC);
+    w.expect_i32_array("topic.partitions", &[0]);
+    w.expect_no_tags("topic tags");
+    w.expect_no_tags("state tags");
+    // The unknown id: only ErrorCode and TransactionalId are set.
+    w.expect_i16(
+        "state.error_code",
+        ResponseError::TransactionalIdNotFound.code(),
+    );
+    w.expect_str("state.transactional_id", GHOST_TRANSACTIONAL_ID);
+    w.expect_str("state.transaction_state", "");
+    w.expect_i32("state.transaction_timeout_ms", 0);
+    w.expect_i64("state.transaction_start_time_ms", 0);
+    w.expect_i64("state.producer_id", 0);
+    w.expect_i16("state.producer_epoch", 0);
+    w.expect_array("state.topics", 0);
+    w.expect_no_tags("state tags");
+    w.expect_no_tags("top-level tags");
+    w.end();
+}
+
+// ListTransactionsResponse.json: validVersions 0-2 (v1 KIP-994 and v2 KIP-1152 change only the
+// request), flexible 0+. ThrottleTimeMs, ErrorCode,
+// UnknownStateFilters []string, TransactionStates[]{TransactionalId, ProducerId (int64),
+// TransactionState}.
+fn walk_list_transactions(frame: &[u8], v: i16) {
+    let mut w = Walk::response(frame, format!("ListTransactions v{v}"), true, true);
+    w.expect_i32("throttle_time_ms", THROTTLE);
+    w.expect_i16("error_code", 0);
+    w.expect_array("unknown_state_filters", 1);
+    w.expect_str("unknown_state_filters[0]", UNKNOWN_TXN_STATE);
+    w.expect_array("transaction_states", LISTED_TRANSACTIONS.len());
+    for &(id, pid, state) in LISTED_TRANSACTIONS {
+        w.expect_str("state.transactional_id", id);
+        w.expect_i64("state.producer_id", pid);
+        w.expect_str("state.transaction_state", state);
+        w.expect_no_tags("state tags");
+    }
+    w.expect_no_tags("top-level tags");
+    w.end();
+}
+
 // ---------------------------------------------------------------------------------------------
 // Golden files.
 
@@ -2953,6 +3283,48 @@ const GOLDEN_APIS: &[GoldenApi] = &[
         name: "InitProducerId",
         build: |v| Response::InitProducerId(init_producer_id_response(v)),
         walk: walk_init_producer_id,
+    },
+    GoldenApi {
+        api_key: 24,
+        file_stem: "add_partitions_to_txn",
+        name: "AddPartitionsToTxn",
+        build: |v| Response::AddPartitionsToTxn(add_partitions_to_txn_response(v)),
+        walk: walk_add_partitions_to_txn,
+    },
+    GoldenApi {
+        api_key: 25,
+        file_stem: "add_offsets_to_txn",
+        name: "AddOffsetsToTxn",
+        build: |v| Response::AddOffsetsToTxn(add_offsets_to_txn_response(v)),
+        walk: walk_add_offsets_to_txn,
+    },
+    GoldenApi {
+        api_key: 26,
+        file_stem: "end_txn",
+        name: "EndTxn",
+        build: |v| Response::EndTxn(end_txn_response(v)),
+        walk: walk_end_txn,
+    },
+    GoldenApi {
+        api_key: 28,
+        file_stem: "txn_offset_commit",
+        name: "TxnOffsetCommit",
+        build: |v| Response::TxnOffsetCommit(txn_offset_commit_response(v)),
+        walk: walk_txn_offset_commit,
+    },
+    GoldenApi {
+        api_key: 65,
+        file_stem: "describe_transactions",
+        name: "DescribeTransactions",
+        build: |v| Response::DescribeTransactions(describe_transactions_response(v)),
+        walk: walk_describe_transactions,
+    },
+    GoldenApi {
+        api_key: 66,
+        file_stem: "list_transactions",
+        name: "ListTransactions",
+        build: |v| Response::ListTransactions(list_transactions_response(v)),
+        walk: walk_list_transactions,
     },
 ];
 
@@ -3275,6 +3647,36 @@ fn golden_init_producer_id_responses() {
 #[test]
 fn golden_init_producer_id_error_responses() {
     run_golden(golden_variant("init_producer_id_error"));
+}
+
+#[test]
+fn golden_add_partitions_to_txn_responses() {
+    run_golden(golden_api(24));
+}
+
+#[test]
+fn golden_add_offsets_to_txn_responses() {
+    run_golden(golden_api(25));
+}
+
+#[test]
+fn golden_end_txn_responses() {
+    run_golden(golden_api(26));
+}
+
+#[test]
+fn golden_txn_offset_commit_responses() {
+    run_golden(golden_api(28));
+}
+
+#[test]
+fn golden_describe_transactions_responses() {
+    run_golden(golden_api(65));
+}
+
+#[test]
+fn golden_list_transactions_responses() {
+    run_golden(golden_api(66));
 }
 
 #[test]
@@ -5281,11 +5683,320 @@ fn requests_init_producer_id() {
 }
 
 #[test]
+fn requests_add_partitions_to_txn() {
+    use add_partitions_to_txn_request::*;
+    let topic = |name: &str, parts: &[i32]| {
+        AddPartitionsToTxnTopic::default()
+            .with_name(s(name).into())
+            .with_partitions(parts.to_vec())
+    };
+    // v0 and v3 (first flexible): a producer adds two topics to its transaction.
+    for v in [0i16, 3] {
+        let flex = v >= 3;
+        let mut e = Enc::request(24, v, CID, Some("producer-tx-orders"), flex);
+        e.str(TRANSACTIONAL_ID);
+        e.i64(PRODUCER_ID);
+        e.i16(PRODUCER_EPOCH);
+        e.arr(2);
+        e.str(TOPIC);
+        e.arr(2);
+        e.i32(0);
+        e.i32(1);
+        e.tags();
+        e.str(AUDIT_TOPIC);
+        e.arr(1);
+        e.i32(0);
+        e.tags();
+        e.tags();
+        let expect = AddPartitionsToTxnRequest::default()
+            .with_v3_and_below_transactional_id(s(TRANSACTIONAL_ID).into())
+            .with_v3_and_below_producer_id(ProducerId(PRODUCER_ID))
+            .with_v3_and_below_producer_epoch(PRODUCER_EPOCH)
+            .with_v3_and_below_topics(vec![topic(TOPIC, &[0, 1]), topic(AUDIT_TOPIC, &[0])]);
+        check_request(
+            e.finish(),
+            Some("producer-tx-orders"),
+            v,
+            Request::AddPartitionsToTxn(expect),
+        );
+    }
+
+    // v5: a broker's batched form, one transaction to add to and one to verify only.
+    let mut e = Enc::request(24, 5, CID, Some("broker-1"), true);
+    e.arr(2);
+    e.str(TRANSACTIONAL_ID);
+    e.i64(PRODUCER_ID);
+    e.i16(PRODUCER_EPOCH);
+    e.bool(false);
+    e.arr(1);
+    e.str(TOPIC);
+    e.arr(2);
+    e.i32(0);
+    e.i32(1);
+    e.tags();
+    e.tags();
+    e.str(AUDIT_TRANSACTIONAL_ID);
+    e.i64(AUDIT_PRODUCER_ID);
+    e.i16(0);
+    e.bool(true);
+    e.arr(1);
+    e.str(AUDIT_TOPIC);
+    e.arr(1);
+    e.i32(0);
+    e.tags();
+    e.tags();
+    e.tags();
+    let expect = AddPartitionsToTxnRequest::default().with_transactions(vec![
+        AddPartitionsToTxnTransaction::default()
+            .with_transactional_id(s(TRANSACTIONAL_ID).into())
+            .with_producer_id(ProducerId(PRODUCER_ID))
+            .with_producer_epoch(PRODUCER_EPOCH)
+            .with_verify_only(false)
+            .with_topics(vec![topic(TOPIC, &[0, 1])]),
+        AddPartitionsToTxnTransaction::default()
+            .with_transactional_id(s(AUDIT_TRANSACTIONAL_ID).into())
+            .with_producer_id(ProducerId(AUDIT_PRODUCER_ID))
+            .with_producer_epoch(0)
+            .with_verify_only(true)
+            .with_topics(vec![topic(AUDIT_TOPIC, &[0])]),
+    ]);
+    check_request(
+        e.finish(),
+        Some("broker-1"),
+        5,
+        Request::AddPartitionsToTxn(expect),
+    );
+}
+
+#[test]
+fn requests_add_offsets_to_txn() {
+    for v in [0i16, 4] {
+        let mut e = Enc::request(25, v, CID, Some("producer-tx-orders"), v >= 3);
+        e.str(TRANSACTIONAL_ID);
+        e.i64(PRODUCER_ID);
+        e.i16(PRODUCER_EPOCH);
+        e.str(GROUP);
+        e.tags();
+        let expect = AddOffsetsToTxnRequest::default()
+            .with_transactional_id(s(TRANSACTIONAL_ID).into())
+            .with_producer_id(ProducerId(PRODUCER_ID))
+            .with_producer_epoch(PRODUCER_EPOCH)
+            .with_group_id(s(GROUP).into());
+        check_request(
+            e.finish(),
+            Some("producer-tx-orders"),
+            v,
+            Request::AddOffsetsToTxn(expect),
+        );
+    }
+}
+
+#[test]
+fn requests_end_txn() {
+    // v0 aborts, v5 commits.
+    for (v, committed) in [(0i16, false), (5, true)] {
+        let mut e = Enc::request(26, v, CID, Some("producer-tx-orders"), v >= 3);
+        e.str(TRANSACTIONAL_ID);
+        e.i64(PRODUCER_ID);
+        e.i16(PRODUCER_EPOCH);
+        e.bool(committed);
+        e.tags();
+        let expect = EndTxnRequest::default()
+            .with_transactional_id(s(TRANSACTIONAL_ID).into())
+            .with_producer_id(ProducerId(PRODUCER_ID))
+            .with_producer_epoch(PRODUCER_EPOCH)
+            .with_committed(committed);
+        check_request(
+            e.finish(),
+            Some("producer-tx-orders"),
+            v,
+            Request::EndTxn(expect),
+        );
+    }
+}
+
+#[test]
+fn requests_txn_offset_commit() {
+    use txn_offset_commit_request::*;
+    // v0: no group identity, no leader epoch; metadata "" and null.
+    let mut e = Enc::request(28, 0, CID, Some("producer-tx-orders"), false);
+    e.str(TRANSACTIONAL_ID);
+    e.str(GROUP);
+    e.i64(PRODUCER_ID);
+    e.i16(PRODUCER_EPOCH);
+    e.arr(1);
+    e.str(TOPIC);
+    e.arr(2);
+    e.i32(0);
+    e.i64(HIGH_WATERMARK);
+    e.nstr(Some(""));
+    e.i32(1);
+    e.i64(17);
+    e.nstr(None);
+    let expect = TxnOffsetCommitRequest::default()
+        .with_transactional_id(s(TRANSACTIONAL_ID).into())
+        .with_group_id(s(GROUP).into())
+        .with_producer_id(ProducerId(PRODUCER_ID))
+        .with_producer_epoch(PRODUCER_EPOCH)
+        .with_topics(vec![TxnOffsetCommitRequestTopic::default()
+            .with_name(s(TOPIC).into())
+            .with_partitions(vec![
+                TxnOffsetCommitRequestPartition::default()
+                    .with_partition_index(0)
+                    .with_committed_offset(HIGH_WATERMARK)
+                    .with_committed_metadata(Some(s(""))),
+                TxnOffsetCommitRequestPartition::default()
+                    .with_partition_index(1)
+                    .with_committed_offset(17)
+                    .with_committed_metadata(None),
+            ])]);
+    check_request(
+        e.finish(),
+        Some("producer-tx-orders"),
+        0,
+        Request::TxnOffsetCommit(expect),
+    );
+
+    // v5 (flexible): the consumer's group generation, member and instance id, leader epochs.
+    let mut e = Enc::request(28, 5, CID, Some("producer-tx-orders"), true);
+    e.str(TRANSACTIONAL_ID);
+    e.str(GROUP);
+    e.i64(PRODUCER_ID);
+    e.i16(PRODUCER_EPOCH);
+    e.i32(GENERATION);
+    e.str(MEMBERS[0].id);
+    e.nstr(MEMBERS[0].instance);
+    e.arr(2);
+    e.str(TOPIC);
+    e.arr(1);
+    e.i32(0);
+    e.i64(HIGH_WATERMARK);
+    e.i32(LEADER_EPOCH);
+    e.nstr(Some(""));
+    e.tags();
+    e.tags();
+    e.str(AUDIT_TOPIC);
+    e.arr(1);
+    e.i32(0);
+    e.i64(5);
+    e.i32(-1);
+    e.nstr(Some("checkpoint-5"));
+    e.tags();
+    e.tags();
+    e.tags();
+    let expect = TxnOffsetCommitRequest::default()
+        .with_transactional_id(s(TRANSACTIONAL_ID).into())
+        .with_group_id(s(GROUP).into())
+        .with_producer_id(ProducerId(PRODUCER_ID))
+        .with_producer_epoch(PRODUCER_EPOCH)
+        .with_generation_id(GENERATION)
+        .with_member_id(s(MEMBERS[0].id))
+        .with_group_instance_id(MEMBERS[0].instance.map(s))
+        .with_topics(vec![
+            TxnOffsetCommitRequestTopic::default()
+                .with_name(s(TOPIC).into())
+                .with_partitions(vec![TxnOffsetCommitRequestPartition::default()
+                    .with_partition_index(0)
+                    .with_committed_offset(HIGH_WATERMARK)
+                    .with_committed_leader_epoch(LEADER_EPOCH)
+                    .with_committed_metadata(Some(s("")))]),
+            TxnOffsetCommitRequestTopic::default()
+                .with_name(s(AUDIT_TOPIC).into())
+                .with_partitions(vec![TxnOffsetCommitRequestPartition::default()
+                    .with_partition_index(0)
+                    .with_committed_offset(5)
+                    .with_committed_leader_epoch(-1)
+                    .with_committed_metadata(Some(s("checkpoint-5")))]),
+        ]);
+    check_request(
+        e.finish(),
+        Some("producer-tx-orders"),
+        5,
+        Request::TxnOffsetCommit(expect),
+    );
+}
+
+#[test]
+fn requests_describe_transactions() {
+    let mut e = Enc::request(65, 0, CID, Some("adminclient-1"), true);
+    e.arr(2);
+    e.str(TRANSACTIONAL_ID);
+    e.str(GHOST_TRANSACTIONAL_ID);
+    e.tags();
+    let expect = DescribeTransactionsRequest::default().with_transactional_ids(vec![
+        s(TRANSACTIONAL_ID).into(),
+        s(GHOST_TRANSACTIONAL_ID).into(),
+    ]);
+    check_request(
+        e.finish(),
+        Some("adminclient-1"),
+        0,
+        Request::DescribeTransactions(expect),
+    );
+}
+
+#[test]
+fn requests_list_transactions() {
+    // v0: filter by state and producer id.
+    let mut e = Enc::request(66, 0, CID, Some("adminclient-1"), true);
+    e.arr(2);
+    e.str("Ongoing");
+    e.str(UNKNOWN_TXN_STATE);
+    e.arr(1);
+    e.i64(PRODUCER_ID);
+    e.tags();
+    let expect = ListTransactionsRequest::default()
+        .with_state_filters(vec![s("Ongoing"), s(UNKNOWN_TXN_STATE)])
+        .with_producer_id_filters(vec![ProducerId(PRODUCER_ID)]);
+    check_request(
+        e.finish(),
+        Some("adminclient-1"),
+        0,
+        Request::ListTransactions(expect),
+    );
+
+    // v1: transactions running for more than a minute (KIP-994).
+    let mut e = Enc::request(66, 1, CID, Some("adminclient-1"), true);
+    e.arr(0);
+    e.arr(0);
+    e.i64(60_000);
+    e.tags();
+    let expect = ListTransactionsRequest::default().with_duration_filter(60_000);
+    check_request(
+        e.finish(),
+        Some("adminclient-1"),
+        1,
+        Request::ListTransactions(expect),
+    );
+
+    // v2: ids matching a pattern (KIP-1152), no duration filter; then a null pattern.
+    for pattern in [Some("tx-.*"), None] {
+        let mut e = Enc::request(66, 2, CID, Some("adminclient-1"), true);
+        e.arr(1);
+        e.str("Ongoing");
+        e.arr(0);
+        e.i64(-1);
+        e.nstr(pattern);
+        e.tags();
+        let expect = ListTransactionsRequest::default()
+            .with_state_filters(vec![s("Ongoing")])
+            .with_duration_filter(-1)
+            .with_transactional_id_pattern(pattern.map(s));
+        check_request(
+            e.finish(),
+            Some("adminclient-1"),
+            2,
+            Request::ListTransactions(expect),
+        );
+    }
+}
+
+#[test]
 fn request_golden_cases_cover_every_served_api() {
     // The request tests above exist for exactly these keys; a new served key needs its own.
     let covered = [
-        0i16, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 19, 20, 21, 22, 32, 33, 37, 42, 44,
-        47, 60, 68, 69,
+        0i16, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 19, 20, 21, 22, 24, 25, 26, 28, 32,
+        33, 37, 42, 44, 47, 60, 65, 66, 68, 69,
     ];
     for r in SERVED {
         assert!(
