@@ -22,7 +22,7 @@
 //! partition's state between threads, or encode bytes by hand that `wire` knows how to encode.
 
 // The pure coordinator lives in its own crate; these paths keep `crate::group::..` readable.
-pub use coordinator::{group, partition_core, snapshot_build};
+pub use coordinator::{group, partition_core, snapshot_build, txn};
 
 // Shared state and utilities: depend on nothing below.
 pub mod broker;

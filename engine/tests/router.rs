@@ -4,7 +4,7 @@
 use engine::data::{DataOp, DataReply};
 use engine::runtime::partition::{PartitionCall, PartitionOp, PartitionReply, PartitionTable};
 use engine::runtime::router::{self, Executor, Router, STALL_BOUND};
-use engine::runtime::txn::{TxnOp, TxnReply};
+use engine::txn::{TxnRequest, TxnResponse};
 use glommio::{LocalExecutorBuilder, Placement};
 use std::future::Future;
 use std::pin::Pin;
@@ -37,8 +37,12 @@ impl Executor for TestExec {
         Box::pin(std::future::ready(DataReply::Forgotten))
     }
 
-    fn txn(&self, _partition: i32, _op: TxnOp) -> Pin<Box<dyn Future<Output = TxnReply>>> {
-        Box::pin(std::future::ready(TxnReply::Failed(-1)))
+    fn txn(
+        &self,
+        _partition: i32,
+        _req: TxnRequest,
+    ) -> Pin<Box<dyn Future<Output = Result<TxnResponse, i16>>>> {
+        Box::pin(std::future::ready(Err(-1)))
     }
 }
 

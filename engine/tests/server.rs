@@ -414,7 +414,11 @@ fn find_coordinator_single_and_batched() {
     let Response::FindCoordinator(r) = c.call(4, Request::FindCoordinator(req)) else {
         panic!()
     };
-    assert_eq!(r.coordinators[0].error_code, 15);
+    // This node is the transaction coordinator too.
+    assert_eq!(
+        (r.coordinators[0].error_code, r.coordinators[0].node_id.0),
+        (0, 1)
+    );
     let req = FindCoordinatorRequest::default().with_coordinator_keys(vec![
         StrBytes::from_static_str("a"),
         StrBytes::from_static_str("b"),

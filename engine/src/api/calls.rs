@@ -8,7 +8,6 @@ use crate::data::{DataOp, DataReply};
 use crate::group::{GroupRequest, GroupResponse};
 use crate::runtime::partition::{PartitionCall, PartitionOp, PartitionReply};
 use crate::runtime::shard::{Caller, Handled, Shard};
-use crate::runtime::txn::{TxnOp, TxnReply};
 use coordinator::txn::{TxnRequest, TxnResponse};
 use kafka_protocol::ResponseError;
 use std::rc::Rc;
@@ -129,11 +128,11 @@ pub(crate) async fn call_txn_partition(
     partition: i32,
     req: TxnRequest,
 ) -> Result<TxnResponse, i16> {
-    match shard.router.txn(partition, TxnOp::Request(req)).await {
-        Some(TxnReply::Response(r)) => Ok(r),
-        Some(TxnReply::Failed(code)) => Err(code),
-        None => Err(not_available()),
-    }
+    shard
+        .router
+        .txn(partition, req)
+        .await
+        .unwrap_or_else(|| Err(not_available()))
 }
 
 /// Run a request on the partition that coordinates `transactional_id`.

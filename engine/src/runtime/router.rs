@@ -21,7 +21,7 @@
 use crate::data::{DataOp, DataReply};
 use crate::oneshot::OneShot;
 use crate::runtime::partition::{PartitionCall, PartitionOp, PartitionReply};
-use crate::runtime::txn::{TxnOp, TxnReply};
+use coordinator::txn::{TxnRequest, TxnResponse};
 use glommio::channels::channel_mesh::{Full, MeshBuilder, Senders};
 use std::cell::{Cell, RefCell};
 use std::future::Future;
@@ -58,7 +58,7 @@ pub enum Call {
     /// An operation on a `__transaction_state` partition.
     Txn {
         partition: i32,
-        op: TxnOp,
+        req: TxnRequest,
     },
 }
 
@@ -66,7 +66,8 @@ pub enum Call {
 pub enum Answer {
     Partition(PartitionReply),
     Data(DataReply),
-    Txn(TxnReply),
+    /// A transaction coordinator's answer, or the error code its partition gave instead.
+    Txn(Result<TxnResponse, i16>),
 }
 
 /// Messages between shards. One mesh carries both directions so that a shard's index in it is
@@ -81,7 +82,11 @@ pub enum Envelope {
 pub trait Executor {
     fn partition(&self, partition: i32, op: PartitionOp) -> PartitionCall;
     fn data(&self, op: DataOp) -> Pin<Box<dyn Future<Output = DataReply>>>;
-    fn txn(&self, partition: i32, op: TxnOp) -> Pin<Box<dyn Future<Output = TxnReply>>>;
+    fn txn(
+        &self,
+        partition: i32,
+        req: TxnRequest,
+    ) -> Pin<Box<dyn Future<Output = Result<TxnResponse, i16>>>>;
 }
 
 /// The mesh every shard joins, and the heartbeats they share.
@@ -222,8 +227,8 @@ impl Router {
                         let f = self.exec.data(op);
                         Box::pin(async move { Answer::Data(f.await) })
                     }
-                    Call::Txn { partition, op } => {
-                        let f = self.exec.txn(partition, op);
+                    Call::Txn { partition, req } => {
+                        let f = self.exec.txn(partition, req);
                         Box::pin(async move { Answer::Txn(f.await) })
                     }
                 };
@@ -334,12 +339,12 @@ impl Router {
 
     /// Run `op` on the shard that owns `__transaction_state` partition `partition` (the same
     /// placement as `__consumer_offsets` partitions); `None` when that shard cannot answer.
-    pub async fn txn(&self, partition: i32, op: TxnOp) -> Option<TxnReply> {
+    pub async fn txn(&self, partition: i32, req: TxnRequest) -> Option<Result<TxnResponse, i16>> {
         let owner = owner_of(partition, self.shards);
         if owner == self.shard {
-            return Some(self.exec.txn(partition, op).await);
+            return Some(self.exec.txn(partition, req).await);
         }
-        match self.remote(owner, Call::Txn { partition, op }).await {
+        match self.remote(owner, Call::Txn { partition, req }).await {
             Some(Answer::Txn(r)) => Some(r),
             Some(Answer::Partition(_) | Answer::Data(_)) => {
                 unreachable!("a transaction call answered with another kind of reply")

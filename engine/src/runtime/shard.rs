@@ -8,9 +8,10 @@ use crate::group::{GroupOverridesMap, RequestContext};
 use crate::runtime::partition::{PartitionCall, PartitionOp, PartitionTable};
 use crate::runtime::router::{Executor, Router};
 use crate::runtime::tasks::Tasks;
-use crate::runtime::txn::{TxnOp, TxnReply, TxnTable};
+use crate::runtime::txn::TxnTable;
 use crate::topics::TopicsSnapshot;
 use arc_swap::ArcSwap;
+use coordinator::txn::{TxnRequest, TxnResponse};
 use glommio::net::TcpStream;
 use std::cell::{Cell, RefCell};
 use std::future::Future;
@@ -154,8 +155,12 @@ impl Executor for ShardExec {
         self.store.execute(op)
     }
 
-    fn txn(&self, partition: i32, op: TxnOp) -> Pin<Box<dyn Future<Output = TxnReply>>> {
-        self.txns.execute(partition, op)
+    fn txn(
+        &self,
+        partition: i32,
+        req: TxnRequest,
+    ) -> Pin<Box<dyn Future<Output = Result<TxnResponse, i16>>>> {
+        self.txns.execute(partition, req)
     }
 }
 

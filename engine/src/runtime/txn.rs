@@ -46,20 +46,6 @@ pub const TXN_TOPIC: &str = "__transaction_state";
 /// The group coordinator's topic: a transaction's offsets partition is one of its partitions.
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
 
-/// An operation on one `__transaction_state` partition, sent to the shard that owns it.
-#[derive(Debug)]
-pub enum TxnOp {
-    Request(TxnRequest),
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub enum TxnReply {
-    Response(TxnResponse),
-    /// The partition could not answer (its write failed, its log could not open): the error
-    /// code the request gets.
-    Failed(i16),
-}
-
 /// Records a partition may hold produced and not yet durable before new requests wait: a
 /// transaction record is ~100 bytes, so this is far above a steady load.
 const MAX_PENDING_RECORDS: usize = 16_384;
@@ -164,40 +150,45 @@ impl TxnTable {
         }
     }
 
+    /// Run one request on `partition`: its coordinator's answer, or the error code the request
+    /// gets when the partition cannot answer (its write failed, its log could not open).
     pub fn execute(
         self: &Rc<Self>,
         partition: i32,
-        op: TxnOp,
-    ) -> Pin<Box<dyn Future<Output = TxnReply>>> {
+        req: TxnRequest,
+    ) -> Pin<Box<dyn Future<Output = Result<TxnResponse, i16>>>> {
         let me = self.clone();
         Box::pin(async move {
-            let TxnOp::Request(req) = op;
             // ListTransactions must not create partitions that do not exist yet.
             if matches!(req, TxnRequest::List { .. } | TxnRequest::Describe { .. })
                 && !me.parts.borrow().contains_key(&partition)
                 && me.dir_of(partition).is_none_or(|d| !d.is_dir())
             {
-                return TxnReply::Response(match req {
+                return Ok(match req {
                     TxnRequest::List { .. } => TxnResponse::List(Vec::new()),
                     _ => TxnResponse::Describe(Err(code::TRANSACTIONAL_ID_NOT_FOUND)),
                 });
             }
             let part = match me.partition(partition).await {
                 Ok(p) => p,
-                Err(code) => return TxnReply::Failed(code),
+                Err(code) => return Err(code),
             };
             me.run(&part, req).await
         })
     }
 
     /// Run one request on an open partition and wait for what it depends on to be durable.
-    async fn run(self: &Rc<Self>, part: &Rc<TxnPartition>, req: TxnRequest) -> TxnReply {
+    async fn run(
+        self: &Rc<Self>,
+        part: &Rc<TxnPartition>,
+        req: TxnRequest,
+    ) -> Result<TxnResponse, i16> {
         // Bounded memory: past the bound, wait for the writer to take what is queued.
         while part.pending.borrow().len() >= MAX_PENDING_RECORDS {
             let failures = part.failures.get();
             part.changed.register().wait().await;
             if part.failures.get() != failures {
-                return TxnReply::Failed(code::NOT_COORDINATOR);
+                return Err(code::NOT_COORDINATOR);
             }
         }
         let failures = part.failures.get();
@@ -207,13 +198,8 @@ impl TxnTable {
             .handle(0, req, wall_clock_ms(), &mut out);
         let reply = out.replies.pop().map(|(_, r)| r);
         let needs = self.submit(part, out);
-        if let Err(code) = wait_durable(part, needs, failures).await {
-            return TxnReply::Failed(code);
-        }
-        match reply {
-            Some(r) => TxnReply::Response(r),
-            None => TxnReply::Failed(code::NOT_COORDINATOR),
-        }
+        wait_durable(part, needs, failures).await?;
+        reply.ok_or(code::NOT_COORDINATOR)
     }
 
     /// Queue the records of `out` for the writer and start its marker jobs once those records
@@ -516,48 +502,83 @@ fn encode(records: &[TxnRecord]) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
 }
 
 /// A partition's writer: everything queued since the last write goes in one batch with one
-/// fdatasync; then the replies waiting on it are released.
+/// fdatasync; then the replies waiting on it are released. After a segment roll it compacts the
+/// closed segments (`storage::compact`, as Kafka's cleaner compacts `__transaction_state`: the
+/// last record of each transactional id stays) one slice between writes, so the log stays about
+/// the size of the live ids plus the active segment.
 async fn writer(table: Rc<TxnTable>, part: Weak<TxnPartition>) {
+    let mut compaction: Option<storage::compact::Compaction> = None;
+    let mut rolls_seen = 0u64;
+    let compact_config = storage::compact::CompactConfig {
+        delete_retention_ms: table.broker.config.delete_retention_ms,
+        slice_bytes: 256 * 1024,
+    };
     loop {
         let Some(p) = part.upgrade() else { return };
         if p.closed.get() {
             return;
         }
-        if p.pending.borrow().is_empty() {
+        if p.pending.borrow().is_empty() && compaction.is_none() {
             let w = p.kick.register();
             drop(p);
             w.wait().await;
             continue;
         }
-        let records = std::mem::take(&mut *p.pending.borrow_mut());
-        let n = records.len() as u64;
-        // The log is taken out while the write runs (no borrow across the await); what was
-        // durable before it is where a failed write is cut back to.
-        let mut durable_end = 0;
-        let taken = p.log.borrow_mut().take();
-        let written = match taken {
-            None => Ok(()),
-            Some(mut log) => {
-                durable_end = log.next_offset();
-                let pairs = encode(&records);
-                let r = log.append_pairs(&pairs, wall_clock_ms()).await;
-                *p.log.borrow_mut() = Some(log);
-                r.map(|_| ())
-            }
-        };
-        match written {
-            Ok(()) => {
-                p.durable.set(p.durable.get() + n);
-                p.changed.notify_all();
-            }
-            Err(e) => {
-                tracing::error!(partition = p.partition, error = %e, "{TXN_TOPIC} write failed; reloading the partition");
-                p.failures.set(p.failures.get() + 1);
-                p.pending.borrow_mut().clear();
-                p.changed.notify_all();
-                reload(&table, &p, durable_end).await;
+        if !p.pending.borrow().is_empty() {
+            let records = std::mem::take(&mut *p.pending.borrow_mut());
+            let n = records.len() as u64;
+            // The log is taken out while the write runs (no borrow across the await); what was
+            // durable before it is where a failed write is cut back to.
+            let mut durable_end = 0;
+            let taken = p.log.borrow_mut().take();
+            let written = match taken {
+                None => Ok(()),
+                Some(mut log) => {
+                    durable_end = log.next_offset();
+                    let pairs = encode(&records);
+                    let r = log.append_pairs(&pairs, wall_clock_ms()).await;
+                    *p.log.borrow_mut() = Some(log);
+                    r.map(|_| ())
+                }
+            };
+            match written {
+                Ok(()) => {
+                    p.durable.set(p.durable.get() + n);
+                    p.changed.notify_all();
+                }
+                Err(e) => {
+                    tracing::error!(partition = p.partition, error = %e, "{TXN_TOPIC} write failed; reloading the partition");
+                    p.failures.set(p.failures.get() + 1);
+                    p.pending.borrow_mut().clear();
+                    p.changed.notify_all();
+                    // A pass over the old log is void once it is reloaded.
+                    compaction = None;
+                    rolls_seen = 0;
+                    reload(&table, &p, durable_end).await;
+                    continue;
+                }
             }
         }
+        let taken = p.log.borrow_mut().take();
+        let Some(mut log) = taken else { continue };
+        if compaction.is_none() && log.rolls() != rolls_seen {
+            rolls_seen = log.rolls();
+            compaction = log.start_compaction(compact_config.clone(), wall_clock_ms(), None);
+        }
+        if let Some(c) = compaction.as_mut() {
+            match log.compact_slice(c).await {
+                Ok(false) => {}
+                Ok(true) => {
+                    tracing::info!(partition = p.partition, stats = ?c.stats, "compacted {TXN_TOPIC}-{}", p.partition);
+                    compaction = None;
+                }
+                Err(e) => {
+                    tracing::warn!(partition = p.partition, error = %e, "{TXN_TOPIC} compaction failed; the log is unchanged");
+                    compaction = None;
+                }
+            }
+        }
+        *p.log.borrow_mut() = Some(log);
     }
 }
 

@@ -1,0 +1,282 @@
+//! Transactions over the wire against the real `ringleader` binary, with raw requests (so every
+//! step and error code is visible): a committed and an aborted transaction are told apart by a
+//! read_committed Fetch, a zombie producer is fenced, unverified transactional batches are
+//! refused, and a SIGKILL right after EndTxn loses neither the commit nor the state of the
+//! transactional id — the restarted coordinator finishes writing the markers.
+
+mod common;
+use common::*;
+
+use bytes::Bytes;
+use kafka_protocol::messages::*;
+use std::time::{Duration, Instant};
+use storage::batch::{decode_records, encode_batch, peek_batch, stamp_producer, Peek};
+use wire::{Request, Response};
+
+const TOPIC: &str = "txn-it";
+
+fn txn_id(id: &str) -> TransactionalId {
+    TransactionalId(s(id))
+}
+
+fn init(c: &mut Client, id: &str) -> (i16, i64, i16) {
+    let Response::InitProducerId(r) = c.call(
+        4,
+        Request::InitProducerId(
+            InitProducerIdRequest::default()
+                .with_transactional_id(Some(txn_id(id)))
+                .with_transaction_timeout_ms(60_000)
+                .with_producer_id(ProducerId(-1))
+                .with_producer_epoch(-1),
+        ),
+    ) else {
+        panic!("InitProducerId")
+    };
+    (r.error_code, r.producer_id.0, r.producer_epoch)
+}
+
+fn add_partition(c: &mut Client, id: &str, pid: i64, epoch: i16, partition: i32) -> i16 {
+    let Response::AddPartitionsToTxn(r) = c.call(
+        3,
+        Request::AddPartitionsToTxn(
+            AddPartitionsToTxnRequest::default()
+                .with_v3_and_below_transactional_id(txn_id(id))
+                .with_v3_and_below_producer_id(ProducerId(pid))
+                .with_v3_and_below_producer_epoch(epoch)
+                .with_v3_and_below_topics(vec![
+                    add_partitions_to_txn_request::AddPartitionsToTxnTopic::default()
+                        .with_name(TopicName(s(TOPIC)))
+                        .with_partitions(vec![partition]),
+                ]),
+        ),
+    ) else {
+        panic!("AddPartitionsToTxn")
+    };
+    r.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code
+}
+
+/// A transactional batch of `values` with sequences from `seq`; the partition's error code.
+#[allow(clippy::too_many_arguments)]
+fn produce(
+    c: &mut Client,
+    id: &str,
+    pid: i64,
+    epoch: i16,
+    seq: i32,
+    partition: i32,
+    values: &[&str],
+) -> i16 {
+    let recs: Vec<(Option<&[u8]>, Option<&[u8]>)> =
+        values.iter().map(|v| (None, Some(v.as_bytes()))).collect();
+    let mut batch = Vec::new();
+    encode_batch(0, 1_700_000_000_000, &recs, &mut batch);
+    stamp_producer(&mut batch, pid, epoch, seq, true);
+    let Response::Produce(r) = c.call(
+        9,
+        Request::Produce(
+            ProduceRequest::default()
+                .with_transactional_id(Some(txn_id(id)))
+                .with_acks(-1)
+                .with_timeout_ms(30_000)
+                .with_topic_data(vec![produce_request::TopicProduceData::default()
+                    .with_name(TopicName(s(TOPIC)))
+                    .with_partition_data(vec![
+                        produce_request::PartitionProduceData::default()
+                            .with_index(partition)
+                            .with_records(Some(Bytes::from(batch))),
+                    ])]),
+        ),
+    ) else {
+        panic!("Produce")
+    };
+    r.responses[0].partition_responses[0].error_code
+}
+
+fn end(c: &mut Client, id: &str, pid: i64, epoch: i16, commit: bool) -> i16 {
+    let Response::EndTxn(r) = c.call(
+        3,
+        Request::EndTxn(
+            EndTxnRequest::default()
+                .with_transactional_id(txn_id(id))
+                .with_producer_id(ProducerId(pid))
+                .with_producer_epoch(epoch)
+                .with_committed(commit),
+        ),
+    ) else {
+        panic!("EndTxn")
+    };
+    r.error_code
+}
+
+fn state(c: &mut Client, id: &str) -> String {
+    let Response::DescribeTransactions(r) = c.call(
+        0,
+        Request::DescribeTransactions(
+            DescribeTransactionsRequest::default().with_transactional_ids(vec![txn_id(id)]),
+        ),
+    ) else {
+        panic!("DescribeTransactions")
+    };
+    r.transaction_states[0].transaction_state.to_string()
+}
+
+/// (values read, last stable offset, aborted producer ids) of partition 0 from offset 0. With
+/// read_committed the broker still returns an aborted transaction's batches and lists the
+/// transaction (Kafka does the same): the values are filtered as a consumer filters them
+/// (`CompletedFetch.nextFetchedRecord`: from an aborted transaction's first offset, skip that
+/// producer's transactional batches until its ABORT marker).
+fn fetch(c: &mut Client, read_committed: bool) -> (Vec<String>, i64, Vec<i64>) {
+    let req = Request::Fetch(
+        FetchRequest::default()
+            .with_replica_id(BrokerId(-1))
+            .with_max_wait_ms(0)
+            .with_min_bytes(1)
+            .with_max_bytes(8 << 20)
+            .with_isolation_level(if read_committed { 1 } else { 0 })
+            .with_topics(vec![fetch_request::FetchTopic::default()
+                .with_topic(TopicName(s(TOPIC)))
+                .with_partitions(vec![fetch_request::FetchPartition::default()
+                    .with_partition(0)
+                    .with_fetch_offset(0)
+                    .with_partition_max_bytes(4 << 20)])]),
+    );
+    let Response::Fetch(r) = c.call(11, req) else {
+        panic!("Fetch")
+    };
+    let p = &r.responses[0].partitions[0];
+    assert_eq!(p.error_code, 0);
+    let records = p.records.clone().unwrap_or_default();
+    let mut pending: Vec<(i64, i64)> = p
+        .aborted_transactions
+        .iter()
+        .flatten()
+        .map(|a| (a.first_offset, a.producer_id.0))
+        .collect();
+    pending.sort();
+    let aborted = pending.iter().map(|(_, pid)| *pid).collect();
+    let mut skipping = std::collections::HashSet::new();
+    let mut values = Vec::new();
+    let mut pos = 0;
+    while pos < records.len() {
+        let Ok(Peek::Batch(h)) = peek_batch(&records[pos..], 0, 1 << 24) else {
+            panic!("a partial batch was served")
+        };
+        while pending
+            .first()
+            .is_some_and(|(first, _)| *first <= h.base_offset as i64)
+        {
+            skipping.insert(pending.remove(0).1);
+        }
+        if h.attributes & 0x20 != 0 {
+            // A marker: an ABORT (key type 0) ends the skipping of its producer.
+            let rec = &decode_records(&records[pos..pos + h.size], &h, 0).unwrap()[0];
+            if rec
+                .key
+                .as_deref()
+                .is_some_and(|k| k.get(2..4) == Some(&[0, 0][..]))
+            {
+                skipping.remove(&h.producer_id);
+            }
+        } else if !(read_committed && h.attributes & 0x10 != 0 && skipping.contains(&h.producer_id))
+        {
+            for rec in decode_records(&records[pos..pos + h.size], &h, 0).unwrap() {
+                values.push(String::from_utf8(rec.value.unwrap()).unwrap());
+            }
+        }
+        pos += h.size;
+    }
+    (values, p.last_stable_offset, aborted)
+}
+
+/// Poll until `f` holds (markers are written after EndTxn is answered).
+fn eventually(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn commit_abort_fencing_and_a_kill_right_after_end_txn() {
+    let dir = data_dir("txn");
+    let mut broker = Broker::start(&dir, &[]);
+    let mut c = Client::connect(broker.addr);
+    create_topic(&mut c, TOPIC, 2);
+
+    // A committed transaction.
+    let (err, pid, e0) = init(&mut c, "app-1");
+    assert_eq!((err, e0), (0, 0));
+    assert_eq!(add_partition(&mut c, "app-1", pid, e0, 0), 0);
+    assert_eq!(produce(&mut c, "app-1", pid, e0, 0, 0, &["c1", "c2"]), 0);
+    assert_eq!(state(&mut c, "app-1"), "Ongoing");
+    // Open: read_committed sees nothing yet, read_uncommitted sees the records.
+    let (vals, lso, _) = fetch(&mut c, true);
+    assert!(vals.is_empty());
+    assert_eq!(lso, 0);
+    assert_eq!(fetch(&mut c, false).0, vec!["c1", "c2"]);
+    assert_eq!(end(&mut c, "app-1", pid, e0, true), 0);
+    eventually("the commit marker", || {
+        fetch(&mut c, true).0 == ["c1", "c2"]
+    });
+    eventually("CompleteCommit", || {
+        state(&mut c, "app-1") == "CompleteCommit"
+    });
+
+    // An aborted transaction: its records never reach read_committed; the aborted list names it.
+    assert_eq!(add_partition(&mut c, "app-1", pid, e0, 0), 0);
+    assert_eq!(produce(&mut c, "app-1", pid, e0, 2, 0, &["a1"]), 0);
+    assert_eq!(end(&mut c, "app-1", pid, e0, false), 0);
+    eventually("CompleteAbort", || {
+        state(&mut c, "app-1") == "CompleteAbort"
+    });
+    let (vals, _, aborted) = fetch(&mut c, true);
+    assert_eq!(vals, vec!["c1", "c2"], "aborted records are filtered");
+    assert_eq!(aborted, vec![pid]);
+
+    // A transactional batch for a partition the transaction never added is refused (KIP-890).
+    assert_eq!(add_partition(&mut c, "app-1", pid, e0, 1), 0);
+    assert_eq!(
+        produce(&mut c, "app-1", pid, e0, 3, 0, &["unverified"]),
+        48,
+        "INVALID_TXN_STATE for partition 0, outside the transaction"
+    );
+
+    // A second producer with the same id fences the first and aborts its open transaction.
+    assert_eq!(init(&mut c, "app-1").0, 51, "CONCURRENT_TRANSACTIONS first");
+    let mut second = (51, 0, 0);
+    eventually("the second producer's epoch", || {
+        second = init(&mut c, "app-1");
+        second.0 == 0
+    });
+    assert_eq!(second.1, pid);
+    assert!(
+        second.2 > e0 + 1,
+        "fenced once by the abort, once by the retry"
+    );
+    assert_eq!(end(&mut c, "app-1", pid, e0, true), 90, "PRODUCER_FENCED");
+    assert_eq!(
+        produce(&mut c, "app-1", pid, e0, 3, 1, &["zombie"]),
+        47,
+        "INVALID_PRODUCER_EPOCH for the zombie's batch"
+    );
+
+    // SIGKILL right after EndTxn is answered: the commit survives and completes after restart.
+    let e = second.2;
+    assert_eq!(add_partition(&mut c, "app-1", pid, e, 0), 0);
+    assert_eq!(produce(&mut c, "app-1", pid, e, 0, 0, &["k1"]), 0);
+    assert_eq!(end(&mut c, "app-1", pid, e, true), 0);
+    broker.kill9();
+    let broker = Broker::start(&dir, &[]);
+    let mut c = Client::connect(broker.addr);
+    eventually("the commit after the restart", || {
+        fetch(&mut c, true).0 == ["c1", "c2", "k1"]
+    });
+    eventually("CompleteCommit after the restart", || {
+        state(&mut c, "app-1") == "CompleteCommit"
+    });
+    // The id keeps its producer id and epoch: the next producer gets the next epoch.
+    let (err, pid2, e2) = init(&mut c, "app-1");
+    assert_eq!((err, pid2, e2), (0, pid, e + 1));
+    let _ = std::fs::remove_dir_all(&dir);
+}
