@@ -3,7 +3,8 @@
 # node (broker + controller) on free loopback ports with a data directory of its own. Differential tests and
 # benchmarks compare Ringleader against it; Kafka's own tools run from the same classpath.
 #
-#   scripts/kafka-ref.sh start [--dir DIR] [--port P] [--set key=value]...   prints the bootstrap address
+#   scripts/kafka-ref.sh start [--dir DIR] [--port P] [--set key=value]... [--feature name=level]...
+#                                                prints the bootstrap address
 #   scripts/kafka-ref.sh start --dir DIR --keep-data   restart on DIR's data and server.properties (same ports)
 #   scripts/kafka-ref.sh stop [--dir DIR]
 #   scripts/kafka-ref.sh tool NAME [args...]     NAME: consumer-groups, dump-log, storage, topics, configs
@@ -11,7 +12,9 @@
 #
 # DIR (default target/kafka-ref) holds server.properties, data/, broker.log, pid and port; several brokers run
 # side by side with different DIRs. `--set` lines go after the defaults, so they override them
-# (e.g. --set group.initial.rebalance.delay.ms=0). Maven's repository is .cache/maven inside the project.
+# (e.g. --set group.initial.rebalance.delay.ms=0). `--feature` goes to the storage format, so the cluster starts
+# at that finalized feature level (e.g. --feature transaction.version=1: the Java client then speaks
+# transactions v1, as it does against Ringleader). Maven's repository is .cache/maven inside the project.
 # `start` wipes DIR/data and formats it; `--keep-data` instead starts the broker again on what a previous
 # run left (after `stop`, a clean shutdown), with that run's server.properties, and keeps its log as
 # broker-prev.log.
@@ -88,6 +91,7 @@ parse_dir_args() {
   DIR="$REPO/target/kafka-ref"
   PORT=""
   SETS=()
+  FEATURES=()
   KEEP_DATA=0
   while [[ $# -gt 0 ]]; do
     case "$1" in
@@ -95,6 +99,7 @@ parse_dir_args() {
       --port) PORT="$2"; shift ;;
       --keep-data) KEEP_DATA=1 ;;
       --set) [[ "$2" == *=* ]] || die "--set wants key=value, got '$2'"; SETS+=("$2"); shift ;;
+      --feature) [[ "$2" == *=* ]] || die "--feature wants name=level, got '$2'"; FEATURES+=(--feature "$2"); shift ;;
       *) die "unknown argument: $1" ;;
     esac
     shift
@@ -118,7 +123,8 @@ start() {
   local jvm_common=(-Djava.awt.headless=true -Dlog4j2.configurationFile="$LOG4J")
   if [[ $KEEP_DATA -eq 1 ]]; then
     [[ -f "$DIR/server.properties" && -d "$DIR/data" ]] || die "--keep-data: no previous broker in $DIR"
-    [[ -z "$PORT" && ${#SETS[@]} -eq 0 ]] || die "--keep-data keeps the previous server.properties: no --port/--set"
+    [[ -z "$PORT" && ${#SETS[@]} -eq 0 && ${#FEATURES[@]} -eq 0 ]] \
+      || die "--keep-data keeps the previous server.properties and features: no --port/--set/--feature"
     PORT=$(sed -n 's|^listeners=PLAINTEXT://127.0.0.1:\([0-9]*\),.*|\1|p' "$DIR/server.properties")
     [[ -n "$PORT" ]] || die "--keep-data: no PLAINTEXT listener in $DIR/server.properties"
     [[ -f "$DIR/broker.log" ]] && mv "$DIR/broker.log" "$DIR/broker-prev.log"
@@ -157,7 +163,8 @@ start() {
   cluster_id=$("$java" -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 "${jvm_common[@]}" -Dkafka.ref.log.level=WARN \
     -cp "$cp" kafka.tools.StorageTool random-uuid)
   "$java" -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 "${jvm_common[@]}" -Dkafka.ref.log.level=WARN \
-    -cp "$cp" kafka.tools.StorageTool format -t "$cluster_id" -c "$DIR/server.properties" >"$DIR/format.log" 2>&1 \
+    -cp "$cp" kafka.tools.StorageTool format -t "$cluster_id" -c "$DIR/server.properties" \
+    "${FEATURES[@]+"${FEATURES[@]}"}" >"$DIR/format.log" 2>&1 \
     || { cat "$DIR/format.log" >&2; die "kafka-storage format failed"; }
   launch "$cp" "$java" "${jvm_common[@]}"
 }
