@@ -280,3 +280,87 @@ fn commit_abort_fencing_and_a_kill_right_after_end_txn() {
     assert_eq!((err, pid2, e2), (0, pid, e + 1));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+fn txn_offset_commit(c: &mut Client, id: &str, pid: i64, epoch: i16, offset: i64) -> i16 {
+    use txn_offset_commit_request::{TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic};
+    let Response::TxnOffsetCommit(r) = c.call(
+        3,
+        Request::TxnOffsetCommit(
+            TxnOffsetCommitRequest::default()
+                .with_transactional_id(txn_id(id))
+                .with_group_id(GroupId(s("etl")))
+                .with_producer_id(ProducerId(pid))
+                .with_producer_epoch(epoch)
+                .with_generation_id(-1)
+                .with_member_id(s(""))
+                .with_topics(vec![TxnOffsetCommitRequestTopic::default()
+                    .with_name(TopicName(s(TOPIC)))
+                    .with_partitions(vec![TxnOffsetCommitRequestPartition::default()
+                        .with_partition_index(0)
+                        .with_committed_offset(offset)
+                        .with_committed_leader_epoch(-1)])]),
+        ),
+    ) else {
+        panic!("TxnOffsetCommit")
+    };
+    r.topics[0].partitions[0].error_code
+}
+
+/// (offset, error) of partition 0 for group "etl", asking for stable offsets.
+fn offset_fetch_stable(c: &mut Client) -> (i64, i16) {
+    use offset_fetch_request::OffsetFetchRequestTopic;
+    let Response::OffsetFetch(r) = c.call(
+        7,
+        Request::OffsetFetch(
+            OffsetFetchRequest::default()
+                .with_group_id(GroupId(s("etl")))
+                .with_require_stable(true)
+                .with_topics(Some(vec![OffsetFetchRequestTopic::default()
+                    .with_name(TopicName(s(TOPIC)))
+                    .with_partition_indexes(vec![0])])),
+        ),
+    ) else {
+        panic!("OffsetFetch")
+    };
+    let p = &r.topics[0].partitions[0];
+    (p.committed_offset, p.error_code)
+}
+
+#[test]
+fn transactional_offsets_need_add_offsets_and_stay_invisible_until_the_commit() {
+    let dir = data_dir("txn-offsets");
+    let broker = Broker::start(&dir, &[]);
+    let mut c = Client::connect(broker.addr);
+    create_topic(&mut c, TOPIC, 1);
+    let (_, pid, e) = init(&mut c, "etl-1");
+    assert_eq!(add_partition(&mut c, "etl-1", pid, e, 0), 0);
+    // Without AddOffsetsToTxn the group's partition is not in the transaction (KIP-890).
+    assert_eq!(txn_offset_commit(&mut c, "etl-1", pid, e, 5), 48);
+    let Response::AddOffsetsToTxn(r) = c.call(
+        3,
+        Request::AddOffsetsToTxn(
+            AddOffsetsToTxnRequest::default()
+                .with_transactional_id(txn_id("etl-1"))
+                .with_producer_id(ProducerId(pid))
+                .with_producer_epoch(e)
+                .with_group_id(GroupId(s("etl"))),
+        ),
+    ) else {
+        panic!("AddOffsetsToTxn")
+    };
+    assert_eq!(r.error_code, 0);
+    assert_eq!(txn_offset_commit(&mut c, "etl-1", pid, e, 5), 0);
+    // A stale epoch is refused before anything is written.
+    assert_eq!(txn_offset_commit(&mut c, "etl-1", pid, e - 1, 9), 47);
+    // Pending: a stable fetch is told to wait.
+    assert_eq!(
+        offset_fetch_stable(&mut c),
+        (-1, 88),
+        "UNSTABLE_OFFSET_COMMIT"
+    );
+    assert_eq!(end(&mut c, "etl-1", pid, e, true), 0);
+    eventually("the committed offset", || {
+        offset_fetch_stable(&mut c) == (5, 0)
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+}

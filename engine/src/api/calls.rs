@@ -144,3 +144,29 @@ pub(crate) async fn call_txn(
     let partition = txn_partition_of(shard, transactional_id);
     call_txn_partition(shard, partition, req).await
 }
+
+/// KIP-890 verification: whether each of `partitions` is in `transactional_id`'s open
+/// transaction with this producer id and epoch (AddPartitionsToTxn with verify_only). One raw
+/// coordinator code per partition, in order (0 = verified); callers translate them as Kafka
+/// does for their API.
+pub(crate) async fn verify_in_txn(
+    shard: &Rc<Shard>,
+    transactional_id: &str,
+    producer_id: i64,
+    producer_epoch: i16,
+    partitions: Vec<(String, i32)>,
+) -> Vec<i16> {
+    let n = partitions.len();
+    let call = TxnRequest::AddPartitions {
+        transactional_id: transactional_id.to_string(),
+        producer_id,
+        producer_epoch,
+        partitions,
+        verify_only: true,
+    };
+    match call_txn(shard, transactional_id, call).await {
+        Ok(TxnResponse::AddPartitions(codes)) if codes.len() == n => codes,
+        Ok(_) => vec![ResponseError::UnknownServerError.code(); n],
+        Err(c) => vec![c; n],
+    }
+}

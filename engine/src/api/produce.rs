@@ -1,11 +1,10 @@
 //! Produce: each partition's batch appended by the partition's shard; the answer leaves once the
 //! batch is durable (acks=0 gets none).
 
-use super::calls::{call_all, call_txn};
+use super::calls::{call_all, verify_in_txn};
 use super::common::code;
 use crate::data::{owner_shard, DataOp, DataReply};
 use crate::runtime::shard::Shard;
-use coordinator::txn::{TxnRequest, TxnResponse};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
@@ -248,18 +247,7 @@ async fn verify_transaction(
     let Some((pid, epoch)) = producer.filter(|_| !partitions.is_empty()) else {
         return Ok(HashMap::new());
     };
-    let call = TxnRequest::AddPartitions {
-        transactional_id: id.0.to_string(),
-        producer_id: pid,
-        producer_epoch: epoch,
-        partitions: partitions.clone(),
-        verify_only: true,
-    };
-    let codes = match call_txn(shard, &id.0, call).await {
-        Ok(TxnResponse::AddPartitions(codes)) if codes.len() == partitions.len() => codes,
-        Ok(_) => vec![code(ResponseError::UnknownServerError); partitions.len()],
-        Err(c) => vec![c; partitions.len()],
-    };
+    let codes = verify_in_txn(shard, &id.0, pid, epoch, partitions.clone()).await;
     Ok(partitions
         .into_iter()
         .zip(codes)

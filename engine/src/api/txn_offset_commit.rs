@@ -4,10 +4,11 @@
 //! producer commits or aborts them (`coordinator::group::txn`). The answer leaves once the
 //! records are durable.
 //!
-//! Not checked here (Kafka's `KafkaApis.handleTxnOffsetCommitRequest` does, through the
-//! transaction coordinator's state): that the group was added to the transaction
-//! (AddOffsetsToTxn) and that the transactional id, producer id and epoch are the current ones
-//! — that belongs to the transaction coordinator, which calls into the group coordinator.
+//! First the transaction coordinator confirms that the group's `__consumer_offsets` partition
+//! is in the producer's open transaction (AddOffsetsToTxn came first) with the current producer
+//! id and epoch — KIP-890's verification, as Kafka does before a transactional offset write
+//! (`maybeStartTransactionVerificationForPartition`) — so a zombie or a producer whose
+//! transaction timed out cannot leave pending offsets no marker will ever end.
 
 use super::calls::{call_group, fail_code};
 use crate::group::{GroupRequest, GroupResponse};
@@ -50,6 +51,34 @@ pub(super) async fn handle(
         )
     };
     let shape = r.topics.clone();
+    let offsets_partition = (
+        crate::runtime::txn::OFFSETS_TOPIC.to_string(),
+        super::calls::partition_of(shard, &group),
+    );
+    let verified = super::calls::verify_in_txn(
+        shard,
+        &r.transactional_id.0,
+        r.producer_id.0,
+        r.producer_epoch,
+        vec![offsets_partition],
+    )
+    .await;
+    if let Some(&c) = verified.first().filter(|c| **c != 0) {
+        // Kafka's translations (`AddPartitionsToTxnManager`): a fenced producer sees
+        // INVALID_PRODUCER_EPOCH, a partition outside the transaction INVALID_TXN_STATE before
+        // v5 (TRANSACTION_ABORTABLE from v5), and a coordinator that cannot answer now a
+        // retriable coordinator error.
+        use kafka_protocol::ResponseError as E;
+        let c = match E::try_from_code(c) {
+            Some(E::ProducerFenced) => E::InvalidProducerEpoch.code(),
+            Some(E::TransactionAbortable) if v <= 4 => E::InvalidTxnState.code(),
+            Some(E::ConcurrentTransactions | E::CoordinatorLoadInProgress | E::NotCoordinator) => {
+                E::CoordinatorNotAvailable.code()
+            }
+            _ => c,
+        };
+        return fallback(&shape, c);
+    }
     match call_group(shard, caller, v, &group, GroupRequest::TxnOffsetCommit(r)).await {
         Ok(GroupResponse::TxnOffsetCommit(resp)) => resp,
         other => fallback(&shape, fail_code(&other)),
