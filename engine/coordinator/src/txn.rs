@@ -302,6 +302,31 @@ pub struct TxnCoordinator {
     txns: BTreeMap<String, TxnMeta>,
     next_abort_check: i64,
     next_expiration_check: i64,
+    /// Requests that arrived while their id's markers were being written, with the time they
+    /// give up (see [`WAIT_FOR_MARKERS_MS`]). Transient: not in the log.
+    waiting: BTreeMap<String, Vec<(ReqId, TxnRequest, i64)>>,
+}
+
+/// How long an AddPartitionsToTxn / AddOffsetsToTxn / InitProducerId that arrives while its
+/// transactional id's markers are being written waits for them before it is answered
+/// CONCURRENT_TRANSACTIONS. Kafka answers CONCURRENT_TRANSACTIONS at once and the client backs
+/// off (`retry.backoff.ms`, 100 ms by default) — with transactions v1 the next transaction's
+/// first request nearly always arrives in that window, so every transaction paid the backoff.
+/// Markers take a few fdatasyncs, so waiting for them answers the same request milliseconds
+/// later instead; the client sees success where it would have retried to success.
+pub const WAIT_FOR_MARKERS_MS: i64 = 2_000;
+
+/// Requests one transactional id may have waiting; more are answered CONCURRENT_TRANSACTIONS.
+pub const MAX_WAITING_PER_ID: usize = 8;
+
+/// The CONCURRENT_TRANSACTIONS answer to `req` (a request that gave up waiting for markers).
+fn concurrent(req: &TxnRequest) -> TxnResponse {
+    match req {
+        TxnRequest::AddPartitions { partitions, .. } => {
+            TxnResponse::AddPartitions(vec![code::CONCURRENT_TRANSACTIONS; partitions.len()])
+        }
+        _ => init_error(code::CONCURRENT_TRANSACTIONS),
+    }
 }
 
 fn init_error(error: i16) -> TxnResponse {
@@ -361,6 +386,10 @@ impl TxnCoordinator {
     /// record get their markers (again); writing a marker twice is harmless. Kafka's
     /// `loadTransactionsForTxnTopicPartition` does the same.
     pub fn on_loaded(&mut self, now: i64) -> Vec<MarkerJob> {
+        debug_assert!(
+            self.waiting.is_empty(),
+            "a loaded coordinator has no waiting requests"
+        );
         self.next_abort_check = now + self.config.abort_check_interval_ms;
         self.next_expiration_check = now + self.config.expiration_check_interval_ms;
         for m in self.txns.values_mut() {
@@ -399,7 +428,25 @@ impl TxnCoordinator {
         self.txns.insert(id.to_string(), m);
     }
 
+    /// Handle one request. Its reply is in `out.replies` — now, or (a request waiting for its
+    /// id's markers) from a later [`Self::markers_written`] or [`Self::tick`].
     pub fn handle(&mut self, rid: ReqId, req: TxnRequest, now: i64, out: &mut TxnOutput) {
+        if let Some(resp) = self.try_handle(rid, req, now, out) {
+            out.replies.push((rid, resp));
+        }
+    }
+
+    /// The reply, or `None` when the request waits for its id's markers.
+    fn try_handle(
+        &mut self,
+        rid: ReqId,
+        req: TxnRequest,
+        now: i64,
+        out: &mut TxnOutput,
+    ) -> Option<TxnResponse> {
+        if let Some(id) = self.must_wait(&req) {
+            return self.park(id, rid, req, now);
+        }
         let resp = match req {
             TxnRequest::InitProducerId {
                 transactional_id,
@@ -453,7 +500,44 @@ impl TxnCoordinator {
                 min_duration_ms,
             } => TxnResponse::List(self.list(&states, &producer_ids, min_duration_ms, now)),
         };
-        out.replies.push((rid, resp));
+        Some(resp)
+    }
+
+    /// The id whose markers `req` should wait for: an InitProducerId, or an AddPartitions
+    /// (not verify-only) from the current producer, while the id is between its prepare and
+    /// complete records. Anything else is answered at once, as Kafka answers it.
+    fn must_wait(&self, req: &TxnRequest) -> Option<String> {
+        let (id, producer) = match req {
+            TxnRequest::InitProducerId {
+                transactional_id, ..
+            } => (transactional_id, None),
+            TxnRequest::AddPartitions {
+                transactional_id,
+                producer_id,
+                producer_epoch,
+                verify_only: false,
+                ..
+            } => (transactional_id, Some((*producer_id, *producer_epoch))),
+            _ => return None,
+        };
+        let m = self.txns.get(id)?;
+        let preparing = matches!(m.state, TxnState::PrepareCommit | TxnState::PrepareAbort);
+        let current = producer.is_none_or(|p| p == (m.producer_id, m.producer_epoch));
+        (preparing && current).then(|| id.clone())
+    }
+
+    fn park(&mut self, id: String, rid: ReqId, req: TxnRequest, now: i64) -> Option<TxnResponse> {
+        let w = self.waiting.entry(id).or_default();
+        if w.len() >= MAX_WAITING_PER_ID {
+            return Some(concurrent(&req));
+        }
+        w.push((rid, req, now + WAIT_FOR_MARKERS_MS));
+        None
+    }
+
+    /// Requests waiting for markers, over every id.
+    pub fn waiting(&self) -> usize {
+        self.waiting.values().map(Vec::len).sum()
     }
 
     /// `handleInitProducerId` / `prepareInitProducerIdTransit`.
@@ -724,6 +808,10 @@ impl TxnCoordinator {
         next.last_update_ms = now;
         let id = job.transactional_id.clone();
         self.write(&id, next, out);
+        // What waited for these markers runs now, in arrival order.
+        for (rid, req, _) in self.waiting.remove(&id).unwrap_or_default() {
+            self.handle(rid, req, now, out);
+        }
     }
 
     fn describe(&self, id: &str) -> Result<DescribedTxn, i16> {
@@ -768,7 +856,16 @@ impl TxnCoordinator {
 
     /// The next time [`Self::tick`] has work.
     pub fn next_deadline(&self) -> i64 {
-        self.next_abort_check.min(self.next_expiration_check)
+        let waiting = self
+            .waiting
+            .values()
+            .flatten()
+            .map(|(_, _, d)| *d)
+            .min()
+            .unwrap_or(i64::MAX);
+        self.next_abort_check
+            .min(self.next_expiration_check)
+            .min(waiting)
     }
 
     /// Periodic work at Kafka's intervals: abort transactions open longer than their timeout
@@ -776,6 +873,17 @@ impl TxnCoordinator {
     /// idle longer than `transactional.id.expiration.ms` (a tombstone;
     /// `removeExpiredTransactionalIds` writes one for Empty and Complete* ids).
     pub fn tick(&mut self, now: i64, out: &mut TxnOutput) {
+        // Requests that waited for markers too long get Kafka's answer.
+        for w in self.waiting.values_mut() {
+            w.retain(|(rid, req, deadline)| {
+                if *deadline > now {
+                    return true;
+                }
+                out.replies.push((*rid, concurrent(req)));
+                false
+            });
+        }
+        self.waiting.retain(|_, w| !w.is_empty());
         if now >= self.next_abort_check {
             self.next_abort_check = now + self.config.abort_check_interval_ms;
             let expired: Vec<String> = self

@@ -88,6 +88,11 @@ struct TxnPartition {
     failures: Cell<u64>,
     /// Woken when `durable` moves or a write fails.
     changed: Notify,
+    /// Requests waiting for their reply, by the id the coordinator knows them by. Bounded:
+    /// a request is here while it runs, waits for durability, or waits for its id's markers
+    /// (at most `coordinator::txn::MAX_WAITING_PER_ID` per id, each for a bounded time).
+    waiters: RefCell<hashbrown::HashMap<u64, Rc<OneShot<Result<TxnResponse, i16>>>>>,
+    next_rid: Cell<u64>,
     /// Wakes the writer.
     kick: Notify,
     closed: Cell<bool>,
@@ -191,15 +196,16 @@ impl TxnTable {
                 return Err(code::NOT_COORDINATOR);
             }
         }
-        let failures = part.failures.get();
+        let rid = part.next_rid.get();
+        part.next_rid.set(rid.wrapping_add(1));
+        let answer = OneShot::new();
+        part.waiters.borrow_mut().insert(rid, answer.clone());
         let mut out = TxnOutput::default();
         part.core
             .borrow_mut()
-            .handle(0, req, wall_clock_ms(), &mut out);
-        let reply = out.replies.pop().map(|(_, r)| r);
-        let needs = self.submit(part, out);
-        wait_durable(part, needs, failures).await?;
-        reply.ok_or(code::NOT_COORDINATOR)
+            .handle(rid, req, wall_clock_ms(), &mut out);
+        self.submit(part, out);
+        answer.wait().await
     }
 
     /// Queue the records of `out` for the writer and start its marker jobs once those records
@@ -212,6 +218,26 @@ impl TxnTable {
             part.kick.notify_all();
         }
         let needs = part.produced.get();
+        // Replies leave once every record produced before them is durable: at once when it
+        // already is (a verification, a describe), else from a task that waits for it.
+        if !out.replies.is_empty() {
+            if part.durable.get() >= needs {
+                answer(part, out.replies.into_iter().map(|(rid, r)| (rid, Ok(r))));
+            } else {
+                let (part, replies) = (part.clone(), out.replies);
+                let failures = part.failures.get();
+                glommio::spawn_local(async move {
+                    let result = wait_durable(&part, needs, failures).await;
+                    answer(
+                        &part,
+                        replies
+                            .into_iter()
+                            .map(|(rid, r)| (rid, result.map(|()| r))),
+                    );
+                })
+                .detach();
+            }
+        }
         for job in out.markers {
             let (me, part) = (self.clone(), part.clone());
             let failures = part.failures.get();
@@ -384,6 +410,8 @@ impl TxnTable {
             durable: Cell::new(0),
             failures: Cell::new(0),
             changed: Notify::default(),
+            waiters: RefCell::default(),
+            next_rid: Cell::new(0),
             kick: Notify::default(),
             closed: Cell::new(false),
         });
@@ -427,8 +455,28 @@ impl TxnTable {
                 p.closed.set(true);
                 p.kick.notify_all();
                 p.changed.notify_all();
+                fail_waiters(p);
             }
         }
+    }
+}
+
+/// Hand each reply to the request waiting for it (a request whose connection went away is
+/// simply gone from the map).
+fn answer(part: &TxnPartition, replies: impl Iterator<Item = (u64, Result<TxnResponse, i16>)>) {
+    for (rid, r) in replies {
+        if let Some(w) = part.waiters.borrow_mut().remove(&rid) {
+            w.complete(r);
+        }
+    }
+}
+
+/// Fail every request still waiting on the partition (its coordinator was replaced, or the
+/// shard stops): NOT_COORDINATOR, so the client looks the coordinator up again and retries.
+fn fail_waiters(part: &TxnPartition) {
+    let waiters = std::mem::take(&mut *part.waiters.borrow_mut());
+    for (_, w) in waiters {
+        w.complete(Err(code::NOT_COORDINATOR));
     }
 }
 
@@ -603,6 +651,8 @@ async fn reload(table: &Rc<TxnTable>, p: &Rc<TxnPartition>, durable_end: u64) {
             Ok((mut core, log)) => {
                 let jobs = core.on_loaded(wall_clock_ms());
                 *p.core.borrow_mut() = core;
+                // Requests the old coordinator held (waiting for markers) are gone with it.
+                fail_waiters(p);
                 *p.log.borrow_mut() = Some(log);
                 p.produced.set(p.durable.get());
                 table.submit(

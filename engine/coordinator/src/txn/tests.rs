@@ -176,11 +176,6 @@ fn a_committed_transaction_prepares_writes_markers_then_completes() {
         end(&mut c, "t", pid, epoch, false).0,
         code::INVALID_TXN_STATE
     );
-    assert_eq!(
-        add(&mut c, "t", pid, epoch, &[("a", 2)]),
-        vec![code::CONCURRENT_TRANSACTIONS]
-    );
-    assert_eq!(init(&mut c, "t", 8, 30).0, code::CONCURRENT_TRANSACTIONS);
     let mut out = TxnOutput::default();
     c.markers_written(&job, 40, &mut out);
     assert_eq!(out.records.len(), 1);
@@ -437,4 +432,79 @@ fn describe_and_list() {
     assert_eq!(list(&mut c, &["Empty"], -1), vec!["u"]);
     assert_eq!(list(&mut c, &[], 990), vec!["t"]);
     assert!(list(&mut c, &[], 991).is_empty());
+}
+
+#[test]
+fn requests_during_markers_wait_for_them_instead_of_failing() {
+    let mut c = coord();
+    let (_, pid, e) = init(&mut c, "t", 7, 0);
+    add(&mut c, "t", pid, e, &[("a", 0)]);
+    let (_, out) = end(&mut c, "t", pid, e, true);
+    let job = out.markers[0].clone();
+    // The next transaction's first AddPartitions arrives before the markers are written.
+    let mut out = TxnOutput::default();
+    let next = |p: i32| TxnRequest::AddPartitions {
+        transactional_id: "t".into(),
+        producer_id: pid,
+        producer_epoch: e,
+        partitions: vec![("a".into(), p)],
+        verify_only: false,
+    };
+    c.handle(11, next(1), 30, &mut out);
+    assert!(out.replies.is_empty() && out.records.is_empty(), "it waits");
+    assert_eq!(c.waiting(), 1);
+    // A stale producer is not made to wait: it is fenced at once.
+    c.handle(
+        12,
+        TxnRequest::AddPartitions {
+            transactional_id: "t".into(),
+            producer_id: pid,
+            producer_epoch: e - 1,
+            partitions: vec![("a".into(), 1)],
+            verify_only: false,
+        },
+        30,
+        &mut out,
+    );
+    assert_eq!(
+        out.replies.pop(),
+        Some((12, TxnResponse::AddPartitions(vec![code::PRODUCER_FENCED])))
+    );
+    // The markers complete: the waiting request runs and opens the next transaction.
+    let mut out = TxnOutput::default();
+    c.markers_written(&job, 40, &mut out);
+    assert_eq!(out.replies, vec![(11, TxnResponse::AddPartitions(vec![0]))]);
+    assert_eq!(
+        out.records.len(),
+        2,
+        "complete, then the new transaction's partitions"
+    );
+    let m = c.get("t").unwrap();
+    assert_eq!(m.state, TxnState::Ongoing);
+    assert_eq!(m.partitions.len(), 1);
+    assert_eq!(c.waiting(), 0);
+
+    // Markers that never complete: the waiting request gets Kafka's answer at its deadline,
+    // and at most MAX_WAITING_PER_ID wait.
+    end(&mut c, "t", pid, e, false);
+    let mut out = TxnOutput::default();
+    for i in 0..MAX_WAITING_PER_ID as u64 + 1 {
+        c.handle(20 + i, next(2), 100, &mut out);
+    }
+    assert_eq!(
+        out.replies,
+        vec![(
+            20 + MAX_WAITING_PER_ID as u64,
+            TxnResponse::AddPartitions(vec![code::CONCURRENT_TRANSACTIONS])
+        )]
+    );
+    assert_eq!(c.next_deadline(), 100 + WAIT_FOR_MARKERS_MS);
+    let mut out = TxnOutput::default();
+    c.tick(100 + WAIT_FOR_MARKERS_MS, &mut out);
+    assert_eq!(out.replies.len(), MAX_WAITING_PER_ID);
+    assert!(out
+        .replies
+        .iter()
+        .all(|(_, r)| *r == TxnResponse::AddPartitions(vec![code::CONCURRENT_TRANSACTIONS])));
+    assert_eq!(c.waiting(), 0);
 }
