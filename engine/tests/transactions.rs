@@ -362,5 +362,57 @@ fn transactional_offsets_need_add_offsets_and_stay_invisible_until_the_commit() 
     eventually("the committed offset", || {
         offset_fetch_stable(&mut c) == (5, 0)
     });
+
+    // `ringleader transactions`, shaped like kafka-transactions.sh.
+    let cli = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_ringleader"))
+            .arg("transactions")
+            .args(["--bootstrap", &broker.addr.to_string()])
+            .args(args)
+            .output()
+            .unwrap();
+        (out.status.code(), String::from_utf8(out.stdout).unwrap())
+    };
+    let (code, list) = cli(&["--list"]);
+    assert_eq!(code, Some(0), "{list}");
+    let lines: Vec<Vec<String>> = list
+        .lines()
+        .map(|l| l.split_whitespace().map(String::from).collect())
+        .collect();
+    let want = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    assert_eq!(
+        lines,
+        vec![
+            want(&[
+                "TransactionalId",
+                "Coordinator",
+                "ProducerId",
+                "TransactionState"
+            ]),
+            want(&["etl-1", "1", &pid.to_string(), "CompleteCommit"]),
+        ]
+    );
+    let (code, described) = cli(&["--describe", "--transactional-id", "etl-1"]);
+    assert_eq!(code, Some(0), "{described}");
+    let row: Vec<&str> = described
+        .lines()
+        .nth(1)
+        .unwrap()
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        row[..6],
+        want(&[
+            "1",
+            "etl-1",
+            &pid.to_string(),
+            &e.to_string(),
+            "CompleteCommit",
+            "60000"
+        ])[..]
+    );
+    let (code, missing) = cli(&["--describe", "--transactional-id", "nobody"]);
+    assert_eq!(code, Some(1));
+    assert!(missing.contains("TRANSACTIONAL_ID_NOT_FOUND"), "{missing}");
     let _ = std::fs::remove_dir_all(&dir);
 }
