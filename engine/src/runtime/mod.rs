@@ -9,6 +9,9 @@
 //! - `router`: calls between shards, by typed route, with a bound on waiting for a stalled shard.
 //! - `partition`: the glommio shell around each `__consumer_offsets` partition's sans-IO core
 //!   (`coordinator::partition_core`): its log writer, snapshots, compaction and reloads.
+//! - `txn`: the glommio shell around each `__transaction_state` partition's transaction
+//!   coordinator (`coordinator::txn`): its log writer and compaction, reloads, and the markers a
+//!   transaction's end sends to data partitions and group coordinators.
 //!
 //! Must not: decide a protocol answer (that is `api/` and the coordinator crate), or let one
 //! shard's state be touched from another thread.
