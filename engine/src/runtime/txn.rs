@@ -23,7 +23,7 @@ use crate::broker::Broker;
 use crate::clock::wall_clock_ms;
 use crate::data::{DataOp, DataReply};
 use crate::group::{GroupRequest, GroupResponse, RequestContext};
-use crate::oneshot::OneShot;
+use crate::oneshot::{Notify, OneShot};
 use crate::runtime::partition::{PartitionOp, PartitionReply};
 use crate::runtime::router::Router;
 use coordinator::txn::{
@@ -49,29 +49,6 @@ pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
 /// Records a partition may hold produced and not yet durable before new requests wait: a
 /// transaction record is ~100 bytes, so this is far above a steady load.
 const MAX_PENDING_RECORDS: usize = 16_384;
-
-/// Waiters woken together; held weakly, so a waiter that gave up leaves nothing behind.
-#[derive(Default)]
-struct Notify {
-    waiters: RefCell<Vec<Weak<OneShot<()>>>>,
-}
-
-impl Notify {
-    fn register(&self) -> Rc<OneShot<()>> {
-        let w = OneShot::new();
-        let mut ws = self.waiters.borrow_mut();
-        ws.retain(|w| w.strong_count() > 0);
-        ws.push(Rc::downgrade(&w));
-        w
-    }
-    fn notify_all(&self) {
-        for w in std::mem::take(&mut *self.waiters.borrow_mut()) {
-            if let Some(w) = w.upgrade() {
-                w.complete(());
-            }
-        }
-    }
-}
 
 struct TxnPartition {
     partition: i32,
