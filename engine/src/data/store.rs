@@ -3,7 +3,7 @@
 
 use super::{AppendOutcome, DataOp, DataReply, PartitionRead, ReadItem};
 use crate::broker::Broker;
-use crate::oneshot::OneShot;
+use crate::oneshot::Notify;
 use crate::topics::Topic;
 use bytes::Bytes;
 use kafka_protocol::ResponseError;
@@ -15,36 +15,11 @@ use std::rc::{Rc, Weak};
 use std::sync::Arc;
 use std::time::Duration;
 use storage::io::GlommioDir;
-use storage::topic_log::{Read, TopicLog, TopicLogConfig};
+use storage::topic_log::{AppendError, Read, Staged, TopicLog, TopicLogConfig};
 use uuid::Uuid;
 
 /// File Kafka writes in every partition directory naming the topic id it belongs to.
 const PARTITION_METADATA: &str = "partition.metadata";
-
-/// A set of waiters woken together. Holds them weakly: a waiter that gave up (timed out) is gone
-/// from the list at the next registration, so the list is bounded by live waiters.
-#[derive(Default)]
-struct Notify {
-    waiters: RefCell<Vec<Weak<OneShot<()>>>>,
-}
-
-impl Notify {
-    fn register(&self) -> Rc<OneShot<()>> {
-        let w = OneShot::new();
-        let mut ws = self.waiters.borrow_mut();
-        ws.retain(|w| w.strong_count() > 0);
-        ws.push(Rc::downgrade(&w));
-        w
-    }
-    fn notify_all(&self) {
-        let ws = std::mem::take(&mut *self.waiters.borrow_mut());
-        for w in ws {
-            if let Some(w) = w.upgrade() {
-                w.complete(());
-            }
-        }
-    }
-}
 
 /// Effective per-topic settings: the topic's overrides, else the broker's defaults.
 #[derive(Debug, Clone, Copy)]
@@ -309,46 +284,14 @@ impl DataStore {
             .borrow_mut()
             .set_limits(settings.segment_bytes, settings.max_message_bytes);
         let mut batch = records.to_vec();
-        let failures = p.failures.get();
-        let staged = loop {
-            let now = crate::clock::wall_clock_ms();
-            let r = p
-                .log
-                .borrow_mut()
-                .stage(&mut batch, now, settings.log_append_time);
-            match r {
-                Ok(s) => break s,
-                Err(storage::topic_log::AppendError::Busy) => {
-                    // Too much waiting for the disk: wait for the flush in flight.
-                    let w = p.changed.register();
-                    p.kick.notify_all();
-                    w.wait().await;
-                    if p.failures.get() != failures {
-                        return AppendOutcome::failed(
-                            ResponseError::KafkaStorageError.code(),
-                            None,
-                        );
-                    }
-                }
-                Err(e) => return AppendOutcome::failed(e.code(), Some(e.message())),
-            }
+        let staged = match stage_durably(&p, |log, now| {
+            log.stage(&mut batch, now, settings.log_append_time)
+        })
+        .await
+        {
+            Ok(s) => s,
+            Err((code, message)) => return AppendOutcome::failed(code, message),
         };
-        p.kick.notify_all();
-        // Answer once the batch (or, for a retried duplicate, the original) is durable.
-        loop {
-            if p.failures.get() != failures {
-                return AppendOutcome::failed(ResponseError::KafkaStorageError.code(), None);
-            }
-            if p.log.borrow().high_watermark() > staged.last_offset {
-                break;
-            }
-            // A deleted topic's writer has stopped: the batch will never be durable.
-            if p.closed.get() {
-                return AppendOutcome::failed(ResponseError::UnknownTopicOrPartition.code(), None);
-            }
-            let w = p.changed.register();
-            w.wait().await;
-        }
         let log = p.log.borrow();
         AppendOutcome {
             error: 0,
@@ -382,56 +325,30 @@ impl DataStore {
             Ok(p) => p,
             Err(code) => return code,
         };
-        let failures = p.failures.get();
-        let staged = loop {
-            let now = crate::clock::wall_clock_ms();
-            let r = p.log.borrow_mut().stage_marker(
+        let staged = stage_durably(&p, |log, now| {
+            log.stage_marker(
                 producer_id,
                 producer_epoch,
                 commit,
                 coordinator_epoch,
                 now,
                 settings.log_append_time,
-            );
-            match r {
-                Ok(s) => break s,
-                Err(storage::topic_log::AppendError::Busy) => {
-                    let w = p.changed.register();
-                    p.kick.notify_all();
-                    w.wait().await;
-                    if p.failures.get() != failures {
-                        return ResponseError::KafkaStorageError.code();
-                    }
-                    if p.closed.get() {
-                        return ResponseError::UnknownTopicOrPartition.code();
-                    }
-                }
-                Err(e) => {
-                    tracing::debug!(
-                        topic = %topic.name,
-                        partition,
-                        producer_id,
-                        error = %e.message(),
-                        "transaction marker refused"
-                    );
-                    return e.code();
-                }
+            )
+        })
+        .await;
+        match staged {
+            Ok(_) => 0,
+            Err((code, message)) => {
+                tracing::debug!(
+                    topic = %topic.name,
+                    partition,
+                    producer_id,
+                    code,
+                    error = message.as_deref().unwrap_or(""),
+                    "transaction marker not written"
+                );
+                code
             }
-        };
-        p.kick.notify_all();
-        loop {
-            if p.failures.get() != failures {
-                return ResponseError::KafkaStorageError.code();
-            }
-            if p.log.borrow().high_watermark() > staged.last_offset {
-                return 0;
-            }
-            // A deleted topic's writer has stopped: the marker will never be durable.
-            if p.closed.get() {
-                return ResponseError::UnknownTopicOrPartition.code();
-            }
-            let w = p.changed.register();
-            w.wait().await;
         }
     }
 
@@ -671,6 +588,52 @@ impl DataStore {
                 }
             }
         }
+    }
+}
+
+/// Stage one batch on `p` with `stage` and wait until it is durable (a producer's batch, or a
+/// transaction marker). While too many bytes wait for the disk (`Busy`), it waits for the flush
+/// in flight and tries again. Errors: the log's refusal (code and message), KAFKA_STORAGE_ERROR
+/// when a write fails meanwhile, UNKNOWN_TOPIC_OR_PARTITION when the topic was deleted (its
+/// writer has stopped, so the batch would never be durable).
+async fn stage_durably(
+    p: &DataPartition,
+    mut stage: impl FnMut(&mut TopicLog<GlommioDir>, i64) -> Result<Staged, AppendError>,
+) -> Result<Staged, (i16, Option<String>)> {
+    let failures = p.failures.get();
+    let storage_failed = || (ResponseError::KafkaStorageError.code(), None);
+    let deleted = || (ResponseError::UnknownTopicOrPartition.code(), None);
+    let staged = loop {
+        let r = stage(&mut p.log.borrow_mut(), crate::clock::wall_clock_ms());
+        match r {
+            Ok(s) => break s,
+            Err(AppendError::Busy) => {
+                let w = p.changed.register();
+                p.kick.notify_all();
+                w.wait().await;
+                if p.failures.get() != failures {
+                    return Err(storage_failed());
+                }
+                if p.closed.get() {
+                    return Err(deleted());
+                }
+            }
+            Err(e) => return Err((e.code(), Some(e.message()))),
+        }
+    };
+    p.kick.notify_all();
+    // Answer once the batch (or, for a retried duplicate, the original) is durable.
+    loop {
+        if p.failures.get() != failures {
+            return Err(storage_failed());
+        }
+        if p.log.borrow().high_watermark() > staged.last_offset {
+            return Ok(staged);
+        }
+        if p.closed.get() {
+            return Err(deleted());
+        }
+        p.changed.register().wait().await;
     }
 }
 
