@@ -16,7 +16,7 @@ use wire::records::{OffsetCommitValue, Record, RecordKey, RecordValue};
 pub use super::offset_store::{OffsetStore, PairId, StoredOffset};
 
 /// Java `String.length()`: UTF-16 code units, which is what `offset.metadata.max.bytes` counts.
-fn java_len(s: &str) -> usize {
+pub(super) fn java_len(s: &str) -> usize {
     s.encode_utf16().count()
 }
 

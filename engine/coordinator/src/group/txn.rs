@@ -523,7 +523,7 @@ pub fn commit(
             } else if !known.is_some_and(|n| p.partition_index >= 0 && p.partition_index < n) {
                 // `KafkaApis.handleTxnOffsetCommitRequest` refuses partitions it does not have.
                 err(ResponseError::UnknownTopicOrPartition)
-            } else if metadata.encode_utf16().count() > max_metadata {
+            } else if super::offsets::java_len(&metadata) > max_metadata {
                 err(ResponseError::OffsetMetadataTooLarge)
             } else {
                 records.push(Record {
