@@ -646,7 +646,14 @@ fn txn_value_envelope(version: i16, v: &txn::TransactionLogValue) -> Json {
     }
     o.push(("producerEpoch", int(v.producer_epoch)));
     o.push(("transactionTimeoutMs", int(v.transaction_timeout_ms)));
-    o.push(("transactionStatus", int(v.transaction_status)));
+    // Kafka's decoder names the state (`TransactionState.fromId(..).stateName()`).
+    o.push((
+        "transactionStatus",
+        match txn_state_name(v.transaction_status) {
+            Some(name) => s(name),
+            None => int(v.transaction_status),
+        },
+    ));
     o.push((
         "transactionPartitions",
         match &v.transaction_partitions {
@@ -682,6 +689,21 @@ fn txn_value_envelope(version: i16, v: &txn::TransactionLogValue) -> Json {
         ("version", Json::Str(version.to_string())),
         ("data", Json::Obj(o)),
     ])
+}
+
+/// The name Kafka prints for a `TransactionStatus` id (`TransactionState.java`).
+fn txn_state_name(status: i8) -> Option<&'static str> {
+    Some(match status {
+        txn::status::EMPTY => "Empty",
+        txn::status::ONGOING => "Ongoing",
+        txn::status::PREPARE_COMMIT => "PrepareCommit",
+        txn::status::PREPARE_ABORT => "PrepareAbort",
+        txn::status::COMPLETE_COMMIT => "CompleteCommit",
+        txn::status::COMPLETE_ABORT => "CompleteAbort",
+        txn::status::DEAD => "Dead",
+        txn::status::PREPARE_EPOCH_FENCE => "PrepareEpochFence",
+        _ => return None,
+    })
 }
 
 /// ` endTxnMarker: COMMIT coordinatorEpoch: N` for a transaction marker (Kafka's
@@ -1697,8 +1719,8 @@ mod tests {
         assert_eq!(
             records,
             vec![
-                format!(r#"| offset: 0 CreateTime: 1000 keySize: 8 valueSize: {} sequence: 0 headerKeys: [] {k} payload: {{"version":"0","data":{{"producerId":4,"producerEpoch":0,"transactionTimeoutMs":60000,"transactionStatus":0,"transactionPartitions":null,"transactionLastUpdateTimestampMs":1700000000000,"transactionStartTimestampMs":-1}}}}"#, v0.len()),
-                format!(r#"| offset: 1 CreateTime: 1000 keySize: 8 valueSize: {} sequence: 1 headerKeys: [] {k} payload: {{"version":"1","data":{{"producerId":4,"previousProducerId":3,"producerEpoch":0,"transactionTimeoutMs":60000,"transactionStatus":1,"transactionPartitions":[{{"topic":"__consumer_offsets","partitionIds":[18]}},{{"topic":"t","partitionIds":[2,0]}}],"transactionLastUpdateTimestampMs":1700000000000,"transactionStartTimestampMs":1700000000001,"clientTransactionVersion":2}}}}"#, v1.len()),
+                format!(r#"| offset: 0 CreateTime: 1000 keySize: 8 valueSize: {} sequence: 0 headerKeys: [] {k} payload: {{"version":"0","data":{{"producerId":4,"producerEpoch":0,"transactionTimeoutMs":60000,"transactionStatus":"Empty","transactionPartitions":null,"transactionLastUpdateTimestampMs":1700000000000,"transactionStartTimestampMs":-1}}}}"#, v0.len()),
+                format!(r#"| offset: 1 CreateTime: 1000 keySize: 8 valueSize: {} sequence: 1 headerKeys: [] {k} payload: {{"version":"1","data":{{"producerId":4,"previousProducerId":3,"producerEpoch":0,"transactionTimeoutMs":60000,"transactionStatus":"Ongoing","transactionPartitions":[{{"topic":"__consumer_offsets","partitionIds":[18]}},{{"topic":"t","partitionIds":[2,0]}}],"transactionLastUpdateTimestampMs":1700000000000,"transactionStartTimestampMs":1700000000001,"clientTransactionVersion":2}}}}"#, v1.len()),
                 format!("| offset: 2 CreateTime: 1000 keySize: 8 valueSize: -1 sequence: 2 headerKeys: [] {k} payload: <DELETE>"),
                 "| offset: 3 CreateTime: 1000 keySize: 8 valueSize: 3 sequence: 0 headerKeys: [] key: Error at offset 3, skipping. ".to_string()
                     + &txn::TransactionLogValue::decode(&garbage).unwrap_err().to_string(),
