@@ -107,7 +107,11 @@ impl BatchProducer {
             attributes,
             producer_id,
             producer_epoch,
-            base_sequence: if attributes & ATTR_CONTROL != 0 { -1 } else { 0 },
+            base_sequence: if attributes & ATTR_CONTROL != 0 {
+                -1
+            } else {
+                0
+            },
         }
     }
 }

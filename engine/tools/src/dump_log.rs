@@ -1747,7 +1747,9 @@ mod tests {
         assert_eq!(run(&args, &mut o, &mut e), EXIT_OK);
         let o = String::from_utf8(o).unwrap();
         assert_eq!(
-            o.lines().filter(|l| l.starts_with("| ")).collect::<Vec<_>>(),
+            o.lines()
+                .filter(|l| l.starts_with("| "))
+                .collect::<Vec<_>>(),
             records
         );
     }
