@@ -225,9 +225,9 @@ class TxnLogDiffTest {
             txnRecords(d, n).forEach((id, vs) -> vs.forEach(v -> System.out.println(id + " " + v)));
             txnBatchHeaders(d, n).forEach(System.out::println);
             System.out.println("---- " + kind + " " + TOPIC);
-            d.data().forEach((p, bs) -> lines(bs, n, true).forEach(l -> System.out.println(p + " " + l)));
+            d.data().forEach((p, bs) -> lines(bs, n).forEach(l -> System.out.println(p + " " + l)));
             System.out.println("---- " + kind + " __consumer_offsets");
-            d.offsets().forEach((p, bs) -> lines(bs, n, true).forEach(l -> System.out.println(p + " " + l)));
+            d.offsets().forEach((p, bs) -> lines(bs, n).forEach(l -> System.out.println(p + " " + l)));
         });
     }
 
@@ -343,7 +343,7 @@ class TxnLogDiffTest {
     static final Set<String> VARYING = Set.of("position", "CreateTime", "LogAppendTime", "crc");
 
     /** A partition's batches and records, one line each, in offset order. */
-    static List<String> lines(List<Batch> batches, Names n, boolean withOffsets) {
+    static List<String> lines(List<Batch> batches, Names n) {
         List<String> out = new ArrayList<>();
         for (Batch b : batches) {
             out.add("batch " + fields(b.header(), n, VARYING));
@@ -426,8 +426,8 @@ class TxnLogDiffTest {
         Map<String, List<Batch>> r = ours().data();
         assertEquals(k.keySet(), r.keySet(), "partitions written");
         for (String p : k.keySet()) {
-            assertEquals(String.join("\n", lines(k.get(p), names(kafka()), true)),
-                    String.join("\n", lines(r.get(p), names(ours()), true)), p);
+            assertEquals(String.join("\n", lines(k.get(p), names(kafka()))),
+                    String.join("\n", lines(r.get(p), names(ours()))), p);
         }
     }
 
@@ -479,7 +479,7 @@ class TxnLogDiffTest {
         String partition = "__consumer_offsets-" + Math.abs(GROUP.hashCode() % 50);
         assertEquals(List.of(partition), List.copyOf(k.keySet()), "the reference broker's partitions written");
         assertEquals(k.keySet(), r.keySet(), "partitions written");
-        assertEquals(String.join("\n", lines(k.get(partition), names(kafka()), true)),
-                String.join("\n", lines(r.get(partition), names(ours()), true)), partition);
+        assertEquals(String.join("\n", lines(k.get(partition), names(kafka()))),
+                String.join("\n", lines(r.get(partition), names(ours()))), partition);
     }
 }
