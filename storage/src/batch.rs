@@ -70,21 +70,50 @@ pub const ATTR_TRANSACTIONAL: i16 = 0x10;
 pub const ATTR_CONTROL: i16 = 0x20;
 
 /// Who wrote a batch: attributes (only [`ATTR_TRANSACTIONAL`] and [`ATTR_CONTROL`] are set by
-/// the coordinator) and the producer id and epoch, -1 for a plain coordinator batch.
+/// the coordinator), the producer id and epoch (-1 for a plain coordinator batch), and the base
+/// sequence the header carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BatchProducer {
     pub attributes: i16,
     pub producer_id: i64,
     pub producer_epoch: i16,
+    pub base_sequence: i32,
 }
 
 impl BatchProducer {
-    /// A plain coordinator batch: no producer, attributes 0.
+    /// A plain group coordinator batch: no producer, attributes 0, base sequence 0 (Kafka's
+    /// `CoordinatorRuntime` builds its batches with base sequence 0).
     pub const NONE: BatchProducer = BatchProducer {
         attributes: 0,
         producer_id: -1,
         producer_epoch: -1,
+        base_sequence: 0,
     };
+
+    /// A plain batch with base sequence -1 (`RecordBatch.NO_SEQUENCE`): what Kafka's transaction
+    /// coordinator writes to `__transaction_state` (`TransactionStateManager.appendTransactionToLog`
+    /// → `MemoryRecords.withRecords`), as the reference broker's log shows (TxnLogDiffTest).
+    pub const NO_SEQUENCE: BatchProducer = BatchProducer {
+        base_sequence: -1,
+        ..BatchProducer::NONE
+    };
+
+    /// A group coordinator batch with these attributes and producer: base sequence 0 for records
+    /// (a TxnOffsetCommit's transactional batch too), -1 for a control batch, as Kafka writes a
+    /// marker (`MemoryRecords.withEndTransactionMarker`) — both seen in the reference broker's
+    /// `__consumer_offsets` (TxnLogDiffTest).
+    pub fn coordinator(attributes: i16, producer_id: i64, producer_epoch: i16) -> Self {
+        BatchProducer {
+            attributes,
+            producer_id,
+            producer_epoch,
+            base_sequence: if attributes & ATTR_CONTROL != 0 {
+                -1
+            } else {
+                0
+            },
+        }
+    }
 }
 
 /// Encode one uncompressed batch of `records` (key, value) with offsets `base_offset..`, all
@@ -103,8 +132,7 @@ pub fn encode_batch(
 /// offset commits (TxnOffsetCommit), or a control batch holding a transaction marker, as
 /// Kafka's coordinator writes them (`CoordinatorRuntime.scheduleTransactionalWriteOperation`,
 /// `scheduleTransactionCompletion`: `MemoryRecords.withTransactionalRecords` /
-/// `withEndTransactionMarker`). Base sequence stays 0: Kafka writes -1 (`NO_SEQUENCE`) for
-/// these, which no reader of `__consumer_offsets` looks at.
+/// `withEndTransactionMarker`), with the producer's base sequence (see [`BatchProducer`]).
 pub fn encode_batch_as(
     base_offset: u64,
     timestamp: i64,
@@ -129,7 +157,7 @@ pub fn encode_batch_as(
     out.extend_from_slice(&timestamp.to_be_bytes()); // max timestamp
     out.extend_from_slice(&producer.producer_id.to_be_bytes());
     out.extend_from_slice(&producer.producer_epoch.to_be_bytes());
-    out.extend_from_slice(&0i32.to_be_bytes()); // base sequence
+    out.extend_from_slice(&producer.base_sequence.to_be_bytes());
     out.extend_from_slice(&(records.len() as i32).to_be_bytes());
     let mut body = Vec::with_capacity(64);
     for (delta, (key, value)) in records.iter().enumerate() {
@@ -684,6 +712,36 @@ mod tests {
             }
         );
         assert_eq!(recs[1].value, None);
+    }
+
+    /// The base sequence (bytes 53..57) each kind of coordinator batch carries, as the reference
+    /// broker writes them: 0 for a group coordinator's batch and a TxnOffsetCommit's
+    /// transactional one, -1 for a marker in `__consumer_offsets` and for `__transaction_state`.
+    #[test]
+    fn coordinator_batches_carry_kafkas_base_sequence() {
+        let rec: &[(Option<&[u8]>, Option<&[u8]>)] = &[(Some(b"k"), Some(b"v"))];
+        let seq = |p: BatchProducer| {
+            let mut out = Vec::new();
+            encode_batch_as(0, 1, p, rec, &mut out);
+            assert_eq!(&out[43..51], &p.producer_id.to_be_bytes());
+            assert_eq!(&out[21..23], &p.attributes.to_be_bytes());
+            i32::from_be_bytes(out[53..57].try_into().unwrap())
+        };
+        assert_eq!(seq(BatchProducer::NONE), 0);
+        assert_eq!(seq(BatchProducer::NO_SEQUENCE), -1);
+        assert_eq!(seq(BatchProducer::coordinator(ATTR_TRANSACTIONAL, 5, 1)), 0);
+        assert_eq!(
+            seq(BatchProducer::coordinator(
+                ATTR_TRANSACTIONAL | ATTR_CONTROL,
+                5,
+                1
+            )),
+            -1
+        );
+        // The same as a marker `encode_marker` builds for a data partition.
+        let mut marker = Vec::new();
+        encode_marker(0, 1, 5, 1, true, 0, &mut marker);
+        assert_eq!(&marker[53..57], &(-1i32).to_be_bytes());
     }
 
     #[test]

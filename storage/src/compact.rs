@@ -534,11 +534,7 @@ mod tests {
     }
 
     fn put_as(log: &mut PartitionLog<MemDir>, attrs: i16, pid: i64, key: &[u8], value: &[u8]) {
-        let producer = crate::batch::BatchProducer {
-            attributes: attrs,
-            producer_id: pid,
-            producer_epoch: 0,
-        };
+        let producer = crate::batch::BatchProducer::coordinator(attrs, pid, 0);
         let batch = log
             .prepare_as(producer, &[(Some(key), Some(value))], 0)
             .unwrap();

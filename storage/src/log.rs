@@ -247,6 +247,23 @@ impl<D: LogDir> PartitionLog<D> {
         self.append(&refs, timestamp).await
     }
 
+    /// [`PartitionLog::append_pairs`] with the batch's producer fields (for
+    /// [`crate::batch::BatchProducer::NO_SEQUENCE`], the transaction log's batches).
+    pub async fn append_pairs_as(
+        &mut self,
+        producer: crate::batch::BatchProducer,
+        records: &[(Vec<u8>, Option<Vec<u8>>)],
+        timestamp: i64,
+    ) -> io::Result<(u64, u64)> {
+        if records.is_empty() {
+            return Ok((self.next_offset, self.next_offset));
+        }
+        let batch = self.prepare_pairs_as(producer, records, timestamp)?;
+        let (first, last) = self.append_prepared(batch).await?;
+        self.sync().await?;
+        Ok((first, last))
+    }
+
     /// [`PartitionLog::prepare`] for owned key and value bytes.
     pub fn prepare_pairs(
         &self,

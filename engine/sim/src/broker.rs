@@ -167,11 +167,8 @@ fn prepare(
     now: i64,
 ) -> std::io::Result<Vec<u8>> {
     let e = engine::partition_core::encode_batch(batch).expect("coordinator records encode");
-    let producer = storage::batch::BatchProducer {
-        attributes: e.attributes,
-        producer_id: e.producer_id,
-        producer_epoch: e.producer_epoch,
-    };
+    let producer =
+        storage::batch::BatchProducer::coordinator(e.attributes, e.producer_id, e.producer_epoch);
     log.prepare_pairs_as(producer, &e.records, now)
 }
 

@@ -768,11 +768,11 @@ async fn write_pending(
         let prepared = encode_batch(&batch)
             .map_err(std::io::Error::other)
             .and_then(|e| {
-                let producer = storage::batch::BatchProducer {
-                    attributes: e.attributes,
-                    producer_id: e.producer_id,
-                    producer_epoch: e.producer_epoch,
-                };
+                let producer = storage::batch::BatchProducer::coordinator(
+                    e.attributes,
+                    e.producer_id,
+                    e.producer_epoch,
+                );
                 log.prepare_pairs_as(producer, &e.records, table.now())
             });
         // Only the encoded batch is needed from here on: in a storm, thousands of typed records

@@ -561,7 +561,14 @@ async fn writer(table: Rc<TxnTable>, part: Weak<TxnPartition>) {
                 Some(mut log) => {
                     durable_end = log.next_offset();
                     let pairs = encode(&records);
-                    let r = log.append_pairs(&pairs, wall_clock_ms()).await;
+                    // Base sequence -1, as Kafka's transaction coordinator writes its batches.
+                    let r = log
+                        .append_pairs_as(
+                            storage::batch::BatchProducer::NO_SEQUENCE,
+                            &pairs,
+                            wall_clock_ms(),
+                        )
+                        .await;
                     *p.log.borrow_mut() = Some(log);
                     r.map(|_| ())
                 }

@@ -1,8 +1,12 @@
-//! `ringleader dump-log`: print or verify `__consumer_offsets` segment files, shaped like Kafka's
-//! `kafka-dump-log.sh --files X.log --offsets-decoder` (`tools/.../DumpLogSegments.java`).
+//! `ringleader dump-log`: print or verify `__consumer_offsets` and `__transaction_state` segment
+//! files, shaped like Kafka's `kafka-dump-log.sh --files X.log --offsets-decoder` /
+//! `--transaction-log-decoder` (`tools/.../DumpLogSegments.java`), and topics' data logs.
 //!
 //! PATH is one segment file or a partition directory (`DATA/__consumer_offsets-<p>`, all its
-//! `*.log` segments in offset order). For each segment it prints `Dumping FILE`, `Log starting
+//! `*.log` segments in offset order). Records are decoded by the partition directory's topic:
+//! group records in `__consumer_offsets-<p>`, `TransactionLogKey` / `TransactionLogValue` in
+//! `__transaction_state-<p>` (`--transaction-log-decoder` decodes any file that way, as Kafka's
+//! flag does). For each segment it prints `Dumping FILE`, `Log starting
 //! offset: N`, then one line per batch and one line per record:
 //!
 //! ```text
@@ -33,7 +37,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use storage::batch::{for_each_record_span, BatchHeader};
 use wire::records::{
-    ConsumerGroupCurrentMemberAssignmentValue, CurrentTopicPartitions, GroupMetadataValue,
+    txn, ConsumerGroupCurrentMemberAssignmentValue, CurrentTopicPartitions, GroupMetadataValue,
     RecordError, RecordKey, RecordValue,
 };
 
@@ -57,6 +61,10 @@ pub struct DumpLogArgs {
     /// Accepted for kafka-dump-log.sh compatibility: records are always decoded this way.
     #[arg(long, hide = true)]
     pub offsets_decoder: bool,
+    /// Decode records as `__transaction_state` records (`TransactionLogKey` / `Value`), whatever
+    /// the directory; a `__transaction_state-<p>` directory's are decoded so without it.
+    #[arg(long)]
+    pub transaction_log_decoder: bool,
 }
 
 pub const EXIT_OK: i32 = 0;
@@ -94,7 +102,11 @@ fn run_buffered(args: &DumpLogArgs, out: &mut dyn Write, err: &mut dyn Write) ->
         let mut scan = Scanner {
             out: &mut *out,
             verify: args.verify,
-            offsets_topic: is_offsets_log(file),
+            kind: if args.transaction_log_decoder {
+                LogKind::Transactions
+            } else {
+                log_kind(file)
+            },
             print_data: args.print_data_log,
             file,
             expected: segment_base(file).unwrap_or(0).max(totals.next_offset),
@@ -172,11 +184,31 @@ fn write_failed(e: io::Error, err: &mut dyn Write) -> i32 {
 }
 
 /// The base offset in a segment file's name (`<20 digits>.log`).
-/// Whether a segment belongs to `__consumer_offsets` (its directory is `__consumer_offsets-<p>`).
-fn is_offsets_log(file: &Path) -> bool {
-    file.parent()
-        .and_then(|d| d.file_name())
-        .is_none_or(|n| n.to_string_lossy().starts_with("__consumer_offsets-"))
+/// Whose records a segment holds, and so how they are decoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum LogKind {
+    /// `__consumer_offsets`: group records.
+    Offsets,
+    /// `__transaction_state`: transaction records.
+    Transactions,
+    /// A topic's data: bytes, printed as text with `--print-data-log`.
+    Data,
+}
+
+/// The kind of a segment by its directory (`__consumer_offsets-<p>`, `__transaction_state-<p>`,
+/// else a topic's); a file with no directory name is taken for `__consumer_offsets`.
+fn log_kind(file: &Path) -> LogKind {
+    let Some(dir) = file.parent().and_then(|d| d.file_name()) else {
+        return LogKind::Offsets;
+    };
+    let dir = dir.to_string_lossy();
+    if dir.starts_with("__consumer_offsets-") {
+        LogKind::Offsets
+    } else if dir.starts_with("__transaction_state-") {
+        LogKind::Transactions
+    } else {
+        LogKind::Data
+    }
 }
 
 fn segment_base(path: &Path) -> Option<u64> {
@@ -247,9 +279,9 @@ struct Totals {
 struct Scanner<'a> {
     out: &'a mut dyn Write,
     verify: bool,
-    /// A `__consumer_offsets` log (records decoded as group records) or a topic's data log
-    /// (records printed as bytes, with `--print-data-log`; compressed batches as batches only).
-    offsets_topic: bool,
+    /// How records are decoded: group records, transaction records, or a topic's data (printed
+    /// as text with `--print-data-log`; its compressed batches as batches only).
+    kind: LogKind,
     print_data: bool,
     file: &'a Path,
     expected: u64,
@@ -390,7 +422,7 @@ impl Scanner<'_> {
             return;
         }
         let mut recs = Vec::with_capacity((h.records_count as usize).min(bytes.len() / 7));
-        let compressed_data = !self.offsets_topic && h.attributes & 0x07 != 0;
+        let compressed_data = self.kind == LogKind::Data && h.attributes & 0x07 != 0;
         let framing = if compressed_data {
             Ok(()) // the CRC covers it; its records are not decompressed here
         } else {
@@ -424,9 +456,13 @@ impl Scanner<'_> {
         let info = BatchInfo::read(bytes);
         let control = h.attributes & 0x20 != 0;
         if self.verify {
-            if !control && self.offsets_topic {
+            if !control && self.kind != LogKind::Data {
                 for r in recs {
-                    if let Some(problem) = undecodable(r) {
+                    let problem = match self.kind {
+                        LogKind::Transactions => undecodable_txn(r),
+                        _ => undecodable(r),
+                    };
+                    if let Some(problem) = problem {
                         writeln!(
                             self.out,
                             "WARNING: record at offset {} (byte offset {pos} of {}) does not decode, the broker skips it: {problem}",
@@ -485,7 +521,7 @@ impl Scanner<'_> {
             );
             if control {
                 line.push_str(&control_record(r));
-            } else if !self.offsets_topic {
+            } else if self.kind == LogKind::Data {
                 if self.print_data {
                     let text = |b: &Option<Vec<u8>>| {
                         b.as_deref().map_or("null".to_string(), |b| {
@@ -498,7 +534,11 @@ impl Scanner<'_> {
                     line.push_str(&text(&r.value));
                 }
             } else {
-                let (key, payload) = parse_record(r.offset, r.key.as_deref(), r.value.as_deref());
+                let (key, payload) = if self.kind == LogKind::Transactions {
+                    parse_txn_record(r.offset, r.key.as_deref(), r.value.as_deref())
+                } else {
+                    parse_record(r.offset, r.key.as_deref(), r.value.as_deref())
+                };
                 line.push_str(" key: ");
                 line.push_str(&key);
                 if let Some(p) = payload {
@@ -529,6 +569,141 @@ fn undecodable(r: &Rec) -> Option<String> {
             .map(|e| format!("value: {e}")),
         None => None,
     }
+}
+
+/// Why a `__transaction_state` record does not decode (None: it does, or its key type is
+/// unknown, which the coordinator's loader skips).
+fn undecodable_txn(r: &Rec) -> Option<String> {
+    let Some(key) = &r.key else {
+        return Some("the record has no key".into());
+    };
+    match txn::decode_key(key) {
+        Ok(_) => {}
+        Err(RecordError::UnknownType(_)) => return None,
+        Err(e) => return Some(format!("key: {e}")),
+    }
+    r.value
+        .as_deref()
+        .and_then(|v| txn::TransactionLogValue::decode(v).err())
+        .map(|e| format!("value: {e}"))
+}
+
+/// The key and payload texts Kafka's `TransactionLogMessageParser` prints for one
+/// `__transaction_state` record: `{"type":"0","data":{"transactionalId":..}}` and
+/// `{"version":"V","data":{..}}` with `TransactionLogValueJsonConverter`'s fields (the tagged
+/// ones of version 1 only when not at their default), `<DELETE>` for a tombstone; the same
+/// texts as the offsets decoder for a record that does not decode.
+pub fn parse_txn_record(
+    offset: u64,
+    key: Option<&[u8]>,
+    value: Option<&[u8]>,
+) -> (String, Option<String>) {
+    let Some(key) = key else {
+        return (
+            format!("Failed to decode message at offset {offset} using the specified decoder (message had a missing key)"),
+            None,
+        );
+    };
+    let id = match txn::decode_key(key) {
+        Ok(id) => id,
+        Err(RecordError::UnknownType(t)) => {
+            return (
+                format!("Unknown record type {t} at offset {offset}, skipping."),
+                None,
+            )
+        }
+        Err(e) => return (format!("Error at offset {offset}, skipping. {e}"), None),
+    };
+    let payload = match value {
+        None => "<DELETE>".to_string(),
+        Some(v) => match txn::TransactionLogValue::decode(v) {
+            // decode checked the version prefix
+            Ok(value) => to_json(&txn_value_envelope(
+                i16::from_be_bytes([v[0], v[1]]),
+                &value,
+            )),
+            Err(e) => return (format!("Error at offset {offset}, skipping. {e}"), None),
+        },
+    };
+    let key = Json::Obj(vec![
+        ("type", Json::Str(txn::TRANSACTION_LOG.to_string())),
+        ("data", Json::Obj(vec![("transactionalId", s(&id))])),
+    ]);
+    (to_json(&key), Some(payload))
+}
+
+/// `{"version":"V","data":{..}}` of a `TransactionLogValue`, fields in the schema's order
+/// (`TransactionLogValue.json`): the tagged PreviousProducerId, NextProducerId (after
+/// ProducerId) and ClientTransactionVersion (last) appear at version 1+ when not their default.
+fn txn_value_envelope(version: i16, v: &txn::TransactionLogValue) -> Json {
+    let tagged = version >= 1;
+    let mut o = vec![("producerId", int(v.producer_id))];
+    if tagged && v.previous_producer_id != -1 {
+        o.push(("previousProducerId", int(v.previous_producer_id)));
+    }
+    if tagged && v.next_producer_id != -1 {
+        o.push(("nextProducerId", int(v.next_producer_id)));
+    }
+    o.push(("producerEpoch", int(v.producer_epoch)));
+    o.push(("transactionTimeoutMs", int(v.transaction_timeout_ms)));
+    // Kafka's decoder names the state (`TransactionState.fromId(..).stateName()`).
+    o.push((
+        "transactionStatus",
+        match txn_state_name(v.transaction_status) {
+            Some(name) => s(name),
+            None => int(v.transaction_status),
+        },
+    ));
+    o.push((
+        "transactionPartitions",
+        match &v.transaction_partitions {
+            None => Json::Null,
+            Some(topics) => Json::Arr(
+                topics
+                    .iter()
+                    .map(|t| {
+                        Json::Obj(vec![
+                            ("topic", s(&t.topic)),
+                            ("partitionIds", ints(&t.partition_ids)),
+                        ])
+                    })
+                    .collect(),
+            ),
+        },
+    ));
+    o.push((
+        "transactionLastUpdateTimestampMs",
+        int(v.transaction_last_update_timestamp_ms),
+    ));
+    o.push((
+        "transactionStartTimestampMs",
+        int(v.transaction_start_timestamp_ms),
+    ));
+    if tagged && v.client_transaction_version != 0 {
+        o.push((
+            "clientTransactionVersion",
+            int(v.client_transaction_version),
+        ));
+    }
+    Json::Obj(vec![
+        ("version", Json::Str(version.to_string())),
+        ("data", Json::Obj(o)),
+    ])
+}
+
+/// The name Kafka prints for a `TransactionStatus` id (`TransactionState.java`).
+fn txn_state_name(status: i8) -> Option<&'static str> {
+    Some(match status {
+        txn::status::EMPTY => "Empty",
+        txn::status::ONGOING => "Ongoing",
+        txn::status::PREPARE_COMMIT => "PrepareCommit",
+        txn::status::PREPARE_ABORT => "PrepareAbort",
+        txn::status::COMPLETE_COMMIT => "CompleteCommit",
+        txn::status::COMPLETE_ABORT => "CompleteAbort",
+        txn::status::DEAD => "Dead",
+        txn::status::PREPARE_EPOCH_FENCE => "PrepareEpochFence",
+        _ => return None,
+    })
 }
 
 /// ` endTxnMarker: COMMIT coordinatorEpoch: N` for a transaction marker (Kafka's
@@ -1472,6 +1647,7 @@ mod tests {
             verify: false,
             print_data_log: true,
             offsets_decoder: false,
+            transaction_log_decoder: false,
         };
         let (mut out, mut err) = (Vec::new(), Vec::new());
         assert_eq!(run(&args, &mut out, &mut err), EXIT_OK);
@@ -1482,6 +1658,99 @@ mod tests {
         assert_eq!(
             (code, out.trim()),
             (EXIT_OK, "OK: 1 batches, 2 records, 82 bytes")
+        );
+    }
+
+    /// A `__transaction_state-<p>` directory's records are decoded as Kafka's
+    /// `--transaction-log-decoder` prints them (the texts compared with Kafka's own output on
+    /// both brokers' logs by the Java TxnLogDiffTest): both value versions, tagged fields only
+    /// when set, null partitions while Empty, a tombstone, and a value that does not decode.
+    #[test]
+    fn a_transaction_state_log_prints_transaction_records() {
+        use wire::records::txn::{status, TransactionLogValue, TxnTopicPartitions};
+        let root = tmpdir("txn");
+        let d = root.0.join("__transaction_state-7");
+        std::fs::create_dir_all(&d).unwrap();
+        let key = txn::encode_key("tx-1").unwrap();
+        let empty = TransactionLogValue {
+            producer_id: 4,
+            producer_epoch: 0,
+            transaction_timeout_ms: 60_000,
+            transaction_last_update_timestamp_ms: 1_700_000_000_000,
+            ..Default::default()
+        };
+        let ongoing = TransactionLogValue {
+            previous_producer_id: 3,
+            transaction_status: status::ONGOING,
+            transaction_partitions: Some(vec![
+                TxnTopicPartitions {
+                    topic: "__consumer_offsets".into(),
+                    partition_ids: vec![18],
+                },
+                TxnTopicPartitions {
+                    topic: "t".into(),
+                    partition_ids: vec![2, 0],
+                },
+            ]),
+            transaction_start_timestamp_ms: 1_700_000_000_001,
+            client_transaction_version: 2,
+            ..empty.clone()
+        };
+        let v0 = empty.encode(0).unwrap();
+        let v1 = ongoing.encode(1).unwrap();
+        let mut b = Vec::new();
+        encode_batch(
+            0,
+            1_000,
+            &[
+                (Some(&key), Some(&v0)),
+                (Some(&key), Some(&v1)),
+                (Some(&key), None),
+            ],
+            &mut b,
+        );
+        let garbage = [0u8, 1, 0];
+        encode_batch(3, 1_000, &[(Some(&key), Some(&garbage))], &mut b);
+        std::fs::write(d.join("00000000000000000000.log"), &b).unwrap();
+        let (code, out, err) = run_on(&d, false);
+        assert_eq!(code, EXIT_OK, "{err}");
+        let records: Vec<&str> = out.lines().filter(|l| l.starts_with("| ")).collect();
+        let k = r#"key: {"type":"0","data":{"transactionalId":"tx-1"}}"#;
+        assert_eq!(
+            records,
+            vec![
+                format!(r#"| offset: 0 CreateTime: 1000 keySize: 8 valueSize: {} sequence: 0 headerKeys: [] {k} payload: {{"version":"0","data":{{"producerId":4,"producerEpoch":0,"transactionTimeoutMs":60000,"transactionStatus":"Empty","transactionPartitions":null,"transactionLastUpdateTimestampMs":1700000000000,"transactionStartTimestampMs":-1}}}}"#, v0.len()),
+                format!(r#"| offset: 1 CreateTime: 1000 keySize: 8 valueSize: {} sequence: 1 headerKeys: [] {k} payload: {{"version":"1","data":{{"producerId":4,"previousProducerId":3,"producerEpoch":0,"transactionTimeoutMs":60000,"transactionStatus":"Ongoing","transactionPartitions":[{{"topic":"__consumer_offsets","partitionIds":[18]}},{{"topic":"t","partitionIds":[2,0]}}],"transactionLastUpdateTimestampMs":1700000000000,"transactionStartTimestampMs":1700000000001,"clientTransactionVersion":2}}}}"#, v1.len()),
+                format!("| offset: 2 CreateTime: 1000 keySize: 8 valueSize: -1 sequence: 2 headerKeys: [] {k} payload: <DELETE>"),
+                "| offset: 3 CreateTime: 1000 keySize: 8 valueSize: 3 sequence: 0 headerKeys: [] key: Error at offset 3, skipping. ".to_string()
+                    + &txn::TransactionLogValue::decode(&garbage).unwrap_err().to_string(),
+            ]
+        );
+        // --verify names the record the coordinator's load skips.
+        let (code, out, _) = run_on(&d, true);
+        assert_eq!(code, EXIT_OK);
+        assert!(
+            out.contains("WARNING: record at offset 3") && out.contains("value: "),
+            "{out}"
+        );
+        // The flag decodes a file outside such a directory the same way.
+        let other = root.0.join("copy.log");
+        std::fs::copy(d.join("00000000000000000000.log"), &other).unwrap();
+        let args = DumpLogArgs {
+            path: other,
+            verify: false,
+            print_data_log: false,
+            offsets_decoder: false,
+            transaction_log_decoder: true,
+        };
+        let (mut o, mut e) = (Vec::new(), Vec::new());
+        assert_eq!(run(&args, &mut o, &mut e), EXIT_OK);
+        let o = String::from_utf8(o).unwrap();
+        assert_eq!(
+            o.lines()
+                .filter(|l| l.starts_with("| "))
+                .collect::<Vec<_>>(),
+            records
         );
     }
 
@@ -1527,6 +1796,7 @@ mod tests {
             verify,
             print_data_log: false,
             offsets_decoder: false,
+            transaction_log_decoder: false,
         };
         let (mut out, mut err) = (Vec::new(), Vec::new());
         let code = run(&args, &mut out, &mut err);

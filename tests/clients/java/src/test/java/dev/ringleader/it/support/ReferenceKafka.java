@@ -35,11 +35,24 @@ public final class ReferenceKafka implements Broker {
     }
 
     public static ReferenceKafka start(String name, String... sets) {
+        return start(name, List.of(), sets);
+    }
+
+    /**
+     * A broker whose storage is formatted with each `name=level` of `features` (`kafka-storage format --feature`),
+     * so the cluster starts at those finalized levels (e.g. `transaction.version=1`) instead of the release's
+     * defaults, with each `key=value` of `sets` in its server.properties.
+     */
+    public static ReferenceKafka start(String name, List<String> features, String... sets) {
         Path dir = Repo.scratch("kafka-" + name);
         List<String> argv = new ArrayList<>(List.of(Repo.kafkaRefScript().toString(), "start", "--dir", dir.toString()));
         for (String kv : sets) {
             argv.add("--set");
             argv.add(kv);
+        }
+        for (String f : features) {
+            argv.add("--feature");
+            argv.add(f);
         }
         String out = run(argv, 240);
         String[] lines = out.strip().split("\n");
