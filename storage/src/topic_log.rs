@@ -1699,16 +1699,15 @@ mod tests {
             }
         };
         assert!(state(&log).is_empty());
-        // A plain batch (no producer id) is nobody's.
-        stage(&log, producer_batch(1, 900, -1, -1, 0)).unwrap(); // 0
-        // Idempotent producer 9: two batches, sequences 0..=2 and 3..=4.
-        stage(&log, producer_batch(3, 2_000, 9, 1, 0)).unwrap(); // 1..=3
-        stage(&log, producer_batch(2, 2_500, 9, 1, 3)).unwrap(); // 4..=5
-        // Transactional producer 4 (epoch 2): its transaction starts at offset 6.
-        stage(&log, batch_of(2, 3_000, 4, 2, 0, true)).unwrap(); // 6..=7
-        stage(&log, batch_of(1, 3_100, 4, 2, 2, true)).unwrap(); // 8
-        // Producer 5 only ever had a marker here (a partition it never wrote to).
-        marker(&log, 5, 1, false, 3).unwrap(); // 9
+        // Offset 0: a plain batch (no producer id) is nobody's. 1..=5: idempotent producer 9,
+        // sequences 0..=2 and 3..=4. 6..=8: transactional producer 4 (epoch 2), so its
+        // transaction starts at 6. 9: a marker of producer 5, which never wrote here.
+        stage(&log, producer_batch(1, 900, -1, -1, 0)).unwrap();
+        stage(&log, producer_batch(3, 2_000, 9, 1, 0)).unwrap();
+        stage(&log, producer_batch(2, 2_500, 9, 1, 3)).unwrap();
+        stage(&log, batch_of(2, 3_000, 4, 2, 0, true)).unwrap();
+        stage(&log, batch_of(1, 3_100, 4, 2, 2, true)).unwrap();
+        marker(&log, 5, 1, false, 3).unwrap();
         assert_eq!(
             state(&log),
             vec![
@@ -1731,10 +1730,10 @@ mod tests {
             ]
         );
         // The commit ends producer 4's transaction and takes the marker's coordinator epoch and
-        // timestamp; its sequence is kept (same epoch).
-        marker(&log, 4, 2, true, 7).unwrap(); // 10
-        // A marker with a newer epoch (a bump on abort) forgets the sequences of the old one.
-        marker(&log, 9, 2, false, 7).unwrap(); // 11
+        // timestamp; its sequence is kept (same epoch). A marker with a newer epoch (a bump on
+        // abort) forgets the sequences of the old one.
+        marker(&log, 4, 2, true, 7).unwrap();
+        marker(&log, 9, 2, false, 7).unwrap();
         let after = vec![
             ps(4, 2, 2, 5_000, 7, None),
             ps(5, 1, -1, 5_000, 3, None),
