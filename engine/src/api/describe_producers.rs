@@ -78,9 +78,9 @@ fn failed(partition: i32, error: ResponseError, message: Option<&str>) -> Partit
 /// `lookup`, or the error code it gives. Without an authorizer there is no
 /// TOPIC_AUTHORIZATION_FAILED.
 ///
-/// Size: one entry per producer each partition remembers (44 bytes on the wire), the answer Kafka
-/// gives; the request bounds the partitions and each log bounds its producers (see
-/// `TopicLog::active_producers`).
+/// Size: one entry per producer each partition remembers (37 bytes on the wire), the answer Kafka
+/// gives, for the partitions the request names. A log's producers are not expired yet (see
+/// `TopicLog::active_producers`), so that list grows with the producer ids that wrote to it.
 pub fn describe_producers_with(
     broker: &Broker,
     req: &DescribeProducersRequest,
