@@ -7,7 +7,8 @@
 #                                                prints the bootstrap address
 #   scripts/kafka-ref.sh start --dir DIR --keep-data   restart on DIR's data and server.properties (same ports)
 #   scripts/kafka-ref.sh stop [--dir DIR]
-#   scripts/kafka-ref.sh tool NAME [args...]     NAME: consumer-groups, dump-log, storage, topics, configs
+#   scripts/kafka-ref.sh tool NAME [args...]     NAME: consumer-groups, dump-log, storage, topics, configs,
+#                                                transactions
 #   scripts/kafka-ref.sh classpath               resolves the jars (once) and prints the classpath
 #
 # DIR (default target/kafka-ref) holds server.properties, data/, broker.log, pid and port; several brokers run
@@ -74,7 +75,8 @@ main_class() {
     storage) echo kafka.tools.StorageTool ;;
     topics) echo org.apache.kafka.tools.TopicCommand ;;
     configs) echo org.apache.kafka.tools.ConfigCommand ;;
-    *) die "unknown tool '$1' (consumer-groups, dump-log, storage, topics, configs)" ;;
+    transactions) echo org.apache.kafka.tools.TransactionsCommand ;;
+    *) die "unknown tool '$1' (consumer-groups, dump-log, storage, topics, configs, transactions)" ;;
   esac
 }
 

@@ -65,7 +65,8 @@ enum Command {
     },
     /// Inspect and manage consumer groups over the Kafka protocol (like kafka-consumer-groups.sh).
     Groups(tools::groups::GroupsArgs),
-    /// List and describe transactions over the Kafka protocol (like kafka-transactions.sh).
+    /// List and describe transactions and a partition's producers over the Kafka protocol (like
+    /// kafka-transactions.sh).
     Transactions(tools::transactions::TransactionsArgs),
     /// Print or verify `__consumer_offsets` segment files (like kafka-dump-log.sh --offsets-decoder).
     DumpLog(tools::dump_log::DumpLogArgs),

@@ -1,5 +1,8 @@
 //! `ringleader groups` end to end: against scripted in-process brokers (modern, old and minimal
-//! version tables, a mute one) and against the real server.
+//! version tables, a mute one) and against the real server; `ringleader transactions
+//! --describe-producers` against the real broker binary.
+
+mod common;
 
 use bytes::{Bytes, BytesMut};
 use clap::Parser;
@@ -1506,4 +1509,243 @@ fn delete_offsets_output_and_effect() {
         let (code, out) = groups(server.addr, argv);
         assert_eq!(code, 2, "{argv:?}: {out}");
     }
+}
+
+// ------------------------------------------------------------------------------------------------
+// `ringleader transactions --describe-producers` against the broker binary
+// ------------------------------------------------------------------------------------------------
+
+/// InitProducerId: (producer id, epoch) for `transactional_id`, or an idempotent producer's.
+fn init_producer(c: &mut Client, transactional_id: Option<&str>) -> (i64, i16) {
+    let Response::InitProducerId(r) = c.call(
+        4,
+        Request::InitProducerId(
+            InitProducerIdRequest::default()
+                .with_transactional_id(transactional_id.map(|t| TransactionalId(s(t))))
+                .with_transaction_timeout_ms(60_000)
+                .with_producer_id(ProducerId(-1))
+                .with_producer_epoch(-1),
+        ),
+    ) else {
+        panic!("InitProducerId")
+    };
+    assert_eq!(r.error_code, 0, "InitProducerId");
+    (r.producer_id.0, r.producer_epoch)
+}
+
+/// A batch of `count` records stamped `timestamp` from producer `pid` (base sequence `seq`),
+/// transactional when `transactional_id` is given; the partition's error code.
+#[allow(clippy::too_many_arguments)]
+fn produce_as(
+    c: &mut Client,
+    topic: &str,
+    transactional_id: Option<&str>,
+    pid: i64,
+    epoch: i16,
+    seq: i32,
+    count: usize,
+    timestamp: i64,
+) -> i16 {
+    let values: Vec<String> = (0..count).map(|i| format!("p{pid}-{seq}-{i}")).collect();
+    let recs: Vec<_> = values.iter().map(|v| (None, Some(v.as_bytes()))).collect();
+    let mut batch = Vec::new();
+    storage::batch::encode_batch(0, timestamp, &recs, &mut batch);
+    storage::batch::stamp_producer(&mut batch, pid, epoch, seq, transactional_id.is_some());
+    let Response::Produce(r) = c.call(
+        9,
+        Request::Produce(
+            ProduceRequest::default()
+                .with_transactional_id(transactional_id.map(|t| TransactionalId(s(t))))
+                .with_acks(-1)
+                .with_timeout_ms(30_000)
+                .with_topic_data(vec![produce_request::TopicProduceData::default()
+                    .with_name(TopicName(s(topic)))
+                    .with_partition_data(vec![
+                        produce_request::PartitionProduceData::default()
+                            .with_index(0)
+                            .with_records(Some(Bytes::from(batch))),
+                    ])]),
+        ),
+    ) else {
+        panic!("Produce")
+    };
+    r.responses[0].partition_responses[0].error_code
+}
+
+/// Run `ringleader transactions --bootstrap ADDR ARGS...` (the binary); (exit code, stdout).
+fn transactions_cli(addr: SocketAddr, args: &[&str]) -> (Option<i32>, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ringleader"))
+        .arg("transactions")
+        .args(["--bootstrap", &addr.to_string()])
+        .args(args)
+        .output()
+        .unwrap();
+    (out.status.code(), String::from_utf8(out.stdout).unwrap())
+}
+
+/// The table `--describe-producers` printed, as words per line.
+fn producer_rows(addr: SocketAddr, topic: &str) -> Vec<Vec<String>> {
+    let (code, out) = transactions_cli(
+        addr,
+        &["--describe-producers", "--topic", topic, "--partition", "0"],
+    );
+    assert_eq!(code, Some(0), "{out}");
+    out.lines()
+        .map(|l| l.split_whitespace().map(String::from).collect())
+        .collect()
+}
+
+fn words(v: &[&str]) -> Vec<String> {
+    v.iter().map(|w| w.to_string()).collect()
+}
+
+#[test]
+fn describe_producers_cli_shows_idempotent_and_transactional_producers_across_a_restart() {
+    const TOPIC: &str = "dp-cli";
+    let dir = common::data_dir("dp-cli");
+    let mut broker = common::Broker::start(&dir, &[]);
+    let mut c = Client::connect(broker.addr);
+    create_topic(&mut c, TOPIC, 1);
+    let header = words(&[
+        "ProducerId",
+        "ProducerEpoch",
+        "LatestCoordinatorEpoch",
+        "LastSequence",
+        "LastTimestamp",
+        "CurrentTransactionStartOffset",
+    ]);
+    assert_eq!(producer_rows(broker.addr, TOPIC), vec![header.clone()]);
+
+    // An idempotent producer: two batches, sequences 0..=2 and 3..=4, at offsets 0..=4.
+    let (idem, idem_epoch) = init_producer(&mut c, None);
+    assert_eq!(
+        produce_as(&mut c, TOPIC, None, idem, idem_epoch, 0, 3, T1),
+        0
+    );
+    assert_eq!(
+        produce_as(&mut c, TOPIC, None, idem, idem_epoch, 3, 2, T1 + 5),
+        0
+    );
+    // A transactional producer with an open transaction from offset 5.
+    let (txn, txn_epoch) = init_producer(&mut c, Some("dp-tx"));
+    let Response::AddPartitionsToTxn(r) = c.call(
+        3,
+        Request::AddPartitionsToTxn(
+            AddPartitionsToTxnRequest::default()
+                .with_v3_and_below_transactional_id(TransactionalId(s("dp-tx")))
+                .with_v3_and_below_producer_id(ProducerId(txn))
+                .with_v3_and_below_producer_epoch(txn_epoch)
+                .with_v3_and_below_topics(vec![
+                    add_partitions_to_txn_request::AddPartitionsToTxnTopic::default()
+                        .with_name(TopicName(s(TOPIC)))
+                        .with_partitions(vec![0]),
+                ]),
+        ),
+    ) else {
+        panic!("AddPartitionsToTxn")
+    };
+    assert_eq!(
+        r.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code,
+        0
+    );
+    assert_eq!(
+        produce_as(&mut c, TOPIC, Some("dp-tx"), txn, txn_epoch, 0, 2, T2),
+        0
+    );
+    let idem_row = words(&[
+        &idem.to_string(),
+        &idem_epoch.to_string(),
+        "-1",
+        "4",
+        &(T1 + 5).to_string(),
+        "None",
+    ]);
+    let open_row = words(&[
+        &txn.to_string(),
+        &txn_epoch.to_string(),
+        "-1",
+        "1",
+        &T2.to_string(),
+        "5",
+    ]);
+    let mut want = vec![header.clone(), idem_row.clone(), open_row];
+    // Kafka's table has no defined row order; the broker answers by producer id.
+    want[1..].sort_by_key(|r| r[0].parse::<i64>().unwrap());
+    assert_eq!(producer_rows(broker.addr, TOPIC), want);
+
+    // The commit: the marker (offset 7) ends the transaction and carries the coordinator's
+    // epoch and its own timestamp.
+    let Response::EndTxn(r) = c.call(
+        3,
+        Request::EndTxn(
+            EndTxnRequest::default()
+                .with_transactional_id(TransactionalId(s("dp-tx")))
+                .with_producer_id(ProducerId(txn))
+                .with_producer_epoch(txn_epoch)
+                .with_committed(true),
+        ),
+    ) else {
+        panic!("EndTxn")
+    };
+    assert_eq!(r.error_code, 0);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let committed = loop {
+        let rows = producer_rows(broker.addr, TOPIC);
+        let row = rows
+            .iter()
+            .find(|r| r[0] == txn.to_string())
+            .unwrap()
+            .clone();
+        if row[5] == "None" {
+            break row;
+        }
+        assert!(Instant::now() < deadline, "the commit marker: {rows:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(
+        committed[..4],
+        words(&[&txn.to_string(), &txn_epoch.to_string(), "0", "1"])[..]
+    );
+    let marker_ts: i64 = committed[4].parse().unwrap();
+    assert!(
+        marker_ts > T2,
+        "the marker's own timestamp, not the batch's: {committed:?}"
+    );
+    let after = producer_rows(broker.addr, TOPIC);
+
+    // After a crash the log is recovered from disk: the same producers, the same fields.
+    broker.kill9();
+    let broker = common::Broker::start(&dir, &[]);
+    assert_eq!(producer_rows(broker.addr, TOPIC), after);
+
+    // Errors, as Kafka words the ones it words.
+    let (code, out) = transactions_cli(
+        broker.addr,
+        &[
+            "--describe-producers",
+            "--topic",
+            "nope",
+            "--partition",
+            "0",
+        ],
+    );
+    assert_eq!(code, Some(1));
+    assert_eq!(
+        out.trim(),
+        "Error: Failed to describe producers for partition nope-0 on leader: \
+         UNKNOWN_TOPIC_OR_PARTITION (This server does not host this topic-partition.)"
+    );
+    let (code, out) = transactions_cli(
+        broker.addr,
+        &["--describe-producers", "--topic", TOPIC, "--partition", "3"],
+    );
+    assert_eq!(code, Some(1));
+    assert_eq!(
+        out.trim(),
+        "Error: Failed to describe producers for partition dp-cli-3 on leader: \
+         UNKNOWN_TOPIC_OR_PARTITION"
+    );
+    let (code, out) = transactions_cli(broker.addr, &["--describe-producers", "--topic", TOPIC]);
+    assert_eq!(code, Some(2), "--partition is required: {out}");
+    let _ = std::fs::remove_dir_all(&dir);
 }

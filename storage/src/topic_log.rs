@@ -177,18 +177,40 @@ struct Producer {
     /// The ongoing transaction: the first offset of the first transactional batch since the
     /// producer's last marker (`ProducerStateEntry.currentTxnFirstOffset`).
     txn_first: Option<u64>,
+    /// The max timestamp of the producer's last data batch, or the timestamp of its last marker,
+    /// whichever came later; -1 before either (`ProducerStateEntry.lastTimestamp`).
+    last_timestamp: i64,
 }
 
 impl Default for Producer {
-    /// Kafka's `ProducerStateEntry.empty`: no epoch (-1), no coordinator epoch, no transaction.
+    /// Kafka's `ProducerStateEntry.empty`: no epoch (-1), no coordinator epoch, no transaction,
+    /// no timestamp.
     fn default() -> Self {
         Self {
             epoch: -1,
             batches: VecDeque::new(),
             coordinator_epoch: -1,
             txn_first: None,
+            last_timestamp: -1,
         }
     }
+}
+
+/// One producer as the log remembers it: what DescribeProducers reports
+/// (`UnifiedLog.activeProducers`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProducerState {
+    pub producer_id: i64,
+    pub epoch: i16,
+    /// The last sequence of its last data batch in the current epoch; -1 when it has none (only
+    /// markers seen, or a marker bumped the epoch).
+    pub last_sequence: i32,
+    /// See `Producer::last_timestamp`.
+    pub last_timestamp: i64,
+    /// The coordinator epoch of its last transaction marker; -1 before its first.
+    pub coordinator_epoch: i32,
+    /// The first offset of its ongoing transaction, if one is ongoing.
+    pub txn_start_offset: Option<u64>,
 }
 
 /// One aborted transaction (`AbortedTxn` of Kafka's `TransactionIndex`).
@@ -723,6 +745,29 @@ impl<D: LogDir + Clone> TopicLog<D> {
         })
     }
 
+    /// Every producer the log remembers, by producer id: those with a batch or marker in the log
+    /// (or staged), since the log opened or as recovery rebuilt them from the segments. Kafka
+    /// reports the same set (`ProducerStateManager.activeProducers`); producers are never
+    /// expired here (Kafka's `producer.id.expiration.ms` is not implemented), so the list has
+    /// one entry per producer id that ever wrote to the partition's remaining segments or since
+    /// it opened.
+    pub fn active_producers(&self) -> Vec<ProducerState> {
+        let mut out: Vec<ProducerState> = self
+            .producers
+            .iter()
+            .map(|(&producer_id, p)| ProducerState {
+                producer_id,
+                epoch: p.epoch,
+                last_sequence: p.batches.back().map_or(-1, |b| b.1),
+                last_timestamp: p.last_timestamp,
+                coordinator_epoch: p.coordinator_epoch,
+                txn_start_offset: p.txn_first,
+            })
+            .collect();
+        out.sort_unstable_by_key(|p| p.producer_id);
+        out
+    }
+
     /// The last stable offset: the high watermark, held back to the first offset of the oldest
     /// transaction that is ongoing or whose marker is not yet durable (never below the log
     /// start), as `UnifiedLog.lastStableOffset` with `maybeIncrementFirstUnstableOffset`.
@@ -1083,24 +1128,35 @@ fn remember_producer(
     if pid < 0 {
         return;
     }
-    let p = producers.entry(pid).or_default();
     if h.attributes & ATTR_CONTROL != 0 {
         // A control batch holds one record; anything that is not a transaction marker (or an
-        // empty batch, what Kafka's cleaner leaves) changes nothing.
+        // empty batch, what Kafka's cleaner leaves) changes nothing, and adds no producer.
         let mut marker = None;
-        let _ = for_each_record(batch, h, 0, |_, _, k, v| {
-            marker = marker.or_else(|| parse_marker(k, v));
+        let _ = for_each_record(batch, h, 0, |_, t, k, v| {
+            marker = marker.or_else(|| parse_marker(k, v).map(|m| (m, t)));
         });
-        if let Some((commit, coordinator_epoch)) = marker {
+        if let Some(((commit, coordinator_epoch), timestamp)) = marker {
+            let p = producers.entry(pid).or_default();
             end_transaction(p, txns, pid, commit, h.base_offset);
             if epoch != p.epoch {
                 p.epoch = epoch;
                 p.batches.clear();
             }
             p.coordinator_epoch = coordinator_epoch;
+            // The marker record's timestamp (`ProducerAppendInfo.append`: `record.timestamp()`,
+            // which is the batch's max timestamp under LogAppendTime).
+            p.last_timestamp = if h.attributes & ATTR_LOG_APPEND_TIME != 0 {
+                be_i64(batch, 35)
+            } else {
+                timestamp
+            };
         }
         return;
     }
+    let p = producers.entry(pid).or_default();
+    // `batch.maxTimestamp()` (`ProducerAppendInfo.appendDataBatch`): the max timestamp field,
+    // which LogAppendTime batches carry stamped by `stage`.
+    p.last_timestamp = be_i64(batch, 35);
     if epoch != p.epoch {
         p.epoch = epoch;
         p.batches.clear();
@@ -1625,6 +1681,69 @@ mod tests {
         let (log, _) = open(&dir);
         assert_eq!(lso(&log), 9);
         assert_eq!(log.borrow().aborted_transactions(0, 100), vec![(1, 0)]);
+    }
+
+    #[test]
+    fn active_producers_report_kafkas_producer_state_and_survive_recovery() {
+        let dir = MemDir::new();
+        let (log, _) = open(&dir);
+        let state = |log: &RefCell<TopicLog<MemDir>>| log.borrow().active_producers();
+        let ps = |producer_id, epoch, last_sequence, last_timestamp, coordinator_epoch, txn| {
+            ProducerState {
+                producer_id,
+                epoch,
+                last_sequence,
+                last_timestamp,
+                coordinator_epoch,
+                txn_start_offset: txn,
+            }
+        };
+        assert!(state(&log).is_empty());
+        // Offset 0: a plain batch (no producer id) is nobody's. 1..=5: idempotent producer 9,
+        // sequences 0..=2 and 3..=4. 6..=8: transactional producer 4 (epoch 2), so its
+        // transaction starts at 6. 9: a marker of producer 5, which never wrote here.
+        stage(&log, producer_batch(1, 900, -1, -1, 0)).unwrap();
+        stage(&log, producer_batch(3, 2_000, 9, 1, 0)).unwrap();
+        stage(&log, producer_batch(2, 2_500, 9, 1, 3)).unwrap();
+        stage(&log, batch_of(2, 3_000, 4, 2, 0, true)).unwrap();
+        stage(&log, batch_of(1, 3_100, 4, 2, 2, true)).unwrap();
+        marker(&log, 5, 1, false, 3).unwrap();
+        assert_eq!(
+            state(&log),
+            vec![
+                ps(4, 2, 2, 3_100, -1, Some(6)),
+                ps(5, 1, -1, 5_000, 3, None),
+                ps(9, 1, 4, 2_500, -1, None),
+            ],
+            "staged batches count, as Kafka's leader state does"
+        );
+        flush(&log);
+        drop(log);
+        // Recovery rebuilds the same state from the segments.
+        let (log, _) = open(&dir);
+        assert_eq!(
+            state(&log),
+            vec![
+                ps(4, 2, 2, 3_100, -1, Some(6)),
+                ps(5, 1, -1, 5_000, 3, None),
+                ps(9, 1, 4, 2_500, -1, None),
+            ]
+        );
+        // The commit ends producer 4's transaction and takes the marker's coordinator epoch and
+        // timestamp; its sequence is kept (same epoch). A marker with a newer epoch (a bump on
+        // abort) forgets the sequences of the old one.
+        marker(&log, 4, 2, true, 7).unwrap();
+        marker(&log, 9, 2, false, 7).unwrap();
+        let after = vec![
+            ps(4, 2, 2, 5_000, 7, None),
+            ps(5, 1, -1, 5_000, 3, None),
+            ps(9, 2, -1, 5_000, 7, None),
+        ];
+        assert_eq!(state(&log), after);
+        flush(&log);
+        drop(log);
+        let (log, _) = open(&dir);
+        assert_eq!(state(&log), after);
     }
 
     #[test]

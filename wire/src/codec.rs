@@ -103,6 +103,7 @@ apis! {
     IncrementalAlterConfigs = 44: IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse;
     OffsetDelete = 47: OffsetDeleteRequest, OffsetDeleteResponse;
     DescribeCluster = 60: DescribeClusterRequest, DescribeClusterResponse;
+    DescribeProducers = 61: DescribeProducersRequest, DescribeProducersResponse;
     DescribeTransactions = 65: DescribeTransactionsRequest, DescribeTransactionsResponse;
     ListTransactions = 66: ListTransactionsRequest, ListTransactionsResponse;
     ConsumerGroupHeartbeat = 68: ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse;
@@ -376,6 +377,7 @@ mod tests {
             37 => Request::CreatePartitions(Default::default()),
             44 => Request::IncrementalAlterConfigs(Default::default()),
             60 => Request::DescribeCluster(Default::default()),
+            61 => Request::DescribeProducers(Default::default()),
             24 => Request::AddPartitionsToTxn(Default::default()),
             25 => Request::AddOffsetsToTxn(Default::default()),
             26 => Request::EndTxn(Default::default()),

@@ -1574,6 +1574,81 @@ fn list_transactions_response(_v: i16) -> ListTransactionsResponse {
 }
 
 // ---------------------------------------------------------------------------------------------
+// DescribeProducers (61).
+
+/// The producers of `orders` p0: (producer id, epoch, last sequence, last timestamp,
+/// coordinator epoch, current transaction start offset). An idempotent producer (no marker yet,
+/// so coordinator epoch -1, no transaction) and `tx-orders` in an open transaction.
+const ACTIVE_PRODUCERS: &[(i64, i32, i32, i64, i32, i64)] = &[
+    (3_001, 0, 41, 1_700_000_000_456, -1, -1),
+    (
+        PRODUCER_ID,
+        PRODUCER_EPOCH as i32,
+        6,
+        TXN_START_MS,
+        3,
+        HIGH_WATERMARK - 7,
+    ),
+];
+/// What Kafka's `Topic.validate` says about the name `bad topic` (`InvalidTopicException`).
+const INVALID_TOPIC_NAME_MSG: &str = "Topic name is invalid: 'bad topic' contains one or more \
+                                      characters other than ASCII alphanumerics, '.', '_' and '-'";
+
+/// `orders` p0 with its producers and p9 (the topic has two partitions:
+/// UNKNOWN_TOPIC_OR_PARTITION with no message, `ReplicaManager.getPartitionOrError`); an
+/// unknown topic (the topic-level error, with its default message) and an invalid name
+/// (INVALID_TOPIC_EXCEPTION with the validation message), as `KafkaApis` answers them.
+fn describe_producers_response(_v: i16) -> DescribeProducersResponse {
+    use describe_producers_response::*;
+    let part = |index: i32, error: ResponseError, message: Option<&str>| {
+        PartitionResponse::default()
+            .with_partition_index(index)
+            .with_error_code(error.code())
+            .with_error_message(message.map(s))
+    };
+    let producers = ACTIVE_PRODUCERS
+        .iter()
+        .map(|&(pid, epoch, seq, ts, coordinator_epoch, txn_start)| {
+            ProducerState::default()
+                .with_producer_id(ProducerId(pid))
+                .with_producer_epoch(epoch)
+                .with_last_sequence(seq)
+                .with_last_timestamp(ts)
+                .with_coordinator_epoch(coordinator_epoch)
+                .with_current_txn_start_offset(txn_start)
+        })
+        .collect();
+    let ok = PartitionResponse::default()
+        .with_partition_index(0)
+        .with_error_code(0)
+        .with_active_producers(producers);
+    DescribeProducersResponse::default()
+        .with_throttle_time_ms(THROTTLE)
+        .with_topics(vec![
+            TopicResponse::default()
+                .with_name(s(TOPIC).into())
+                .with_partitions(vec![
+                    ok,
+                    part(9, ResponseError::UnknownTopicOrPartition, None),
+                ]),
+            TopicResponse::default()
+                .with_name(s("ghost").into())
+                .with_partitions(vec![part(
+                    0,
+                    ResponseError::UnknownTopicOrPartition,
+                    Some(UNKNOWN_TOPIC_MSG),
+                )]),
+            TopicResponse::default()
+                .with_name(s("bad topic").into())
+                .with_partitions(vec![part(
+                    0,
+                    ResponseError::InvalidTopicException,
+                    Some(INVALID_TOPIC_NAME_MSG),
+                )]),
+        ])
+}
+
+// ---------------------------------------------------------------------------------------------
 // An independent reader for the golden frames, from the Kafka schema rules:
 // int16-length strings / int32-length arrays in classic versions; in flexible versions compact
 // strings and arrays (unsigned varint length + 1, 0 = null) and a tagged-field section (count,
@@ -3083,6 +3158,61 @@ fn walk_list_transactions(frame: &[u8], v: i16) {
     w.end();
 }
 
+// DescribeProducersResponse.json: validVersions 0, flexible 0+. ThrottleTimeMs,
+// Topics[]{Name, Partitions[]{PartitionIndex, ErrorCode, ErrorMessage (nullable string),
+// ActiveProducers[]{ProducerId (int64), ProducerEpoch (int32), LastSequence (int32),
+// LastTimestamp (int64), CoordinatorEpoch (int32), CurrentTxnStartOffset (int64)}}}.
+fn walk_describe_producers(frame: &[u8], v: i16) {
+    let mut w = Walk::response(frame, format!("DescribeProducers v{v}"), true, true);
+    w.expect_i32("throttle_time_ms", THROTTLE);
+    w.expect_array("topics", 3);
+    w.expect_str("topic.name", TOPIC);
+    w.expect_array("topic.partitions", 2);
+    w.expect_i32("partition.partition_index", 0);
+    w.expect_i16("partition.error_code", 0);
+    w.expect_nstr("partition.error_message", None);
+    w.expect_array("partition.active_producers", ACTIVE_PRODUCERS.len());
+    for &(pid, epoch, seq, ts, coordinator_epoch, txn_start) in ACTIVE_PRODUCERS {
+        w.expect_i64("producer.producer_id", pid);
+        w.expect_i32("producer.producer_epoch", epoch);
+        w.expect_i32("producer.last_sequence", seq);
+        w.expect_i64("producer.last_timestamp", ts);
+        w.expect_i32("producer.coordinator_epoch", coordinator_epoch);
+        w.expect_i64("producer.current_txn_start_offset", txn_start);
+        w.expect_no_tags("producer tags");
+    }
+    w.expect_no_tags("partition tags");
+    let failed = |w: &mut Walk, index: i32, error: ResponseError, message: Option<&str>| {
+        w.expect_i32("partition.partition_index", index);
+        w.expect_i16("partition.error_code", error.code());
+        w.expect_nstr("partition.error_message", message);
+        w.expect_array("partition.active_producers", 0);
+        w.expect_no_tags("partition tags");
+    };
+    failed(&mut w, 9, ResponseError::UnknownTopicOrPartition, None);
+    w.expect_no_tags("topic tags");
+    w.expect_str("topic.name", "ghost");
+    w.expect_array("topic.partitions", 1);
+    failed(
+        &mut w,
+        0,
+        ResponseError::UnknownTopicOrPartition,
+        Some(UNKNOWN_TOPIC_MSG),
+    );
+    w.expect_no_tags("topic tags");
+    w.expect_str("topic.name", "bad topic");
+    w.expect_array("topic.partitions", 1);
+    failed(
+        &mut w,
+        0,
+        ResponseError::InvalidTopicException,
+        Some(INVALID_TOPIC_NAME_MSG),
+    );
+    w.expect_no_tags("topic tags");
+    w.expect_no_tags("top-level tags");
+    w.end();
+}
+
 // ---------------------------------------------------------------------------------------------
 // Golden files.
 
@@ -3311,6 +3441,13 @@ const GOLDEN_APIS: &[GoldenApi] = &[
         name: "TxnOffsetCommit",
         build: |v| Response::TxnOffsetCommit(txn_offset_commit_response(v)),
         walk: walk_txn_offset_commit,
+    },
+    GoldenApi {
+        api_key: 61,
+        file_stem: "describe_producers",
+        name: "DescribeProducers",
+        build: |v| Response::DescribeProducers(describe_producers_response(v)),
+        walk: walk_describe_producers,
     },
     GoldenApi {
         api_key: 65,
@@ -3667,6 +3804,11 @@ fn golden_end_txn_responses() {
 #[test]
 fn golden_txn_offset_commit_responses() {
     run_golden(golden_api(28));
+}
+
+#[test]
+fn golden_describe_producers_responses() {
+    run_golden(golden_api(61));
 }
 
 #[test]
@@ -5992,11 +6134,43 @@ fn requests_list_transactions() {
 }
 
 #[test]
+fn requests_describe_producers() {
+    // What `Admin.describeProducers` sends: partitions grouped by topic.
+    let mut e = Enc::request(61, 0, CID, Some("adminclient-1"), true);
+    e.arr(2);
+    e.str(TOPIC);
+    e.arr(2);
+    e.i32(0);
+    e.i32(1);
+    e.tags();
+    e.str(AUDIT_TOPIC);
+    e.arr(1);
+    e.i32(0);
+    e.tags();
+    e.tags();
+    use describe_producers_request::TopicRequest;
+    let expect = DescribeProducersRequest::default().with_topics(vec![
+        TopicRequest::default()
+            .with_name(s(TOPIC).into())
+            .with_partition_indexes(vec![0, 1]),
+        TopicRequest::default()
+            .with_name(s(AUDIT_TOPIC).into())
+            .with_partition_indexes(vec![0]),
+    ]);
+    check_request(
+        e.finish(),
+        Some("adminclient-1"),
+        0,
+        Request::DescribeProducers(expect),
+    );
+}
+
+#[test]
 fn request_golden_cases_cover_every_served_api() {
     // The request tests above exist for exactly these keys; a new served key needs its own.
     let covered = [
         0i16, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 19, 20, 21, 22, 24, 25, 26, 28, 32,
-        33, 37, 42, 44, 47, 60, 65, 66, 68, 69,
+        33, 37, 42, 44, 47, 60, 61, 65, 66, 68, 69,
     ];
     for r in SERVED {
         assert!(

@@ -984,3 +984,243 @@ fn read_committed_fetch_returns_committed_data_and_the_aborted_transactions() {
         assert_eq!(bad, DataReply::Marker(3));
     });
 }
+
+fn dp_req(topics: &[(&str, &[i32])]) -> DescribeProducersRequest {
+    use kafka_protocol::messages::describe_producers_request::TopicRequest;
+    DescribeProducersRequest::default().with_topics(
+        topics
+            .iter()
+            .map(|(t, ps)| {
+                TopicRequest::default()
+                    .with_name(name(t))
+                    .with_partition_indexes(ps.to_vec())
+            })
+            .collect(),
+    )
+}
+
+/// (partition, error code, error message, producer ids) of each partition of each topic.
+type DpView = Vec<(String, Vec<(i32, i16, Option<String>, Vec<i64>)>)>;
+
+fn dp_view(resp: &DescribeProducersResponse) -> DpView {
+    resp.topics
+        .iter()
+        .map(|t| {
+            let parts = t
+                .partitions
+                .iter()
+                .map(|p| {
+                    (
+                        p.partition_index,
+                        p.error_code,
+                        p.error_message.as_ref().map(|m| m.to_string()),
+                        p.active_producers.iter().map(|a| a.producer_id.0).collect(),
+                    )
+                })
+                .collect();
+            (t.name.0.to_string(), parts)
+        })
+        .collect()
+}
+
+#[test]
+fn describe_producers_errors_follow_kafka() {
+    use super::describe_producers::describe_producers_with;
+    use crate::data::ProducerState;
+    let tb = broker("dp-errors");
+    let long = "x".repeat(250);
+    let req = dp_req(&[
+        ("orders", &[0, 3, -1, 0, 1]),
+        ("ghost", &[0, 1]),
+        ("bad topic", &[0]),
+        ("", &[2]),
+        ("..", &[0]),
+        (&long, &[0]),
+        ("__consumer_offsets", &[0]),
+    ]);
+    let mut asked = Vec::new();
+    let resp = describe_producers_with(&tb.broker, &req, |t, p| {
+        asked.push((t.name.clone(), p));
+        match p {
+            0 => Ok(vec![ProducerState {
+                producer_id: 77,
+                epoch: 3,
+                last_sequence: 9,
+                last_timestamp: 1_234,
+                coordinator_epoch: -1,
+                txn_start_offset: Some(40),
+            }]),
+            _ => Err(kafka_protocol::ResponseError::KafkaStorageError.code()),
+        }
+    });
+    // Only partitions that exist reach the log, repeats included (the handler reads each once).
+    assert_eq!(
+        asked,
+        vec![
+            ("orders".to_string(), 0),
+            ("orders".to_string(), 0),
+            ("orders".to_string(), 1),
+            ("__consumer_offsets".to_string(), 0),
+        ]
+    );
+    let unknown = Some("This server does not host this topic-partition.".to_string());
+    let invalid = |why: &str| Some(format!("Topic name is invalid: {why}"));
+    let want: DpView = vec![
+        (
+            "orders".into(),
+            vec![
+                (0, 0, None, vec![77]),
+                (3, 3, None, vec![]),
+                (-1, 3, None, vec![]),
+                (0, 0, None, vec![77]),
+                (1, 56, None, vec![]),
+            ],
+        ),
+        (
+            "ghost".into(),
+            vec![(0, 3, unknown.clone(), vec![]), (1, 3, unknown, vec![])],
+        ),
+        (
+            "bad topic".into(),
+            vec![(
+                0,
+                17,
+                invalid(
+                    "'bad topic' contains one or more characters other than ASCII \
+                     alphanumerics, '.', '_' and '-'",
+                ),
+                vec![],
+            )],
+        ),
+        (
+            "".into(),
+            vec![(2, 17, invalid("the empty string is not allowed"), vec![])],
+        ),
+        (
+            "..".into(),
+            vec![(0, 17, invalid("'..' is not allowed"), vec![])],
+        ),
+        (
+            long.clone(),
+            vec![(
+                0,
+                17,
+                invalid(&format!(
+                    "the length of '{long}' is longer than the max allowed length 249"
+                )),
+                vec![],
+            )],
+        ),
+        ("__consumer_offsets".into(), vec![(0, 0, None, vec![77])]),
+    ];
+    assert_eq!(dp_view(&resp), want);
+    let p = &resp.topics[0].partitions[0].active_producers[0];
+    assert_eq!(
+        (
+            p.producer_epoch,
+            p.last_sequence,
+            p.last_timestamp,
+            p.coordinator_epoch,
+            p.current_txn_start_offset
+        ),
+        (3, 9, 1_234, -1, 40)
+    );
+    let mut out = BytesMut::new();
+    wire::encode_response(1, 0, &wire::Response::DescribeProducers(resp), &mut out).unwrap();
+}
+
+#[test]
+fn describe_producers_reads_the_producer_state_after_produce_commit_and_replay() {
+    use crate::data::{DataOp, DataReply, ProducerState};
+    let tb = broker("dp-store");
+    let broker = tb.broker.clone();
+    with_store(&tb, move |store, topic| async move {
+        let producers = |store: std::rc::Rc<crate::data::DataStore>, partitions: Vec<i32>| {
+            let items = partitions.into_iter().map(|p| (topic.clone(), p)).collect();
+            async move {
+                match store.execute(DataOp::Producers { items }).await {
+                    DataReply::Producers(r) => r,
+                    other => panic!("{other:?}"),
+                }
+            }
+        };
+        let append = |records: Bytes| {
+            store.execute(DataOp::Append {
+                topic: topic.clone(),
+                partition: 0,
+                records,
+            })
+        };
+        let ok = |r: DataReply| match r {
+            DataReply::Append(a) => assert_eq!(a.error, 0, "{a:?}"),
+            other => panic!("{other:?}"),
+        };
+        // Nothing written yet: no producers; a partition the topic lacks is an error.
+        assert_eq!(
+            producers(store.clone(), vec![1, 5]).await,
+            vec![Ok(vec![]), Err(3)]
+        );
+        // Idempotent producer 11: sequences 0..=2 then 3..=4 at offsets 0..=4 (timestamps
+        // 1011); transactional producer 12 at offsets 5..=7, so its transaction starts at 5.
+        ok(append(producer_batch(3, 11, 0, false)).await);
+        ok(append(producer_batch(2, 11, 3, false)).await);
+        ok(append(producer_batch(2, 12, 0, true)).await);
+        ok(append(producer_batch(1, 12, 2, true)).await);
+        let idempotent = ProducerState {
+            producer_id: 11,
+            epoch: 0,
+            last_sequence: 4,
+            last_timestamp: 1_011,
+            coordinator_epoch: -1,
+            txn_start_offset: None,
+        };
+        let open = ProducerState {
+            producer_id: 12,
+            epoch: 0,
+            last_sequence: 2,
+            last_timestamp: 1_012,
+            coordinator_epoch: -1,
+            txn_start_offset: Some(5),
+        };
+        assert_eq!(
+            producers(store.clone(), vec![0]).await,
+            vec![Ok(vec![idempotent, open])]
+        );
+        // The commit marker (coordinator epoch 4) ends the transaction: no start offset, the
+        // coordinator epoch and the marker's timestamp (now).
+        let before = crate::clock::wall_clock_ms();
+        let marker = store
+            .execute(DataOp::WriteMarker {
+                topic: topic.clone(),
+                partition: 0,
+                producer_id: 12,
+                producer_epoch: 0,
+                commit: true,
+                coordinator_epoch: 4,
+            })
+            .await;
+        assert_eq!(marker, DataReply::Marker(0));
+        let after = producers(store.clone(), vec![0]).await;
+        let [Ok(ps)] = &after[..] else {
+            panic!("{after:?}")
+        };
+        assert_eq!(ps[0], idempotent);
+        assert_eq!(
+            (
+                ps[1].coordinator_epoch,
+                ps[1].txn_start_offset,
+                ps[1].last_sequence
+            ),
+            (4, None, 2)
+        );
+        let marker_ts = ps[1].last_timestamp;
+        assert!(
+            marker_ts >= before && marker_ts <= crate::clock::wall_clock_ms(),
+            "{marker_ts}"
+        );
+        // A second store on the same data opens the log from disk: recovery rebuilds the same
+        // producer state.
+        let replayed = crate::data::DataStore::new(broker, 0);
+        assert_eq!(producers(replayed, vec![0]).await, after);
+    });
+}

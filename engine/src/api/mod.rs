@@ -8,7 +8,8 @@
 //!
 //! Where to look: group APIs (`join_group.rs` … `consumer_group_describe.rs`) split a request by
 //! group and assemble the answer in the shape of the request's version; the data APIs
-//! (`produce.rs`, `fetch.rs`, `list_offsets.rs`, `delete_records.rs`) split by owning shard;
+//! (`produce.rs`, `fetch.rs`, `list_offsets.rs`, `delete_records.rs`, `describe_producers.rs`)
+//! split by owning shard;
 //! the transaction APIs (`init_producer_id.rs`, `add_partitions_to_txn.rs`,
 //! `add_offsets_to_txn.rs`, `end_txn.rs`, `describe_transactions.rs`, `list_transactions.rs`)
 //! go to the shard of the transactional id's `__transaction_state` partition; the broker APIs (`api_versions.rs`, `metadata.rs`, `create_topics.rs`,
@@ -38,6 +39,7 @@ mod delete_topics;
 mod describe_cluster;
 mod describe_configs;
 mod describe_groups;
+mod describe_producers;
 mod describe_transactions;
 mod end_txn;
 mod fetch;
@@ -145,6 +147,9 @@ async fn dispatch(
         Request::Fetch(r) => Response::Fetch(fetch::handle(shard, r, v).await),
         Request::DeleteRecords(r) => {
             Response::DeleteRecords(delete_records::handle(shard, r, v).await)
+        }
+        Request::DescribeProducers(r) => {
+            Response::DescribeProducers(describe_producers::handle(shard, r, v).await)
         }
         Request::InitProducerId(r) => {
             Response::InitProducerId(init_producer_id::handle(shard, r, v).await)

@@ -22,12 +22,17 @@
 //! the LSO and carry the aborted transactions they overlap, and read_committed ListOffsets
 //! latest is the LSO.
 //!
+//! Producer state: DescribeProducers reads each partition's producers (`TopicLog::active_producers`)
+//! on its shard, from memory, as the log holds them (staged batches included, as Kafka's leader
+//! reports what it appended).
+//!
 //! Partitions open on first use (one sequential scan of their segments, logged with what it
 //! found and whether a torn tail was cut) and stay open.
 
 use crate::topics::Topic;
 use bytes::Bytes;
 use std::sync::Arc;
+pub use storage::topic_log::ProducerState;
 
 pub mod store;
 pub use store::{partition_dir, sweep_deleted_topics, DataStore};
@@ -80,6 +85,8 @@ pub enum DataOp {
         partition: i32,
         offset: i64,
     },
+    /// DescribeProducers for partitions owned by this shard: each one's producer state.
+    Producers { items: Vec<(Arc<Topic>, i32)> },
     /// Close the partitions of topics that no longer exist and remove their directories.
     Forget,
 }
@@ -108,6 +115,9 @@ pub enum DataReply {
     Deleted(Result<i64, i16>),
     /// 0 once the marker is durable, else the Kafka error code.
     Marker(i16),
+    /// Per item of `DataOp::Producers`, in order: the producers its log remembers, or an
+    /// error code.
+    Producers(Vec<Result<Vec<ProducerState>, i16>>),
     Forgotten,
 }
 

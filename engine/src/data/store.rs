@@ -15,7 +15,7 @@ use std::rc::{Rc, Weak};
 use std::sync::Arc;
 use std::time::Duration;
 use storage::io::GlommioDir;
-use storage::topic_log::{AppendError, Read, Staged, TopicLog, TopicLogConfig};
+use storage::topic_log::{AppendError, ProducerState, Read, Staged, TopicLog, TopicLogConfig};
 use uuid::Uuid;
 
 /// File Kafka writes in every partition directory naming the topic id it belongs to.
@@ -157,6 +157,13 @@ impl DataStore {
                     partition,
                     offset,
                 } => DataReply::Deleted(me.delete_records(topic, partition, offset).await),
+                DataOp::Producers { items } => {
+                    let mut out = Vec::with_capacity(items.len());
+                    for (topic, partition) in items {
+                        out.push(me.producers(&topic, partition).await);
+                    }
+                    DataReply::Producers(out)
+                }
                 DataOp::Forget => {
                     me.forget_deleted();
                     DataReply::Forgotten
@@ -506,6 +513,26 @@ impl DataStore {
         // answered as no offset (-1, -1).
         let found = found.filter(|&(o, _)| matches!(timestamp, -2 | -4) || o < last_fetchable);
         Ok(found.map_or((-1, -1), |(o, t)| (o as i64, t)))
+    }
+
+    /// DescribeProducers' work on one partition (`Partition.activeProducerState`): the producers
+    /// its log remembers, opening (and so recovering) the log if this is its first use.
+    async fn producers(
+        self: &Rc<Self>,
+        topic: &Arc<Topic>,
+        partition: i32,
+    ) -> Result<Vec<ProducerState>, i16> {
+        if topic.internal {
+            // `__consumer_offsets` belongs to the group coordinator (see `read`), whose batches
+            // of transactional offset commits are not kept as a topic log's producer state.
+            return Ok(Vec::new());
+        }
+        if partition < 0 || partition >= topic.partitions {
+            return Err(ResponseError::UnknownTopicOrPartition.code());
+        }
+        let p = self.partition(topic, partition).await?;
+        let producers = p.log.borrow().active_producers();
+        Ok(producers)
     }
 
     async fn delete_records(

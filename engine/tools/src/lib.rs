@@ -4,7 +4,7 @@
 //! output shaped like `kafka-consumer-groups.sh`), `ringleader dump-log` (print or verify
 //! `__consumer_offsets` segment files like `kafka-dump-log.sh --offsets-decoder`) and
 //! `ringleader stats` (read a broker's metrics endpoint) and `ringleader transactions` (list and
-//! describe transactions, like `kafka-transactions.sh`).
+//! describe transactions and describe a partition's producers, like `kafka-transactions.sh`).
 //!
 //! Must not: depend on the broker (`engine`): the tools talk to a broker over its wire protocol or
 //! read its files with `storage` and `wire`, so they work the same against Apache Kafka, and the

@@ -1,5 +1,6 @@
-//! `ringleader transactions`: list and describe transactions over the Kafka wire protocol,
-//! output shaped like Kafka's `kafka-transactions.sh list` / `describe`
+//! `ringleader transactions`: list and describe transactions and describe a partition's
+//! producers over the Kafka wire protocol, output shaped like Kafka's `kafka-transactions.sh
+//! list` / `describe` / `describe-producers`
 //! (`tools/src/main/java/org/apache/kafka/tools/TransactionsCommand.java`).
 //!
 //! A client, like `ringleader groups` (whose connection and table code it reuses): it runs
@@ -12,8 +13,9 @@ use std::io::Write;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use wire::{Request, Response};
 
-/// `ringleader transactions`: list the transactions every coordinator knows, or describe one
-/// transactional id (like kafka-transactions.sh).
+/// `ringleader transactions`: list the transactions every coordinator knows, describe one
+/// transactional id, or describe the producers of one topic partition (like
+/// kafka-transactions.sh).
 #[derive(clap::Args, Debug)]
 pub struct TransactionsArgs {
     /// Broker to connect to, host:port.
@@ -28,6 +30,16 @@ pub struct TransactionsArgs {
     /// The transactional id to describe.
     #[arg(long)]
     pub transactional_id: Option<String>,
+    /// Describe the active producers of the partition given with --topic and --partition, as
+    /// the broker connected to holds them (the partition's leader on a one-node cluster).
+    #[arg(long)]
+    pub describe_producers: bool,
+    /// With --describe-producers: the topic.
+    #[arg(long)]
+    pub topic: Option<String>,
+    /// With --describe-producers: the partition.
+    #[arg(long, allow_hyphen_values = true)]
+    pub partition: Option<i32>,
     /// With --list: only transactions open for at least this many milliseconds.
     #[arg(long, allow_hyphen_values = true)]
     pub duration_filter: Option<i64>,
@@ -48,6 +60,12 @@ const DESCRIBE_TRANSACTIONS: ApiSpec = ApiSpec {
     min: 0,
     max: 0,
 };
+const DESCRIBE_PRODUCERS: ApiSpec = ApiSpec {
+    key: 61,
+    name: "DescribeProducers",
+    min: 0,
+    max: 0,
+};
 const FIND_COORDINATOR: ApiSpec = ApiSpec {
     key: 10,
     name: "FindCoordinator",
@@ -56,20 +74,40 @@ const FIND_COORDINATOR: ApiSpec = ApiSpec {
 };
 
 pub fn run(args: &TransactionsArgs, out: &mut dyn Write) -> i32 {
-    let code = match (args.list, args.describe, &args.transactional_id) {
-        (true, false, None) => list(args, out),
-        (false, true, Some(id)) => describe(args, id, out),
-        _ => {
-            let _ = writeln!(
-                out,
-                "Error: give --list, or --describe with --transactional-id\n\
-                 Try 'ringleader transactions --help' for usage."
-            );
-            2
+    let producers_args = (&args.topic, args.partition);
+    let code = match (args.list, args.describe, args.describe_producers) {
+        (true, false, false)
+            if args.transactional_id.is_none() && producers_args == (&None, None) =>
+        {
+            list(args, out)
         }
+        (false, true, false)
+            if args.transactional_id.is_some() && producers_args == (&None, None) =>
+        {
+            describe(
+                args,
+                args.transactional_id.as_deref().unwrap_or_default(),
+                out,
+            )
+        }
+        (false, false, true) if args.transactional_id.is_none() => match producers_args {
+            (Some(topic), Some(partition)) => describe_producers(args, topic, partition, out),
+            _ => usage(out),
+        },
+        _ => usage(out),
     };
     let _ = out.flush();
     code
+}
+
+fn usage(out: &mut dyn Write) -> i32 {
+    let _ = writeln!(
+        out,
+        "Error: give --list, --describe with --transactional-id, or --describe-producers with \
+         --topic and --partition\n\
+         Try 'ringleader transactions --help' for usage."
+    );
+    2
 }
 
 fn connect(args: &TransactionsArgs) -> Result<AdminConnection, String> {
@@ -247,6 +285,93 @@ fn describe(args: &TransactionsArgs, id: &str, out: &mut dyn Write) -> i32 {
                     "TopicPartitions",
                 ],
                 &[row],
+            ) {
+                let _ = writeln!(out, "{line}");
+            }
+            0
+        }
+        Err(e) => {
+            let _ = writeln!(out, "Error: {e}");
+            1
+        }
+    }
+}
+
+/// `kafka-transactions.sh describe-producers` (`DescribeProducersCommand`): one row per active
+/// producer of the partition, with a coordinator epoch of -1 and a start offset of `None` where
+/// the broker reports none (the admin client's `OptionalInt` / `OptionalLong`, set only when
+/// the wire value is not negative).
+fn describe_producers(
+    args: &TransactionsArgs,
+    topic: &str,
+    partition: i32,
+    out: &mut dyn Write,
+) -> i32 {
+    use kafka_protocol::messages::describe_producers_request::TopicRequest;
+    let result = (|| -> Result<Vec<Vec<String>>, String> {
+        let mut c = connect(args)?;
+        let v = c.require(DESCRIBE_PRODUCERS).map_err(|e| e.message)?;
+        let req = DescribeProducersRequest::default().with_topics(vec![TopicRequest::default()
+            .with_name(TopicName(StrBytes::from_string(topic.to_string())))
+            .with_partition_indexes(vec![partition])]);
+        let resp = match c
+            .call(v, &Request::DescribeProducers(req))
+            .map_err(|e| e.message)?
+        {
+            Response::DescribeProducers(r) => r,
+            _ => return Err("the broker answered DescribeProducers with another response".into()),
+        };
+        let failed = |why: String| {
+            format!(
+                "Failed to describe producers for partition {topic}-{partition} on leader: {why}"
+            )
+        };
+        let Some(p) = resp
+            .topics
+            .iter()
+            .filter(|t| t.name.0.as_str() == topic)
+            .flat_map(|t| &t.partitions)
+            .find(|p| p.partition_index == partition)
+        else {
+            return Err(failed("the broker did not answer for the partition".into()));
+        };
+        if p.error_code != 0 {
+            let mut why = error_name(p.error_code);
+            if let Some(m) = &p.error_message {
+                why = format!("{why} ({m})");
+            }
+            return Err(failed(why));
+        }
+        Ok(p.active_producers
+            .iter()
+            .map(|a| {
+                vec![
+                    a.producer_id.0.to_string(),
+                    a.producer_epoch.to_string(),
+                    a.coordinator_epoch.max(-1).to_string(),
+                    a.last_sequence.to_string(),
+                    a.last_timestamp.to_string(),
+                    if a.current_txn_start_offset < 0 {
+                        "None".to_string()
+                    } else {
+                        a.current_txn_start_offset.to_string()
+                    },
+                ]
+            })
+            .collect())
+    })();
+    match result {
+        Ok(rows) => {
+            for line in format_table(
+                &[
+                    "ProducerId",
+                    "ProducerEpoch",
+                    "LatestCoordinatorEpoch",
+                    "LastSequence",
+                    "LastTimestamp",
+                    "CurrentTransactionStartOffset",
+                ],
+                &rows,
             ) {
                 let _ = writeln!(out, "{line}");
             }
