@@ -43,6 +43,9 @@ struct Args {
     partitions: i32,
     #[arg(long, default_value_t = SimConfig::default().steps)]
     steps: u64,
+    /// Transactional producers committing offsets (0: none).
+    #[arg(long, default_value_t = SimConfig::default().txn_clients)]
+    txn_clients: usize,
     /// Worker threads (default: available cores).
     #[arg(long)]
     jobs: Option<usize>,
@@ -78,6 +81,7 @@ fn main() {
         groups: args.groups,
         partitions: args.partitions,
         steps: args.steps,
+        txn_clients: args.txn_clients,
         trace: args.trace,
     };
     let deadline = match args.duration.as_deref().map(parse_duration) {

@@ -49,6 +49,7 @@ mod clients;
 mod journal;
 mod oracle;
 pub mod rng;
+mod txn;
 mod world;
 
 use std::fmt;
@@ -65,6 +66,8 @@ pub struct SimConfig {
     pub partitions: i32,
     /// Events to process with faults on, before the fault-free settle phase.
     pub steps: u64,
+    /// Transactional producers committing offsets for the groups (`txn.rs`).
+    pub txn_clients: usize,
     /// Print every event (for replaying a failure).
     pub trace: bool,
 }
@@ -76,6 +79,7 @@ impl Default for SimConfig {
             groups: 8,
             partitions: 4,
             steps: 6000,
+            txn_clients: 6,
             trace: false,
         }
     }
@@ -86,8 +90,8 @@ impl SimConfig {
     pub fn replay_command(&self, seed: u64) -> String {
         format!(
             "cargo run --release -p ringleader-sim --example sim -- --seed {seed} \
-             --members {} --groups {} --partitions {} --steps {} --trace",
-            self.members, self.groups, self.partitions, self.steps
+             --members {} --groups {} --partitions {} --steps {} --txn-clients {} --trace",
+            self.members, self.groups, self.partitions, self.steps, self.txn_clients
         )
     }
 }
@@ -140,6 +144,15 @@ pub struct SimStats {
     pub assignments_written: u64,
     /// Requests that waited for room in their partition (over its bound on queued bytes).
     pub deferred: u64,
+    /// Transactions whose markers were all written, by outcome.
+    pub txn_committed: u64,
+    pub txn_aborted: u64,
+    /// Acknowledged TxnOffsetCommit requests.
+    pub txn_offset_commits: u64,
+    /// OffsetFetch answers checked against open transactions: UNSTABLE_OFFSET_COMMIT given
+    /// (require_stable), and offsets a transactional client read and the oracle traced back.
+    pub unstable_answers: u64,
+    pub txn_reads_checked: u64,
     /// Individual invariant evaluations.
     pub checks: u64,
     /// A digest of every event processed, to prove that a seed replays identically.
@@ -174,6 +187,11 @@ impl SimStats {
         self.assignments_offloaded += o.assignments_offloaded;
         self.assignments_written += o.assignments_written;
         self.deferred += o.deferred;
+        self.txn_committed += o.txn_committed;
+        self.txn_aborted += o.txn_aborted;
+        self.txn_offset_commits += o.txn_offset_commits;
+        self.unstable_answers += o.unstable_answers;
+        self.txn_reads_checked += o.txn_reads_checked;
         self.checks += o.checks;
         self.digest = self.digest.rotate_left(5) ^ o.digest;
     }
@@ -189,7 +207,9 @@ impl fmt::Display for SimStats {
              checkpoints {} | batches recovered from the journal {} | client crashes {} | \
              fatal client errors {} | acked commits {} | \
              protocol switches {} | conversions {} | offloaded assignments {} (written {}) | \
-             requests deferred {} | invariant checks {}",
+             requests deferred {} | transactions committed {} / aborted {} | \
+             txn offset commits {} | unstable answers {} | txn reads checked {} | \
+             invariant checks {}",
             self.seeds,
             self.steps,
             self.sim_ms as f64 / 3_600_000.0,
@@ -216,6 +236,11 @@ impl fmt::Display for SimStats {
             self.assignments_offloaded,
             self.assignments_written,
             self.deferred,
+            self.txn_committed,
+            self.txn_aborted,
+            self.txn_offset_commits,
+            self.unstable_answers,
+            self.txn_reads_checked,
             self.checks
         )
     }

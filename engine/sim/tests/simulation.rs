@@ -29,6 +29,7 @@ fn ci_config() -> SimConfig {
         groups: 6,
         partitions: 3,
         steps: 4000,
+        txn_clients: 4,
         trace: false,
     }
 }
