@@ -46,6 +46,9 @@ struct Args {
     /// Transactional producers committing offsets (0: none).
     #[arg(long, default_value_t = SimConfig::default().txn_clients)]
     txn_clients: usize,
+    /// Max ms between a TxnOffsetCommit's verification and its write at the group (0: none).
+    #[arg(long, default_value_t = 0)]
+    verify_hop_ms: i64,
     /// Worker threads (default: available cores).
     #[arg(long)]
     jobs: Option<usize>,
@@ -82,6 +85,7 @@ fn main() {
         partitions: args.partitions,
         steps: args.steps,
         txn_clients: args.txn_clients,
+        verify_hop_ms: args.verify_hop_ms,
         trace: args.trace,
     };
     let deadline = match args.duration.as_deref().map(parse_duration) {

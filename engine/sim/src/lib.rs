@@ -68,6 +68,11 @@ pub struct SimConfig {
     pub steps: u64,
     /// Transactional producers committing offsets for the groups (`txn.rs`).
     pub txn_clients: usize,
+    /// Up to this many ms between a TxnOffsetCommit's verification by the transaction
+    /// coordinator and its write at the group's partition (0: at once, in the order the
+    /// broker releases them). Above 0 an abort marker can overtake a verified write: see
+    /// docs/reliability.md (the broker has no KIP-890 verification guard yet).
+    pub verify_hop_ms: i64,
     /// Print every event (for replaying a failure).
     pub trace: bool,
 }
@@ -80,6 +85,7 @@ impl Default for SimConfig {
             partitions: 4,
             steps: 6000,
             txn_clients: 6,
+            verify_hop_ms: 0,
             trace: false,
         }
     }
@@ -90,8 +96,13 @@ impl SimConfig {
     pub fn replay_command(&self, seed: u64) -> String {
         format!(
             "cargo run --release -p ringleader-sim --example sim -- --seed {seed} \
-             --members {} --groups {} --partitions {} --steps {} --txn-clients {} --trace",
-            self.members, self.groups, self.partitions, self.steps, self.txn_clients
+             --members {} --groups {} --partitions {} --steps {} --txn-clients {} --verify-hop-ms {} --trace",
+            self.members,
+            self.groups,
+            self.partitions,
+            self.steps,
+            self.txn_clients,
+            self.verify_hop_ms
         )
     }
 }

@@ -12,8 +12,11 @@
 //! and restarts the unfinished marker jobs (`on_loaded`). The TxnOffsetCommit path is
 //! `engine/src/api/txn_offset_commit.rs`: the transaction coordinator first verifies that the
 //! group's partition is in the producer's open transaction (KIP-890), then the group's
-//! partition handles the request — after an internal hop of a few milliseconds, as the two
-//! are different shards in the broker.
+//! partition handles the request: at once by default (in the broker the verification's reply
+//! and the marker jobs a durable write releases wake in the order they registered), or after a
+//! hop of up to `SimConfig::verify_hop_ms` — which lets an abort marker overtake the verified
+//! write, the race Kafka's `VerificationGuard` closes and Ringleader does not yet
+//! (docs/reliability.md).
 //!
 //! Transactional clients behave like Kafka's producer with `sendOffsetsToTransaction`
 //! (transactions version 1, as Kafka Streams does): InitProducerId, AddOffsetsToTxn (an
@@ -703,9 +706,14 @@ impl World {
             return self.txn_send_reply(msg.client, msg.corr, reply);
         }
         let tag = self.txn_key(req.transactional_id.0.as_str());
-        let hop = self.rng.range(0, 4);
-        let inc = self.incarnation;
         let group = *group;
+        if self.cfg.verify_hop_ms <= 0 {
+            // At once: before any marker job released by the same durable write (the broker
+            // wakes them in the order they registered).
+            return self.txn_commit_to_group(msg, group, tag);
+        }
+        let hop = self.rng.range(0, self.cfg.verify_hop_ms + 1);
+        let inc = self.incarnation;
         self.push(
             self.now + hop,
             Ev::TxnVerified {

@@ -30,6 +30,7 @@ fn ci_config() -> SimConfig {
         partitions: 3,
         steps: 4000,
         txn_clients: 4,
+        verify_hop_ms: 0,
         trace: false,
     }
 }
