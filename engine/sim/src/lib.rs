@@ -39,6 +39,12 @@
 //!   epochs, revoke-then-acknowledge reconciliation with a commit of the revoked partitions,
 //!   commits with the member epoch, subscription changes, leaving, fencing and rejoining). Any
 //!   client can crash (stop sending) and come back as a new instance.
+//! - **Transactions** (`txn.rs`): the broker's pure transaction coordinator on a
+//!   `__transaction_state` partition of its own (its log on `MemDir`, torn writes and replay on
+//!   crash), its markers written into the partition cores as `GroupRequest::TxnMarker`, and
+//!   transactional clients (InitProducerId, AddOffsetsToTxn, TxnOffsetCommit with a member's
+//!   generation or epoch, EndTxn commit or abort, OffsetFetch with and without
+//!   `require_stable`). There is no topic data: read_committed is tested in `storage`.
 //!
 //! Invariants are listed in `oracle.rs`. A failure carries its seed and a one-line command that
 //! replays it exactly: one seeded [`rng::Rng`] drives every decision, time is fake, and every

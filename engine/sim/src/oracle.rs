@@ -35,6 +35,14 @@
 //!     last written GroupMetadata otherwise), and so does replaying `snapshot_records()`. After
 //!     a crash or reload, the loaded state equals the replay of a prefix of the records that
 //!     includes every batch some released response relied on.
+//! (t) **Transactions** (issue 17): the oracle's own model of pending transactional offsets per
+//!     producer, and each transaction's outcome once its prepare record is durable. (t0) that
+//!     outcome never changes; (t1) no OffsetFetch returns an offset written only by transactions
+//!     that did not commit, and a COMMIT marker makes visible only its own transaction's
+//!     offsets, all at once (then (c) holds OffsetFetch to them); (t2) after a load every pending
+//!     offset was written by its producer, and a producer's acknowledged pending offsets survive
+//!     whole or not at all; (t3) `require_stable` answers UNSTABLE_OFFSET_COMMIT exactly for
+//!     partitions with pending offsets; (t5) after the settle phase every transaction has ended.
 //! (e) **Convergence.** After the fault-free settle phase every group is stable with exactly its
 //!     live clients as members, every subscribed partition owned by exactly one of them, and
 //!     client and coordinator agreeing on generations, epochs and assignments.
