@@ -10,8 +10,8 @@
 //! the broker's shell does not also leave to the core.
 
 use super::world::{Ev, Reply, ReqMsg, World};
-use engine::group::{Coordinator, GroupRequest, GroupResponse, Output, ReqId, RequestContext};
 use engine::group::txn::TxnWrite;
+use engine::group::{Coordinator, GroupRequest, GroupResponse, Output, ReqId, RequestContext};
 use engine::partition_core::{Deferred, PartitionCore, Phase, Refusal, Released};
 use futures_lite::future::block_on;
 use kafka_protocol::ResponseError;
@@ -380,7 +380,13 @@ impl World {
     }
 
     /// Run a request on its partition's coordinator (on arrival, or once it has room).
-    pub(super) fn run_request(&mut self, s: usize, id: ReqId, ctx: &RequestContext, req: GroupRequest) {
+    pub(super) fn run_request(
+        &mut self,
+        s: usize,
+        id: ReqId,
+        ctx: &RequestContext,
+        req: GroupRequest,
+    ) {
         let fetch_group = match &req {
             GroupRequest::OffsetFetch { group, .. } => Some(group.clone()),
             _ => None,

@@ -289,7 +289,8 @@ impl World {
                     let m = &mut self.oracle.txn;
                     m.seq += 1;
                     m.value_seq.insert(offset, m.seq);
-                    m.committed_seq.insert((route.group, topic, partition), m.seq);
+                    m.committed_seq
+                        .insert((route.group, topic, partition), m.seq);
                 }
             }
             (
@@ -343,7 +344,8 @@ impl World {
                     // (t3) require_stable: a partition with pending transactional offsets
                     // answers UNSTABLE_OFFSET_COMMIT, and only such a partition does.
                     let pending = self.oracle.txn.pending_on(s, route.group, t, *p);
-                    let unstable = *code == kafka_protocol::ResponseError::UnstableOffsetCommit.code();
+                    let unstable =
+                        *code == kafka_protocol::ResponseError::UnstableOffsetCommit.code();
                     if stable {
                         self.stats.checks += 1;
                         if pending != unstable {
@@ -403,9 +405,10 @@ impl World {
             (GroupResponse::TxnOffsetCommit(r), RouteKind::TxnCommit { parts, .. }) => {
                 for t in &r.topics {
                     for p in t.partitions.iter().filter(|p| p.error_code == 0) {
-                        if let Some(x) = parts.iter().find(|(tt, pp, _)| {
-                            tt == t.name.as_str() && *pp == p.partition_index
-                        }) {
+                        if let Some(x) = parts
+                            .iter()
+                            .find(|(tt, pp, _)| tt == t.name.as_str() && *pp == p.partition_index)
+                        {
                             self.oracle.txn.acked.insert(x.2);
                         }
                     }
@@ -1037,7 +1040,9 @@ impl World {
             },
         ))?;
         if bad > 0 {
-            return Err(std::io::Error::other(format!("{bad} records did not decode")));
+            return Err(std::io::Error::other(format!(
+                "{bad} records did not decode"
+            )));
         }
         Ok((c, report.truncated))
     }
@@ -1068,7 +1073,9 @@ impl World {
         }
         self.stats.checks += 1;
         if let Err(msg) = self.txn_converged() {
-            self.fail(format!("(t5) transactions did not end after the settle phase: {msg}"));
+            self.fail(format!(
+                "(t5) transactions did not end after the settle phase: {msg}"
+            ));
         }
     }
 
@@ -1265,7 +1272,11 @@ impl World {
                 ));
             }
             let vs = m.value_seq.get(&v).copied().unwrap_or(0);
-            let cs = m.committed_seq.get(&(g, t.clone(), p)).copied().unwrap_or(0);
+            let cs = m
+                .committed_seq
+                .get(&(g, t.clone(), p))
+                .copied()
+                .unwrap_or(0);
             if vs <= cs {
                 continue; // a later committed offset wins
             }
@@ -1286,7 +1297,11 @@ impl World {
         self.stats.checks += 1;
         let decided: Vec<Option<bool>> = keys
             .iter()
-            .map(|k| k.as_ref().and_then(|k| self.oracle.txn.decisions.get(k)).copied())
+            .map(|k| {
+                k.as_ref()
+                    .and_then(|k| self.oracle.txn.decisions.get(k))
+                    .copied()
+            })
             .collect();
         (!decided.contains(&Some(true))).then(|| {
             format!(

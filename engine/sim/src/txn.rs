@@ -88,7 +88,10 @@ pub(super) enum TxnReply {
 /// Who waits for a transaction-coordinator reply.
 #[derive(Debug, Clone)]
 enum Asker {
-    Client { client: usize, corr: u64 },
+    Client {
+        client: usize,
+        corr: u64,
+    },
     /// The KIP-890 verification of a TxnOffsetCommit: on success the request goes on to the
     /// group's partition.
     Verify(Box<TxnMsg>),
@@ -267,7 +270,9 @@ impl World {
             Err(e) => return self.fail(format!("__transaction_state failed to load: {e}")),
         };
         if skipped > 0 {
-            self.fail(format!("__transaction_state: {skipped} records did not decode"));
+            self.fail(format!(
+                "__transaction_state: {skipped} records did not decode"
+            ));
         }
         let jobs = coord.on_loaded(self.now);
         let h = &mut self.txn;
@@ -504,7 +509,15 @@ impl World {
             .find(|g| self.groups[*g].partition == s)
             .unwrap_or(0);
         let kind = RouteKind::Marker { job: jid };
-        self.txn_group_run(s, group, usize::MAX, 0, kind, "transaction-coordinator", req);
+        self.txn_group_run(
+            s,
+            group,
+            usize::MAX,
+            0,
+            kind,
+            "transaction-coordinator",
+            req,
+        );
     }
 
     fn txn_marker_retry(&mut self, jid: u64, s: usize) {
@@ -690,9 +703,8 @@ impl World {
             let code = verify_error(code);
             let mut r = TxnOffsetCommitResponse::default();
             for t in &req.topics {
-                let mut rt =
-                    txn_offset_commit_response::TxnOffsetCommitResponseTopic::default()
-                        .with_name(t.name.clone());
+                let mut rt = txn_offset_commit_response::TxnOffsetCommitResponseTopic::default()
+                    .with_name(t.name.clone());
                 for p in &t.partitions {
                     rt.partitions.push(
                         txn_offset_commit_response::TxnOffsetCommitResponsePartition::default()

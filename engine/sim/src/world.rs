@@ -708,7 +708,12 @@ impl World {
             Ev::TxnToBroker(m) => (
                 20,
                 m.corr,
-                format!("txn request t{} #{}: {}", m.client, m.corr, brief_call(&m.call)),
+                format!(
+                    "txn request t{} #{}: {}",
+                    m.client,
+                    m.corr,
+                    brief_call(&m.call)
+                ),
             ),
             Ev::TxnToClient {
                 client,
@@ -723,7 +728,9 @@ impl World {
             Ev::TxnWriterDone { .. } => (23, 0, "txn writer done".into()),
             Ev::TxnTick { .. } => (24, 0, "txn tick".into()),
             Ev::MarkerSend { job, s, .. } => (25, *job, format!("marker job {job} to p{s}")),
-            Ev::TxnVerified { msg, group, tag, .. } => (
+            Ev::TxnVerified {
+                msg, group, tag, ..
+            } => (
                 26,
                 msg.corr,
                 format!(
