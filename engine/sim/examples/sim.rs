@@ -43,6 +43,12 @@ struct Args {
     partitions: i32,
     #[arg(long, default_value_t = SimConfig::default().steps)]
     steps: u64,
+    /// Transactional producers committing offsets (0: none).
+    #[arg(long, default_value_t = SimConfig::default().txn_clients)]
+    txn_clients: usize,
+    /// Max ms between a TxnOffsetCommit's verification and its write at the group (0: none).
+    #[arg(long, default_value_t = 0)]
+    verify_hop_ms: i64,
     /// Worker threads (default: available cores).
     #[arg(long)]
     jobs: Option<usize>,
@@ -78,6 +84,8 @@ fn main() {
         groups: args.groups,
         partitions: args.partitions,
         steps: args.steps,
+        txn_clients: args.txn_clients,
+        verify_hop_ms: args.verify_hop_ms,
         trace: args.trace,
     };
     let deadline = match args.duration.as_deref().map(parse_duration) {

@@ -10,6 +10,7 @@
 //! the broker's shell does not also leave to the core.
 
 use super::world::{Ev, Reply, ReqMsg, World};
+use engine::group::txn::TxnWrite;
 use engine::group::{Coordinator, GroupRequest, GroupResponse, Output, ReqId, RequestContext};
 use engine::partition_core::{Deferred, PartitionCore, Phase, Refusal, Released};
 use futures_lite::future::block_on;
@@ -45,6 +46,20 @@ pub(super) enum RouteKind {
     ConsumerHeartbeat {
         member: String,
     },
+    /// A transaction marker of marker job `job` (`txn.rs`); its answer goes back to the job.
+    Marker {
+        job: u64,
+    },
+    /// A transactional client's TxnOffsetCommit: the producer, the transaction the
+    /// verification found it in, and (topic, partition, offset) per partition.
+    TxnCommit {
+        producer_id: i64,
+        tag: Option<super::txn::TxnKey>,
+        parts: Vec<(String, i32, i64)>,
+    },
+    TxnFetch {
+        require_stable: bool,
+    },
     Other,
 }
 
@@ -62,6 +77,8 @@ pub(super) struct Snap {
 #[derive(Debug)]
 pub(super) struct InFlight {
     pub records: Vec<Record>,
+    /// A producer's transactional offsets or a transaction marker (`None`: plain records).
+    pub txn: Option<TxnWrite>,
     pub upto: u64,
     /// Where the log ended before this batch (a failure cuts back to it).
     pub end: u64,
@@ -94,7 +111,7 @@ pub(super) struct Slot {
     /// (replayed from the batches whose append succeeded); `tail` holds batches that may or may
     /// not be on disk (a failed append that left bytes behind, the batch cut by a crash).
     pub shadow: Coordinator,
-    pub tail: Vec<Vec<Record>>,
+    pub tail: Vec<(Option<TxnWrite>, Vec<Record>)>,
     pub next_d_check: i64,
     /// What the last load's recovery found (for failure messages).
     pub last_report: Option<storage::log::RecoveryReport>,
@@ -191,6 +208,29 @@ fn brief_value(v: &Option<wire::records::RecordValue>) -> String {
         ),
         Some(V::OffsetCommit(o)) => format!("offset {}", o.offset),
         Some(other) => format!("{other:?}"),
+    }
+}
+
+/// Replay one batch as a load would: a transactional batch's offsets stay pending for its
+/// producer and a marker commits or aborts them (`replay_in_batch` on the bytes).
+pub(super) fn replay_batch(c: &mut Coordinator, txn: Option<TxnWrite>, records: &[Record]) {
+    match txn {
+        None => records.iter().for_each(|r| c.replay(r)),
+        Some(TxnWrite::Offsets {
+            producer_id,
+            producer_epoch,
+        }) => {
+            for r in records {
+                let key = r.encode_key().expect("coordinator records encode");
+                let value = r.encode_value().expect("coordinator records encode");
+                c.replay_txn_record(producer_id, producer_epoch, &key, value.as_deref());
+            }
+        }
+        Some(TxnWrite::Marker {
+            producer_id,
+            commit,
+            ..
+        }) => c.replay_marker(producer_id, commit),
     }
 }
 
@@ -337,7 +377,13 @@ impl World {
     }
 
     /// Run a request on its partition's coordinator (on arrival, or once it has room).
-    fn run_request(&mut self, s: usize, id: ReqId, ctx: &RequestContext, req: GroupRequest) {
+    pub(super) fn run_request(
+        &mut self,
+        s: usize,
+        id: ReqId,
+        ctx: &RequestContext,
+        req: GroupRequest,
+    ) {
         let fetch_group = match &req {
             GroupRequest::OffsetFetch { group, .. } => Some(group.clone()),
             _ => None,
@@ -465,7 +511,18 @@ impl World {
         };
         self.stats.responses += 1;
         self.touched.insert(route.group);
-        self.on_release(s, &route, &resp);
+        self.on_release(s, id, &route, &resp);
+        match (&route.kind, &resp) {
+            (RouteKind::Marker { job }, GroupResponse::TxnMarker(code)) => {
+                return self.txn_marker_reply(*job, s, *code);
+            }
+            (RouteKind::Marker { job }, _) => return self.txn_marker_reply(*job, s, -1),
+            (RouteKind::TxnCommit { .. } | RouteKind::TxnFetch { .. }, _) => {
+                let reply = super::txn::TxnReply::Group(Reply::Resp(resp));
+                return self.txn_send_reply(route.client, route.corr, reply);
+            }
+            _ => {}
+        }
         if !route.ghost {
             let load = self.slots[s].load;
             self.send_reply(route.client, route.corr, Reply::Resp(resp), load);
@@ -499,6 +556,7 @@ impl World {
             Err(e) => {
                 let failed = InFlight {
                     records: batch.records,
+                    txn: batch.txn,
                     upto: batch.upto,
                     end,
                     bytes: None,
@@ -513,6 +571,7 @@ impl World {
         self.journal_submit(s, batch.upto, end, bytes.clone());
         self.slots[s].in_flight = Some(InFlight {
             records: batch.records,
+            txn: batch.txn,
             upto: batch.upto,
             end,
             bytes: Some(bytes),
@@ -572,14 +631,10 @@ impl World {
         let slot = &mut self.slots[s];
         // Every earlier batch is now something acknowledged responses rely on: a batch left on
         // disk by a failed append, then this one.
-        for b in std::mem::take(&mut slot.tail) {
-            for r in &b {
-                slot.shadow.replay(r);
-            }
+        for (txn, b) in std::mem::take(&mut slot.tail) {
+            replay_batch(&mut slot.shadow, txn, &b);
         }
-        for r in &batch.records {
-            slot.shadow.replay(r);
-        }
+        replay_batch(&mut slot.shadow, batch.txn, &batch.records);
         let released = self.slots[s].core_mut().batch_durable(batch.upto);
         self.release_all(s, released);
         self.resume(s);
@@ -612,7 +667,7 @@ impl World {
         // cuts it, and journals the cut.
         let failed = self.slots[s].core_mut().batch_failed(batch.end);
         self.release_all(s, failed);
-        self.slots[s].tail.push(batch.records);
+        self.slots[s].tail.push((batch.txn, batch.records));
         self.slots[s].log = None;
         self.slots[s].compaction = None;
         self.try_reload(s);
@@ -684,10 +739,8 @@ impl World {
         });
         slot.core_mut().snapshot_written();
         // What the snapshot covers is durable now, whatever the log's fsyncs did.
-        for b in std::mem::take(&mut slot.tail) {
-            for r in &b {
-                slot.shadow.replay(r);
-            }
+        for (txn, b) in std::mem::take(&mut slot.tail) {
+            replay_batch(&mut slot.shadow, txn, &b);
         }
         // A failure here only leaves redundant segments behind (logged as a warning).
         let log = slot.log.as_mut().expect("a writing partition has a log");
@@ -819,6 +872,7 @@ impl World {
         self.trace(|| "broker crash".into());
         // The journal round in flight (it reads the batches it carries) and the checkpoint.
         self.journal_crash();
+        self.txn_crash();
         for s in 0..self.slots.len() {
             if self.slots[s].compaction.is_some() && self.rng.chance(0.5) {
                 // A compaction slice was under way: cut it after a random number of its
@@ -841,7 +895,7 @@ impl World {
                         let _ = block_on(log.append_prepared(bytes));
                     }
                 }
-                self.slots[s].tail.push(batch.records);
+                self.slots[s].tail.push((batch.txn, batch.records));
             }
             let mode = self.rng.below(4);
             let mut rng = self.rng.clone();
@@ -897,6 +951,7 @@ impl World {
                 }
             }
         }
+        self.txn_load();
         for g in 0..self.groups.len() {
             self.touched.insert(g);
         }

@@ -39,6 +39,12 @@
 //!   epochs, revoke-then-acknowledge reconciliation with a commit of the revoked partitions,
 //!   commits with the member epoch, subscription changes, leaving, fencing and rejoining). Any
 //!   client can crash (stop sending) and come back as a new instance.
+//! - **Transactions** (`txn.rs`): the broker's pure transaction coordinator on a
+//!   `__transaction_state` partition of its own (its log on `MemDir`, torn writes and replay on
+//!   crash), its markers written into the partition cores as `GroupRequest::TxnMarker`, and
+//!   transactional clients (InitProducerId, AddOffsetsToTxn, TxnOffsetCommit with a member's
+//!   generation or epoch, EndTxn commit or abort, OffsetFetch with and without
+//!   `require_stable`). There is no topic data: read_committed is tested in `storage`.
 //!
 //! Invariants are listed in `oracle.rs`. A failure carries its seed and a one-line command that
 //! replays it exactly: one seeded [`rng::Rng`] drives every decision, time is fake, and every
@@ -49,6 +55,7 @@ mod clients;
 mod journal;
 mod oracle;
 pub mod rng;
+mod txn;
 mod world;
 
 use std::fmt;
@@ -65,6 +72,13 @@ pub struct SimConfig {
     pub partitions: i32,
     /// Events to process with faults on, before the fault-free settle phase.
     pub steps: u64,
+    /// Transactional producers committing offsets for the groups (`txn.rs`).
+    pub txn_clients: usize,
+    /// Up to this many ms between a TxnOffsetCommit's verification by the transaction
+    /// coordinator and its write at the group's partition (0: at once, in the order the
+    /// broker releases them). Above 0 an abort marker can overtake a verified write: see
+    /// docs/reliability.md (the broker has no KIP-890 verification guard yet).
+    pub verify_hop_ms: i64,
     /// Print every event (for replaying a failure).
     pub trace: bool,
 }
@@ -76,6 +90,8 @@ impl Default for SimConfig {
             groups: 8,
             partitions: 4,
             steps: 6000,
+            txn_clients: 6,
+            verify_hop_ms: 0,
             trace: false,
         }
     }
@@ -86,8 +102,13 @@ impl SimConfig {
     pub fn replay_command(&self, seed: u64) -> String {
         format!(
             "cargo run --release -p ringleader-sim --example sim -- --seed {seed} \
-             --members {} --groups {} --partitions {} --steps {} --trace",
-            self.members, self.groups, self.partitions, self.steps
+             --members {} --groups {} --partitions {} --steps {} --txn-clients {} --verify-hop-ms {} --trace",
+            self.members,
+            self.groups,
+            self.partitions,
+            self.steps,
+            self.txn_clients,
+            self.verify_hop_ms
         )
     }
 }
@@ -140,6 +161,15 @@ pub struct SimStats {
     pub assignments_written: u64,
     /// Requests that waited for room in their partition (over its bound on queued bytes).
     pub deferred: u64,
+    /// Transactions whose markers were all written, by outcome.
+    pub txn_committed: u64,
+    pub txn_aborted: u64,
+    /// Acknowledged TxnOffsetCommit requests.
+    pub txn_offset_commits: u64,
+    /// OffsetFetch answers checked against open transactions: UNSTABLE_OFFSET_COMMIT given
+    /// (require_stable), and offsets a transactional client read and the oracle traced back.
+    pub unstable_answers: u64,
+    pub txn_reads_checked: u64,
     /// Individual invariant evaluations.
     pub checks: u64,
     /// A digest of every event processed, to prove that a seed replays identically.
@@ -174,6 +204,11 @@ impl SimStats {
         self.assignments_offloaded += o.assignments_offloaded;
         self.assignments_written += o.assignments_written;
         self.deferred += o.deferred;
+        self.txn_committed += o.txn_committed;
+        self.txn_aborted += o.txn_aborted;
+        self.txn_offset_commits += o.txn_offset_commits;
+        self.unstable_answers += o.unstable_answers;
+        self.txn_reads_checked += o.txn_reads_checked;
         self.checks += o.checks;
         self.digest = self.digest.rotate_left(5) ^ o.digest;
     }
@@ -189,7 +224,9 @@ impl fmt::Display for SimStats {
              checkpoints {} | batches recovered from the journal {} | client crashes {} | \
              fatal client errors {} | acked commits {} | \
              protocol switches {} | conversions {} | offloaded assignments {} (written {}) | \
-             requests deferred {} | invariant checks {}",
+             requests deferred {} | transactions committed {} / aborted {} | \
+             txn offset commits {} | unstable answers {} | txn reads checked {} | \
+             invariant checks {}",
             self.seeds,
             self.steps,
             self.sim_ms as f64 / 3_600_000.0,
@@ -216,6 +253,11 @@ impl fmt::Display for SimStats {
             self.assignments_offloaded,
             self.assignments_written,
             self.deferred,
+            self.txn_committed,
+            self.txn_aborted,
+            self.txn_offset_commits,
+            self.unstable_answers,
+            self.txn_reads_checked,
             self.checks
         )
     }

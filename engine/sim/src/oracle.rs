@@ -35,12 +35,21 @@
 //!     last written GroupMetadata otherwise), and so does replaying `snapshot_records()`. After
 //!     a crash or reload, the loaded state equals the replay of a prefix of the records that
 //!     includes every batch some released response relied on.
+//! (t) **Transactions** (issue 17): the oracle's own model of pending transactional offsets per
+//!     producer, and each transaction's outcome once its prepare record is durable. (t0) that
+//!     outcome never changes; (t1) no OffsetFetch returns an offset written only by transactions
+//!     that did not commit, and a COMMIT marker makes visible only its own transaction's
+//!     offsets, all at once (then (c) holds OffsetFetch to them); (t2) after a load every pending
+//!     offset was written by its producer, and a producer's acknowledged pending offsets survive
+//!     whole or not at all; (t3) `require_stable` answers UNSTABLE_OFFSET_COMMIT exactly for
+//!     partitions with pending offsets; (t5) after the settle phase every transaction has ended.
 //! (e) **Convergence.** After the fault-free settle phase every group is stable with exactly its
 //!     live clients as members, every subscribed partition owned by exactly one of them, and
 //!     client and coordinator agreeing on generations, epochs and assignments.
 
 use super::broker::{Route, RouteKind};
 use super::clients::{CState, Phase, Proto};
+use super::txn::TxnKey;
 use super::world::{Protocol, World};
 use engine::group::classic::State;
 use engine::group::{Coordinator, GroupRequest, GroupResponse, Output, RequestContext};
@@ -83,6 +92,43 @@ pub(super) struct Oracle {
     acked_epoch: BTreeMap<usize, i32>,
     acked_member_epoch: BTreeMap<(usize, String), i32>,
     uptime: BTreeMap<usize, Watermark>,
+    txn: TxnModel,
+}
+
+/// (t) The oracle's own model of transactional offsets (issue 17): which offsets each producer
+/// has pending in each partition, and which transaction each came from. Offsets are globally
+/// unique, so a value names the request that sent it.
+#[derive(Debug, Default)]
+struct TxnModel {
+    /// Log order of committed and pending offset records (the coordinator applies records in
+    /// the order it writes them): at COMMIT a pending offset replaces the committed one only
+    /// if its record is later (`OffsetMetadataManager.replayEndTransactionMarker`).
+    seq: u64,
+    value_seq: BTreeMap<i64, u64>,
+    committed_seq: BTreeMap<(usize, String, i32), u64>,
+    /// Offsets of TxnOffsetCommit requests: their producer, and each transaction the
+    /// verification found the producer in when the request went on to the group. A client
+    /// resends a timed-out request with the same offsets, and a late copy of it may land in a
+    /// later transaction of the producer (as in Kafka with transactions version 1), so one
+    /// offset may belong to several transactions.
+    origin: BTreeMap<i64, (i64, BTreeSet<Option<TxnKey>>)>,
+    /// slot → producer → (group, topic, partition) → pending offset.
+    pending: BTreeMap<usize, BTreeMap<i64, BTreeMap<(usize, String, i32), i64>>>,
+    /// Pending offsets whose TxnOffsetCommit was acknowledged (durable).
+    acked: BTreeSet<i64>,
+    /// The outcome of each transaction whose prepare record is durable.
+    decisions: BTreeMap<TxnKey, bool>,
+    /// Offsets a commit marker made visible, until the marker's answer is released.
+    marker_applied: BTreeMap<engine::group::ReqId, Vec<(usize, String, i32, i64)>>,
+}
+
+impl TxnModel {
+    fn pending_on(&self, s: usize, g: usize, t: &str, p: i32) -> bool {
+        let k = (g, t.to_string(), p);
+        self.pending
+            .get(&s)
+            .is_some_and(|m| m.values().any(|x| x.contains_key(&k)))
+    }
 }
 
 /// A state projection that is exact at any moment: classic groups by their last written
@@ -102,6 +148,31 @@ fn projection(c: &Coordinator) -> Projection {
         .filter_map(|(id, g)| g.last_record.clone().map(|v| (id.clone(), v)))
         .collect();
     (classic, offsets, consumer)
+}
+
+/// The pending transactional offsets: (producer, epoch, group, topic, partition, offset,
+/// stale). Their `order` is left out: it counts records since the coordinator was created, and
+/// only its relative order matters (`stale` records its effect).
+type TxnProjection = BTreeSet<(i64, i16, String, String, i32, i64, bool)>;
+
+fn txn_projection(c: &Coordinator) -> TxnProjection {
+    let mut out = BTreeSet::new();
+    for (pid, t) in &c.txn.by_producer {
+        for (g, offsets) in &t.offsets {
+            for ((topic, p), x) in offsets {
+                out.insert((
+                    *pid,
+                    t.producer_epoch,
+                    g.clone(),
+                    topic.clone(),
+                    *p,
+                    x.value.offset,
+                    x.stale,
+                ));
+            }
+        }
+    }
+    out
 }
 
 /// Whether `durable_view()` (which describes classic groups by their in-memory state) is
@@ -193,7 +264,7 @@ impl World {
     /// (c) exact OffsetFetch answers between loads.
     pub(super) fn after_handle(
         &mut self,
-        _s: usize,
+        s: usize,
         id: engine::group::ReqId,
         fetch_group: Option<&str>,
         out: &Output,
@@ -210,17 +281,96 @@ impl World {
                     let h = self
                         .oracle
                         .commits
-                        .entry((route.group, topic, partition))
+                        .entry((route.group, topic.clone(), partition))
                         .or_default();
                     h.index.insert(offset, h.values.len());
                     h.values.push(offset);
                     h.expected = Some(offset);
+                    let m = &mut self.oracle.txn;
+                    m.seq += 1;
+                    m.value_seq.insert(offset, m.seq);
+                    m.committed_seq
+                        .insert((route.group, topic, partition), m.seq);
                 }
             }
+            (
+                GroupResponse::TxnOffsetCommit(r),
+                RouteKind::TxnCommit {
+                    producer_id,
+                    tag,
+                    parts,
+                },
+            ) => {
+                let accepted: Vec<(String, i32, i64)> = r
+                    .topics
+                    .iter()
+                    .flat_map(|t| t.partitions.iter().map(move |p| (t, p)))
+                    .filter(|(_, p)| p.error_code == 0)
+                    .filter_map(|(t, p)| {
+                        parts
+                            .iter()
+                            .find(|(tt, pp, _)| tt == t.name.as_str() && *pp == p.partition_index)
+                            .cloned()
+                    })
+                    .collect();
+                let m = &mut self.oracle.txn;
+                for (topic, partition, offset) in accepted {
+                    m.seq += 1;
+                    m.value_seq.insert(offset, m.seq);
+                    m.origin
+                        .entry(offset)
+                        .or_insert_with(|| (*producer_id, BTreeSet::new()))
+                        .1
+                        .insert(tag.clone());
+                    m.pending
+                        .entry(s)
+                        .or_default()
+                        .entry(*producer_id)
+                        .or_default()
+                        .insert((route.group, topic, partition), offset);
+                }
+            }
+            (GroupResponse::TxnMarker(0), RouteKind::Marker { job }) => {
+                self.oracle_marker_applied(s, id, *job);
+            }
             (GroupResponse::OffsetFetch(f), _) if fetch_group.is_some() && f.error_code == 0 => {
+                let stable = matches!(
+                    route.kind,
+                    RouteKind::TxnFetch {
+                        require_stable: true
+                    }
+                );
                 for (t, p, offset, _, _, code) in &f.partitions {
+                    // (t3) require_stable: a partition with pending transactional offsets
+                    // answers UNSTABLE_OFFSET_COMMIT, and only such a partition does.
+                    let pending = self.oracle.txn.pending_on(s, route.group, t, *p);
+                    let unstable =
+                        *code == kafka_protocol::ResponseError::UnstableOffsetCommit.code();
+                    if stable {
+                        self.stats.checks += 1;
+                        if pending != unstable {
+                            let g = self.groups[route.group].name.clone();
+                            return self.fail(format!(
+                                "(t3) OffsetFetch {g} {t}-{p} with require_stable answered code \
+                                 {code} offset {offset}, but the partition {} pending \
+                                 transactional offsets",
+                                if pending { "has" } else { "has no" }
+                            ));
+                        }
+                        if unstable {
+                            self.stats.unstable_answers += 1;
+                        }
+                    } else if unstable {
+                        return self.fail(format!(
+                            "(t3) OffsetFetch without require_stable answered \
+                             UNSTABLE_OFFSET_COMMIT for {t}-{p}"
+                        ));
+                    }
                     if *code != 0 {
                         continue;
+                    }
+                    if let Some(msg) = self.oracle_txn_visible(*offset) {
+                        return self.fail(msg);
                     }
                     self.stats.checks += 1;
                     let expected = self
@@ -243,9 +393,40 @@ impl World {
     }
 
     /// A response leaves the broker: it is acknowledged (everything before it is durable).
-    pub(super) fn on_release(&mut self, _s: usize, route: &Route, resp: &GroupResponse) {
+    pub(super) fn on_release(
+        &mut self,
+        _s: usize,
+        id: engine::group::ReqId,
+        route: &Route,
+        resp: &GroupResponse,
+    ) {
         let g = route.group;
         match (resp, &route.kind) {
+            (GroupResponse::TxnOffsetCommit(r), RouteKind::TxnCommit { parts, .. }) => {
+                for t in &r.topics {
+                    for p in t.partitions.iter().filter(|p| p.error_code == 0) {
+                        if let Some(x) = parts
+                            .iter()
+                            .find(|(tt, pp, _)| tt == t.name.as_str() && *pp == p.partition_index)
+                        {
+                            self.oracle.txn.acked.insert(x.2);
+                        }
+                    }
+                }
+            }
+            (GroupResponse::TxnMarker(code), RouteKind::Marker { .. }) => {
+                let applied = self.oracle.txn.marker_applied.remove(&id);
+                if *code == 0 {
+                    // The commit marker is durable: what it made visible is acknowledged.
+                    for (g, t, p, v) in applied.into_iter().flatten() {
+                        if let Some(h) = self.oracle.commits.get_mut(&(g, t, p)) {
+                            if let Some(&i) = h.index.get(&v) {
+                                h.last_acked = Some(h.last_acked.map_or(i, |a| a.max(i)));
+                            }
+                        }
+                    }
+                }
+            }
             (GroupResponse::OffsetCommit(r), RouteKind::Commit(parts)) => {
                 for (topic, partition, offset) in committed(r, parts) {
                     if let Some(h) = self.oracle.commits.get_mut(&(g, topic, partition)) {
@@ -301,20 +482,25 @@ impl World {
     /// are there.
     pub(super) fn after_load(&mut self, s: usize, after_crash: bool) {
         self.slots[s].load += 1;
-        let loaded = projection(self.slots[s].coordinator().expect("just loaded"));
-        // (d) Which prefix of the unacknowledged tail did the disk keep?
+        let live = self.slots[s].coordinator().expect("just loaded");
+        let (loaded, loaded_txn) = (projection(live), txn_projection(live));
+        // (d) Which prefix of the unacknowledged tail did the disk keep? (Pending
+        // transactional offsets included: a batch of them changes nothing else.)
         let mut base = self.slots[s].shadow.clone();
         let tail = std::mem::take(&mut self.slots[s].tail);
         let mut matched = None;
         self.stats.checks += 1;
-        if projection(&base) == loaded {
+        if projection(&base) == loaded && txn_projection(&base) == loaded_txn {
             matched = Some(0);
         }
-        for (j, batch) in tail.iter().enumerate() {
-            for r in batch {
-                base.replay(r);
-            }
-            if projection(&base) == loaded {
+        for (j, (txn, batch)) in tail.iter().enumerate() {
+            super::broker::replay_batch(&mut base, *txn, batch);
+            // The shortest prefix that explains the state: a batch that changes nothing (a
+            // marker for a producer with nothing pending here) cannot be told apart.
+            if matched.is_none()
+                && projection(&base) == loaded
+                && txn_projection(&base) == loaded_txn
+            {
                 matched = Some(j + 1);
             }
         }
@@ -343,6 +529,9 @@ impl World {
         }
         self.check_load_epochs(s);
         self.check_load_commits(s);
+        if self.failure.is_none() {
+            self.check_load_txn(s);
+        }
         let groups: Vec<usize> = (0..self.groups.len())
             .filter(|g| self.groups[*g].partition == s)
             .collect();
@@ -781,6 +970,13 @@ impl World {
                 diff(&pl, &pf)
             ));
         }
+        let (tl, tf) = (txn_projection(live), txn_projection(&fresh));
+        if tl != tf {
+            return self.fail(format!(
+                "(d) partition {s}: replaying the disk does not give the live pending \
+                 transactional offsets: live {tl:?}, replayed {tf:?}"
+            ));
+        }
         if classic_settled(live) {
             let (a, b) = (live.durable_view(), fresh.durable_view());
             if a != b {
@@ -823,24 +1019,31 @@ impl World {
         let slot = &self.slots[s];
         let mut c = Coordinator::new(slot.partition, self.p.gcfg.clone());
         let mut start = 0;
+        let mut bad = 0u64;
         if let Some(snap) = &slot.snapshot {
             for r in &snap.records {
-                if let Ok(rec) = wire::records::Record::decode(&r.key, Some(&r.value)) {
-                    c.replay(&rec);
+                if !c.replay_bytes(&r.key, Some(&r.value)) {
+                    bad += 1;
                 }
             }
             start = snap.offset + 1;
         }
-        let (_, report) = block_on(storage::log::PartitionLog::open_from(
+        // As a load replays: transactional batches and markers by their batch header.
+        let (_, report) = block_on(storage::log::PartitionLog::open_from_batches(
             slot.dir.clone(),
             self.p.log_cfg.clone(),
             start,
-            |_, _, k, v| {
-                if let Some(Ok(rec)) = k.map(|k| wire::records::Record::decode(k, v)) {
-                    c.replay(&rec);
+            |h, _, _, k, v| {
+                if !c.replay_in_batch(h.attributes, h.producer_id, h.producer_epoch, k, v) {
+                    bad += 1;
                 }
             },
         ))?;
+        if bad > 0 {
+            return Err(std::io::Error::other(format!(
+                "{bad} records did not decode"
+            )));
+        }
         Ok((c, report.truncated))
     }
 
@@ -867,6 +1070,12 @@ impl World {
                 let name = self.groups[g].name.clone();
                 return self.fail(format!("(e) {name} did not converge: {msg}"));
             }
+        }
+        self.stats.checks += 1;
+        if let Err(msg) = self.txn_converged() {
+            self.fail(format!(
+                "(t5) transactions did not end after the settle phase: {msg}"
+            ));
         }
     }
 
@@ -1026,6 +1235,202 @@ impl World {
                 all.len(),
                 all.difference(&owned_union).take(5).collect::<Vec<_>>()
             ));
+        }
+        Ok(())
+    }
+}
+
+impl World {
+    /// A marker was applied to slot `s` (request `id` of marker job `job`): the producer's
+    /// pending offsets become visible (COMMIT, each unless a later committed offset landed on
+    /// its partition) or are dropped (ABORT).
+    fn oracle_marker_applied(&mut self, s: usize, id: engine::group::ReqId, job: u64) {
+        let Some(run) = self.txn.jobs.get(&job) else {
+            return self.fail(format!("(t1) a marker of unknown job {job} was applied"));
+        };
+        let (pid, commit, key) = (run.job.producer_id, run.job.commit, run.key.clone());
+        let pending = self
+            .oracle
+            .txn
+            .pending
+            .get_mut(&s)
+            .and_then(|m| m.remove(&pid))
+            .unwrap_or_default();
+        if !commit {
+            return;
+        }
+        let mut applied = Vec::new();
+        for ((g, t, p), v) in pending {
+            self.stats.checks += 1;
+            let m = &mut self.oracle.txn;
+            let origin = m.origin.get(&v).map(|o| o.1.clone()).unwrap_or_default();
+            if !origin.contains(&Some(key.clone())) {
+                return self.fail(format!(
+                    "(t1) the COMMIT marker of transaction {key:?} made offset {v} of {} \
+                     {t}-{p} visible, but that offset was written in transaction {origin:?}",
+                    self.groups[g].name
+                ));
+            }
+            let vs = m.value_seq.get(&v).copied().unwrap_or(0);
+            let cs = m
+                .committed_seq
+                .get(&(g, t.clone(), p))
+                .copied()
+                .unwrap_or(0);
+            if vs <= cs {
+                continue; // a later committed offset wins
+            }
+            m.committed_seq.insert((g, t.clone(), p), vs);
+            let h = self.oracle.commits.entry((g, t.clone(), p)).or_default();
+            h.index.insert(v, h.values.len());
+            h.values.push(v);
+            h.expected = Some(v);
+            applied.push((g, t, p, v));
+        }
+        self.oracle.txn.marker_applied.insert(id, applied);
+    }
+
+    /// (t1) An offset an OffsetFetch returned: if a transaction wrote it, that transaction
+    /// committed (its durable prepare record says so). `Some(message)` if not.
+    fn oracle_txn_visible(&mut self, v: i64) -> Option<String> {
+        let (pid, keys) = self.oracle.txn.origin.get(&v)?.clone();
+        self.stats.checks += 1;
+        let decided: Vec<Option<bool>> = keys
+            .iter()
+            .map(|k| {
+                k.as_ref()
+                    .and_then(|k| self.oracle.txn.decisions.get(k))
+                    .copied()
+            })
+            .collect();
+        (!decided.contains(&Some(true))).then(|| {
+            format!(
+                "(t1) OffsetFetch returned offset {v}, written by producer {pid} in \
+                 transaction(s) {keys:?}, whose outcomes are {decided:?} (none committed)"
+            )
+        })
+    }
+
+    /// A transactional client read these offsets (after the network): none may come from a
+    /// transaction that did not commit.
+    pub(super) fn oracle_txn_observed(&mut self, _c: usize, values: &[i64]) {
+        for &v in values {
+            self.stats.txn_reads_checked += 1;
+            if let Some(msg) = self.oracle_txn_visible(v) {
+                return self.fail(msg);
+            }
+        }
+    }
+
+    /// (t0) A transaction's prepare record is durable: its outcome never changes after that.
+    pub(super) fn oracle_txn_decided(&mut self, key: &TxnKey, commit: bool) {
+        self.stats.checks += 1;
+        match self.oracle.txn.decisions.insert(key.clone(), commit) {
+            Some(before) if before != commit => self.fail(format!(
+                "(t0) transaction {key:?} was decided {} after its durable prepare record said {}",
+                if commit { "COMMIT" } else { "ABORT" },
+                if before { "COMMIT" } else { "ABORT" }
+            )),
+            _ => {}
+        }
+    }
+
+    /// (t2) After a load of slot `s`: every pending transactional offset was written by its
+    /// producer; a producer's acknowledged pending offsets are all still pending or none is
+    /// (its marker landed whole or not at all); then the model restarts from the loaded state.
+    fn check_load_txn(&mut self, s: usize) {
+        let c = self.slots[s].coordinator().expect("loaded");
+        let mut loaded: BTreeMap<i64, BTreeMap<(usize, String, i32), i64>> = BTreeMap::new();
+        for (pid, t) in &c.txn.by_producer {
+            for (group, offsets) in &t.offsets {
+                let Some(g) = self.group_index(group) else {
+                    continue;
+                };
+                for ((topic, partition), p) in offsets {
+                    loaded
+                        .entry(*pid)
+                        .or_default()
+                        .insert((g, topic.clone(), *partition), p.value.offset);
+                }
+            }
+        }
+        let mut failure = None;
+        for (pid, m) in &loaded {
+            for v in m.values() {
+                self.stats.checks += 1;
+                if self.oracle.txn.origin.get(v).map(|o| o.0) != Some(*pid) {
+                    failure = Some(format!(
+                        "(t2) after a load of partition {s}, offset {v} is pending for producer \
+                         {pid}, which never wrote it"
+                    ));
+                }
+            }
+        }
+        for (pid, m) in self.oracle.txn.pending.get(&s).into_iter().flatten() {
+            let acked: Vec<i64> = m
+                .values()
+                .copied()
+                .filter(|v| self.oracle.txn.acked.contains(v))
+                .collect();
+            let kept: Vec<bool> = acked
+                .iter()
+                .map(|v| loaded.get(pid).is_some_and(|l| l.values().any(|x| x == v)))
+                .collect();
+            self.stats.checks += 1;
+            if kept.iter().any(|k| *k) && kept.iter().any(|k| !*k) {
+                failure = Some(format!(
+                    "(t2) after a load of partition {s}, producer {pid} kept only part of its \
+                     acknowledged pending offsets {acked:?} (kept: {kept:?})"
+                ));
+            }
+        }
+        if let Some(f) = failure {
+            return self.fail(f);
+        }
+        self.oracle.txn.pending.insert(s, loaded);
+        // Committed offsets now: the log order of their records, as before the load.
+        let keys: Vec<(usize, String, i32)> = self
+            .oracle
+            .commits
+            .keys()
+            .filter(|(g, _, _)| self.groups[*g].partition == s)
+            .cloned()
+            .collect();
+        for k in keys {
+            let seq = self.oracle.commits[&k]
+                .expected
+                .and_then(|v| self.oracle.txn.value_seq.get(&v).copied())
+                .unwrap_or(0);
+            self.oracle.txn.committed_seq.insert(k, seq);
+        }
+    }
+
+    /// (t5) Transactions end: after the settle phase no transaction is open or ending, no
+    /// marker job is under way, and no partition holds pending transactional offsets (an
+    /// offset no marker will end would block `require_stable` readers forever).
+    pub(super) fn txn_converged(&self) -> Result<(), String> {
+        if !self.txn.jobs.is_empty() {
+            return Err(format!("{} marker jobs under way", self.txn.jobs.len()));
+        }
+        if let Some(c) = self.txn.coord.as_ref() {
+            for tc in &self.tclients {
+                if let Some(m) = c.get(&tc.tid) {
+                    use engine::txn::TxnState as S;
+                    if matches!(m.state, S::Ongoing | S::PrepareCommit | S::PrepareAbort) {
+                        return Err(format!("{} is still {:?}", tc.tid, m.state));
+                    }
+                }
+            }
+        }
+        for (s, slot) in self.slots.iter().enumerate() {
+            if let Some(c) = slot.coordinator() {
+                if !c.txn.is_empty() {
+                    return Err(format!(
+                        "partition {s} holds pending offsets of producers {:?}",
+                        c.txn.by_producer.keys().collect::<Vec<_>>()
+                    ));
+                }
+            }
         }
         Ok(())
     }

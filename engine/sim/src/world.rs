@@ -141,6 +141,34 @@ pub(super) enum Ev {
         inc: u64,
         pending: Box<engine::partition_core::PendingAssignment>,
     },
+    /// Transactions (`txn.rs`): a transactional client's request and answer, its timer, the
+    /// `__transaction_state` writer and ticker, a marker (re)sent to slot `s`, and a verified
+    /// TxnOffsetCommit reaching its group's partition.
+    TxnToBroker(Box<super::txn::TxnMsg>),
+    TxnToClient {
+        client: usize,
+        corr: u64,
+        reply: Box<super::txn::TxnReply>,
+    },
+    TxnWake(usize),
+    TxnWriterDone {
+        inc: u64,
+    },
+    TxnTick {
+        inc: u64,
+    },
+    MarkerSend {
+        job: u64,
+        s: usize,
+        inc: u64,
+        load: u64,
+    },
+    TxnVerified {
+        msg: Box<super::txn::TxnMsg>,
+        group: usize,
+        tag: Option<super::txn::TxnKey>,
+        inc: u64,
+    },
 }
 
 struct Queued {
@@ -341,6 +369,11 @@ pub(super) struct World {
     recent: VecDeque<String>,
     /// The shard's journal: the one durable point of every partition.
     pub journal: super::journal::SimJournal,
+    /// The `__transaction_state` partition and the transactional clients.
+    pub txn: super::txn::TxnHost,
+    pub tclients: Vec<super::txn::TxnClient>,
+    /// Producer ids are never reused (the broker allocates them in blocks).
+    pub next_pid: i64,
 }
 
 impl World {
@@ -413,6 +446,9 @@ impl World {
             touched: BTreeSet::new(),
             recent: VecDeque::new(),
             journal: Default::default(),
+            txn: Default::default(),
+            tclients: Vec::new(),
+            next_pid: 5000,
         };
         w.journal.checkpoint_bytes = w.p.journal_checkpoint_bytes;
         w.journal_recover_and_start();
@@ -422,6 +458,7 @@ impl World {
         for s in 0..w.slots.len() {
             w.load_at_start(s);
         }
+        w.txn_load();
         let n_clients = cfg.members.max(1);
         for i in 0..n_clients {
             // Every group gets members; beyond one each, groups differ in size.
@@ -436,6 +473,7 @@ impl World {
             let start = T0 + w.rng.range(0, 5000);
             w.wake_client_at(i, start);
         }
+        w.txn_clients_new();
         if let Some(mean) = w.p.crash_mean_ms {
             let at = w.now + w.rng.exp(mean);
             w.push(at, Ev::Crash);
@@ -581,6 +619,7 @@ impl World {
     fn converged_now(&self) -> bool {
         (0..self.slots.len()).all(|s| self.quiescent(s) && (self.slots[s].parked_len() == 0))
             && (0..self.groups.len()).all(|g| self.converged(g).is_ok())
+            && self.txn_converged().is_ok()
     }
 
     fn failure_report(&self, msg: String) -> Box<SimFailure> {
@@ -665,6 +704,39 @@ impl World {
                 12,
                 *p as u64,
                 format!("assignment of {} done p{p}", pending.job.group()),
+            ),
+            Ev::TxnToBroker(m) => (
+                20,
+                m.corr,
+                format!(
+                    "txn request t{} #{}: {}",
+                    m.client,
+                    m.corr,
+                    brief_call(&m.call)
+                ),
+            ),
+            Ev::TxnToClient {
+                client,
+                corr,
+                reply,
+            } => (
+                21,
+                *corr,
+                format!("txn reply to t{client} #{corr}: {reply:?}"),
+            ),
+            Ev::TxnWake(c) => (22, *c as u64, format!("wake t{c}")),
+            Ev::TxnWriterDone { .. } => (23, 0, "txn writer done".into()),
+            Ev::TxnTick { .. } => (24, 0, "txn tick".into()),
+            Ev::MarkerSend { job, s, .. } => (25, *job, format!("marker job {job} to p{s}")),
+            Ev::TxnVerified {
+                msg, group, tag, ..
+            } => (
+                26,
+                msg.corr,
+                format!(
+                    "txn offsets of t{} #{} verified in {tag:?}, to group-{group}",
+                    msg.client, msg.corr
+                ),
             ),
         }
     }
@@ -772,6 +844,38 @@ impl World {
                     self.assignment_done(p, *pending);
                 }
             }
+            Ev::TxnToBroker(m) => self.txn_on_request(*m),
+            Ev::TxnToClient {
+                client,
+                corr,
+                reply,
+            } => self.txn_client_reply(client, corr, *reply),
+            Ev::TxnWake(c) => self.txn_client_wake(c),
+            Ev::TxnWriterDone { inc } => {
+                if inc == self.incarnation && self.broker_up {
+                    self.txn_writer_done();
+                }
+            }
+            Ev::TxnTick { inc } => {
+                if inc == self.incarnation && self.broker_up {
+                    self.txn_tick();
+                }
+            }
+            Ev::MarkerSend { job, s, inc, load } => {
+                if inc == self.incarnation && self.broker_up && load == self.txn.load {
+                    self.txn_marker_send(job, s);
+                }
+            }
+            Ev::TxnVerified {
+                msg,
+                group,
+                tag,
+                inc,
+            } => {
+                if inc == self.incarnation && self.broker_up {
+                    self.txn_commit_to_group(*msg, group, tag);
+                }
+            }
         }
     }
 
@@ -822,7 +926,7 @@ impl World {
 
     /// The delays of the copies of one message: none (dropped), one, or two (duplicated; the
     /// copies may arrive in either order and after later messages).
-    fn network_delays(&mut self) -> Vec<i64> {
+    pub(super) fn network_delays(&mut self) -> Vec<i64> {
         if self.settling {
             return vec![self.rng.range(0, self.p.latency_max_ms + 1)];
         }
@@ -858,6 +962,34 @@ impl World {
 
     pub fn is_classic(&self, c: usize) -> bool {
         matches!(self.clients[c].proto, Proto::Classic(_))
+    }
+}
+
+fn brief_call(c: &super::txn::TxnCall) -> String {
+    use super::txn::TxnCall;
+    match c {
+        TxnCall::Coord(r) => format!("{r:?}"),
+        TxnCall::OffsetCommit { group, req } => format!(
+            "TxnOffsetCommit group-{group} pid={} epoch={} member={:?} gen={} {:?}",
+            req.producer_id.0,
+            req.producer_epoch,
+            req.member_id.as_str(),
+            req.generation_id,
+            req.topics
+                .iter()
+                .flat_map(|t| t.partitions.iter().map(move |p| format!(
+                    "{}-{}={}",
+                    t.name.as_str(),
+                    p.partition_index,
+                    p.committed_offset
+                )))
+                .collect::<Vec<_>>()
+        ),
+        TxnCall::Fetch {
+            group,
+            require_stable,
+            parts,
+        } => format!("OffsetFetch group-{group} require_stable={require_stable} {parts:?}"),
     }
 }
 

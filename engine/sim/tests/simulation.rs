@@ -29,6 +29,8 @@ fn ci_config() -> SimConfig {
         groups: 6,
         partitions: 3,
         steps: 4000,
+        txn_clients: 4,
+        verify_hop_ms: 0,
         trace: false,
     }
 }
@@ -79,9 +81,13 @@ fn every_invariant_holds_over_many_seeds() {
             && total.snapshots > 0
             && total.compactions > 0
             && total.protocol_switches > 0
-            && total.conversions > 0,
-        "the seeds must exercise crashes, failed writes, snapshots, compaction and online \
-         migration: {total}"
+            && total.conversions > 0
+            && total.txn_committed > 0
+            && total.txn_aborted > 0
+            && total.unstable_answers > 0
+            && total.txn_reads_checked > 0,
+        "the seeds must exercise crashes, failed writes, snapshots, compaction, online \
+         migration and transactions: {total}"
     );
 }
 
