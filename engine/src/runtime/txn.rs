@@ -178,9 +178,10 @@ impl TxnTable {
         let answer = OneShot::new();
         part.waiters.borrow_mut().insert(rid, answer.clone());
         let mut out = TxnOutput::default();
-        part.core
-            .borrow_mut()
-            .handle(rid, req, wall_clock_ms(), &mut out);
+        let mut core = part.core.borrow_mut();
+        core.set_transaction_version(self.broker.features.transaction_version());
+        core.handle(rid, req, wall_clock_ms(), &mut out);
+        drop(core);
         self.submit(part, out);
         answer.wait().await
     }
@@ -247,9 +248,10 @@ impl TxnTable {
             return;
         }
         let mut out = TxnOutput::default();
-        part.core
-            .borrow_mut()
-            .markers_written(&job, wall_clock_ms(), &mut out);
+        let mut core = part.core.borrow_mut();
+        core.set_transaction_version(self.broker.features.transaction_version());
+        core.markers_written(&job, wall_clock_ms(), &mut out);
+        drop(core);
         self.submit(part, out);
     }
 
@@ -420,7 +422,10 @@ impl TxnTable {
                 continue;
             }
             let mut out = TxnOutput::default();
-            p.core.borrow_mut().tick(now, &mut out);
+            let mut core = p.core.borrow_mut();
+            core.set_transaction_version(self.broker.features.transaction_version());
+            core.tick(now, &mut out);
+            drop(core);
             self.submit(&p, out);
         }
     }
@@ -506,11 +511,18 @@ async fn load(
     Ok((log, n))
 }
 
-/// The value version written: 0, the format of a cluster at `transaction.version` 0, which is
-/// what this broker offers (clients use transactions version 1 with it).
-const VALUE_VERSION: i16 = 0;
+/// The value version written at a finalized `transaction.version`: 0 at level 0, 1 (flexible,
+/// with the tagged PreviousProducerId, NextProducerId and ClientTransactionVersion) from level
+/// 1 (`TransactionVersion.transactionLogValueVersion`). Both versions are read back.
+fn value_version(transaction_version: i16) -> i16 {
+    if transaction_version >= 1 {
+        1
+    } else {
+        0
+    }
+}
 
-fn encode(records: &[TxnRecord]) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
+fn encode(records: &[TxnRecord], value_version: i16) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
     records
         .iter()
         .map(|(id, v)| {
@@ -518,7 +530,7 @@ fn encode(records: &[TxnRecord]) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
             // record's int16-length strings; a failure here is a bug, not bad input.
             let key = wire::records::txn::encode_key(id).expect("a transactional id fits its key");
             let value = v.as_ref().map(|v| {
-                v.encode(VALUE_VERSION)
+                v.encode(value_version)
                     .expect("a transaction value encodes")
             });
             (key, value)
@@ -560,7 +572,8 @@ async fn writer(table: Rc<TxnTable>, part: Weak<TxnPartition>) {
                 None => Ok(()),
                 Some(mut log) => {
                     durable_end = log.next_offset();
-                    let pairs = encode(&records);
+                    let version = value_version(table.broker.features.transaction_version());
+                    let pairs = encode(&records, version);
                     let r = log.append_pairs(&pairs, wall_clock_ms()).await;
                     *p.log.borrow_mut() = Some(log);
                     r.map(|_| ())
