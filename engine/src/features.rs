@@ -86,6 +86,55 @@ impl Features {
     }
 }
 
+/// `FeatureUpdate.UpgradeType` codes (UpdateFeatures v1+ `UpgradeType`).
+pub mod upgrade_type {
+    pub const UPGRADE: i8 = 1;
+    pub const SAFE_DOWNGRADE: i8 = 2;
+    pub const UNSAFE_DOWNGRADE: i8 = 3;
+}
+
+/// Whether `feature` may go from level `current` to `level` with `upgrade_type`, as Kafka's
+/// controller decides (`FeatureControlManager.updateFeature`, `QuorumFeatures.reasonNotSupported`):
+/// `Err` is the INVALID_UPDATE_VERSION message. Only `transaction.version` is known here; any
+/// other feature is one this broker "does not support".
+pub fn check_update(
+    node_id: i32,
+    feature: &str,
+    current: i16,
+    level: i16,
+    upgrade_type: i8,
+) -> Result<(), String> {
+    let invalid = |why: String| Err(format!("Invalid update version {level} for feature {feature}. {why}"));
+    if !matches!(
+        upgrade_type,
+        upgrade_type::UPGRADE | upgrade_type::SAFE_DOWNGRADE | upgrade_type::UNSAFE_DOWNGRADE
+    ) {
+        return invalid("The controller does not support the given upgrade type.".into());
+    }
+    if level < 0 {
+        return invalid("A feature version cannot be less than 0.".into());
+    }
+    if feature != TRANSACTION_VERSION {
+        return invalid(format!("Local controller {node_id} does not support this feature."));
+    }
+    if !(TRANSACTION_VERSION_MIN..=TRANSACTION_VERSION_MAX).contains(&level) {
+        return invalid(format!(
+            "Local controller {node_id} only supports versions {TRANSACTION_VERSION_MIN}-{TRANSACTION_VERSION_MAX}"
+        ));
+    }
+    if level < current && upgrade_type == upgrade_type::UPGRADE {
+        return invalid(
+            "Can't downgrade the version of this feature without setting the upgrade type to \
+             either safe or unsafe downgrade."
+                .into(),
+        );
+    }
+    if level > current && upgrade_type != upgrade_type::UPGRADE {
+        return invalid("Can't downgrade to a newer version.".into());
+    }
+    Ok(())
+}
+
 fn bad(p: &Path, why: &str) -> std::io::Error {
     std::io::Error::new(
         std::io::ErrorKind::InvalidData,
@@ -130,6 +179,26 @@ mod tests {
         f.set_transaction_version(2).unwrap();
         assert_eq!((f.transaction_version(), f.epoch()), (2, e0 + 2));
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn updates_are_checked_as_kafkas_controller_checks_them() {
+        use upgrade_type::*;
+        assert_eq!(check_update(1, TRANSACTION_VERSION, 2, 1, SAFE_DOWNGRADE), Ok(()));
+        assert_eq!(check_update(1, TRANSACTION_VERSION, 1, 2, UPGRADE), Ok(()));
+        assert_eq!(check_update(1, TRANSACTION_VERSION, 2, 2, UPGRADE), Ok(()));
+        assert_eq!(check_update(1, TRANSACTION_VERSION, 2, 0, UNSAFE_DOWNGRADE), Ok(()));
+        let err = |f, cur, lvl, t| check_update(1, f, cur, lvl, t).unwrap_err();
+        assert_eq!(
+            err(TRANSACTION_VERSION, 2, 1, UPGRADE),
+            "Invalid update version 1 for feature transaction.version. Can't downgrade the version \
+             of this feature without setting the upgrade type to either safe or unsafe downgrade."
+        );
+        assert!(err(TRANSACTION_VERSION, 1, 2, SAFE_DOWNGRADE).ends_with("Can't downgrade to a newer version."));
+        assert!(err(TRANSACTION_VERSION, 2, 3, UPGRADE).ends_with("only supports versions 0-2"));
+        assert!(err(TRANSACTION_VERSION, 2, -1, SAFE_DOWNGRADE).ends_with("cannot be less than 0."));
+        assert!(err("no.such.feature", 0, 1, UPGRADE).ends_with("does not support this feature."));
+        assert!(err(TRANSACTION_VERSION, 2, 1, 0).ends_with("the given upgrade type."));
     }
 
     #[test]

@@ -102,6 +102,7 @@ apis! {
     DeleteGroups = 42: DeleteGroupsRequest, DeleteGroupsResponse;
     IncrementalAlterConfigs = 44: IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse;
     OffsetDelete = 47: OffsetDeleteRequest, OffsetDeleteResponse;
+    UpdateFeatures = 57: UpdateFeaturesRequest, UpdateFeaturesResponse;
     DescribeCluster = 60: DescribeClusterRequest, DescribeClusterResponse;
     DescribeTransactions = 65: DescribeTransactionsRequest, DescribeTransactionsResponse;
     ListTransactions = 66: ListTransactionsRequest, ListTransactionsResponse;
@@ -376,6 +377,7 @@ mod tests {
             37 => Request::CreatePartitions(Default::default()),
             44 => Request::IncrementalAlterConfigs(Default::default()),
             60 => Request::DescribeCluster(Default::default()),
+            57 => Request::UpdateFeatures(Default::default()),
             24 => Request::AddPartitionsToTxn(Default::default()),
             25 => Request::AddOffsetsToTxn(Default::default()),
             26 => Request::EndTxn(Default::default()),

@@ -47,6 +47,7 @@ pub const SERVED: &[ApiRange] = &[
     r(42, 0, 2), // DeleteGroups: trunk 0-3; the crate stops at 2
     r(44, 0, 1), // IncrementalAlterConfigs: trunk 0-1
     r(47, 0, 0), // OffsetDelete: trunk 0
+    r(57, 0, 2), // UpdateFeatures: trunk 0-2 (transaction.version only, `engine::features`)
     r(60, 0, 2), // DescribeCluster: trunk 0-2
     r(65, 0, 0), // DescribeTransactions: trunk 0
     r(66, 0, 2), // ListTransactions: trunk 0-2
