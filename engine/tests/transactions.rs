@@ -534,11 +534,12 @@ fn transactions_v2_bump_the_epoch_and_writes_add_their_partitions() {
     // No AddPartitionsToTxn: Produce v12 adds partition 0 to the transaction.
     assert_eq!(produce_v(&mut c, 12, "v2", (pid, e0), 0, 0, &["c1"]), 0);
     assert_eq!(state(&mut c, "v2"), "Ongoing");
-    // A v1 write (Produce v11) to a partition never added is still refused.
+    // A v1 write (Produce v11) to a partition never added is still only verified, and refused
+    // (TRANSACTION_ABORTABLE from v11, as Kafka's `genericErrorSupported`).
     assert_eq!(
         produce_v(&mut c, 11, "v2", (pid, e0), 0, 1, &["x"]),
-        48,
-        "INVALID_TXN_STATE"
+        120,
+        "TRANSACTION_ABORTABLE"
     );
     // EndTxn v5 bumps the epoch and says so.
     assert_eq!(end_v5(&mut c, "v2", (pid, e0), true), (0, pid, e0 + 1));
