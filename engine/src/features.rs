@@ -104,7 +104,11 @@ pub fn check_update(
     level: i16,
     upgrade_type: i8,
 ) -> Result<(), String> {
-    let invalid = |why: String| Err(format!("Invalid update version {level} for feature {feature}. {why}"));
+    let invalid = |why: String| {
+        Err(format!(
+            "Invalid update version {level} for feature {feature}. {why}"
+        ))
+    };
     if !matches!(
         upgrade_type,
         upgrade_type::UPGRADE | upgrade_type::SAFE_DOWNGRADE | upgrade_type::UNSAFE_DOWNGRADE
@@ -115,7 +119,9 @@ pub fn check_update(
         return invalid("A feature version cannot be less than 0.".into());
     }
     if feature != TRANSACTION_VERSION {
-        return invalid(format!("Local controller {node_id} does not support this feature."));
+        return invalid(format!(
+            "Local controller {node_id} does not support this feature."
+        ));
     }
     if !(TRANSACTION_VERSION_MIN..=TRANSACTION_VERSION_MAX).contains(&level) {
         return invalid(format!(
@@ -184,17 +190,24 @@ mod tests {
     #[test]
     fn updates_are_checked_as_kafkas_controller_checks_them() {
         use upgrade_type::*;
-        assert_eq!(check_update(1, TRANSACTION_VERSION, 2, 1, SAFE_DOWNGRADE), Ok(()));
+        assert_eq!(
+            check_update(1, TRANSACTION_VERSION, 2, 1, SAFE_DOWNGRADE),
+            Ok(())
+        );
         assert_eq!(check_update(1, TRANSACTION_VERSION, 1, 2, UPGRADE), Ok(()));
         assert_eq!(check_update(1, TRANSACTION_VERSION, 2, 2, UPGRADE), Ok(()));
-        assert_eq!(check_update(1, TRANSACTION_VERSION, 2, 0, UNSAFE_DOWNGRADE), Ok(()));
+        assert_eq!(
+            check_update(1, TRANSACTION_VERSION, 2, 0, UNSAFE_DOWNGRADE),
+            Ok(())
+        );
         let err = |f, cur, lvl, t| check_update(1, f, cur, lvl, t).unwrap_err();
         assert_eq!(
             err(TRANSACTION_VERSION, 2, 1, UPGRADE),
             "Invalid update version 1 for feature transaction.version. Can't downgrade the version \
              of this feature without setting the upgrade type to either safe or unsafe downgrade."
         );
-        assert!(err(TRANSACTION_VERSION, 1, 2, SAFE_DOWNGRADE).ends_with("Can't downgrade to a newer version."));
+        assert!(err(TRANSACTION_VERSION, 1, 2, SAFE_DOWNGRADE)
+            .ends_with("Can't downgrade to a newer version."));
         assert!(err(TRANSACTION_VERSION, 2, 3, UPGRADE).ends_with("only supports versions 0-2"));
         assert!(err(TRANSACTION_VERSION, 2, -1, SAFE_DOWNGRADE).ends_with("cannot be less than 0."));
         assert!(err("no.such.feature", 0, 1, UPGRADE).ends_with("does not support this feature."));

@@ -488,7 +488,11 @@ fn finalized_tv(c: &mut Client) -> (Option<i16>, i64) {
         .iter()
         .find(|f| f.name.as_str() == "transaction.version")
         .map(|f| (f.min_version, f.max_version));
-    assert_eq!(supported, Some((0, 2)), "transaction.version 0-2 is supported");
+    assert_eq!(
+        supported,
+        Some((0, 2)),
+        "transaction.version 0-2 is supported"
+    );
     let tv = r
         .finalized_features
         .iter()
@@ -504,12 +508,10 @@ fn update_feature(c: &mut Client, feature: &str, level: i16, upgrade_type: i8) -
         Request::UpdateFeatures(
             UpdateFeaturesRequest::default()
                 .with_timeout_ms(30_000)
-                .with_feature_updates(vec![
-                    update_features_request::FeatureUpdateKey::default()
-                        .with_feature(s(feature))
-                        .with_max_version_level(level)
-                        .with_upgrade_type(upgrade_type),
-                ]),
+                .with_feature_updates(vec![update_features_request::FeatureUpdateKey::default()
+                    .with_feature(s(feature))
+                    .with_max_version_level(level)
+                    .with_upgrade_type(upgrade_type)]),
         ),
     ) else {
         panic!("UpdateFeatures")
@@ -527,7 +529,11 @@ fn transactions_v2_bump_the_epoch_and_writes_add_their_partitions() {
     let mut c = Client::connect(broker.addr);
     create_topic(&mut c, TOPIC, 2);
     let (tv, epoch0) = finalized_tv(&mut c);
-    assert_eq!(tv, Some(2), "a new broker is at transaction.version 2, as Kafka 4.4");
+    assert_eq!(
+        tv,
+        Some(2),
+        "a new broker is at transaction.version 2, as Kafka 4.4"
+    );
 
     let (err, pid, e0) = init(&mut c, "v2");
     assert_eq!(err, 0);
@@ -557,8 +563,16 @@ fn transactions_v2_bump_the_epoch_and_writes_add_their_partitions() {
     eventually("CompleteAbort", || state(&mut c, "v2") == "CompleteAbort");
     // A retried abort gets the same answer; a commit of it is refused; an older epoch is fenced.
     assert_eq!(end_v5(&mut c, "v2", (pid, e1), false), (0, pid, e1 + 1));
-    assert_eq!(end_v5(&mut c, "v2", (pid, e1), true).0, 48, "INVALID_TXN_STATE");
-    assert_eq!(end_v5(&mut c, "v2", (pid, e0), true).0, 90, "PRODUCER_FENCED");
+    assert_eq!(
+        end_v5(&mut c, "v2", (pid, e1), true).0,
+        48,
+        "INVALID_TXN_STATE"
+    );
+    assert_eq!(
+        end_v5(&mut c, "v2", (pid, e0), true).0,
+        90,
+        "PRODUCER_FENCED"
+    );
     let (vals, _, aborted) = fetch(&mut c, true);
     assert_eq!(vals, vec!["c1"]);
     assert_eq!(aborted, vec![pid]);
@@ -580,7 +594,11 @@ fn transactions_v2_bump_the_epoch_and_writes_add_their_partitions() {
         update_feature(&mut c, "group.version", 1, 1),
         "does not support this feature",
     );
-    assert_eq!(finalized_tv(&mut c), (Some(2), epoch0), "refusals change nothing");
+    assert_eq!(
+        finalized_tv(&mut c),
+        (Some(2), epoch0),
+        "refusals change nothing"
+    );
     assert_eq!(update_feature(&mut c, "transaction.version", 1, 2).0, 0);
     let (tv, epoch1) = finalized_tv(&mut c);
     assert_eq!(tv, Some(1));
@@ -589,7 +607,11 @@ fn transactions_v2_bump_the_epoch_and_writes_add_their_partitions() {
     broker.kill9();
     let broker = Broker::start(&dir, &[]);
     let mut c = Client::connect(broker.addr);
-    assert_eq!(finalized_tv(&mut c), (Some(1), epoch1), "the level is durable");
+    assert_eq!(
+        finalized_tv(&mut c),
+        (Some(1), epoch1),
+        "the level is durable"
+    );
     assert_eq!(update_feature(&mut c, "transaction.version", 2, 1).0, 0);
     assert_eq!(finalized_tv(&mut c).0, Some(2));
 }

@@ -1563,9 +1563,9 @@ fn update_features_response(v: i16) -> UpdateFeaturesResponse {
         r.with_error_code(0)
             .with_error_message(None)
             .with_results(vec![UpdatableFeatureResult::default()
-            .with_feature(s("transaction.version"))
-            .with_error_code(0)
-            .with_error_message(Some(s("NONE")))])
+                .with_feature(s("transaction.version"))
+                .with_error_code(0)
+                .with_error_message(Some(s("NONE")))])
     } else {
         r.with_error_code(ResponseError::InvalidUpdateVersion.code())
             .with_error_message(Some(s(UPDATE_FEATURES_ERROR)))
