@@ -178,10 +178,12 @@ impl TxnTable {
         let answer = OneShot::new();
         part.waiters.borrow_mut().insert(rid, answer.clone());
         let mut out = TxnOutput::default();
-        let mut core = part.core.borrow_mut();
-        core.set_transaction_version(self.broker.features.transaction_version());
-        core.handle(rid, req, wall_clock_ms(), &mut out);
-        drop(core);
+        {
+            // The level may have changed since the last request (UpdateFeatures).
+            let mut core = part.core.borrow_mut();
+            core.set_transaction_version(self.broker.features.transaction_version());
+            core.handle(rid, req, wall_clock_ms(), &mut out);
+        }
         self.submit(part, out);
         answer.wait().await
     }
