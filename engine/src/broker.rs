@@ -6,7 +6,8 @@ use crate::config::Config;
 use crate::topics::TopicRegistry;
 use wire::Versions;
 
-/// Everything the handlers share across shards. Immutable except for the topic registry.
+/// Everything the handlers share across shards. Immutable except for the topic registry and the
+/// feature levels.
 #[derive(Debug)]
 pub struct Broker {
     pub config: Config,
@@ -25,6 +26,8 @@ pub struct Broker {
     pub metrics: std::sync::Arc<crate::metrics::MetricsHub>,
     /// Idempotent producer ids (InitProducerId).
     pub producer_ids: crate::producer_ids::ProducerIds,
+    /// Finalized feature levels (`transaction.version`), changed by UpdateFeatures.
+    pub features: crate::features::Features,
     /// `max.connections` / `max.connections.per.ip` accounting across shards.
     pub connections: std::sync::Arc<crate::limits::ConnectionLimits>,
 }

@@ -4,6 +4,7 @@
 //! checks it):
 //! - shared state: the configuration (`config`, Kafka's key names and defaults), the data-dir
 //!   identity (`meta`), the topic registry (`topics`), the producer id block (`producer_ids`),
+//!   the finalized feature levels (`features`),
 //!   connection limits (`limits`), measurements (`metrics`), and `broker::Broker`, which holds
 //!   them for every shard;
 //! - `data`: the data path's shard side — topic partition logs, their writer tasks, retention;
@@ -28,6 +29,7 @@ pub use coordinator::{group, partition_core, snapshot_build, txn};
 pub mod broker;
 pub mod clock;
 pub mod config;
+pub mod features;
 pub mod group_configs;
 pub mod limits;
 pub mod meta;
@@ -85,6 +87,8 @@ pub fn open_broker(
         metrics: metrics::MetricsHub::new(),
         producer_ids: producer_ids::ProducerIds::open(Some(data_dir))
             .map_err(|e| anyhow::anyhow!("cannot read the producer id block: {e}"))?,
+        features: features::Features::open(Some(data_dir))
+            .map_err(|e| anyhow::anyhow!("cannot read the feature levels: {e}"))?,
         connections: Default::default(),
     }))
 }

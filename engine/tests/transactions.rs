@@ -416,3 +416,202 @@ fn transactional_offsets_need_add_offsets_and_stay_invisible_until_the_commit() 
     assert!(missing.contains("TRANSACTIONAL_ID_NOT_FOUND"), "{missing}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `produce` at another Produce version: 12+ is what a transactions version 2 client sends.
+#[allow(clippy::too_many_arguments)]
+fn produce_v(
+    c: &mut Client,
+    version: i16,
+    id: &str,
+    (pid, epoch): (i64, i16),
+    seq: i32,
+    partition: i32,
+    values: &[&str],
+) -> i16 {
+    let recs: Vec<(Option<&[u8]>, Option<&[u8]>)> =
+        values.iter().map(|v| (None, Some(v.as_bytes()))).collect();
+    let mut batch = Vec::new();
+    encode_batch(0, 1_700_000_000_000, &recs, &mut batch);
+    stamp_producer(&mut batch, pid, epoch, seq, true);
+    let Response::Produce(r) = c.call(
+        version,
+        Request::Produce(
+            ProduceRequest::default()
+                .with_transactional_id(Some(txn_id(id)))
+                .with_acks(-1)
+                .with_timeout_ms(30_000)
+                .with_topic_data(vec![produce_request::TopicProduceData::default()
+                    .with_name(TopicName(s(TOPIC)))
+                    .with_partition_data(vec![
+                        produce_request::PartitionProduceData::default()
+                            .with_index(partition)
+                            .with_records(Some(Bytes::from(batch))),
+                    ])]),
+        ),
+    ) else {
+        panic!("Produce")
+    };
+    r.responses[0].partition_responses[0].error_code
+}
+
+/// EndTxn v5: (error, producer id, producer epoch) of the answer.
+fn end_v5(c: &mut Client, id: &str, (pid, epoch): (i64, i16), commit: bool) -> (i16, i64, i16) {
+    let Response::EndTxn(r) = c.call(
+        5,
+        Request::EndTxn(
+            EndTxnRequest::default()
+                .with_transactional_id(txn_id(id))
+                .with_producer_id(ProducerId(pid))
+                .with_producer_epoch(epoch)
+                .with_committed(commit),
+        ),
+    ) else {
+        panic!("EndTxn")
+    };
+    (r.error_code, r.producer_id.0, r.producer_epoch)
+}
+
+/// (finalized transaction.version if any, finalized features epoch) from ApiVersions v4.
+fn finalized_tv(c: &mut Client) -> (Option<i16>, i64) {
+    let Response::ApiVersions(r) = c.call(
+        4,
+        Request::ApiVersions(
+            ApiVersionsRequest::default()
+                .with_client_software_name(s("it"))
+                .with_client_software_version(s("1")),
+        ),
+    ) else {
+        panic!("ApiVersions")
+    };
+    let supported = r
+        .supported_features
+        .iter()
+        .find(|f| f.name.as_str() == "transaction.version")
+        .map(|f| (f.min_version, f.max_version));
+    assert_eq!(
+        supported,
+        Some((0, 2)),
+        "transaction.version 0-2 is supported"
+    );
+    let tv = r
+        .finalized_features
+        .iter()
+        .find(|f| f.name.as_str() == "transaction.version")
+        .map(|f| f.max_version_level);
+    (tv, r.finalized_features_epoch)
+}
+
+/// UpdateFeatures v2 of one feature: (error code, error message).
+fn update_feature(c: &mut Client, feature: &str, level: i16, upgrade_type: i8) -> (i16, String) {
+    let Response::UpdateFeatures(r) = c.call(
+        2,
+        Request::UpdateFeatures(
+            UpdateFeaturesRequest::default()
+                .with_timeout_ms(30_000)
+                .with_feature_updates(vec![update_features_request::FeatureUpdateKey::default()
+                    .with_feature(s(feature))
+                    .with_max_version_level(level)
+                    .with_upgrade_type(upgrade_type)]),
+        ),
+    ) else {
+        panic!("UpdateFeatures")
+    };
+    (
+        r.error_code,
+        r.error_message.map(|m| m.to_string()).unwrap_or_default(),
+    )
+}
+
+#[test]
+fn transactions_v2_bump_the_epoch_and_writes_add_their_partitions() {
+    let dir = data_dir("txn-v2");
+    let mut broker = Broker::start(&dir, &[]);
+    let mut c = Client::connect(broker.addr);
+    create_topic(&mut c, TOPIC, 2);
+    let (tv, epoch0) = finalized_tv(&mut c);
+    assert_eq!(
+        tv,
+        Some(2),
+        "a new broker is at transaction.version 2, as Kafka 4.4"
+    );
+
+    let (err, pid, e0) = init(&mut c, "v2");
+    assert_eq!(err, 0);
+    // No AddPartitionsToTxn: Produce v12 adds partition 0 to the transaction.
+    assert_eq!(produce_v(&mut c, 12, "v2", (pid, e0), 0, 0, &["c1"]), 0);
+    assert_eq!(state(&mut c, "v2"), "Ongoing");
+    // A v1 write (Produce v11) to a partition never added is still only verified, and refused
+    // (TRANSACTION_ABORTABLE from v11, as Kafka's `genericErrorSupported`).
+    assert_eq!(
+        produce_v(&mut c, 11, "v2", (pid, e0), 0, 1, &["x"]),
+        120,
+        "TRANSACTION_ABORTABLE"
+    );
+    // EndTxn v5 bumps the epoch and says so.
+    assert_eq!(end_v5(&mut c, "v2", (pid, e0), true), (0, pid, e0 + 1));
+    eventually("the commit marker", || fetch(&mut c, true).0 == ["c1"]);
+    // The ended transaction's epoch writes nothing more.
+    assert_eq!(
+        produce_v(&mut c, 12, "v2", (pid, e0), 1, 0, &["late"]),
+        47,
+        "INVALID_PRODUCER_EPOCH"
+    );
+    // The next transaction, with the bumped epoch, starts its sequences again; it is aborted.
+    let e1 = e0 + 1;
+    assert_eq!(produce_v(&mut c, 12, "v2", (pid, e1), 0, 0, &["a1"]), 0);
+    assert_eq!(end_v5(&mut c, "v2", (pid, e1), false), (0, pid, e1 + 1));
+    eventually("CompleteAbort", || state(&mut c, "v2") == "CompleteAbort");
+    // A retried abort gets the same answer; a commit of it is refused; an older epoch is fenced.
+    assert_eq!(end_v5(&mut c, "v2", (pid, e1), false), (0, pid, e1 + 1));
+    assert_eq!(
+        end_v5(&mut c, "v2", (pid, e1), true).0,
+        48,
+        "INVALID_TXN_STATE"
+    );
+    assert_eq!(
+        end_v5(&mut c, "v2", (pid, e0), true).0,
+        90,
+        "PRODUCER_FENCED"
+    );
+    let (vals, _, aborted) = fetch(&mut c, true);
+    assert_eq!(vals, vec!["c1"]);
+    assert_eq!(aborted, vec![pid]);
+
+    // UpdateFeatures: Kafka's refusals, then a downgrade to 1 that survives a restart.
+    let refused = |(code, msg): (i16, String), why: &str| {
+        assert_eq!(code, 95, "INVALID_UPDATE_VERSION: {msg}");
+        assert!(msg.contains(why), "{msg}");
+    };
+    refused(
+        update_feature(&mut c, "transaction.version", 3, 1),
+        "only supports versions 0-2",
+    );
+    refused(
+        update_feature(&mut c, "transaction.version", 1, 1),
+        "without setting the upgrade type",
+    );
+    refused(
+        update_feature(&mut c, "group.version", 1, 1),
+        "does not support this feature",
+    );
+    assert_eq!(
+        finalized_tv(&mut c),
+        (Some(2), epoch0),
+        "refusals change nothing"
+    );
+    assert_eq!(update_feature(&mut c, "transaction.version", 1, 2).0, 0);
+    let (tv, epoch1) = finalized_tv(&mut c);
+    assert_eq!(tv, Some(1));
+    assert!(epoch1 > epoch0, "a change has a newer epoch");
+    drop(c);
+    broker.kill9();
+    let broker = Broker::start(&dir, &[]);
+    let mut c = Client::connect(broker.addr);
+    assert_eq!(
+        finalized_tv(&mut c),
+        (Some(1), epoch1),
+        "the level is durable"
+    );
+    assert_eq!(update_feature(&mut c, "transaction.version", 2, 1).0, 0);
+    assert_eq!(finalized_tv(&mut c).0, Some(2));
+}

@@ -102,6 +102,7 @@ apis! {
     DeleteGroups = 42: DeleteGroupsRequest, DeleteGroupsResponse;
     IncrementalAlterConfigs = 44: IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse;
     OffsetDelete = 47: OffsetDeleteRequest, OffsetDeleteResponse;
+    UpdateFeatures = 57: UpdateFeaturesRequest, UpdateFeaturesResponse;
     DescribeCluster = 60: DescribeClusterRequest, DescribeClusterResponse;
     DescribeProducers = 61: DescribeProducersRequest, DescribeProducersResponse;
     DescribeTransactions = 65: DescribeTransactionsRequest, DescribeTransactionsResponse;
@@ -378,6 +379,7 @@ mod tests {
             44 => Request::IncrementalAlterConfigs(Default::default()),
             60 => Request::DescribeCluster(Default::default()),
             61 => Request::DescribeProducers(Default::default()),
+            57 => Request::UpdateFeatures(Default::default()),
             24 => Request::AddPartitionsToTxn(Default::default()),
             25 => Request::AddOffsetsToTxn(Default::default()),
             26 => Request::EndTxn(Default::default()),

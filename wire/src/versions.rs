@@ -56,6 +56,7 @@ pub const SERVED: &[ApiRange] = &[
     // an API by its index here (`fuzz/src/served.rs`), so appending keeps every committed seed
     // of the keys above pointing at the same decoder. `Versions` sorts for ApiVersions.
     r(61, 0, 0), // DescribeProducers: trunk 0
+    r(57, 0, 2), // UpdateFeatures: trunk 0-2 (transaction.version only, `engine::features`)
 ];
 
 /// A lookup table of served versions, indexed by api key for O(1) checks on the hot path.

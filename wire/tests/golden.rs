@@ -1554,6 +1554,28 @@ const LISTED_TRANSACTIONS: &[(&str, i64, &str)] = &[
 /// A state filter the coordinator does not know, echoed back in UnknownStateFilters.
 const UNKNOWN_TXN_STATE: &str = "Frozen";
 
+/// UpdateFeatures in every served version: v0–1 a success listing its feature (Kafka's "NONE"
+/// message), v2 a failure, which has no per-feature results.
+fn update_features_response(v: i16) -> UpdateFeaturesResponse {
+    use update_features_response::*;
+    let r = UpdateFeaturesResponse::default().with_throttle_time_ms(THROTTLE);
+    if v <= 1 {
+        r.with_error_code(0)
+            .with_error_message(None)
+            .with_results(vec![UpdatableFeatureResult::default()
+                .with_feature(s("transaction.version"))
+                .with_error_code(0)
+                .with_error_message(Some(s("NONE")))])
+    } else {
+        r.with_error_code(ResponseError::InvalidUpdateVersion.code())
+            .with_error_message(Some(s(UPDATE_FEATURES_ERROR)))
+    }
+}
+
+const UPDATE_FEATURES_ERROR: &str = "The update failed for all features since the following \
+    feature had an error: Invalid update version 3 for feature transaction.version. Local \
+    controller 1 only supports versions 0-2";
+
 fn list_transactions_response(_v: i16) -> ListTransactionsResponse {
     use list_transactions_response::*;
     ListTransactionsResponse::default()
@@ -3137,6 +3159,27 @@ fn walk_describe_transactions(frame: &[u8], v: i16) {
     w.end();
 }
 
+// UpdateFeaturesResponse.json: validVersions 0-2, flexible 0+. ThrottleTimeMs, ErrorCode,
+// ErrorMessage (nullable), Results[]{Feature, ErrorCode, ErrorMessage (nullable)} (v0-1 only).
+fn walk_update_features(frame: &[u8], v: i16) {
+    let mut w = Walk::response(frame, format!("UpdateFeatures v{v}"), true, true);
+    w.expect_i32("throttle_time_ms", THROTTLE);
+    if v <= 1 {
+        w.expect_i16("error_code", 0);
+        w.expect_nstr("error_message", None);
+        w.expect_array("results", 1);
+        w.expect_str("result.feature", "transaction.version");
+        w.expect_i16("result.error_code", 0);
+        w.expect_nstr("result.error_message", Some("NONE"));
+        w.expect_no_tags("result tags");
+    } else {
+        w.expect_i16("error_code", ResponseError::InvalidUpdateVersion.code());
+        w.expect_nstr("error_message", Some(UPDATE_FEATURES_ERROR));
+    }
+    w.expect_no_tags("top-level tags");
+    w.end();
+}
+
 // ListTransactionsResponse.json: validVersions 0-2 (v1 KIP-994 and v2 KIP-1152 change only the
 // request), flexible 0+. ThrottleTimeMs, ErrorCode,
 // UnknownStateFilters []string, TransactionStates[]{TransactionalId, ProducerId (int64),
@@ -3462,6 +3505,13 @@ const GOLDEN_APIS: &[GoldenApi] = &[
         name: "ListTransactions",
         build: |v| Response::ListTransactions(list_transactions_response(v)),
         walk: walk_list_transactions,
+    },
+    GoldenApi {
+        api_key: 57,
+        file_stem: "update_features",
+        name: "UpdateFeatures",
+        build: |v| Response::UpdateFeatures(update_features_response(v)),
+        walk: walk_update_features,
     },
 ];
 
@@ -3819,6 +3869,11 @@ fn golden_describe_transactions_responses() {
 #[test]
 fn golden_list_transactions_responses() {
     run_golden(golden_api(66));
+}
+
+#[test]
+fn golden_update_features_responses() {
+    run_golden(golden_api(57));
 }
 
 #[test]
@@ -6078,6 +6133,56 @@ fn requests_describe_transactions() {
 }
 
 #[test]
+fn requests_update_features() {
+    use update_features_request::*;
+    // v0: AllowDowngrade (what kafka-features.sh of a 2.x client sends).
+    let mut e = Enc::request(57, 0, CID, Some("adminclient-1"), true);
+    e.i32(30_000);
+    e.arr(1);
+    e.str("transaction.version");
+    e.i16(1);
+    e.bool(true);
+    e.tags();
+    e.tags();
+    let expect = UpdateFeaturesRequest::default()
+        .with_timeout_ms(30_000)
+        .with_feature_updates(vec![FeatureUpdateKey::default()
+            .with_feature(s("transaction.version"))
+            .with_max_version_level(1)
+            .with_allow_downgrade(true)]);
+    check_request(
+        e.finish(),
+        Some("adminclient-1"),
+        0,
+        Request::UpdateFeatures(expect),
+    );
+
+    // v2 (the Java Admin 4.4): UpgradeType SAFE_DOWNGRADE, ValidateOnly.
+    let mut e = Enc::request(57, 2, CID, Some("adminclient-1"), true);
+    e.i32(30_000);
+    e.arr(1);
+    e.str("transaction.version");
+    e.i16(1);
+    e.i8(2);
+    e.tags();
+    e.bool(true);
+    e.tags();
+    let expect = UpdateFeaturesRequest::default()
+        .with_timeout_ms(30_000)
+        .with_feature_updates(vec![FeatureUpdateKey::default()
+            .with_feature(s("transaction.version"))
+            .with_max_version_level(1)
+            .with_upgrade_type(2)])
+        .with_validate_only(true);
+    check_request(
+        e.finish(),
+        Some("adminclient-1"),
+        2,
+        Request::UpdateFeatures(expect),
+    );
+}
+
+#[test]
 fn requests_list_transactions() {
     // v0: filter by state and producer id.
     let mut e = Enc::request(66, 0, CID, Some("adminclient-1"), true);
@@ -6170,7 +6275,7 @@ fn request_golden_cases_cover_every_served_api() {
     // The request tests above exist for exactly these keys; a new served key needs its own.
     let covered = [
         0i16, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 19, 20, 21, 22, 24, 25, 26, 28, 32,
-        33, 37, 42, 44, 47, 60, 61, 65, 66, 68, 69,
+        33, 37, 42, 44, 47, 57, 60, 61, 65, 66, 68, 69,
     ];
     for r in SERVED {
         assert!(

@@ -7,8 +7,17 @@
 //!
 //! Follows Kafka's transaction coordinator: `core/src/main/scala/kafka/coordinator/transaction/
 //! TransactionCoordinator.scala` (the request handlers and their error codes) and
-//! `TransactionMetadata.scala` (the transitions), transactions version 1 (the client adds
-//! partitions with AddPartitionsToTxn and keeps its epoch across transactions).
+//! `TransactionMetadata.scala` (the transitions), for both transaction protocols (KIP-890):
+//! version 1, where the client adds partitions with AddPartitionsToTxn and keeps its epoch
+//! across transactions, and version 2, where Produce and TxnOffsetCommit add them (the broker
+//! asks the coordinator, [`TxnRequest::AddPartitions`]) and every EndTxn bumps the epoch — the
+//! markers carry the bumped epoch, so no late write of the ended transaction is accepted after
+//! them, and when the epochs of a producer id run out the transaction ends on a new producer id
+//! (`nextProducerId`). Which protocol a transition follows is the client's (EndTxn v5+ is v2,
+//! Kafka's `clientTransactionVersion`), or the broker's finalized `transaction.version` for what
+//! the coordinator does on its own (aborting on a timeout, fencing), as in Kafka; it is stored
+//! with each state (`ClientTransactionVersion`) so a retried EndTxn is judged by the protocol
+//! that ended the transaction.
 //!
 //! The one difference in mechanism: Kafka marks a transition "pending" while its record is
 //! being written and answers CONCURRENT_TRANSACTIONS to anything arriving meanwhile. Here a
@@ -41,6 +50,25 @@ pub mod code {
     pub const TRANSACTIONAL_ID_NOT_FOUND: i16 = 105;
     pub const PRODUCER_FENCED: i16 = 90;
     pub const TRANSACTION_ABORTABLE: i16 = 120;
+    pub const UNKNOWN_SERVER_ERROR: i16 = -1;
+}
+
+/// `TransactionVersion.supportsEpochBump`: transactions version 2 and later bump the epoch on
+/// every EndTxn.
+pub fn supports_epoch_bump(transaction_version: i16) -> bool {
+    transaction_version >= 2
+}
+
+/// The `__transaction_state` value version written at a finalized `transaction.version`: 0 at
+/// level 0, 1 (flexible, with the tagged PreviousProducerId, NextProducerId and
+/// ClientTransactionVersion) from level 1 (`TransactionVersion.transactionLogValueVersion`).
+/// Both versions are read back.
+pub fn log_value_version(transaction_version: i16) -> i16 {
+    if transaction_version >= 1 {
+        1
+    } else {
+        0
+    }
 }
 
 /// A request's id, given back with its reply.
@@ -120,6 +148,13 @@ pub struct TxnMeta {
     pub partitions: BTreeSet<(String, i32)>,
     pub start_ms: i64,
     pub last_update_ms: i64,
+    /// The producer id a transaction version 2 EndTxn moved to because the epochs of
+    /// `producer_id` ran out: the markers still carry `producer_id`, the complete record makes
+    /// this the producer id (epoch 0). −1 otherwise.
+    pub next_producer_id: i64,
+    /// The transaction version of the client (or the coordinator) behind the last transition
+    /// (`clientTransactionVersion`; 0 for version 0 and 1, which behave alike here).
+    pub client_tv: i16,
 }
 
 impl TxnMeta {
@@ -144,14 +179,14 @@ impl TxnMeta {
         TransactionLogValue {
             producer_id: self.producer_id,
             previous_producer_id: self.previous_producer_id,
-            next_producer_id: -1,
+            next_producer_id: self.next_producer_id,
             producer_epoch: self.producer_epoch,
             transaction_timeout_ms: self.timeout_ms,
             transaction_status: self.state.status(),
             transaction_partitions: partitions,
             transaction_last_update_timestamp_ms: self.last_update_ms,
             transaction_start_timestamp_ms: self.start_ms,
-            client_transaction_version: 0,
+            client_transaction_version: self.client_tv,
         }
     }
 
@@ -173,6 +208,8 @@ impl TxnMeta {
             partitions,
             start_ms: v.transaction_start_timestamp_ms,
             last_update_ms: v.transaction_last_update_timestamp_ms,
+            next_producer_id: v.next_producer_id,
+            client_tv: v.client_transaction_version,
         })
     }
 }
@@ -220,12 +257,21 @@ pub enum TxnRequest {
         producer_epoch: i16,
         partitions: Vec<(String, i32)>,
         verify_only: bool,
+        /// 2 when a broker adds the partitions for a transaction version 2 client (Produce v12+,
+        /// TxnOffsetCommit v5+, AddPartitionsToTxn v4+), else 0 (Kafka's
+        /// `transactionVersionForAddPartitionsToTxn`); stored with the transaction.
+        client_tv: i16,
     },
     EndTxn {
         transactional_id: String,
         producer_id: i64,
         producer_epoch: i16,
         commit: bool,
+        /// 2 for EndTxn v5+ (the client bumps its epoch with every transaction), else 0.
+        client_tv: i16,
+        /// An unused producer id the shell reserved for a version 2 EndTxn whose epoch is
+        /// exhausted (the transaction ends on a new producer id); `None` otherwise.
+        fresh_producer_id: Option<i64>,
     },
     Describe {
         transactional_id: String,
@@ -247,8 +293,12 @@ pub enum TxnResponse {
     },
     /// One code per requested partition, in request order.
     AddPartitions(Vec<i16>),
+    /// The producer id and epoch to continue with: after a version 2 EndTxn the bumped epoch
+    /// (or the new producer id), else the current ones; −1 on error.
     EndTxn {
         error: i16,
+        producer_id: i64,
+        producer_epoch: i16,
     },
     Describe(Result<DescribedTxn, i16>),
     List(Vec<ListedTxn>),
@@ -282,6 +332,26 @@ pub struct MarkerJob {
     pub partitions: Vec<(String, i32)>,
 }
 
+/// An EndTxn's arguments past its transactional id.
+#[derive(Debug, Clone, Copy)]
+struct EndTxn {
+    producer: (i64, i16),
+    commit: bool,
+    client_tv: i16,
+    fresh_producer_id: Option<i64>,
+}
+
+/// The producer id and epoch a client continues with after ending a transaction into `m`: a
+/// version 2 end that ran out of epochs continues on the next producer id, epoch 0 (the id the
+/// complete record will hold; its first add waits for the markers).
+fn continue_with(m: &TxnMeta) -> (i64, i16) {
+    if m.next_producer_id >= 0 {
+        (m.next_producer_id, 0)
+    } else {
+        (m.producer_id, m.producer_epoch)
+    }
+}
+
 /// A `__transaction_state` record: the transactional id and its value (`None`: a tombstone,
 /// the id expired).
 pub type TxnRecord = (String, Option<TransactionLogValue>);
@@ -299,6 +369,9 @@ pub struct TxnOutput {
 #[derive(Debug, Default)]
 pub struct TxnCoordinator {
     config: TxnConfig,
+    /// The broker's finalized `transaction.version`: the protocol of the transitions the
+    /// coordinator makes on its own (timeouts, fencing). 0 until the shell sets it.
+    transaction_version: i16,
     txns: BTreeMap<String, TxnMeta>,
     next_abort_check: i64,
     next_expiration_check: i64,
@@ -343,6 +416,12 @@ impl TxnCoordinator {
             config,
             ..Self::default()
         }
+    }
+
+    /// The broker's finalized `transaction.version` changed (UpdateFeatures), or is first
+    /// known.
+    pub fn set_transaction_version(&mut self, level: i16) {
+        self.transaction_version = level;
     }
 
     pub fn get(&self, transactional_id: &str) -> Option<&TxnMeta> {
@@ -467,12 +546,13 @@ impl TxnCoordinator {
                 producer_epoch,
                 partitions,
                 verify_only,
+                client_tv,
             } => self.add_partitions(
                 &transactional_id,
-                producer_id,
-                producer_epoch,
+                (producer_id, producer_epoch),
                 partitions,
                 verify_only,
+                client_tv,
                 now,
                 out,
             ),
@@ -481,16 +561,28 @@ impl TxnCoordinator {
                 producer_id,
                 producer_epoch,
                 commit,
-            } => TxnResponse::EndTxn {
-                error: self.end_txn(
-                    &transactional_id,
-                    producer_id,
-                    producer_epoch,
+                client_tv,
+                fresh_producer_id,
+            } => {
+                let end = EndTxn {
+                    producer: (producer_id, producer_epoch),
                     commit,
-                    now,
-                    out,
-                ),
-            },
+                    client_tv,
+                    fresh_producer_id,
+                };
+                match self.end_txn(&transactional_id, end, now, out) {
+                    Ok((producer_id, producer_epoch)) => TxnResponse::EndTxn {
+                        error: code::NONE,
+                        producer_id,
+                        producer_epoch,
+                    },
+                    Err(error) => TxnResponse::EndTxn {
+                        error,
+                        producer_id: -1,
+                        producer_epoch: -1,
+                    },
+                }
+            }
             TxnRequest::Describe { transactional_id } => {
                 TxnResponse::Describe(self.describe(&transactional_id))
             }
@@ -522,7 +614,13 @@ impl TxnCoordinator {
         };
         let m = self.txns.get(id)?;
         let preparing = matches!(m.state, TxnState::PrepareCommit | TxnState::PrepareAbort);
-        let current = producer.is_none_or(|p| p == (m.producer_id, m.producer_epoch));
+        // A version 2 producer continues with the bumped epoch, or epoch 0 of the next
+        // producer id, as soon as its EndTxn is answered: its next transaction's first add
+        // arrives while the markers are being written.
+        let current = producer.is_none_or(|p| {
+            p == (m.producer_id, m.producer_epoch)
+                || (m.next_producer_id >= 0 && p == (m.next_producer_id, 0))
+        });
         (preparing && current).then(|| id.clone())
     }
 
@@ -568,6 +666,8 @@ impl TxnCoordinator {
                 partitions: BTreeSet::new(),
                 start_ms: -1,
                 last_update_ms: now,
+                next_producer_id: -1,
+                client_tv: 0,
             },
         };
         if let Some((pid, epoch)) = expected {
@@ -622,6 +722,9 @@ impl TxnCoordinator {
                 next.partitions.clear();
                 next.start_ms = -1;
                 next.last_update_ms = now;
+                next.next_producer_id = -1;
+                // Kafka's InitProducerId transition carries no client version.
+                next.client_tv = 0;
                 let resp = TxnResponse::InitProducerId {
                     error: code::NONE,
                     producer_id: next.producer_id,
@@ -657,6 +760,11 @@ impl TxnCoordinator {
         next.last_producer_epoch = -1;
         next.state = TxnState::PrepareAbort;
         next.last_update_ms = now;
+        // Not the client's doing: the broker's protocol. Under version 2 the fencing bump is
+        // the abort's bump (one, not two), so a stalled producer's EndTxn with the epoch before
+        // it reads as a retry of an ended transaction (INVALID_TXN_STATE), as in Kafka.
+        next.client_tv = self.transaction_version;
+        next.next_producer_id = -1;
         out.markers.push(MarkerJob {
             transactional_id: id.to_string(),
             producer_id: next.producer_id,
@@ -672,10 +780,10 @@ impl TxnCoordinator {
     fn add_partitions(
         &mut self,
         id: &str,
-        pid: i64,
-        epoch: i16,
+        (pid, epoch): (i64, i16),
         partitions: Vec<(String, i32)>,
         verify_only: bool,
+        client_tv: i16,
         now: i64,
         out: &mut TxnOutput,
     ) -> TxnResponse {
@@ -722,37 +830,55 @@ impl TxnCoordinator {
         }
         next.state = TxnState::Ongoing;
         next.last_update_ms = now;
+        next.client_tv = client_tv;
         let n = partitions.len();
         next.partitions.extend(partitions);
         self.write(id, next, out);
         TxnResponse::AddPartitions(vec![code::NONE; n])
     }
 
-    /// `handleEndTransaction` for a client on transactions version 1.
+    /// `handleEndTransaction` / `endTransaction(isFromClient = true)`. Returns the producer id
+    /// and epoch the client continues with.
     fn end_txn(
         &mut self,
         id: &str,
-        pid: i64,
-        epoch: i16,
-        commit: bool,
+        req: EndTxn,
         now: i64,
         out: &mut TxnOutput,
-    ) -> i16 {
+    ) -> Result<(i64, i16), i16> {
+        let (pid, epoch) = req.producer;
         if id.is_empty() {
-            return code::INVALID_REQUEST;
+            return Err(code::INVALID_REQUEST);
         }
-        let Some(m) = self.txns.get(id) else {
-            return code::INVALID_PRODUCER_ID_MAPPING;
+        let m = self.txns.get(id).ok_or(code::INVALID_PRODUCER_ID_MAPPING)?;
+        // Judged by the protocol of the state's last transition: after a version 2 end the
+        // stored epoch is one past the client's, and a retry must be told apart from a zombie.
+        let v2 = supports_epoch_bump(m.client_tv);
+        // The client's EndTxn ended the transaction with a bump and this is its retry.
+        let retry_on_bump = v2 && m.producer_epoch as i32 == epoch as i32 + 1;
+        // ... with the bump onto a new producer id.
+        let retry_on_overflow =
+            v2 && m.previous_producer_id == pid && epoch == i16::MAX - 1 && m.producer_epoch == 0;
+        let valid_epoch = if v2 {
+            match m.state {
+                TxnState::PrepareCommit | TxnState::PrepareAbort => retry_on_bump,
+                TxnState::CompleteCommit | TxnState::CompleteAbort => {
+                    retry_on_bump || retry_on_overflow
+                }
+                _ => epoch == m.producer_epoch,
+            }
+        } else {
+            // Version 1: the client's epoch must be the current one.
+            epoch == m.producer_epoch
         };
-        if m.producer_id != pid {
-            return code::INVALID_PRODUCER_ID_MAPPING;
+        if m.producer_id != pid && !retry_on_overflow {
+            return Err(code::INVALID_PRODUCER_ID_MAPPING);
         }
-        // TV1: the client's epoch must be the current one.
-        if epoch != m.producer_epoch {
-            return code::PRODUCER_FENCED;
+        if !valid_epoch {
+            return Err(code::PRODUCER_FENCED);
         }
-        match (m.state, commit) {
-            (TxnState::Ongoing, _) => {
+        match (m.state, req.commit) {
+            (TxnState::Ongoing, commit) => {
                 let mut next = m.clone();
                 next.state = if commit {
                     TxnState::PrepareCommit
@@ -760,6 +886,19 @@ impl TxnCoordinator {
                     TxnState::PrepareAbort
                 };
                 next.last_update_ms = now;
+                next.client_tv = req.client_tv;
+                next.next_producer_id = -1;
+                if supports_epoch_bump(req.client_tv) {
+                    // `prepareAbortOrCommit`: the markers carry epoch + 1. An exhausted epoch
+                    // still has its last value left for this bump; the producer moves to a new
+                    // id once the markers are written (`prepareComplete`).
+                    if epoch_exhausted(m.producer_epoch) {
+                        next.next_producer_id =
+                            req.fresh_producer_id.ok_or(code::UNKNOWN_SERVER_ERROR)?;
+                    }
+                    next.last_producer_epoch = m.producer_epoch;
+                    next.producer_epoch = m.producer_epoch.saturating_add(1);
+                }
                 out.markers.push(MarkerJob {
                     transactional_id: id.to_string(),
                     producer_id: next.producer_id,
@@ -767,16 +906,19 @@ impl TxnCoordinator {
                     commit,
                     partitions: next.partitions.iter().cloned().collect(),
                 });
+                let cont = continue_with(&next);
                 self.write(id, next, out);
-                code::NONE
+                Ok(cont)
             }
             // A retry of an EndTxn that already completed.
-            (TxnState::CompleteCommit, true) | (TxnState::CompleteAbort, false) => code::NONE,
+            (TxnState::CompleteCommit, true) | (TxnState::CompleteAbort, false) => {
+                Ok((m.producer_id, m.producer_epoch))
+            }
             // Still writing markers: the client retries.
             (TxnState::PrepareCommit, true) | (TxnState::PrepareAbort, false) => {
-                code::CONCURRENT_TRANSACTIONS
+                Err(code::CONCURRENT_TRANSACTIONS)
             }
-            _ => code::INVALID_TXN_STATE,
+            _ => Err(code::INVALID_TXN_STATE),
         }
     }
 
@@ -806,6 +948,13 @@ impl TxnCoordinator {
         next.last_producer_epoch = m.producer_epoch;
         next.partitions.clear();
         next.last_update_ms = now;
+        if supports_epoch_bump(m.client_tv) && m.next_producer_id >= 0 {
+            // `prepareComplete` after an epoch overflow: the new producer id takes over.
+            next.previous_producer_id = m.producer_id;
+            next.producer_id = m.next_producer_id;
+            next.producer_epoch = 0;
+        }
+        next.next_producer_id = -1;
         let id = job.transactional_id.clone();
         self.write(&id, next, out);
         // What waited for these markers runs now, in arrival order.

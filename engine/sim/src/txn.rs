@@ -163,6 +163,10 @@ pub(super) struct TxnClient {
     pub commits_left: u32,
     /// A TxnOffsetCommit failed: the transaction can only abort.
     pub abortable: bool,
+    /// The transaction protocol the client speaks: 0 (v1: explicit AddPartitionsToTxn, the
+    /// epoch kept across transactions) or 2 (KIP-890 v2: TxnOffsetCommit v5 adds the group's
+    /// partition, EndTxn v5 bumps the epoch and may move to a new producer id).
+    pub tv: i16,
 }
 
 fn sb(s: &str) -> StrBytes {
@@ -176,11 +180,18 @@ fn encode(records: &[TxnRecord]) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
             let key = wire::records::txn::encode_key(id).expect("a transactional id encodes");
             let value = v
                 .as_ref()
-                .map(|v| v.encode(0).expect("a transaction value encodes"));
+                .map(|v| {
+                    v.encode(engine::txn::log_value_version(TRANSACTION_VERSION))
+                        .expect("a transaction value encodes")
+                });
             (key, value)
         })
         .collect()
 }
+
+/// The finalized `transaction.version` of the simulated broker: 2, a new data directory's
+/// (`engine/src/features.rs`); clients speak 0 or 2 (`TxnClient::tv`).
+const TRANSACTION_VERSION: i16 = 2;
 
 fn txn_log_config() -> LogConfig {
     LogConfig {
@@ -220,6 +231,8 @@ impl World {
                 request_timeout: self.rng.range(1500, 4001),
                 commits_left: 0,
                 abortable: false,
+                // Half the clients of each kind, without a draw (existing seeds keep their runs).
+                tv: if i % 2 == 0 { 2 } else { 0 },
             };
             self.tclients.push(c);
             let at = super::world::T0 + self.rng.range(0, 5000);
@@ -245,6 +258,7 @@ impl World {
             abort_check_interval_ms: 1000,
             ..Default::default()
         });
+        coord.set_transaction_version(TRANSACTION_VERSION);
         let mut skipped = 0u64;
         let opened = block_on(PartitionLog::open(
             self.txn.dir.clone(),
@@ -333,6 +347,19 @@ impl World {
             // The shell reserves a producer id no one had (`producer_ids.rs`).
             *fresh_producer_id = self.next_pid;
             self.next_pid += 1;
+        }
+        if let TxnRequest::EndTxn {
+            client_tv,
+            producer_epoch,
+            fresh_producer_id,
+            ..
+        } = &mut req
+        {
+            // As `api/end_txn.rs`: a v2 end whose epoch is exhausted gets a fresh id.
+            if *client_tv >= 2 && engine::txn::epoch_exhausted(*producer_epoch) {
+                *fresh_producer_id = Some(self.next_pid);
+                self.next_pid += 1;
+            }
         }
         let rid = self.txn.next_rid;
         self.txn.next_rid += 1;
@@ -646,7 +673,10 @@ impl World {
                         OFFSETS_TOPIC.to_string(),
                         self.groups[group].partition as i32,
                     )],
-                    verify_only: true,
+                    // A v2 client's TxnOffsetCommit (v5) adds the partition; v1 only verifies
+                    // (`api/txn_offset_commit.rs`).
+                    verify_only: self.tclients[m.client].tv < 2,
+                    client_tv: self.tclients[m.client].tv,
                 };
                 self.txn_handle(Asker::Verify(Box::new(m)), verify);
             }
@@ -870,6 +900,13 @@ impl World {
                 if self.rng.chance(0.3) {
                     let require_stable = self.rng.chance(0.5);
                     self.tclients[c].step = TStep::Fetch { require_stable };
+                } else if !self.settling && tc.tv >= 2 {
+                    // No AddOffsetsToTxn in v2: the commit adds the partition.
+                    let n = 1 + self.rng.below(2) as u32;
+                    let tc = &mut self.tclients[c];
+                    tc.step = TStep::Commit;
+                    tc.commits_left = n;
+                    tc.abortable = false;
                 } else if !self.settling {
                     self.tclients[c].step = TStep::Add;
                 } else {
@@ -888,6 +925,7 @@ impl World {
                     producer_epoch: tc.epoch,
                     partitions: vec![(OFFSETS_TOPIC.to_string(), s)],
                     verify_only: false,
+                    client_tv: 0,
                 };
                 self.txn_send(c, TxnCall::Coord(req));
             }
@@ -902,6 +940,8 @@ impl World {
                     producer_id: tc.pid,
                     producer_epoch: tc.epoch,
                     commit,
+                    client_tv: tc.tv,
+                    fresh_producer_id: None,
                 };
                 self.txn_send(c, TxnCall::Coord(req));
             }
@@ -1090,9 +1130,21 @@ impl World {
                     self.txn_client_wake_now(c);
                 }
             }
-            (TStep::End { .. }, TxnReply::Coord(Ok(TxnResponse::EndTxn { error }))) => {
+            (
+                TStep::End { .. },
+                TxnReply::Coord(Ok(TxnResponse::EndTxn {
+                    error,
+                    producer_id,
+                    producer_epoch,
+                })),
+            ) => {
                 if error == 0 {
                     let tc = &mut self.tclients[c];
+                    if tc.tv >= 2 {
+                        // v2: the next transaction runs on the bumped epoch (or new id).
+                        tc.pid = producer_id;
+                        tc.epoch = producer_epoch;
+                    }
                     tc.step = TStep::Idle;
                     tc.next_at = self.now + self.rng.range(0, 1000);
                     let at = self.tclients[c].next_at;

@@ -24,6 +24,8 @@ pub(super) async fn handle(
         producer_epoch: req.producer_epoch,
         partitions: vec![(OFFSETS_TOPIC.to_string(), partition)],
         verify_only: false,
+        // Only a transactions version 1 client sends AddOffsetsToTxn.
+        client_tv: 0,
     };
     let error = match call_txn(shard, &id, call).await {
         Ok(TxnResponse::AddPartitions(codes)) => codes.first().copied().unwrap_or(0),

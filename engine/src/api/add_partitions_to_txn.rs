@@ -28,6 +28,7 @@ pub(super) async fn handle(
             req.v3_and_below_producer_epoch,
             &req.v3_and_below_topics,
             false,
+            version,
         )
         .await;
         return AddPartitionsToTxnResponse::default().with_results_by_topic_v3_and_below(results);
@@ -41,6 +42,7 @@ pub(super) async fn handle(
             t.producer_epoch,
             &t.topics,
             t.verify_only,
+            version,
         )
         .await;
         out.push(
@@ -62,6 +64,7 @@ async fn one(
     producer_epoch: i16,
     topics: &[AddPartitionsToTxnTopic],
     verify_only: bool,
+    version: i16,
 ) -> Vec<AddPartitionsToTxnTopicResult> {
     let snap = shard.broker.topics.snapshot();
     let partitions: Vec<(String, i32)> = topics
@@ -90,6 +93,9 @@ async fn one(
             producer_epoch,
             partitions: partitions.clone(),
             verify_only,
+            // v4+ is a broker adding for a transactions version 2 client
+            // (`TransactionVersion.transactionVersionForAddPartitionsToTxn`).
+            client_tv: if version >= 4 { 2 } else { 0 },
         };
         match call_txn(shard, id, req).await {
             Ok(TxnResponse::AddPartitions(codes)) if codes.len() == partitions.len() => codes,

@@ -145,16 +145,29 @@ pub(crate) async fn call_txn(
     call_txn_partition(shard, partition, req).await
 }
 
-/// KIP-890 verification: whether each of `partitions` is in `transactional_id`'s open
-/// transaction with this producer id and epoch (AddPartitionsToTxn with verify_only). One raw
-/// coordinator code per partition, in order (0 = verified); callers translate them as Kafka
-/// does for their API.
+/// What a transactional write asks of its transaction's coordinator before it is written
+/// (KIP-890; Kafka's `TransactionSupportedOperation`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TxnCheck {
+    /// Transactions version 1: the partitions must already be in the open transaction
+    /// (AddPartitionsToTxn with verify_only).
+    Verify,
+    /// Transactions version 2 (Produce v12+, TxnOffsetCommit v5+): the partitions join the
+    /// transaction, starting one if none is open (`addPartition`: AddPartitionsToTxn without
+    /// verify_only, on the client's behalf).
+    Add,
+}
+
+/// KIP-890's check of a transactional write: whether each of `partitions` is in (or, with
+/// [`TxnCheck::Add`], joined) `transactional_id`'s open transaction with this producer id and
+/// epoch. One raw coordinator code per partition, in order (0 = in the transaction); callers
+/// translate them as Kafka does for their API.
 pub(crate) async fn verify_in_txn(
     shard: &Rc<Shard>,
     transactional_id: &str,
-    producer_id: i64,
-    producer_epoch: i16,
+    (producer_id, producer_epoch): (i64, i16),
     partitions: Vec<(String, i32)>,
+    check: TxnCheck,
 ) -> Vec<i16> {
     let n = partitions.len();
     let call = TxnRequest::AddPartitions {
@@ -162,7 +175,8 @@ pub(crate) async fn verify_in_txn(
         producer_id,
         producer_epoch,
         partitions,
-        verify_only: true,
+        verify_only: check == TxnCheck::Verify,
+        client_tv: if check == TxnCheck::Add { 2 } else { 0 },
     };
     match call_txn(shard, transactional_id, call).await {
         Ok(TxnResponse::AddPartitions(codes)) if codes.len() == n => codes,

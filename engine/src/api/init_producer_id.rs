@@ -68,7 +68,7 @@ pub(super) async fn handle(
 
 /// A producer id never handed out before (reserving a new durable block off the reactor when
 /// the current one is used up).
-async fn new_producer_id(shard: &Rc<Shard>) -> Result<i64, i16> {
+pub(super) async fn new_producer_id(shard: &Rc<Shard>) -> Result<i64, i16> {
     let broker = shard.broker.clone();
     glommio::executor()
         .spawn_blocking(move || broker.producer_ids.next())

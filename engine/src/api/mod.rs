@@ -15,7 +15,7 @@
 //! go to the shard of the transactional id's `__transaction_state` partition; the broker APIs (`api_versions.rs`, `metadata.rs`, `create_topics.rs`,
 //! `delete_topics.rs`, `create_partitions.rs`, `find_coordinator.rs`, `describe_configs.rs`,
 //! `alter_configs.rs`, `incremental_alter_configs.rs`, `describe_cluster.rs`)
-//! answer from the shared state.
+//! answer from the shared state, and `update_features.rs` changes its feature levels.
 
 use crate::runtime::shard::Caller;
 use crate::runtime::shard::{Handled, Shard};
@@ -59,6 +59,7 @@ mod offset_fetch;
 mod produce;
 mod sync_group;
 mod txn_offset_commit;
+mod update_features;
 
 #[cfg(test)]
 mod data_tests;
@@ -163,6 +164,9 @@ async fn dispatch(
         Request::EndTxn(r) => Response::EndTxn(end_txn::handle(shard, r, v).await),
         Request::DescribeTransactions(r) => {
             Response::DescribeTransactions(describe_transactions::handle(shard, r, v).await)
+        }
+        Request::UpdateFeatures(r) => {
+            Response::UpdateFeatures(update_features::handle(shard, r, v).await)
         }
         Request::ListTransactions(r) => {
             Response::ListTransactions(list_transactions::handle(shard, r, v).await)

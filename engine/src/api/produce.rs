@@ -1,7 +1,7 @@
 //! Produce: each partition's batch appended by the partition's shard; the answer leaves once the
 //! batch is durable (acks=0 gets none).
 
-use super::calls::{call_all, verify_in_txn};
+use super::calls::{call_all, verify_in_txn, TxnCheck};
 use super::common::code;
 use crate::data::{owner_shard, DataOp, DataReply};
 use crate::runtime::shard::Shard;
@@ -196,11 +196,13 @@ fn error_response(req: &ProduceRequest, version: i16, error: i16) -> ProduceResp
         .with_responses(responses)
 }
 
-/// KIP-890 part 1 verification: before a transactional batch is appended, the transaction
+/// KIP-890 verification: before a transactional batch is appended, the transaction
 /// coordinator confirms its partition is in the producer's open transaction (AddPartitionsToTxn
 /// with verify_only, `ReplicaManager.appendRecords` → `maybeSendPartitionsToTransactionCoordinator`),
 /// so a late batch of a transaction that already ended (a zombie, a retry after a timeout)
-/// cannot start a transaction no coordinator knows of and hold the LSO back forever. The
+/// cannot start a transaction no coordinator knows of and hold the LSO back forever. From
+/// Produce v12 (transactions version 2) the coordinator adds the partition instead (part 2):
+/// the producer's current epoch is what proves the batch is not a zombie's. The
 /// coordinator's errors become those producers understand
 /// (`AddPartitionsToTxnManager`, `ReplicaManager`): PRODUCER_FENCED → INVALID_PRODUCER_EPOCH,
 /// TRANSACTION_ABORTABLE → INVALID_TXN_STATE before Produce v11, and a coordinator that cannot
@@ -247,7 +249,14 @@ async fn verify_transaction(
     let Some((pid, epoch)) = producer.filter(|_| !partitions.is_empty()) else {
         return Ok(HashMap::new());
     };
-    let codes = verify_in_txn(shard, &id.0, pid, epoch, partitions.clone()).await;
+    // From v12 the client speaks transactions version 2 and never adds partitions itself: the
+    // write adds them (`AddPartitionsToTxnManager.produceRequestVersionToTransactionSupportedOperation`).
+    let check = if version >= 12 {
+        TxnCheck::Add
+    } else {
+        TxnCheck::Verify
+    };
+    let codes = verify_in_txn(shard, &id.0, (pid, epoch), partitions.clone(), check).await;
     Ok(partitions
         .into_iter()
         .zip(codes)

@@ -8,7 +8,9 @@
 //! is in the producer's open transaction (AddOffsetsToTxn came first) with the current producer
 //! id and epoch — KIP-890's verification, as Kafka does before a transactional offset write
 //! (`maybeStartTransactionVerificationForPartition`) — so a zombie or a producer whose
-//! transaction timed out cannot leave pending offsets no marker will ever end.
+//! transaction timed out cannot leave pending offsets no marker will ever end. From v5
+//! (transactions version 2) the coordinator adds the partition instead, checking the same
+//! producer id and epoch.
 
 use super::calls::{call_group, fail_code};
 use crate::group::{GroupRequest, GroupResponse};
@@ -55,12 +57,20 @@ pub(super) async fn handle(
         crate::runtime::txn::OFFSETS_TOPIC.to_string(),
         super::calls::partition_of(shard, &group),
     );
+    // From v5 the client speaks transactions version 2 and sends no AddOffsetsToTxn: the
+    // commit adds the group's partition to the transaction
+    // (`txnOffsetCommitRequestVersionToTransactionSupportedOperation`).
+    let check = if v >= 5 {
+        super::calls::TxnCheck::Add
+    } else {
+        super::calls::TxnCheck::Verify
+    };
     let verified = super::calls::verify_in_txn(
         shard,
         &r.transactional_id.0,
-        r.producer_id.0,
-        r.producer_epoch,
+        (r.producer_id.0, r.producer_epoch),
         vec![offsets_partition],
+        check,
     )
     .await;
     if let Some(&c) = verified.first().filter(|c| **c != 0) {

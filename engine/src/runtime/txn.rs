@@ -178,9 +178,12 @@ impl TxnTable {
         let answer = OneShot::new();
         part.waiters.borrow_mut().insert(rid, answer.clone());
         let mut out = TxnOutput::default();
-        part.core
-            .borrow_mut()
-            .handle(rid, req, wall_clock_ms(), &mut out);
+        {
+            // The level may have changed since the last request (UpdateFeatures).
+            let mut core = part.core.borrow_mut();
+            core.set_transaction_version(self.broker.features.transaction_version());
+            core.handle(rid, req, wall_clock_ms(), &mut out);
+        }
         self.submit(part, out);
         answer.wait().await
     }
@@ -247,9 +250,10 @@ impl TxnTable {
             return;
         }
         let mut out = TxnOutput::default();
-        part.core
-            .borrow_mut()
-            .markers_written(&job, wall_clock_ms(), &mut out);
+        let mut core = part.core.borrow_mut();
+        core.set_transaction_version(self.broker.features.transaction_version());
+        core.markers_written(&job, wall_clock_ms(), &mut out);
+        drop(core);
         self.submit(part, out);
     }
 
@@ -420,7 +424,10 @@ impl TxnTable {
                 continue;
             }
             let mut out = TxnOutput::default();
-            p.core.borrow_mut().tick(now, &mut out);
+            let mut core = p.core.borrow_mut();
+            core.set_transaction_version(self.broker.features.transaction_version());
+            core.tick(now, &mut out);
+            drop(core);
             self.submit(&p, out);
         }
     }
@@ -506,11 +513,7 @@ async fn load(
     Ok((log, n))
 }
 
-/// The value version written: 0, the format of a cluster at `transaction.version` 0, which is
-/// what this broker offers (clients use transactions version 1 with it).
-const VALUE_VERSION: i16 = 0;
-
-fn encode(records: &[TxnRecord]) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
+fn encode(records: &[TxnRecord], value_version: i16) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
     records
         .iter()
         .map(|(id, v)| {
@@ -518,7 +521,7 @@ fn encode(records: &[TxnRecord]) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
             // record's int16-length strings; a failure here is a bug, not bad input.
             let key = wire::records::txn::encode_key(id).expect("a transactional id fits its key");
             let value = v.as_ref().map(|v| {
-                v.encode(VALUE_VERSION)
+                v.encode(value_version)
                     .expect("a transaction value encodes")
             });
             (key, value)
@@ -560,7 +563,8 @@ async fn writer(table: Rc<TxnTable>, part: Weak<TxnPartition>) {
                 None => Ok(()),
                 Some(mut log) => {
                     durable_end = log.next_offset();
-                    let pairs = encode(&records);
+                    let version = coordinator::txn::log_value_version(table.broker.features.transaction_version());
+                    let pairs = encode(&records, version);
                     // Base sequence -1, as Kafka's transaction coordinator writes its batches.
                     let r = log
                         .append_pairs_as(

@@ -44,6 +44,7 @@ fn add(c: &mut TxnCoordinator, id: &str, pid: i64, epoch: i16, parts: &[(&str, i
             producer_epoch: epoch,
             partitions: parts.iter().map(|(t, p)| (t.to_string(), *p)).collect(),
             verify_only: false,
+            client_tv: 0,
         },
         10,
     )
@@ -62,11 +63,13 @@ fn end(c: &mut TxnCoordinator, id: &str, pid: i64, epoch: i16, commit: bool) -> 
             producer_id: pid,
             producer_epoch: epoch,
             commit,
+            client_tv: 0,
+            fresh_producer_id: None,
         },
         20,
     );
     match resp {
-        TxnResponse::EndTxn { error } => (error, out),
+        TxnResponse::EndTxn { error, .. } => (error, out),
         other => panic!("{other:?}"),
     }
 }
@@ -151,6 +154,7 @@ fn a_committed_transaction_prepares_writes_markers_then_completes() {
             producer_epoch: epoch,
             partitions: vec![("a".into(), 1)],
             verify_only: false,
+            client_tv: 0,
         },
         11,
     );
@@ -353,6 +357,7 @@ fn verification_reports_partitions_outside_the_transaction() {
             producer_epoch: e,
             partitions: vec![("a".into(), 0), ("a".into(), 1)],
             verify_only: true,
+            client_tv: 0,
         },
         5,
     );
@@ -449,6 +454,7 @@ fn requests_during_markers_wait_for_them_instead_of_failing() {
         producer_epoch: e,
         partitions: vec![("a".into(), p)],
         verify_only: false,
+        client_tv: 0,
     };
     c.handle(11, next(1), 30, &mut out);
     assert!(out.replies.is_empty() && out.records.is_empty(), "it waits");
@@ -462,6 +468,7 @@ fn requests_during_markers_wait_for_them_instead_of_failing() {
             producer_epoch: e - 1,
             partitions: vec![("a".into(), 1)],
             verify_only: false,
+            client_tv: 0,
         },
         30,
         &mut out,
@@ -507,4 +514,278 @@ fn requests_during_markers_wait_for_them_instead_of_failing() {
         .iter()
         .all(|(_, r)| *r == TxnResponse::AddPartitions(vec![code::CONCURRENT_TRANSACTIONS])));
     assert_eq!(c.waiting(), 0);
+}
+
+// ---------------------------------------------------------------- transactions version 2
+
+/// An add the broker makes for a version 2 client (Produce v12+, TxnOffsetCommit v5+).
+fn add_v2(
+    c: &mut TxnCoordinator,
+    id: &str,
+    pid: i64,
+    epoch: i16,
+    parts: &[(&str, i32)],
+) -> Vec<i16> {
+    match run(
+        c,
+        TxnRequest::AddPartitions {
+            transactional_id: id.into(),
+            producer_id: pid,
+            producer_epoch: epoch,
+            partitions: parts.iter().map(|(t, p)| (t.to_string(), *p)).collect(),
+            verify_only: false,
+            client_tv: 2,
+        },
+        10,
+    )
+    .0
+    {
+        TxnResponse::AddPartitions(codes) => codes,
+        other => panic!("{other:?}"),
+    }
+}
+
+/// EndTxn v5: (error, producer id, epoch to continue with, output).
+fn end_v2(
+    c: &mut TxnCoordinator,
+    id: &str,
+    pid: i64,
+    epoch: i16,
+    commit: bool,
+    fresh: Option<i64>,
+) -> (i16, i64, i16, TxnOutput) {
+    let (resp, out) = run(
+        c,
+        TxnRequest::EndTxn {
+            transactional_id: id.into(),
+            producer_id: pid,
+            producer_epoch: epoch,
+            commit,
+            client_tv: 2,
+            fresh_producer_id: fresh,
+        },
+        20,
+    );
+    match resp {
+        TxnResponse::EndTxn {
+            error,
+            producer_id,
+            producer_epoch,
+        } => (error, producer_id, producer_epoch, out),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn v2_end_bumps_the_epoch_and_the_markers_carry_it() {
+    let mut c = coord();
+    let (_, pid, e0) = init(&mut c, "t", 7, 0);
+    assert_eq!(add_v2(&mut c, "t", pid, e0, &[("a", 0)]), vec![0]);
+    assert_eq!(c.get("t").unwrap().client_tv, 2);
+    let (err, p, e, out) = end_v2(&mut c, "t", pid, e0, true, None);
+    assert_eq!(
+        (err, p, e),
+        (0, pid, e0 + 1),
+        "the client continues with epoch + 1"
+    );
+    let job = out.markers[0].clone();
+    assert_eq!((job.producer_id, job.producer_epoch), (pid, e0 + 1));
+    let m = c.get("t").unwrap();
+    assert_eq!(
+        (m.state, m.producer_epoch, m.client_tv),
+        (TxnState::PrepareCommit, e0 + 1, 2)
+    );
+    assert_eq!(
+        out.records[0]
+            .1
+            .as_ref()
+            .unwrap()
+            .client_transaction_version,
+        2
+    );
+    // A retry while the markers are written: the stored epoch is the request's + 1.
+    assert_eq!(
+        end_v2(&mut c, "t", pid, e0, true, None).0,
+        code::CONCURRENT_TRANSACTIONS
+    );
+    // The old epoch is fenced for anything else.
+    assert_eq!(
+        add_v2(&mut c, "t", pid, e0, &[("a", 1)]),
+        vec![code::PRODUCER_FENCED]
+    );
+    let mut out = TxnOutput::default();
+    c.markers_written(&job, 30, &mut out);
+    let m = c.get("t").unwrap();
+    assert_eq!(
+        (m.state, m.producer_epoch),
+        (TxnState::CompleteCommit, e0 + 1)
+    );
+    // A retry after completion gets the bumped epoch again; the wrong outcome is refused.
+    let (err, p, e, out) = end_v2(&mut c, "t", pid, e0, true, None);
+    assert_eq!((err, p, e), (0, pid, e0 + 1));
+    assert!(out.records.is_empty());
+    assert_eq!(
+        end_v2(&mut c, "t", pid, e0, false, None).0,
+        code::INVALID_TXN_STATE
+    );
+    // An epoch two behind is a zombie.
+    assert_eq!(
+        end_v2(&mut c, "t", pid, e0 - 1, true, None).0,
+        code::PRODUCER_FENCED
+    );
+    // The next transaction, with the new epoch, starts by an add.
+    assert_eq!(add_v2(&mut c, "t", pid, e0 + 1, &[("a", 2)]), vec![0]);
+    let (err, _, e, _) = end_v2(&mut c, "t", pid, e0 + 1, false, None);
+    assert_eq!((err, e), (0, e0 + 2));
+    assert_eq!(live(&c), replayed(&c));
+}
+
+#[test]
+fn v2_the_next_transactions_first_add_waits_for_the_markers() {
+    let mut c = coord();
+    let (_, pid, e0) = init(&mut c, "t", 7, 0);
+    add_v2(&mut c, "t", pid, e0, &[("a", 0)]);
+    let (_, _, e1, out) = end_v2(&mut c, "t", pid, e0, true, None);
+    let job = out.markers[0].clone();
+    let mut out = TxnOutput::default();
+    c.handle(
+        5,
+        TxnRequest::AddPartitions {
+            transactional_id: "t".into(),
+            producer_id: pid,
+            producer_epoch: e1,
+            partitions: vec![("a".into(), 0)],
+            verify_only: false,
+            client_tv: 2,
+        },
+        25,
+        &mut out,
+    );
+    assert!(
+        out.replies.is_empty(),
+        "parked until the markers are written"
+    );
+    let mut out = TxnOutput::default();
+    c.markers_written(&job, 30, &mut out);
+    assert_eq!(out.replies, vec![(5, TxnResponse::AddPartitions(vec![0]))]);
+    let m = c.get("t").unwrap();
+    assert_eq!((m.state, m.producer_epoch), (TxnState::Ongoing, e1));
+}
+
+#[test]
+fn v2_an_exhausted_epoch_ends_on_a_new_producer_id() {
+    let mut c = coord();
+    let (_, pid, _) = init(&mut c, "t", 7, 0);
+    // Bring the epoch to the last one a client may hold.
+    c.txns.get_mut("t").unwrap().producer_epoch = i16::MAX - 1;
+    let e = i16::MAX - 1;
+    add_v2(&mut c, "t", pid, e, &[("a", 0)]);
+    // The shell reserves a fresh id for such an end; without one the end fails cleanly.
+    assert_eq!(
+        end_v2(&mut c, "t", pid, e, true, None).0,
+        code::UNKNOWN_SERVER_ERROR
+    );
+    assert_eq!(c.get("t").unwrap().state, TxnState::Ongoing);
+    let (err, p, pe, out) = end_v2(&mut c, "t", pid, e, true, Some(99));
+    assert_eq!(
+        (err, p, pe),
+        (0, 99, 0),
+        "the client continues on the new id"
+    );
+    let job = out.markers[0].clone();
+    assert_eq!(
+        (job.producer_id, job.producer_epoch),
+        (pid, i16::MAX),
+        "markers: old id, last epoch"
+    );
+    let v = out.records[0].1.clone().unwrap();
+    assert_eq!(v.next_producer_id, 99);
+    // The new id's first add arrives before the markers are written: it waits for them.
+    let mut out = TxnOutput::default();
+    c.handle(
+        5,
+        TxnRequest::AddPartitions {
+            transactional_id: "t".into(),
+            producer_id: 99,
+            producer_epoch: 0,
+            partitions: vec![("a".into(), 1)],
+            verify_only: false,
+            client_tv: 2,
+        },
+        25,
+        &mut out,
+    );
+    assert!(out.replies.is_empty());
+    let mut out = TxnOutput::default();
+    c.markers_written(&job, 30, &mut out);
+    let complete = out.records[0].1.clone().unwrap();
+    assert_eq!(
+        (
+            complete.producer_id,
+            complete.previous_producer_id,
+            complete.next_producer_id,
+            complete.producer_epoch
+        ),
+        (99, pid, -1, 0)
+    );
+    assert_eq!(out.replies, vec![(5, TxnResponse::AddPartitions(vec![0]))]);
+    // Replaying the log gives the same state, new id included.
+    assert_eq!(live(&c), replayed(&c));
+    let mut c2 = coord();
+    c2.replay(&("t".into(), Some(v)));
+    assert_eq!(
+        c2.get("t").unwrap().next_producer_id,
+        99,
+        "the prepare record keeps the next id"
+    );
+}
+
+#[test]
+fn v2_a_retry_of_an_overflowed_end_is_recognised() {
+    let mut c = coord();
+    let (_, pid, _) = init(&mut c, "t", 7, 0);
+    c.txns.get_mut("t").unwrap().producer_epoch = i16::MAX - 1;
+    let e = i16::MAX - 1;
+    add_v2(&mut c, "t", pid, e, &[("a", 0)]);
+    let (_, _, _, out) = end_v2(&mut c, "t", pid, e, false, Some(99));
+    let mut o = TxnOutput::default();
+    c.markers_written(&out.markers[0], 30, &mut o);
+    // The client never saw the answer and retries with its old id and epoch.
+    let (err, p, pe, _) = end_v2(&mut c, "t", pid, e, false, None);
+    assert_eq!((err, p, pe), (0, 99, 0));
+}
+
+#[test]
+fn v2_timeout_abort_bumps_once_and_the_stalled_end_is_an_invalid_state() {
+    let mut c = coord();
+    c.set_transaction_version(2);
+    let (_, pid, e0) = init(&mut c, "t", 7, 0);
+    add_v2(&mut c, "t", pid, e0, &[("a", 0)]);
+    let mut out = TxnOutput::default();
+    c.tick(10 + 60_001 + 10_000, &mut out);
+    let job = out.markers[0].clone();
+    assert_eq!(job.producer_epoch, e0 + 1, "one bump fences and aborts");
+    let mut o = TxnOutput::default();
+    c.markers_written(&job, 80_000, &mut o);
+    // Kafka (v2): the stalled producer's commit reads as a retry of the ended transaction
+    // with the wrong outcome; its abort as a retry of the abort.
+    assert_eq!(
+        end_v2(&mut c, "t", pid, e0, true, None).0,
+        code::INVALID_TXN_STATE
+    );
+    let (err, _, e, _) = end_v2(&mut c, "t", pid, e0, false, None);
+    assert_eq!((err, e), (0, e0 + 1));
+}
+
+#[test]
+fn v1_timeout_abort_still_fences_the_stalled_producer() {
+    let mut c = coord();
+    c.set_transaction_version(1);
+    let (_, pid, e0) = init(&mut c, "t", 7, 0);
+    add(&mut c, "t", pid, e0, &[("a", 0)]);
+    let mut out = TxnOutput::default();
+    c.tick(10 + 60_001 + 10_000, &mut out);
+    let mut o = TxnOutput::default();
+    c.markers_written(&out.markers[0], 80_000, &mut o);
+    assert_eq!(end(&mut c, "t", pid, e0, true).0, code::PRODUCER_FENCED);
 }

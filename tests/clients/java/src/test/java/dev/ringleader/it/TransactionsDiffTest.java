@@ -47,8 +47,9 @@ class TransactionsDiffTest {
     private ReferenceKafka kafka;
 
     /**
-     * `-Dtxn.diff.ours=kafka` puts a second reference broker where Ringleader would be (at `-Dtxn.tv`, default its
-     * own level): the proof that the cases are deterministic, and the way to read Kafka's outcomes.
+     * `-Dtxn.diff.ours=kafka` puts a second reference broker where Ringleader would be: the proof that the cases are
+     * deterministic, and the way to read Kafka's outcomes. `-Dtxn.tv` sets that broker's transaction.version first
+     * (UpdateFeatures; default its own level, 2 on both).
      */
     @BeforeAll
     void start() throws Exception {
@@ -59,6 +60,9 @@ class TransactionsDiffTest {
             }
         } else {
             ringleader = RingleaderBroker.start("txn-diff", SETS);
+            if (System.getProperty("txn.tv") != null) {
+                Txn.setTransactionVersion(ringleader, Short.parseShort(System.getProperty("txn.tv")));
+            }
         }
         kafka = ReferenceKafka.start("txn-diff", SETS);
         short level = (short) Math.max(1, Txn.transactionVersion(ringleader));

@@ -25,8 +25,9 @@ import org.junit.jupiter.params.provider.ValueSource;
  * gave, recorded in {@link #EXPECTED} per transaction protocol the client speaks (transaction.version < 2: v1,
  * else v2 — the Java client picks by the broker's finalized feature).
  *
- * Against the reference broker instead: `-Dtxn.broker=kafka` (and `-Dtxn.tv=1` or `2` to set its
- * transaction.version first); TransactionsDiffTest runs the same scenarios on both brokers side by side.
+ * Against the reference broker instead: `-Dtxn.broker=kafka`. `-Dtxn.tv=1` or `2` sets the broker's
+ * transaction.version first (UpdateFeatures, on either broker); TransactionsDiffTest runs the same scenarios on
+ * both brokers side by side.
  */
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
 class TransactionsTest {
@@ -97,6 +98,11 @@ class TransactionsTest {
             }
         } else {
             broker = RingleaderBroker.start("txn", "group.initial.rebalance.delay.ms=0");
+            // Ringleader starts at transaction.version 2 as Kafka does; UpdateFeatures moves it.
+            String tv = System.getProperty("txn.tv");
+            if (tv != null) {
+                Txn.setTransactionVersion(broker, Short.parseShort(tv));
+            }
         }
         protocol = Txn.transactionVersion(broker) >= 2 ? "v2" : "v1";
         System.out.println("transactions test against " + broker + ", client transaction protocol " + protocol);
