@@ -1685,8 +1685,10 @@ mod tests {
 
     /// A transactional producer batch carrying `vals`.
     fn valued_batch(vals: &[Vec<u8>], pid: i64, seq: i32) -> Vec<u8> {
-        let recs: Vec<(Option<&[u8]>, Option<&[u8]>)> =
-            vals.iter().map(|v| (None, Some(v.as_slice()))).collect();
+        let recs: Vec<_> = vals
+            .iter()
+            .map(|v| (None::<&[u8]>, Some(v.as_slice())))
+            .collect();
         let mut b = Vec::new();
         encode_batch(0, 1_000, &recs, &mut b);
         let epoch = if pid >= 0 { 0 } else { -1 };

@@ -95,6 +95,9 @@ pub(super) struct Oracle {
     txn: TxnModel,
 }
 
+/// One producer's pending offsets in one partition: (group, topic, partition) → offset.
+type ProducerOffsets = BTreeMap<(usize, String, i32), i64>;
+
 /// (t) The oracle's own model of transactional offsets (issue 17): which offsets each producer
 /// has pending in each partition, and which transaction each came from. Offsets are globally
 /// unique, so a value names the request that sent it.
@@ -113,7 +116,7 @@ struct TxnModel {
     /// offset may belong to several transactions.
     origin: BTreeMap<i64, (i64, BTreeSet<Option<TxnKey>>)>,
     /// slot → producer → (group, topic, partition) → pending offset.
-    pending: BTreeMap<usize, BTreeMap<i64, BTreeMap<(usize, String, i32), i64>>>,
+    pending: BTreeMap<usize, BTreeMap<i64, ProducerOffsets>>,
     /// Pending offsets whose TxnOffsetCommit was acknowledged (durable).
     acked: BTreeSet<i64>,
     /// The outcome of each transaction whose prepare record is durable.
@@ -1340,7 +1343,7 @@ impl World {
     /// (its marker landed whole or not at all); then the model restarts from the loaded state.
     fn check_load_txn(&mut self, s: usize) {
         let c = self.slots[s].coordinator().expect("loaded");
-        let mut loaded: BTreeMap<i64, BTreeMap<(usize, String, i32), i64>> = BTreeMap::new();
+        let mut loaded: BTreeMap<i64, ProducerOffsets> = BTreeMap::new();
         for (pid, t) in &c.txn.by_producer {
             for (group, offsets) in &t.offsets {
                 let Some(g) = self.group_index(group) else {
