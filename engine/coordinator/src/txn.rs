@@ -502,7 +502,14 @@ impl TxnCoordinator {
             .collect()
     }
 
-    fn write(&mut self, id: &str, m: TxnMeta, out: &mut TxnOutput) {
+    fn write(&mut self, id: &str, mut m: TxnMeta, out: &mut TxnOutput) {
+        // PreviousProducerId is the producer id this transition started from: the record's own
+        // id, or the old one when the transition moved to a new id (a rotation, an overflowed
+        // v2 complete). A new id starts from itself. Kafka's `prepareTransitionTo` builds every
+        // `TxnTransitMetadata` with the current producer id as `prevProducerId`
+        // (core/src/main/scala/kafka/coordinator/transaction/TransactionMetadata.scala), and
+        // TxnLogDiffTest holds the written records to Kafka 4.4's.
+        m.previous_producer_id = self.txns.get(id).map_or(m.producer_id, |old| old.producer_id);
         out.records.push((id.to_string(), Some(m.to_value())));
         self.txns.insert(id.to_string(), m);
     }
@@ -687,12 +694,8 @@ impl TxnCoordinator {
                 if epoch_exhausted(m.producer_epoch)
                     && expected.is_none_or(|(_, e)| e == m.producer_epoch)
                 {
-                    // `prepareProducerIdRotation`: a new id, epoch 0.
-                    next.previous_producer_id = if expected.is_some() {
-                        m.producer_id
-                    } else {
-                        -1
-                    };
+                    // `prepareProducerIdRotation`: a new id, epoch 0 (`write` records the old one
+                    // as the previous producer id).
                     next.producer_id = fresh_pid;
                     next.producer_epoch = 0;
                     next.last_producer_epoch = if expected.is_some() {
@@ -723,8 +726,9 @@ impl TxnCoordinator {
                 next.start_ms = -1;
                 next.last_update_ms = now;
                 next.next_producer_id = -1;
-                // Kafka's InitProducerId transition carries no client version.
-                next.client_tv = 0;
+                // The client version stays what the last transition recorded (0 for a new id):
+                // Kafka 4.4 writes the Empty record of an InitProducerId that follows a v2
+                // transaction with ClientTransactionVersion 2 (TxnLogDiffTest, the fenced id).
                 let resp = TxnResponse::InitProducerId {
                     error: code::NONE,
                     producer_id: next.producer_id,
@@ -949,8 +953,8 @@ impl TxnCoordinator {
         next.partitions.clear();
         next.last_update_ms = now;
         if supports_epoch_bump(m.client_tv) && m.next_producer_id >= 0 {
-            // `prepareComplete` after an epoch overflow: the new producer id takes over.
-            next.previous_producer_id = m.producer_id;
+            // `prepareComplete` after an epoch overflow: the new producer id takes over (`write`
+            // records the old one as the previous producer id).
             next.producer_id = m.next_producer_id;
             next.producer_epoch = 0;
         }

@@ -344,6 +344,66 @@ fn exhausted_epochs_rotate_the_producer_id() {
     assert_eq!(init(&mut c, "t", 8, 1), (0, 8, 0));
 }
 
+/// Every record's PreviousProducerId is the producer id its transition started from, as Kafka's
+/// `prepareTransitionTo` writes it: a new id's own, the record's own id afterwards, the old id
+/// on the record that rotates to a new one (TxnLogDiffTest compares the bytes with Kafka 4.4's).
+#[test]
+fn records_carry_the_producer_id_their_transition_started_from() {
+    let prev = |out: &TxnOutput| {
+        let (_, v) = out.records.last().expect("a record");
+        v.as_ref().expect("a value").previous_producer_id
+    };
+    let mut c = coord();
+    let mut out = TxnOutput::default();
+    c.handle(
+        1,
+        TxnRequest::InitProducerId {
+            transactional_id: "t".into(),
+            timeout_ms: 60_000,
+            expected: None,
+            fresh_producer_id: 7,
+        },
+        0,
+        &mut out,
+    );
+    assert_eq!(prev(&out), 7, "a new id starts from itself");
+    let mut out = TxnOutput::default();
+    c.handle(
+        1,
+        TxnRequest::AddPartitions {
+            transactional_id: "t".into(),
+            producer_id: 7,
+            producer_epoch: 0,
+            partitions: vec![("a".into(), 0)],
+            verify_only: false,
+            client_tv: 0,
+        },
+        1,
+        &mut out,
+    );
+    assert_eq!(prev(&out), 7, "the Ongoing record's own id");
+    let mut c = coord();
+    init(&mut c, "u", 9, 0);
+    c.txns.get_mut("u").unwrap().producer_epoch = i16::MAX - 1;
+    let mut out = TxnOutput::default();
+    c.handle(
+        1,
+        TxnRequest::InitProducerId {
+            transactional_id: "u".into(),
+            timeout_ms: 60_000,
+            expected: None,
+            fresh_producer_id: 10,
+        },
+        1,
+        &mut out,
+    );
+    let (_, v) = out.records.last().expect("the rotation's record");
+    let v = v.as_ref().expect("a value");
+    assert_eq!((v.producer_id, v.previous_producer_id), (10, 9));
+    // Replay gives the live state back, the previous producer id included.
+    assert_eq!(replayed(&c), live(&c));
+}
+
 #[test]
 fn verification_reports_partitions_outside_the_transaction() {
     let mut c = coord();
