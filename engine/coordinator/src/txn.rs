@@ -509,7 +509,10 @@ impl TxnCoordinator {
         // `TxnTransitMetadata` with the current producer id as `prevProducerId`
         // (core/src/main/scala/kafka/coordinator/transaction/TransactionMetadata.scala), and
         // TxnLogDiffTest holds the written records to Kafka 4.4's.
-        m.previous_producer_id = self.txns.get(id).map_or(m.producer_id, |old| old.producer_id);
+        m.previous_producer_id = self
+            .txns
+            .get(id)
+            .map_or(m.producer_id, |old| old.producer_id);
         out.records.push((id.to_string(), Some(m.to_value())));
         self.txns.insert(id.to_string(), m);
     }

@@ -563,7 +563,9 @@ async fn writer(table: Rc<TxnTable>, part: Weak<TxnPartition>) {
                 None => Ok(()),
                 Some(mut log) => {
                     durable_end = log.next_offset();
-                    let version = coordinator::txn::log_value_version(table.broker.features.transaction_version());
+                    let version = coordinator::txn::log_value_version(
+                        table.broker.features.transaction_version(),
+                    );
                     let pairs = encode(&records, version);
                     // Base sequence -1, as Kafka's transaction coordinator writes its batches.
                     let r = log
