@@ -286,7 +286,10 @@ impl TxnOffsets {
         if !self.by_producer.contains_key(&producer_id) {
             // A write that matched its guard opens the transaction under the guard's serial
             // (so the requests that share the guard still match); a replayed one, a new serial.
-            let serial = self.guards.remove(&producer_id).unwrap_or_else(fresh_serial);
+            let serial = self
+                .guards
+                .remove(&producer_id)
+                .unwrap_or_else(fresh_serial);
             self.serials.insert(producer_id, serial);
         }
         let t = self.by_producer.entry(producer_id).or_default();
@@ -646,7 +649,8 @@ pub fn commit(
         // verification) or never was: Kafka's log refuses the append with
         // InvalidTxnStateException "Record was not part of an ongoing transaction"
         // (`UnifiedLog.analyzeAndValidateProducerState`), which reaches the client as
-        // INVALID_TXN_STATE (the api maps it per version, `api/txn_offset_commit.rs`).
+        // INVALID_TXN_STATE at every version (`handleOperationException`, coordinator-common's
+        // `CoordinatorOperationExceptionHelper.java`, passes it through).
         records.clear();
         for t in resp.topics.iter_mut() {
             for p in t.partitions.iter_mut() {

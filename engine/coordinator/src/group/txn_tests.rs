@@ -307,7 +307,9 @@ fn generation_checks_follow_validate_transactional_offset_commit() {
             .with_partitions(vec![
                 TxnOffsetCommitRequestPartition::default().with_partition_index(1)
             ])]);
-    let GroupResponse::TxnOffsetCommit(r) = t.send(5, GroupRequest::TxnOffsetCommit(req, txn::TxnGuard::NONE)) else {
+    let GroupResponse::TxnOffsetCommit(r) =
+        t.send(5, GroupRequest::TxnOffsetCommit(req, txn::TxnGuard::NONE))
+    else {
         panic!()
     };
     assert_eq!(r.topics[0].partitions[0].error_code, 47);
@@ -422,7 +424,10 @@ fn a_write_verified_before_an_abort_marker_is_refused_after_it() {
     assert_eq!(t.marker(7, true), 0);
     assert_eq!(t.fetch("simple", false)[0], (0, 7, 0));
     // No guard at all.
-    assert_eq!(guarded_write(&mut t, 8, 1, txn::TxnGuard::NONE), invalid_txn_state);
+    assert_eq!(
+        guarded_write(&mut t, 8, 1, txn::TxnGuard::NONE),
+        invalid_txn_state
+    );
 }
 
 /// Guards are bounded per partition; past the bound a verification is refused, retriably.
