@@ -990,7 +990,7 @@ mod tests {
         assert!(c.quiescent());
     }
 
-    fn txn_commit(group: &str, pid: i64) -> GroupRequest {
+    fn txn_commit(group: &str, pid: i64, guard: crate::group::txn::TxnGuard) -> GroupRequest {
         use kafka_protocol::messages::txn_offset_commit_request as tc;
         use kafka_protocol::messages::*;
         use kafka_protocol::protocol::StrBytes;
@@ -1004,6 +1004,7 @@ mod tests {
                     .with_partitions(vec![
                         tc::TxnOffsetCommitRequestPartition::default().with_committed_offset(9),
                     ])]),
+            guard,
         )
     }
 
@@ -1011,8 +1012,10 @@ mod tests {
     fn transactional_offsets_and_markers_are_batches_of_their_own() {
         let mut c = core();
         c.handle(1, &ctx(), commit("a"), 0, 1);
-        c.handle(2, &ctx(), txn_commit("a", 7), 0, 2);
-        c.handle(3, &ctx(), txn_commit("b", 7), 0, 3);
+        let g = c.coordinator_mut().txn.begin_guard(7).expect("a guard");
+        c.handle(2, &ctx(), txn_commit("a", 7, g), 0, 2);
+        let g = c.coordinator_mut().txn.begin_guard(7).expect("a guard");
+        c.handle(3, &ctx(), txn_commit("b", 7, g), 0, 3);
         let marker = GroupRequest::TxnMarker {
             producer_id: 7,
             producer_epoch: 0,

@@ -46,8 +46,9 @@ struct Args {
     /// Transactional producers committing offsets (0: none).
     #[arg(long, default_value_t = SimConfig::default().txn_clients)]
     txn_clients: usize,
-    /// Max ms between a TxnOffsetCommit's verification and its write at the group (0: none).
-    #[arg(long, default_value_t = 0)]
+    /// Max ms between a TxnOffsetCommit's verification and its write at the group (0: none;
+    /// negative: that many on odd seeds, none on even ones).
+    #[arg(long, default_value_t = SimConfig::default().verify_hop_ms, allow_negative_numbers = true)]
     verify_hop_ms: i64,
     /// Worker threads (default: available cores).
     #[arg(long)]

@@ -10,13 +10,13 @@
 //! backoff until it is durable) and then completes the transaction (`markers_written`). A crash
 //! loses what was not written, may tear the batch being written, and the restart replays the log
 //! and restarts the unfinished marker jobs (`on_loaded`). The TxnOffsetCommit path is
-//! `engine/src/api/txn_offset_commit.rs`: the transaction coordinator first verifies that the
-//! group's partition is in the producer's open transaction (KIP-890), then the group's
-//! partition handles the request: at once by default (in the broker the verification's reply
-//! and the marker jobs a durable write releases wake in the order they registered), or after a
-//! hop of up to `SimConfig::verify_hop_ms` — which lets an abort marker overtake the verified
-//! write, the race Kafka's `VerificationGuard` closes and Ringleader does not yet
-//! (docs/reliability.md).
+//! `engine/src/api/txn_offset_commit.rs`, in its three steps: the group's partition hands out a
+//! verification guard for the producer (`GroupRequest::TxnGuard`), the transaction coordinator
+//! verifies that the group's partition is in the producer's open transaction (KIP-890), then the
+//! group's partition handles the request carrying the guard: at once (in the broker the
+//! verification's reply and the marker jobs a durable write releases wake in the order they
+//! registered), or after a hop of up to `SimConfig::verify_hop_ms` — which lets an abort marker
+//! overtake the verified write, the race the guard closes (docs/reliability.md).
 //!
 //! Transactional clients behave like Kafka's producer with `sendOffsetsToTransaction`
 //! (transactions version 1, as Kafka Streams does): InitProducerId, AddOffsetsToTxn (an
@@ -33,6 +33,7 @@
 
 use super::broker::{Route, RouteKind};
 use super::world::{Ev, Reply, World};
+use engine::group::txn::TxnGuard;
 use engine::group::{GroupRequest, GroupResponse, RequestContext};
 use engine::partition_core::{Deferred, Refusal};
 use engine::txn::{code, MarkerJob, TxnCoordinator, TxnOutput, TxnRecord, TxnRequest, TxnResponse};
@@ -51,9 +52,12 @@ use wire::records::txn::TransactionLogValue;
 
 const OFFSETS_TOPIC: &str = "__consumer_offsets";
 
-/// A transaction as the oracle names it: (transactional id, producer id, epoch, start time) —
-/// all in its durable records, so the name survives crashes and reloads.
-pub(super) type TxnKey = (String, i64, i16, i64);
+/// A transaction as the oracle names it: (transactional id, producer id, start time) — all in
+/// its durable records, so the name survives crashes and reloads. Not the epoch: transactions
+/// version 2 bump it at EndTxn, so the epoch a write was verified under and the one its markers
+/// carry differ; and in version 1 successive transactions share it, so it never told them
+/// apart (the start time does).
+pub(super) type TxnKey = (String, i64, i64);
 
 /// What a transactional client sends.
 #[derive(Debug, Clone)]
@@ -62,6 +66,8 @@ pub(super) enum TxnCall {
     OffsetCommit {
         group: usize,
         req: TxnOffsetCommitRequest,
+        /// Set by the broker: the guard the group's partition gave before the verification.
+        guard: TxnGuard,
     },
     Fetch {
         group: usize,
@@ -178,12 +184,10 @@ fn encode(records: &[TxnRecord]) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
         .iter()
         .map(|(id, v)| {
             let key = wire::records::txn::encode_key(id).expect("a transactional id encodes");
-            let value = v
-                .as_ref()
-                .map(|v| {
-                    v.encode(engine::txn::log_value_version(TRANSACTION_VERSION))
-                        .expect("a transaction value encodes")
-                });
+            let value = v.as_ref().map(|v| {
+                v.encode(engine::txn::log_value_version(TRANSACTION_VERSION))
+                    .expect("a transaction value encodes")
+            });
             (key, value)
         })
         .collect()
@@ -471,7 +475,7 @@ impl World {
     /// The current transaction of `tid` as the oracle names it (an open or ending one).
     fn txn_key(&self, tid: &str) -> Option<TxnKey> {
         let m = self.txn.coord.as_ref()?.get(tid)?;
-        Some((tid.to_string(), m.producer_id, m.producer_epoch, m.start_ms))
+        Some((tid.to_string(), m.producer_id, m.start_ms))
     }
 
     /// A prepare record is durable: its markers go out.
@@ -664,7 +668,29 @@ impl World {
                 },
                 req,
             ),
-            TxnCall::OffsetCommit { group, ref req } => {
+            TxnCall::OffsetCommit { group, ref req, .. } => {
+                // First the guard, from the group's partition (answered at once, nothing
+                // written), as `api/txn_offset_commit.rs` asks for it before verifying.
+                let pid = req.producer_id.0;
+                let guard = match self.txn_begin_guard(&m, group, pid) {
+                    Ok(g) => g,
+                    Err(code) => {
+                        let code = if code == ResponseError::ConcurrentTransactions.code() {
+                            ResponseError::CoordinatorNotAvailable.code()
+                        } else {
+                            code
+                        };
+                        let reply = TxnReply::Group(Reply::Err(code));
+                        return self.txn_send_reply(m.client, m.corr, reply);
+                    }
+                };
+                let mut m = m;
+                if let TxnCall::OffsetCommit { guard: g, .. } = &mut m.call {
+                    *g = guard;
+                }
+                let TxnCall::OffsetCommit { ref req, .. } = m.call else {
+                    unreachable!("an offset commit");
+                };
                 let verify = TxnRequest::AddPartitions {
                     transactional_id: req.transactional_id.0.to_string(),
                     producer_id: req.producer_id.0,
@@ -722,7 +748,7 @@ impl World {
     /// The verification of a TxnOffsetCommit answered: on to the group's partition (after the
     /// hop between shards), or the api layer's error.
     fn txn_verified(&mut self, msg: TxnMsg, resp: TxnResponse) {
-        let TxnCall::OffsetCommit { group, req } = &msg.call else {
+        let TxnCall::OffsetCommit { group, req, .. } = &msg.call else {
             return;
         };
         let code = match &resp {
@@ -769,7 +795,7 @@ impl World {
 
     /// After the hop: the group's partition handles the verified TxnOffsetCommit.
     pub(super) fn txn_commit_to_group(&mut self, msg: TxnMsg, group: usize, tag: Option<TxnKey>) {
-        let TxnCall::OffsetCommit { req, .. } = msg.call.clone() else {
+        let TxnCall::OffsetCommit { req, guard, .. } = msg.call.clone() else {
             return;
         };
         let parts = req
@@ -786,7 +812,55 @@ impl World {
             tag,
             parts,
         };
-        self.txn_to_group(msg, group, kind, GroupRequest::TxnOffsetCommit(req));
+        self.txn_to_group(msg, group, kind, GroupRequest::TxnOffsetCommit(req, guard));
+    }
+
+    /// The first step of a TxnOffsetCommit: the group's partition (refusing as `txn_to_group`
+    /// would) runs `GroupRequest::TxnGuard` through the coordinator's `handle`, as the broker's
+    /// partition does; it writes nothing, so its answer is there at once.
+    fn txn_begin_guard(&mut self, m: &TxnMsg, group: usize, pid: i64) -> Result<TxnGuard, i16> {
+        let s = self.groups[group].partition;
+        let admitted = match self.slots[s].core.as_mut().map(|c| c.admit()) {
+            Some(Ok(())) if self.now < self.slots[s].loading_until => Err(Refusal::Loading),
+            Some(r) => r,
+            None => Err(Refusal::Unavailable),
+        };
+        if let Err(refusal) = admitted {
+            return Err(match refusal {
+                Refusal::Loading => ResponseError::CoordinatorLoadInProgress.code(),
+                Refusal::Unavailable => ResponseError::CoordinatorNotAvailable.code(),
+            });
+        }
+        let id = self.next_req;
+        self.next_req += 1;
+        let ctx = RequestContext {
+            client_id: self.tclients[m.client].tid.clone(),
+            client_host: "/10.0.0.2".into(),
+            api_version: 3,
+            topics: self.topics.clone(),
+            group_configs: Default::default(),
+        };
+        let mut out = engine::group::Output::default();
+        self.slots[s]
+            .coordinator_mut()
+            .expect("an admitted partition has a coordinator")
+            .handle(
+                id,
+                &ctx,
+                GroupRequest::TxnGuard { producer_id: pid },
+                self.now,
+                &mut out,
+            );
+        assert!(
+            out.records.is_empty() && out.txn.is_none(),
+            "a guard writes nothing"
+        );
+        let answer = match out.replies.pop() {
+            Some((rid, GroupResponse::TxnGuard(r))) if rid == id => r,
+            other => panic!("TxnGuard answered {other:?}"),
+        };
+        self.trace(|| format!("p{s} txn guard for pid={pid}: {answer:?}"));
+        answer
     }
 
     // ---- the network ----
@@ -932,7 +1006,14 @@ impl World {
             TStep::Commit => {
                 let req = self.txn_offsets_request(c);
                 let group = tc.group;
-                self.txn_send(c, TxnCall::OffsetCommit { group, req });
+                self.txn_send(
+                    c,
+                    TxnCall::OffsetCommit {
+                        group,
+                        req,
+                        guard: TxnGuard::NONE,
+                    },
+                );
             }
             TStep::End { commit } => {
                 let req = TxnRequest::EndTxn {

@@ -969,7 +969,7 @@ fn brief_call(c: &super::txn::TxnCall) -> String {
     use super::txn::TxnCall;
     match c {
         TxnCall::Coord(r) => format!("{r:?}"),
-        TxnCall::OffsetCommit { group, req } => format!(
+        TxnCall::OffsetCommit { group, req, .. } => format!(
             "TxnOffsetCommit group-{group} pid={} epoch={} member={:?} gen={} {:?}",
             req.producer_id.0,
             req.producer_epoch,

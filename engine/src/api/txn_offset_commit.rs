@@ -11,6 +11,15 @@
 //! transaction timed out cannot leave pending offsets no marker will ever end. From v5
 //! (transactions version 2) the coordinator adds the partition instead, checking the same
 //! producer id and epoch.
+//!
+//! Verification and write are two steps, and the transaction's ABORT marker can reach the
+//! group's partition between them; the write would then land as pending offsets of no open
+//! transaction, which the producer's next COMMIT (same producer id and epoch in transactions
+//! v1) would make visible. So, as Kafka does with its `VerificationGuard` (the "ABA problem"
+//! comment in `core/src/main/scala/kafka/log/UnifiedLog.scala`), the partition first hands out
+//! a guard for the producer (`GroupRequest::TxnGuard`), the write carries it, and the partition
+//! accepts the write only if no marker for the producer came in between
+//! (`coordinator::group::txn::TxnGuard`); otherwise INVALID_TXN_STATE.
 
 use super::calls::{call_group, fail_code};
 use crate::group::{GroupRequest, GroupResponse};
@@ -65,6 +74,26 @@ pub(super) async fn handle(
     } else {
         super::calls::TxnCheck::Verify
     };
+    use kafka_protocol::ResponseError as E;
+    let guard = match call_group(
+        shard,
+        caller,
+        v,
+        &group,
+        GroupRequest::TxnGuard {
+            producer_id: r.producer_id.0,
+        },
+    )
+    .await
+    {
+        Ok(GroupResponse::TxnGuard(Ok(g))) => g,
+        // Too many verifications under way in the partition: retriable.
+        Ok(GroupResponse::TxnGuard(Err(c))) if c == E::ConcurrentTransactions.code() => {
+            return fallback(&shape, E::CoordinatorNotAvailable.code())
+        }
+        Ok(GroupResponse::TxnGuard(Err(c))) => return fallback(&shape, c),
+        other => return fallback(&shape, fail_code(&other)),
+    };
     let verified = super::calls::verify_in_txn(
         shard,
         &r.transactional_id.0,
@@ -78,7 +107,6 @@ pub(super) async fn handle(
         // INVALID_PRODUCER_EPOCH, a partition outside the transaction INVALID_TXN_STATE before
         // v5 (TRANSACTION_ABORTABLE from v5), and a coordinator that cannot answer now a
         // retriable coordinator error.
-        use kafka_protocol::ResponseError as E;
         let c = match E::try_from_code(c) {
             Some(E::ProducerFenced) => E::InvalidProducerEpoch.code(),
             Some(E::TransactionAbortable) if v <= 4 => E::InvalidTxnState.code(),
@@ -89,7 +117,15 @@ pub(super) async fn handle(
         };
         return fallback(&shape, c);
     }
-    match call_group(shard, caller, v, &group, GroupRequest::TxnOffsetCommit(r)).await {
+    match call_group(
+        shard,
+        caller,
+        v,
+        &group,
+        GroupRequest::TxnOffsetCommit(r, guard),
+    )
+    .await
+    {
         Ok(GroupResponse::TxnOffsetCommit(resp)) => resp,
         other => fallback(&shape, fail_code(&other)),
     }

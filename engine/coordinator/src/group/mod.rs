@@ -188,7 +188,14 @@ pub enum GroupRequest {
     },
     /// TxnOffsetCommit for one group: the offsets stay pending (invisible to OffsetFetch) until
     /// the producer's transaction ends (see `txn`).
-    TxnOffsetCommit(TxnOffsetCommitRequest),
+    /// The guard is the one [`GroupRequest::TxnGuard`] gave before the transaction coordinator
+    /// verified the partition in the producer's transaction (see [`txn::TxnGuard`]).
+    TxnOffsetCommit(TxnOffsetCommitRequest, txn::TxnGuard),
+    /// Begin the verification of a TxnOffsetCommit of `producer_id`: answered at once with the
+    /// guard its write must carry; writes nothing.
+    TxnGuard {
+        producer_id: i64,
+    },
     /// A transaction's end reached this partition: make the producer's pending offsets
     /// visible (commit) or drop them (abort). Answered once durable.
     TxnMarker {
@@ -215,6 +222,8 @@ pub enum GroupResponse {
     List(Vec<list_groups_response::ListedGroup>),
     Delete(i16),
     TxnOffsetCommit(TxnOffsetCommitResponse),
+    /// The guard, or the error that refused it.
+    TxnGuard(Result<txn::TxnGuard, i16>),
     /// The marker's error code (0 once it is durable).
     TxnMarker(i16),
 }
@@ -282,6 +291,7 @@ pub fn failed_response(resp: &GroupResponse, code: i16) -> GroupResponse {
             GroupResponse::TxnOffsetCommit(r)
         }
         GroupResponse::TxnMarker(_) => GroupResponse::TxnMarker(code),
+        GroupResponse::TxnGuard(_) => GroupResponse::TxnGuard(Err(code)),
         GroupResponse::ConsumerHeartbeat(_) => GroupResponse::ConsumerHeartbeat(
             ConsumerGroupHeartbeatResponse::default().with_error_code(code),
         ),
@@ -616,8 +626,12 @@ impl Coordinator {
                 let code = self.delete_group(&group, now, out);
                 out.replies.push((id, GroupResponse::Delete(code)));
             }
-            GroupRequest::TxnOffsetCommit(r) => {
-                let resp = txn::commit(self, ctx, r, now, out);
+            GroupRequest::TxnGuard { producer_id } => {
+                let resp = self.txn.begin_guard(producer_id);
+                out.replies.push((id, GroupResponse::TxnGuard(resp)));
+            }
+            GroupRequest::TxnOffsetCommit(r, guard) => {
+                let resp = txn::commit(self, ctx, r, guard, now, out);
                 out.replies.push((id, GroupResponse::TxnOffsetCommit(resp)));
             }
             GroupRequest::TxnMarker {

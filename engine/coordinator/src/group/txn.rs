@@ -34,7 +34,48 @@ use kafka_protocol::messages::txn_offset_commit_response::{
 use kafka_protocol::messages::*;
 use kafka_protocol::ResponseError;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
 use wire::records::{OffsetCommitValue, Record, RecordKey, RecordValue};
+
+/// What ties a TxnOffsetCommit's write to the verification that let it through (Kafka's
+/// `VerificationGuard`, `storage/src/main/java/org/apache/kafka/storage/internals/log/
+/// VerificationGuard.java`, and the "ABA problem" comment in `UnifiedLog.scala`). The api asks
+/// the group's partition for one ([`GroupRequest::TxnGuard`](super::GroupRequest::TxnGuard))
+/// before the transaction coordinator verifies (or adds) the partition, and hands it back with
+/// the write; the write is accepted only if the guard still stands for the same transaction:
+///
+/// * the producer had an open transaction here when the verification began: the guard is that
+///   open transaction's serial, and the write needs that same transaction still open (Kafka's
+///   sentinel guard, made exact: a later transaction of the same producer id and epoch — as
+///   transactions v1 reuse them — has another serial);
+/// * otherwise a fresh guard is stored for the producer (one per producer id, reused by
+///   concurrent verifications, as `maybeCreateVerificationStateEntry` does); the write that
+///   matches it consumes it and opens the transaction under its serial. A transaction marker
+///   for the producer drops it, so a write verified before an ABORT that lands after it is
+///   refused instead of becoming pending offsets of no open transaction.
+///
+/// Guards are unique in the process (Kafka's `VerificationGuard` counter is static too), so a
+/// guard from before a reload of the partition never matches one issued after it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct TxnGuard(pub u64);
+
+impl TxnGuard {
+    /// Matches nothing: a write without a verification.
+    pub const NONE: TxnGuard = TxnGuard(0);
+}
+
+static NEXT_SERIAL: AtomicU64 = AtomicU64::new(1);
+
+fn fresh_serial() -> u64 {
+    NEXT_SERIAL.fetch_add(1, Ordering::Relaxed)
+}
+
+/// Most guards a partition holds for producers with no open transaction here; beyond it a new
+/// verification is refused with a retriable CONCURRENT_TRANSACTIONS (the api answers it as
+/// COORDINATOR_NOT_AVAILABLE). A guard lives from the verification to its write or the
+/// producer's marker, so only producers verifying at the same moment — or ones whose
+/// verification failed and that never came back — hold one.
+pub const MAX_GUARDS: usize = 65_536;
 
 /// What a batch of records is, when it is not a plain coordinator batch: the shells write it
 /// with the transactional or control attributes and the producer fields
@@ -135,6 +176,12 @@ pub struct TxnOffsets {
     /// group → producers with an open transaction in it (`openTransactionsByGroup`).
     pub by_group: HashMap<String, BTreeSet<i64>>,
     next_order: u64,
+    /// The serial of each open transaction (see [`TxnGuard`]); not durable: a reload gives the
+    /// replayed transactions new ones.
+    serials: HashMap<i64, u64>,
+    /// Guards of verifications under way for producers with no open transaction here (at most
+    /// [`MAX_GUARDS`]); not durable.
+    guards: HashMap<i64, u64>,
 }
 
 impl TxnOffsets {
@@ -189,6 +236,39 @@ impl TxnOffsets {
             .get(&(topic.to_string(), partition))
     }
 
+    /// Begin a verification for `producer_id` (`UnifiedLog.maybeStartTransactionVerification`):
+    /// the guard its write must carry, or CONCURRENT_TRANSACTIONS if [`MAX_GUARDS`] producers
+    /// already hold one. Writes nothing.
+    pub fn begin_guard(&mut self, producer_id: i64) -> Result<TxnGuard, i16> {
+        if self.by_producer.contains_key(&producer_id) {
+            let serial = *self.serials.entry(producer_id).or_insert_with(fresh_serial);
+            return Ok(TxnGuard(serial));
+        }
+        if let Some(&g) = self.guards.get(&producer_id) {
+            return Ok(TxnGuard(g));
+        }
+        if self.guards.len() >= MAX_GUARDS {
+            return Err(err(ResponseError::ConcurrentTransactions));
+        }
+        let g = fresh_serial();
+        self.guards.insert(producer_id, g);
+        Ok(TxnGuard(g))
+    }
+
+    /// Whether a write of `producer_id` carrying `guard` may land (`UnifiedLog.analyzeAndValidate
+    /// ProducerState`'s check: an ongoing transaction, or a matching verification guard).
+    pub fn guard_ok(&self, producer_id: i64, guard: TxnGuard) -> bool {
+        if self.by_producer.contains_key(&producer_id) {
+            return self.serials.get(&producer_id) == Some(&guard.0);
+        }
+        guard != TxnGuard::NONE && self.guards.get(&producer_id) == Some(&guard.0)
+    }
+
+    /// Guards held (tests and metrics).
+    pub fn guards_len(&self) -> usize {
+        self.guards.len()
+    }
+
     /// A transactional record was replayed: it is pending for `producer_id` (several commits
     /// of one producer merge, the last one wins).
     fn put(
@@ -203,6 +283,15 @@ impl TxnOffsets {
     ) {
         let order = self.next_order;
         self.next_order += 1;
+        if !self.by_producer.contains_key(&producer_id) {
+            // A write that matched its guard opens the transaction under the guard's serial
+            // (so the requests that share the guard still match); a replayed one, a new serial.
+            let serial = self
+                .guards
+                .remove(&producer_id)
+                .unwrap_or_else(fresh_serial);
+            self.serials.insert(producer_id, serial);
+        }
         let t = self.by_producer.entry(producer_id).or_default();
         t.producer_epoch = t.producer_epoch.max(producer_epoch);
         if !t.groups.contains(group) {
@@ -263,6 +352,9 @@ impl TxnOffsets {
 
     /// The producer's transaction ended: its open transaction, removed.
     fn end(&mut self, producer_id: i64) -> Option<OpenTxn> {
+        // Whatever verification was under way belonged to the transaction that just ended.
+        self.guards.remove(&producer_id);
+        self.serials.remove(&producer_id);
         let t = self.by_producer.remove(&producer_id)?;
         for g in &t.groups {
             if let Some(pids) = self.by_group.get_mut(g) {
@@ -487,6 +579,7 @@ pub fn commit(
     c: &mut Coordinator,
     ctx: &RequestContext,
     r: TxnOffsetCommitRequest,
+    guard: TxnGuard,
     now: i64,
     out: &mut Output,
 ) -> TxnOffsetCommitResponse {
@@ -550,6 +643,22 @@ pub fn commit(
             );
         }
         resp.topics.push(rt);
+    }
+    if !records.is_empty() && !c.txn.guard_ok(producer_id, guard) {
+        // The transaction this write was verified for ended (its marker landed here after the
+        // verification) or never was: Kafka's log refuses the append with
+        // InvalidTxnStateException "Record was not part of an ongoing transaction"
+        // (`UnifiedLog.analyzeAndValidateProducerState`), which reaches the client as
+        // INVALID_TXN_STATE at every version (`handleOperationException`, coordinator-common's
+        // `CoordinatorOperationExceptionHelper.java`, passes it through).
+        records.clear();
+        for t in resp.topics.iter_mut() {
+            for p in t.partitions.iter_mut() {
+                if p.error_code == 0 {
+                    p.error_code = err(ResponseError::InvalidTxnState);
+                }
+            }
+        }
     }
     if !records.is_empty() {
         for r in &records {

@@ -101,12 +101,21 @@ impl T {
                         })
                         .collect(),
                 )]);
-        match self.send(5, GroupRequest::TxnOffsetCommit(req)) {
+        let guard = self.begin(pid);
+        match self.send(5, GroupRequest::TxnOffsetCommit(req, guard)) {
             GroupResponse::TxnOffsetCommit(r) => r.topics[0]
                 .partitions
                 .iter()
                 .map(|p| p.error_code)
                 .collect(),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// Begin a verification for `pid`: its guard.
+    fn begin(&mut self, pid: i64) -> txn::TxnGuard {
+        match self.send(5, GroupRequest::TxnGuard { producer_id: pid }) {
+            GroupResponse::TxnGuard(Ok(g)) => g,
             other => panic!("{other:?}"),
         }
     }
@@ -298,7 +307,9 @@ fn generation_checks_follow_validate_transactional_offset_commit() {
             .with_partitions(vec![
                 TxnOffsetCommitRequestPartition::default().with_partition_index(1)
             ])]);
-    let GroupResponse::TxnOffsetCommit(r) = t.send(5, GroupRequest::TxnOffsetCommit(req)) else {
+    let GroupResponse::TxnOffsetCommit(r) =
+        t.send(5, GroupRequest::TxnOffsetCommit(req, txn::TxnGuard::NONE))
+    else {
         panic!()
     };
     assert_eq!(r.topics[0].partitions[0].error_code, 47);
@@ -359,4 +370,79 @@ fn a_snapshot_keeps_pending_offsets_and_their_stale_flags() {
         live.offsets.get("g", "orders", 0).map(|v| v.offset),
         Some(20)
     );
+}
+
+/// The write of a TxnOffsetCommit with the guard `g` (the commit helper begins its own).
+fn guarded_write(t: &mut T, pid: i64, offset: i64, g: txn::TxnGuard) -> i16 {
+    let req = TxnOffsetCommitRequest::default()
+        .with_group_id(GroupId(sb("simple")))
+        .with_producer_id(ProducerId(pid))
+        .with_generation_id(-1)
+        .with_topics(vec![TxnOffsetCommitRequestTopic::default()
+            .with_name(TopicName(sb("orders")))
+            .with_partitions(vec![TxnOffsetCommitRequestPartition::default()
+                .with_partition_index(0)
+                .with_committed_offset(offset)])]);
+    match t.send(5, GroupRequest::TxnOffsetCommit(req, g)) {
+        GroupResponse::TxnOffsetCommit(r) => r.topics[0].partitions[0].error_code,
+        other => panic!("{other:?}"),
+    }
+}
+
+/// The "ABA" race the guard closes (Kafka's `VerificationGuard`): a write verified before the
+/// transaction's ABORT marker that lands after it is refused, with or without an open
+/// transaction when the verification began.
+#[test]
+fn a_write_verified_before_an_abort_marker_is_refused_after_it() {
+    let invalid_txn_state = ResponseError::InvalidTxnState.code();
+    let mut t = T::new();
+    // Fresh guard → ABORT marker → write: refused, nothing pending.
+    let g = t.begin(7);
+    assert_eq!(t.marker(7, false), 0);
+    assert_eq!(guarded_write(&mut t, 7, 3, g), invalid_txn_state);
+    assert!(t.c.txn.pending(7, "simple", "orders", 0).is_none());
+    assert_eq!(t.c.txn.guards_len(), 0, "the marker dropped the guard");
+    // Fresh guard → write: accepted, and the guard is consumed.
+    let g = t.begin(7);
+    assert_eq!(t.c.txn.guards_len(), 1);
+    assert_eq!(guarded_write(&mut t, 7, 4, g), 0);
+    assert_eq!(t.c.txn.guards_len(), 0);
+    assert!(t.c.txn.pending(7, "simple", "orders", 0).is_some());
+    // A second write of the same transaction with the same guard (a concurrent request that
+    // shared it) still lands.
+    assert_eq!(guarded_write(&mut t, 7, 5, g), 0);
+    // Ongoing transaction: the guard names it → ABORT marker → write refused, even once the
+    // same producer id and epoch (transactions v1) opened another transaction here.
+    let ongoing = t.begin(7);
+    assert_eq!(ongoing, g, "the open transaction's guard");
+    assert_eq!(t.marker(7, false), 0);
+    assert_eq!(guarded_write(&mut t, 7, 6, ongoing), invalid_txn_state);
+    assert!(t.c.txn.pending(7, "simple", "orders", 0).is_none());
+    let next = t.begin(7);
+    assert_eq!(guarded_write(&mut t, 7, 7, next), 0);
+    assert_eq!(guarded_write(&mut t, 7, 8, ongoing), invalid_txn_state);
+    assert_eq!(t.marker(7, true), 0);
+    assert_eq!(t.fetch("simple", false)[0], (0, 7, 0));
+    // No guard at all.
+    assert_eq!(
+        guarded_write(&mut t, 8, 1, txn::TxnGuard::NONE),
+        invalid_txn_state
+    );
+}
+
+/// Guards are bounded per partition; past the bound a verification is refused, retriably.
+#[test]
+fn guards_are_bounded() {
+    let mut t = T::new();
+    for pid in 0..txn::MAX_GUARDS as i64 {
+        t.c.txn.begin_guard(pid).expect("room");
+    }
+    assert_eq!(
+        t.c.txn.begin_guard(-5),
+        Err(ResponseError::ConcurrentTransactions.code())
+    );
+    // A producer that holds one gets it again.
+    assert!(t.c.txn.begin_guard(3).is_ok());
+    assert_eq!(t.marker(3, false), 0);
+    assert!(t.c.txn.begin_guard(-5).is_ok());
 }
