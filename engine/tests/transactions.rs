@@ -66,46 +66,11 @@ fn produce(
     partition: i32,
     values: &[&str],
 ) -> i16 {
-    let recs: Vec<(Option<&[u8]>, Option<&[u8]>)> =
-        values.iter().map(|v| (None, Some(v.as_bytes()))).collect();
-    let mut batch = Vec::new();
-    encode_batch(0, 1_700_000_000_000, &recs, &mut batch);
-    stamp_producer(&mut batch, pid, epoch, seq, true);
-    let Response::Produce(r) = c.call(
-        9,
-        Request::Produce(
-            ProduceRequest::default()
-                .with_transactional_id(Some(txn_id(id)))
-                .with_acks(-1)
-                .with_timeout_ms(30_000)
-                .with_topic_data(vec![produce_request::TopicProduceData::default()
-                    .with_name(TopicName(s(TOPIC)))
-                    .with_partition_data(vec![
-                        produce_request::PartitionProduceData::default()
-                            .with_index(partition)
-                            .with_records(Some(Bytes::from(batch))),
-                    ])]),
-        ),
-    ) else {
-        panic!("Produce")
-    };
-    r.responses[0].partition_responses[0].error_code
+    produce_v(c, 9, id, (pid, epoch), seq, partition, values)
 }
 
 fn end(c: &mut Client, id: &str, pid: i64, epoch: i16, commit: bool) -> i16 {
-    let Response::EndTxn(r) = c.call(
-        3,
-        Request::EndTxn(
-            EndTxnRequest::default()
-                .with_transactional_id(txn_id(id))
-                .with_producer_id(ProducerId(pid))
-                .with_producer_epoch(epoch)
-                .with_committed(commit),
-        ),
-    ) else {
-        panic!("EndTxn")
-    };
-    r.error_code
+    end_at(c, 3, id, (pid, epoch), commit).0
 }
 
 fn state(c: &mut Client, id: &str) -> String {
@@ -455,9 +420,21 @@ fn produce_v(
 }
 
 /// EndTxn v5: (error, producer id, producer epoch) of the answer.
-fn end_v5(c: &mut Client, id: &str, (pid, epoch): (i64, i16), commit: bool) -> (i16, i64, i16) {
+fn end_v5(c: &mut Client, id: &str, producer: (i64, i16), commit: bool) -> (i16, i64, i16) {
+    end_at(c, 5, id, producer, commit)
+}
+
+/// EndTxn at `version`: (error, producer id, producer epoch) of the answer (the last two are
+/// in the answer from v5 on).
+fn end_at(
+    c: &mut Client,
+    version: i16,
+    id: &str,
+    (pid, epoch): (i64, i16),
+    commit: bool,
+) -> (i16, i64, i16) {
     let Response::EndTxn(r) = c.call(
-        5,
+        version,
         Request::EndTxn(
             EndTxnRequest::default()
                 .with_transactional_id(txn_id(id))
