@@ -332,6 +332,8 @@ struct ReaderCtx {
     client_host: String,
     /// The caller of the last group request; rebuilt when a request names another client id.
     caller: Option<Rc<Caller>>,
+    /// Who this connection is (anonymous until a listener authenticates it).
+    principal: std::sync::Arc<security::Principal>,
 }
 
 /// The caller of a request naming `client_id`: the previous request's, unless it named another.
@@ -339,12 +341,16 @@ fn caller_for<'a>(
     last: &'a mut Option<Rc<Caller>>,
     client_host: &str,
     client_id: Option<&str>,
+    principal: &std::sync::Arc<security::Principal>,
 ) -> &'a Rc<Caller> {
     let client_id = client_id.unwrap_or("");
-    if last.as_ref().is_none_or(|c| c.client_id != client_id) {
+    if last.as_ref().is_none_or(|c| {
+        c.client_id != client_id || !std::sync::Arc::ptr_eq(&c.principal, principal)
+    }) {
         *last = Some(Rc::new(Caller::new(
             client_id.to_string(),
             client_host.to_string(),
+            principal.clone(),
         )));
     }
     last.as_ref().expect("just set")
@@ -380,6 +386,7 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream, _slot: crate::limits::Sl
         peer,
         client_host,
         caller: None,
+        principal: std::sync::Arc::new(security::Principal::anonymous()),
     };
     let mut buf = BytesMut::with_capacity(4096);
     let mut scratch = vec![0u8; READ_CHUNK];
@@ -514,7 +521,12 @@ async fn start_request(
         silent,
         decoded_at,
     };
-    let caller = caller_for(&mut ctx.caller, &ctx.client_host, header.client_id);
+    let caller = caller_for(
+        &mut ctx.caller,
+        &ctx.client_host,
+        header.client_id,
+        &ctx.principal,
+    );
     let shard = &ctx.shard;
     let first = match (shard.handler)(shard, caller, header.api_version, request) {
         Handled::Done(result) => Ok(result),

@@ -64,16 +64,24 @@ const CONTEXTS_PER_CALLER: usize = 8;
 pub struct Caller {
     pub client_id: String,
     pub client_host: String,
+    /// Who the connection authenticated as (`User:ANONYMOUS` on a PLAINTEXT listener): what
+    /// ACLs are checked against.
+    pub principal: Arc<security::Principal>,
     /// Contexts built for this caller's group requests, reused while the API version, the topics
     /// and the group configs stay the same ([`Shard::request_context`]).
     contexts: RefCell<Vec<Arc<RequestContext>>>,
 }
 
 impl Caller {
-    pub fn new(client_id: String, client_host: String) -> Self {
+    pub fn new(
+        client_id: String,
+        client_host: String,
+        principal: Arc<security::Principal>,
+    ) -> Self {
         Self {
             client_id,
             client_host,
+            principal,
             contexts: RefCell::default(),
         }
     }

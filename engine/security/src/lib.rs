@@ -1,0 +1,13 @@
+//! `security`: who a connection is and what it may do — Kafka's security model, without I/O.
+//!
+//! Owns:
+//! - `principal`: [`Principal`], Kafka's `KafkaPrincipal` (`User:alice`), and the anonymous
+//!   principal every connection of a PLAINTEXT listener carries (Kafka's `User:ANONYMOUS`).
+//!
+//! Must not: touch a socket, a thread or a clock (time is passed in, as in the coordinator), or
+//! log a secret (a password, a SCRAM proof, a token). The broker (`engine`) owns the listeners,
+//! the connection state and the durable files; this crate owns the rules and the formats.
+
+pub mod principal;
+
+pub use principal::Principal;
