@@ -71,8 +71,10 @@ fn upsert(name: &str, mechanism: i8, iterations: i32) -> ScramCredentialUpsertio
         .with_salted_password(bytes::Bytes::from(vec![9u8; 32]))
 }
 
-/// (user, [(mechanism, iterations)]) of a describe answer, errors as ("user", code).
-fn listed(r: &DescribeUserScramCredentialsResponse) -> Vec<(String, i16, Vec<(i8, i32)>)> {
+/// One described user: (user, error code, [(mechanism, iterations)]).
+type Listed = (String, i16, Vec<(i8, i32)>);
+
+fn listed(r: &DescribeUserScramCredentialsResponse) -> Vec<Listed> {
     r.results
         .iter()
         .map(|x| {
