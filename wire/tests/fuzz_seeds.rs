@@ -68,6 +68,8 @@ fn default_request(api_key: i16) -> Request {
         66 => Request::ListTransactions(Default::default()),
         68 => Request::ConsumerGroupHeartbeat(Default::default()),
         69 => Request::ConsumerGroupDescribe(Default::default()),
+        17 => Request::SaslHandshake(Default::default()),
+        36 => Request::SaslAuthenticate(Default::default()),
         k => panic!("add a default request for api key {k}"),
     }
 }
@@ -353,6 +355,8 @@ fn golden_api_key(stem: &str) -> i16 {
         ("incremental_alter_configs", 44),
         ("offset_delete", 47),
         ("update_features", 57),
+        ("sasl_handshake", 17),
+        ("sasl_authenticate", 36),
         ("describe_cluster", 60),
         ("describe_producers", 61),
         ("describe_transactions", 65),
