@@ -159,7 +159,10 @@ impl<S: Read + Write> Conn<S> {
     }
 
     fn api_versions(&mut self) -> ApiVersionsResponse {
-        match self.call(3, Request::ApiVersions(ApiVersionsRequest::default())) {
+        let req = ApiVersionsRequest::default()
+            .with_client_software_name(s("security-it"))
+            .with_client_software_version(s("1.0"));
+        match self.call(3, Request::ApiVersions(req)) {
             Response::ApiVersions(r) => r,
             other => panic!("{other:?}"),
         }

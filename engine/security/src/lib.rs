@@ -11,3 +11,6 @@
 pub mod principal;
 
 pub use principal::Principal;
+
+pub mod jaas; // SHIM
+pub mod sasl; // SHIM
