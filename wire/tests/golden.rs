@@ -1611,8 +1611,10 @@ fn sasl_handshake_response(_v: i16) -> SaslHandshakeResponse {
 
 /// A SaslAuthenticate success carrying the server's token and (v1+) the KIP-368 session lifetime.
 fn sasl_authenticate_response(v: i16) -> SaslAuthenticateResponse {
+    // The crate's default error message is "", Kafka's is null.
     let r = SaslAuthenticateResponse::default()
         .with_error_code(0)
+        .with_error_message(None)
         .with_auth_bytes(Bytes::from_static(SCRAM_SERVER_FIRST));
     if v >= 1 {
         r.with_session_lifetime_ms(3_600_000)

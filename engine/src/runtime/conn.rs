@@ -954,7 +954,9 @@ fn sasl_step(
             else {
                 return Gate::Close;
             };
-            let mut resp = kafka_protocol::messages::SaslAuthenticateResponse::default();
+            // Kafka's ErrorMessage is null on success; the crate's default is "".
+            let mut resp =
+                kafka_protocol::messages::SaslAuthenticateResponse::default().with_error_message(None);
             let close = match authenticate(ctx, sasl, &req.auth_bytes, now) {
                 Ok((SaslStep::Challenge(token), _)) => {
                     resp.auth_bytes = token.into();
