@@ -213,8 +213,9 @@ fn sasl_settings(config: &Config, name: &str) -> Result<SaslSettings, String> {
                 m.name()
             ))
         })?;
-        let (_module, _flag, options) =
-            security::jaas::parse(text).map_err(|e| ctx(format!("{key}: {e}")))?;
+        let options = security::jaas::parse(text)
+            .map_err(|e| ctx(format!("{key}: {e}")))?
+            .options;
         match m {
             Mechanism::Plain => sasl.plain_users = security::jaas::plain_users(&options),
             Mechanism::OAuthBearer => {

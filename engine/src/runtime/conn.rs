@@ -1060,7 +1060,10 @@ fn authenticate(
                 lifetime.unwrap_or(0),
             ))
         }
-        SaslStep::Failure(f) => {
+        SaslStep::Failure(mut f) => {
+            if sasl.reauth.is_some() {
+                f.message = f.reauthentication_message();
+            }
             log_auth_failure(ctx, &f.message);
             Ok((SaslStep::Failure(f), 0))
         }
