@@ -354,7 +354,11 @@ pub struct Password(pub String);
 
 impl fmt::Debug for Password {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(if self.0.is_empty() { "\"\"" } else { "[hidden]" })
+        f.write_str(if self.0.is_empty() {
+            "\"\""
+        } else {
+            "[hidden]"
+        })
     }
 }
 
@@ -1713,7 +1717,12 @@ impl Config {
                 })?;
             let adv = advertised
                 .iter()
-                .find(|a| a.name.as_deref().unwrap_or("PLAINTEXT").eq_ignore_ascii_case(&name))
+                .find(|a| {
+                    a.name
+                        .as_deref()
+                        .unwrap_or("PLAINTEXT")
+                        .eq_ignore_ascii_case(&name)
+                })
                 .map(|a| (a.host.clone(), a.port));
             out.push(ListenerSpec {
                 name,
@@ -2502,7 +2511,11 @@ mod tests {
         let specs = c.listener_specs().unwrap();
         assert_eq!(specs.len(), 1);
         assert_eq!(
-            (specs[0].name.as_str(), specs[0].protocol.as_str(), specs[0].port),
+            (
+                specs[0].name.as_str(),
+                specs[0].protocol.as_str(),
+                specs[0].port
+            ),
             ("PLAINTEXT", "PLAINTEXT", 9092)
         );
         set(&mut c, "listeners=SASL_SSL://:9093,PLAINTEXT://127.0.0.1:9092,CONTROLLER://:9094,INTERNAL://:9095");
@@ -2524,19 +2537,40 @@ mod tests {
         assert_eq!(
             got,
             [
-                ("SASL_SSL", "SASL_SSL", Some(("pub.example".to_string(), 19093))),
+                (
+                    "SASL_SSL",
+                    "SASL_SSL",
+                    Some(("pub.example".to_string(), 19093))
+                ),
                 ("PLAINTEXT", "PLAINTEXT", None),
                 ("INTERNAL", "SASL_PLAINTEXT", None),
             ]
         );
         set(&mut c, "sasl.enabled.mechanisms=PLAIN");
-        set(&mut c, "listener.name.internal.sasl.enabled.mechanisms=SCRAM-SHA-512");
-        set(&mut c, "listener.name.internal.scram-sha-512.sasl.jaas.config=x required;");
-        assert_eq!(c.listener_value("INTERNAL", "sasl.enabled.mechanisms"), "SCRAM-SHA-512");
-        assert_eq!(c.listener_value("SASL_SSL", "sasl.enabled.mechanisms"), "PLAIN");
-        assert_eq!(c.listener_jaas("INTERNAL", "SCRAM-SHA-512"), Some("x required;"));
+        set(
+            &mut c,
+            "listener.name.internal.sasl.enabled.mechanisms=SCRAM-SHA-512",
+        );
+        set(
+            &mut c,
+            "listener.name.internal.scram-sha-512.sasl.jaas.config=x required;",
+        );
+        assert_eq!(
+            c.listener_value("INTERNAL", "sasl.enabled.mechanisms"),
+            "SCRAM-SHA-512"
+        );
+        assert_eq!(
+            c.listener_value("SASL_SSL", "sasl.enabled.mechanisms"),
+            "PLAIN"
+        );
+        assert_eq!(
+            c.listener_jaas("INTERNAL", "SCRAM-SHA-512"),
+            Some("x required;")
+        );
         assert_eq!(c.listener_jaas("SASL_SSL", "PLAIN"), None);
-        assert!(set_err("listener.security.protocol.map=A:TLS").contains("unknown security protocol"));
+        assert!(
+            set_err("listener.security.protocol.map=A:TLS").contains("unknown security protocol")
+        );
         // Secrets are reported as sensitive, without their value.
         set(&mut c, "ssl.keystore.key=-----BEGIN PRIVATE KEY-----");
         let e = entry(&c, "ssl.keystore.key");

@@ -4,8 +4,9 @@
 //! checks it):
 //! - shared state: the configuration (`config`, Kafka's key names and defaults), the data-dir
 //!   identity (`meta`), the topic registry (`topics`), the producer id block (`producer_ids`),
-//!   the finalized feature levels (`features`), the listeners with their TLS and SASL settings
-//!   (`listeners`, `tls`), connection limits (`limits`), measurements (`metrics`), and `broker::Broker`, which holds
+//!   the finalized feature levels (`features`), the SCRAM credentials (`scram_store`), the
+//!   listeners with their TLS and SASL settings (`listeners`, `tls`), connection limits
+//!   (`limits`), measurements (`metrics`), and `broker::Broker`, which holds
 //!   them for every shard;
 //! - `data`: the data path's shard side — topic partition logs, their writer tasks, retention;
 //! - `runtime`: one glommio executor pinned per core (`server`, `shard`), client connections
@@ -37,6 +38,7 @@ pub mod meta;
 pub mod metrics;
 pub mod oneshot;
 pub mod producer_ids;
+pub mod scram_store;
 pub mod tls;
 pub mod topics;
 
@@ -110,5 +112,7 @@ pub fn open_broker_with(
         features: features::Features::open(Some(data_dir))
             .map_err(|e| anyhow::anyhow!("cannot read the feature levels: {e}"))?,
         connections: Default::default(),
+        scram: scram_store::ScramStore::open(data_dir)
+            .map_err(|e| anyhow::anyhow!("cannot read the SCRAM credentials: {e}"))?,
     }))
 }

@@ -253,9 +253,12 @@ mod tests {
         let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
         p.distinguished_name = rcgen::DistinguishedName::new();
         // Issued order O, OU, CN: Java prints the last RDN first.
-        p.distinguished_name.push(DnType::OrganizationName, "ringleader");
-        p.distinguished_name.push(DnType::OrganizationalUnitName, "eng");
-        p.distinguished_name.push(DnType::CommonName, "alice, the admin");
+        p.distinguished_name
+            .push(DnType::OrganizationName, "ringleader");
+        p.distinguished_name
+            .push(DnType::OrganizationalUnitName, "eng");
+        p.distinguished_name
+            .push(DnType::CommonName, "alice, the admin");
         let cert = p.self_signed(&key).unwrap();
         assert_eq!(
             subject_rfc2253(cert.der()).unwrap(),

@@ -28,7 +28,8 @@ impl Pki {
         let ca_key = KeyPair::generate().unwrap();
         let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
         p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        p.distinguished_name.push(DnType::CommonName, "ringleader test CA");
+        p.distinguished_name
+            .push(DnType::CommonName, "ringleader test CA");
         let ca = p.self_signed(&ca_key).unwrap();
         Pki { ca, ca_key }
     }
@@ -36,9 +37,8 @@ impl Pki {
     /// (certificate PEM, key PEM) signed by the CA.
     fn issue(&self, names: &[&str], dn: &[(DnType, &str)], expired: bool) -> (String, String) {
         let key = KeyPair::generate().unwrap();
-        let mut p =
-            CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>())
-                .unwrap();
+        let mut p = CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>())
+            .unwrap();
         p.distinguished_name = rcgen::DistinguishedName::new();
         for (t, v) in dn {
             p.distinguished_name.push(t.clone(), *v);
@@ -82,7 +82,9 @@ impl Pki {
             None => b.with_no_client_auth(),
             Some((cert, key)) => b
                 .with_client_auth_cert(
-                    vec![rustls_pki_types::CertificateDer::from_pem_slice(cert.as_bytes()).unwrap()],
+                    vec![
+                        rustls_pki_types::CertificateDer::from_pem_slice(cert.as_bytes()).unwrap(),
+                    ],
                     rustls_pki_types::PrivateKeyDer::from_pem_slice(key.as_bytes()).unwrap(),
                 )
                 .unwrap(),
@@ -202,7 +204,9 @@ impl<S: Read + Write> Conn<S> {
 fn listener_addr(b: &Broker, name: &str) -> SocketAddr {
     let needle = format!("listener {name} on ");
     let lines = b.wait_for_lines(&needle, Duration::from_secs(10));
-    let line = lines.first().unwrap_or_else(|| panic!("no {needle}:\n{}", b.log_text()));
+    let line = lines
+        .first()
+        .unwrap_or_else(|| panic!("no {needle}:\n{}", b.log_text()));
     let rest = line.split(&needle).nth(1).unwrap();
     rest.split_whitespace().next().unwrap().parse().unwrap()
 }
@@ -228,7 +232,10 @@ fn tls_listener_serves_and_each_listener_advertises_its_own_endpoint() {
     let mut t = tls(ssl, pki.client_config(None));
     let v = t.api_versions();
     assert_eq!(v.error_code, 0);
-    assert!(v.api_keys.iter().any(|k| k.api_key == 36 && k.max_version == 2));
+    assert!(v
+        .api_keys
+        .iter()
+        .any(|k| k.api_key == 36 && k.max_version == 2));
     // Each listener answers with its own advertised endpoint (Kafka: the request's listener).
     assert_eq!(t.metadata_endpoint(), ("ssl.example".to_string(), 19093));
     let mut p = plain(b.addr);
@@ -236,14 +243,24 @@ fn tls_listener_serves_and_each_listener_advertises_its_own_endpoint() {
         p.metadata_endpoint(),
         ("127.0.0.1".to_string(), i32::from(b.addr.port()))
     );
-    match t.call(6, Request::FindCoordinator(FindCoordinatorRequest::default().with_key_type(0).with_coordinator_keys(vec![s("g")]))) {
+    match t.call(
+        6,
+        Request::FindCoordinator(
+            FindCoordinatorRequest::default()
+                .with_key_type(0)
+                .with_coordinator_keys(vec![s("g")]),
+        ),
+    ) {
         Response::FindCoordinator(r) => {
             assert_eq!(r.coordinators[0].host.as_str(), "ssl.example");
             assert_eq!(r.coordinators[0].port, 19093);
         }
         other => panic!("{other:?}"),
     }
-    match t.call(0, Request::DescribeCluster(DescribeClusterRequest::default())) {
+    match t.call(
+        0,
+        Request::DescribeCluster(DescribeClusterRequest::default()),
+    ) {
         Response::DescribeCluster(r) => assert_eq!(r.brokers[0].port, 19093),
         other => panic!("{other:?}"),
     }
@@ -403,7 +420,9 @@ fn sasl_plain_authenticates_and_a_failure_is_answered_then_closed() {
     let mut raw = plain(sasl);
     assert_eq!(raw.handshake(0, "PLAIN").error_code, 0);
     let token = b"\0bob\0bob-secret";
-    raw.s.write_all(&(token.len() as u32).to_be_bytes()).unwrap();
+    raw.s
+        .write_all(&(token.len() as u32).to_be_bytes())
+        .unwrap();
     raw.s.write_all(token).unwrap();
     let mut len = [0u8; 4];
     raw.s.read_exact(&mut len).unwrap();

@@ -57,6 +57,8 @@ pub const SERVED: &[ApiRange] = &[
     // of the keys above pointing at the same decoder. `Versions` sorts for ApiVersions.
     r(61, 0, 0), // DescribeProducers: trunk 0
     r(57, 0, 2), // UpdateFeatures: trunk 0-2 (transaction.version only, `engine::features`)
+    r(50, 0, 0), // DescribeUserScramCredentials: trunk 0 (`engine::scram_store`)
+    r(51, 0, 0), // AlterUserScramCredentials: trunk 0
     r(17, 0, 1), // SaslHandshake: trunk 0-1 (v0, raw tokens without Kafka headers, deprecated but served)
     r(36, 0, 2), // SaslAuthenticate: trunk 0-2
 ];

@@ -8,7 +8,8 @@
 //!     username="admin" password="admin-secret" user_alice="alice-secret";
 //! ```
 //!
-//! Tokens follow StreamTokenizer's rules as Kafka sets it up: `//` and `/* */` comments; words
+//! Tokens follow StreamTokenizer's rules as Kafka sets it up: `/* */` comments and, from any
+//! other `/`, line comments; words
 //! of letters, `_`, `$`, then also digits, `.` and `-`; quoted strings in `"` or `'` with Java
 //! escapes. A bare number (`key=8192`) is *not* a value for Kafka ("Value not specified for
 //! key"), so it is not here either: quote it.
@@ -66,7 +67,8 @@ fn tokenize(text: &str) -> Result<Vec<Token>, JaasError> {
         let c = chars[i];
         if c <= ' ' {
             i += 1;
-        } else if c == '/' && chars.get(i + 1) == Some(&'/') {
+        } else if c == '/' && chars.get(i + 1) != Some(&'*') {
+            // `//` and, as `/` is StreamTokenizer's default comment character, a lone `/` too.
             while i < chars.len() && chars[i] != '\n' && chars[i] != '\r' {
                 i += 1;
             }
@@ -92,6 +94,11 @@ fn tokenize(text: &str) -> Result<Vec<Token>, JaasError> {
                 i += 1;
                 if d == c {
                     break;
+                }
+                // StreamTokenizer ends a quoted string at a line end; Kafka would then read a
+                // different value than meant, so refuse instead.
+                if d == '\n' || d == '\r' {
+                    return Err(JaasError("Unterminated quoted value in JAAS config".into()));
                 }
                 if d == '\\' {
                     let Some(&e) = chars.get(i) else {
@@ -216,6 +223,37 @@ pub fn parse(text: &str) -> Result<JaasEntry, JaasError> {
     Ok(entries.remove(0))
 }
 
+/// A JAAS value that [`parse`] reads back as `entry` (every token quoted, Java escapes).
+pub fn to_config_string(entry: &JaasEntry) -> String {
+    fn quote(s: &str) -> String {
+        let mut q = String::with_capacity(s.len() + 2);
+        q.push('"');
+        for c in s.chars() {
+            match c {
+                '"' => q.push_str("\\\""),
+                '\\' => q.push_str("\\\\"),
+                '\n' => q.push_str("\\n"),
+                '\r' => q.push_str("\\r"),
+                c => q.push(c),
+            }
+        }
+        q.push('"');
+        q
+    }
+    let flag = match entry.control_flag {
+        ControlFlag::Required => "required",
+        ControlFlag::Requisite => "requisite",
+        ControlFlag::Sufficient => "sufficient",
+        ControlFlag::Optional => "optional",
+    };
+    let mut out = format!("{} {flag}", quote(&entry.login_module));
+    for (k, v) in &entry.options {
+        out.push_str(&format!(" {}={}", quote(k), quote(v)));
+    }
+    out.push(';');
+    out
+}
+
 /// PLAIN's users: every `user_NAME="password"` option, as `PlainServerCallbackHandler` reads
 /// them (`"user_" + username`).
 pub fn plain_users(
@@ -257,6 +295,8 @@ mod tests {
         assert_eq!(e.options["k2"], "word-1.2");
         // An empty option list is fine.
         assert!(parse("M sufficient;").unwrap().options.is_empty());
+        let round = parse(&to_config_string(&e)).unwrap();
+        assert_eq!(round, e);
     }
 
     #[test]
@@ -289,5 +329,6 @@ mod tests {
         );
         assert_eq!(parse_entries("M required; N optional;").unwrap().len(), 2);
         assert!(err("M required k=\"unterminated;").contains("Unterminated"));
+        assert!(err("M required k=\"line\nend\";").contains("Unterminated"));
     }
 }

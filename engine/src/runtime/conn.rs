@@ -419,7 +419,10 @@ struct SaslConn {
     settings: std::sync::Arc<crate::listeners::SaslSettings>,
     phase: SaslPhase,
     /// The mechanism and principal of the last authentication, while re-authenticating.
-    reauth: Option<(security::sasl::Mechanism, std::sync::Arc<security::Principal>)>,
+    reauth: Option<(
+        security::sasl::Mechanism,
+        std::sync::Arc<security::Principal>,
+    )>,
     /// The mechanism the connection authenticated with.
     mechanism: Option<security::sasl::Mechanism>,
     /// When the session ends (Kafka's `sessionExpirationTimeNanos`): past it, any request that
@@ -864,9 +867,9 @@ fn sasl_step(
     };
     if let SaslPhase::Complete = sasl.phase {
         let can_reauth = sasl.expires_at.is_some()
-            && sasl
-                .last_reauth
-                .is_none_or(|t| now.saturating_duration_since(t) >= std::time::Duration::from_secs(1));
+            && sasl.last_reauth.is_none_or(|t| {
+                now.saturating_duration_since(t) >= std::time::Duration::from_secs(1)
+            });
         if api_key == SASL_HANDSHAKE && can_reauth {
             sasl.reauth = sasl.mechanism.map(|m| (m, ctx.principal.clone()));
             sasl.last_reauth = Some(now);
@@ -904,11 +907,17 @@ fn sasl_step(
                 .collect();
             let mechanism = security::sasl::Mechanism::from_name(req.mechanism.as_str())
                 .filter(|m| enabled.contains(m));
-            let mut resp = kafka_protocol::messages::SaslHandshakeResponse::default()
-                .with_mechanisms(names);
+            let mut resp =
+                kafka_protocol::messages::SaslHandshakeResponse::default().with_mechanisms(names);
             let Some(mechanism) = mechanism else {
                 resp.error_code = UNSUPPORTED_SASL_MECHANISM;
-                respond(conn, correlation_id, version, Response::SaslHandshake(resp), bytes);
+                respond(
+                    conn,
+                    correlation_id,
+                    version,
+                    Response::SaslHandshake(resp),
+                    bytes,
+                );
                 log_auth_failure(
                     ctx,
                     &format!("Unsupported SASL mechanism {}", req.mechanism.as_str()),
@@ -916,7 +925,13 @@ fn sasl_step(
                 conn.begin(0); // the Close slot that follows this answered request
                 return Gate::Close;
             };
-            if !respond(conn, correlation_id, version, Response::SaslHandshake(resp), bytes) {
+            if !respond(
+                conn,
+                correlation_id,
+                version,
+                Response::SaslHandshake(resp),
+                bytes,
+            ) {
                 return Gate::Close;
             }
             sasl.phase = match &sasl.reauth {
@@ -955,8 +970,8 @@ fn sasl_step(
                 return Gate::Close;
             };
             // Kafka's ErrorMessage is null on success; the crate's default is "".
-            let mut resp =
-                kafka_protocol::messages::SaslAuthenticateResponse::default().with_error_message(None);
+            let mut resp = kafka_protocol::messages::SaslAuthenticateResponse::default()
+                .with_error_message(None);
             let close = match authenticate(ctx, sasl, &req.auth_bytes, now) {
                 Ok((SaslStep::Challenge(token), _)) => {
                     resp.auth_bytes = token.into();
@@ -980,7 +995,13 @@ fn sasl_step(
                     true
                 }
             };
-            if !respond(conn, correlation_id, version, Response::SaslAuthenticate(resp), bytes) {
+            if !respond(
+                conn,
+                correlation_id,
+                version,
+                Response::SaslAuthenticate(resp),
+                bytes,
+            ) {
                 return Gate::Close;
             }
             if close {
@@ -1018,7 +1039,7 @@ fn authenticate(
         token,
         now_ms,
         &sasl.settings.config,
-        &security::sasl::NoScramCredentials,
+        &ctx.shard.broker.scram,
     );
     match step {
         SaslStep::Success {

@@ -91,7 +91,10 @@ impl Listeners {
         self.bound
             .iter()
             .map(|b| {
-                let name = b.plan.as_ref().map_or("PLAINTEXT", |p| p.spec.name.as_str());
+                let name = b
+                    .plan
+                    .as_ref()
+                    .map_or("PLAINTEXT", |p| p.spec.name.as_str());
                 (name.to_string(), b.addr)
             })
             .collect()
@@ -620,7 +623,10 @@ mod tests {
         let first = bind_listeners("127.0.0.1:0".parse().unwrap(), 2).unwrap();
         assert_ne!(first.addr().port(), 0);
         assert_eq!(first.shards(), 2);
-        assert_eq!(foreign_listeners(first.addr(), &first.bound[0].fds).unwrap(), 0);
+        assert_eq!(
+            foreign_listeners(first.addr(), &first.bound[0].fds).unwrap(),
+            0
+        );
         let err = bind_listeners(first.addr(), 2)
             .err()
             .expect("the port is held");
@@ -637,9 +643,11 @@ mod tests {
         // SO_REUSEPORT socket in our port's group, which only the /proc check can see.
         let ours = bind_listeners("127.0.0.1:0".parse().unwrap(), 2).unwrap();
         let intruder = bind_shard_socket(ours.addr()).unwrap();
-        assert_eq!(foreign_listeners(ours.addr(), &ours.bound[0].fds).unwrap(), 1);
-        let all: Vec<OwnedFd> = ours
-            .bound[0]
+        assert_eq!(
+            foreign_listeners(ours.addr(), &ours.bound[0].fds).unwrap(),
+            1
+        );
+        let all: Vec<OwnedFd> = ours.bound[0]
             .fds
             .iter()
             .map(|f| f.try_clone().unwrap())
@@ -654,8 +662,14 @@ mod tests {
             return; // no IPv6 on this machine
         };
         let intruder = bind_shard_socket(ours.addr()).unwrap();
-        assert_eq!(foreign_listeners(ours.addr(), &ours.bound[0].fds).unwrap(), 1);
+        assert_eq!(
+            foreign_listeners(ours.addr(), &ours.bound[0].fds).unwrap(),
+            1
+        );
         drop(intruder);
-        assert_eq!(foreign_listeners(ours.addr(), &ours.bound[0].fds).unwrap(), 0);
+        assert_eq!(
+            foreign_listeners(ours.addr(), &ours.bound[0].fds).unwrap(),
+            0
+        );
     }
 }
