@@ -484,6 +484,131 @@ fn sasl_ssl_sessions_expire_and_are_renewed_in_place() {
     d.assert_closed();
 }
 
+/// HMAC-SHA-256.
+fn hmac256(key: &[u8], data: &[u8]) -> Vec<u8> {
+    use hmac::Mac;
+    let mut m = hmac::Hmac::<sha2::Sha256>::new_from_slice(key).unwrap();
+    m.update(data);
+    m.finalize().into_bytes().to_vec()
+}
+
+/// A SCRAM-SHA-256 client (RFC 5802 / 7677), as Kafka's `ScramSaslClient` speaks it, over
+/// SaslHandshake v1 + SaslAuthenticate v2. The last response (the server-final message, or the
+/// failure).
+fn scram_login<S: Read + Write>(
+    c: &mut Conn<S>,
+    user: &str,
+    password: &str,
+) -> SaslAuthenticateResponse {
+    use base64::Engine;
+    let b64 = base64::engine::general_purpose::STANDARD;
+    assert_eq!(c.handshake(1, "SCRAM-SHA-256").error_code, 0);
+    let client_nonce = "rOprNGfwEbeRWgbNEkqO";
+    let first_bare = format!("n={user},r={client_nonce}");
+    let first = c.authenticate(2, format!("n,,{first_bare}").as_bytes());
+    if first.error_code != 0 {
+        return first;
+    }
+    let server_first = String::from_utf8(first.auth_bytes.to_vec()).unwrap();
+    let field = |k: &str| {
+        server_first
+            .split(',')
+            .find_map(|f| f.strip_prefix(k))
+            .unwrap()
+            .to_string()
+    };
+    let (nonce, salt, iterations) = (field("r="), field("s="), field("i="));
+    assert!(nonce.starts_with(client_nonce), "{server_first}");
+    let salt = b64.decode(salt).unwrap();
+    let salted = security::sasl::salted_password(
+        security::sasl::Mechanism::ScramSha256,
+        password.as_bytes(),
+        &salt,
+        iterations.parse().unwrap(),
+    )
+    .unwrap();
+    let client_key = hmac256(&salted, b"Client Key");
+    let stored_key: Vec<u8> = {
+        use sha2::Digest;
+        sha2::Sha256::digest(&client_key).to_vec()
+    };
+    let without_proof = format!("c=biws,r={nonce}");
+    let auth_message = format!("{first_bare},{server_first},{without_proof}");
+    let signature = hmac256(&stored_key, auth_message.as_bytes());
+    let proof: Vec<u8> = client_key
+        .iter()
+        .zip(&signature)
+        .map(|(a, b)| a ^ b)
+        .collect();
+    let last = c.authenticate(
+        2,
+        format!("{without_proof},p={}", b64.encode(proof)).as_bytes(),
+    );
+    if last.error_code == 0 {
+        // The server proves it knows the credential too.
+        let server_key = hmac256(&salted, b"Server Key");
+        let want = format!(
+            "v={}",
+            b64.encode(hmac256(&server_key, auth_message.as_bytes()))
+        );
+        assert_eq!(String::from_utf8(last.auth_bytes.to_vec()).unwrap(), want);
+    }
+    last
+}
+
+#[test]
+fn sasl_ssl_scram_authenticates_against_the_brokers_scram_store() {
+    let dir = data_dir("sec-sasl-scram");
+    let pki = Pki::new();
+    let (keystore, _) = pki.broker_files(&dir);
+    let ks = format!("ssl.keystore.location={keystore}");
+    let b = Broker::start(
+        &dir,
+        &[
+            "listeners=PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
+            "ssl.keystore.type=PEM",
+            &ks,
+            "sasl.enabled.mechanisms=SCRAM-SHA-256",
+            "listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;",
+        ],
+    );
+    // alice's credential, set as kafka-configs --alter --add-config 'SCRAM-SHA-256=[...]' does.
+    let salt = b"ringleader-salt-1";
+    let salted = security::sasl::salted_password(
+        security::sasl::Mechanism::ScramSha256,
+        b"alice-secret",
+        salt,
+        4096,
+    )
+    .unwrap();
+    let upsert = alter_user_scram_credentials_request::ScramCredentialUpsertion::default()
+        .with_name(s("alice"))
+        .with_mechanism(1)
+        .with_iterations(4096)
+        .with_salt(Bytes::copy_from_slice(salt))
+        .with_salted_password(Bytes::from(salted));
+    let mut p = plain(b.addr);
+    match p.call(
+        0,
+        Request::AlterUserScramCredentials(
+            AlterUserScramCredentialsRequest::default().with_upsertions(vec![upsert]),
+        ),
+    ) {
+        Response::AlterUserScramCredentials(r) => assert_eq!(r.results[0].error_code, 0, "{r:?}"),
+        other => panic!("{other:?}"),
+    }
+    let addr = listener_addr(&b, "SASL_SSL");
+    let mut c = tls(addr, pki.client_config(None));
+    let last = scram_login(&mut c, "alice", "alice-secret");
+    assert_eq!(last.error_code, 0, "{last:?}");
+    assert_eq!(c.api_versions().error_code, 0);
+
+    let mut bad = tls(addr, pki.client_config(None));
+    let last = scram_login(&mut bad, "alice", "wrong");
+    assert_eq!(last.error_code, 58, "{last:?}");
+    bad.assert_closed();
+}
+
 /// `ringleader serve` with `sets` exits with the configuration error code and this message.
 fn refused(sets: &[&str], expect: &str) {
     let dir = data_dir("sec-refused");
