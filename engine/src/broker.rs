@@ -18,8 +18,12 @@ pub struct Broker {
     pub cluster_id: String,
     pub node_id: i32,
     /// What clients are told to connect to (advertised.listeners, else the listen address).
+    /// The first listener's advertised endpoint (handlers answer with the endpoint of the
+    /// listener a request arrived on: `Caller::listener`).
     pub host: String,
     pub port: i32,
+    /// The listeners served, in configured order (every shard accepts on each).
+    pub listeners: Vec<std::sync::Arc<crate::listeners::Listener>>,
     /// Where `__consumer_offsets-<p>` logs live; None keeps group state in memory only (tests).
     pub data_dir: Option<std::path::PathBuf>,
     /// Where shards publish their measurements (read by `--metrics-listen`).

@@ -172,7 +172,9 @@ const NO_EFFECT: &[(&str, &str)] = &[
     ("controller.", SINGLE_NODE),
     ("metadata.log.", SINGLE_NODE),
     ("inter.broker.listener.name", SINGLE_NODE),
-    ("listener.security.protocol.map", "every listener served here is PLAINTEXT (the listener named PLAINTEXT, or the first unnamed one)"),
+    ("security.inter.broker.protocol", SINGLE_NODE),
+    ("sasl.mechanism.inter.broker.protocol", SINGLE_NODE),
+    ("sasl.mechanism.controller.protocol", SINGLE_NODE),
     ("offsets.topic.replication.factor", SINGLE_NODE),
     ("transaction.state.log.replication.factor", SINGLE_NODE),
     ("transaction.state.log.min.isr", SINGLE_NODE),
@@ -197,12 +199,17 @@ const NO_EFFECT: &[(&str, &str)] = &[
 /// Kafka keys refused with a specific reason (every other unimplemented Kafka key gets
 /// [`UNSUPPORTED`]). Exact names, or prefixes ending in '.'.
 const REFUSED: &[(&str, &str)] = &[
-    ("ssl.", "TLS is not built yet; refusing rather than serving without the security this key asks for"),
-    ("sasl.", "SASL is not built yet; refusing rather than serving without the security this key asks for"),
-    ("security.", "TLS and SASL are not built yet; refusing rather than serving without the security this key asks for"),
+    ("ssl.keystore.password", "only PEM keystores are read here, and Kafka refuses a keystore password with a PEM keystore too (give the key unencrypted)"),
+    ("ssl.truststore.password", "only PEM truststores are read here, and Kafka refuses a truststore password with a PEM truststore too"),
+    ("ssl.key.password", "encrypted PEM private keys are not decrypted here: give ssl.keystore.key / the keystore file an unencrypted PKCS#8 key"),
+    ("ssl.", "this TLS setting is not implemented (docs/configuration.md lists those that are); refusing rather than serving without the security it asks for"),
+    ("sasl.jaas.config", "a broker reads its JAAS entries from listener.name.<listener>.<mechanism>.sasl.jaas.config, as Kafka's brokers do"),
+    ("sasl.kerberos.", "GSSAPI (Kerberos) is not supported"),
+    ("sasl.", "this SASL setting is not implemented (docs/configuration.md lists those that are); refusing rather than serving without the security it asks for"),
+    ("security.", "security providers are Java classes; TLS here is rustls"),
     ("authorizer.class.name", "ACLs are not built yet; refusing rather than serving without the authorization this key asks for"),
     ("super.users", "ACLs are not built yet; refusing rather than serving without the authorization this key asks for"),
-    ("principal.builder.class", "TLS and SASL are not built yet"),
+    ("principal.builder.class", "principals are built as Kafka's DefaultKafkaPrincipalBuilder does (User:<TLS DN> or User:<SASL name>); custom builders are Java classes"),
     ("offsets.commit.timeout.ms", "a commit waits for its fsync however long that takes; Kafka answers REQUEST_TIMED_OUT after this timeout"),
     ("group.coordinator.threads", "one group coordinator runs on each core: use --cores"),
     ("group.coordinator.background.threads", "there are no background threads: assignments and snapshots run on the shard that owns the partition"),
@@ -338,6 +345,56 @@ impl Value for String {
     }
     fn render(&self) -> String {
         self.clone()
+    }
+}
+
+/// A secret (Kafka's PASSWORD type): DescribeConfigs reports it as sensitive, with no value.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Password(pub String);
+
+impl fmt::Debug for Password {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(if self.0.is_empty() {
+            "\"\""
+        } else {
+            "[hidden]"
+        })
+    }
+}
+
+impl Value for Password {
+    const TYPE: ConfigType = ConfigType::Password;
+    fn parse(text: &str) -> Result<Self, String> {
+        Ok(Password(text.to_string()))
+    }
+    fn render(&self) -> String {
+        self.0.clone()
+    }
+}
+
+/// A comma-separated list of names kept as written (Kafka's LIST type of strings).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Names(pub String);
+
+impl Names {
+    /// The entries, trimmed, empty ones dropped (as Kafka's list parser does).
+    pub fn items(&self) -> Vec<String> {
+        self.0
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+            .collect()
+    }
+}
+
+impl Value for Names {
+    const TYPE: ConfigType = ConfigType::List;
+    fn parse(text: &str) -> Result<Self, String> {
+        Ok(Names(text.to_string()))
+    }
+    fn render(&self) -> String {
+        self.0.clone()
     }
 }
 
@@ -556,6 +613,38 @@ impl Check<String> for Listeners {
     }
 }
 
+/// `listener.security.protocol.map`: `NAME:PROTOCOL` pairs.
+struct ProtocolMap;
+impl Check<String> for ProtocolMap {
+    fn check(&self, value: &String) -> Result<(), String> {
+        parse_protocol_map(value).map(|_| ())
+    }
+}
+
+/// The security protocols Kafka names (`SecurityProtocol`), all served here.
+pub const SECURITY_PROTOCOLS: &[&str] = &["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"];
+
+fn parse_protocol_map(text: &str) -> Result<Vec<(String, String)>, String> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    for raw in text.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        let (name, proto) = raw
+            .split_once(':')
+            .ok_or_else(|| format!("\"{raw}\" is not NAME:PROTOCOL"))?;
+        let (name, proto) = (name.trim().to_ascii_uppercase(), proto.trim());
+        if !SECURITY_PROTOCOLS.contains(&proto) {
+            return Err(format!(
+                "unknown security protocol \"{proto}\" (expected one of {})",
+                SECURITY_PROTOCOLS.join(", ")
+            ));
+        }
+        if out.iter().any(|(n, _)| *n == name) {
+            return Err(format!("listener name {name} is mapped more than once"));
+        }
+        out.push((name, proto.to_string()));
+    }
+    Ok(out)
+}
+
 fn parse_checked<T: Value, C: Check<T>>(text: &str, check: &C) -> Result<T, String> {
     let value = T::parse(text).map_err(|e| check.explain_parse_error(text, e))?;
     check.check(&value)?;
@@ -565,6 +654,20 @@ fn parse_checked<T: Value, C: Check<T>>(text: &str, check: &C) -> Result<T, Stri
 // ---------------------------------------------------------------------------
 // Listener parsing
 // ---------------------------------------------------------------------------
+
+/// One listener to serve, as configured (see [`Config::listener_specs`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListenerSpec {
+    /// Upper-case, as Kafka's `ListenerName.normalised`.
+    pub name: String,
+    /// PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL.
+    pub protocol: String,
+    /// Empty: every interface.
+    pub host: String,
+    pub port: u16,
+    /// Its `advertised.listeners` entry, if any.
+    pub advertised: Option<(String, u16)>,
+}
 
 /// One `[NAME://]host:port` listener entry.
 #[derive(Debug, PartialEq, Eq)]
@@ -664,20 +767,11 @@ fn parse_listener_list(text: &str, advertised: bool) -> Result<Vec<Endpoint>, St
 }
 
 /// The endpoint to hand to clients: the `PLAINTEXT` (or unnamed) entry of
-/// `advertised.listeners`; other entries (e.g. a CONTROLLER listener copied
-/// from a KRaft server.properties) are accepted and ignored. `Ok(None)` when
-/// the key is empty.
+/// `advertised.listeners`. `Ok(None)` when the key is empty or has no such entry (the listener
+/// is then advertised at its bound address).
 fn parse_advertised(text: &str) -> Result<Option<(String, u16)>, String> {
     let list = parse_listener_list(text, true)?;
-    if list.is_empty() {
-        return Ok(None);
-    }
-    plaintext_entry(list)
-        .map(Some)
-        .ok_or_else(|| {
-            "no PLAINTEXT entry (this broker only speaks PLAINTEXT); expected PLAINTEXT://host:port or host:port"
-                .to_string()
-        })
+    Ok(plaintext_entry(list))
 }
 
 /// The (host, port) of the entry named PLAINTEXT, or of the first unnamed one: the only listener
@@ -749,6 +843,12 @@ macro_rules! config_keys {
             no_effect: Vec<NoEffect>,
             /// `log.retention.minutes` was given (it wins over `log.retention.hours`).
             retention_minutes_set: bool,
+            /// `listener.name.<listener>.<key>` overrides, keyed by the full key (listener name
+            /// lower-case, as Kafka spells it).
+            listener_overrides: BTreeMap<String, String>,
+            /// `controller.listener.names` as given: listeners a KRaft file names there are not
+            /// served (no controller runs here).
+            controller_listener_names: String,
         }
 
         impl Default for Config {
@@ -758,6 +858,8 @@ macro_rules! config_keys {
                     origins: BTreeMap::new(),
                     no_effect: Vec::new(),
                     retention_minutes_set: false,
+                    listener_overrides: BTreeMap::new(),
+                    controller_listener_names: String::new(),
                 }
             }
         }
@@ -785,11 +887,47 @@ config_keys! {
     "cluster.id" => cluster_id: String = String::new(), Any,
         "Cluster id reported in Metadata. Empty = generated once and persisted by the broker.";
     "advertised.listeners" => advertised_listeners: String = String::new(), Listeners { advertised: true },
-        "Address handed to clients: PLAINTEXT://host:port or host:port (other named listeners are ignored). Empty = the listen address.";
+        "What clients of each listener are told: NAME://host:port entries (host:port is PLAINTEXT). A listener without an entry is advertised at its bound address.";
     "listeners" => listeners: String = "PLAINTEXT://:9092".to_string(), Listeners { advertised: false },
-        "The PLAINTEXT listener's host:port (an empty host: every interface). Used when --listen is not given and this key is set; otherwise the broker listens on 127.0.0.1:9092. Other named listeners (CONTROLLER) are ignored.";
+        "The listeners served, NAME://host:port each (an empty host: every interface), their protocols from listener.security.protocol.map. --listen replaces the PLAINTEXT one's address; without this key the broker serves PLAINTEXT on 127.0.0.1:9092. Controller listeners (controller.listener.names, CONTROLLER) are skipped.";
     "log.dirs" => log_dirs: String = String::new(), LogDirs,
         "The data directory (exactly one), used when --data-dir is not given; otherwise ./data.";
+
+    // --- security: listeners, TLS and SASL ---
+    // Each ssl.* and sasl key may also be given per listener as `listener.name.<listener>.<key>`
+    // (lower-case listener name), which wins for that listener, as in Kafka.
+    "listener.security.protocol.map" => listener_security_protocol_map: String = "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT".to_string(), ProtocolMap,
+        "Listener name to security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL). Kafka's default maps each protocol name to itself.";
+    "ssl.keystore.type" => ssl_keystore_type: String = "JKS".to_string(), Any,
+        "Kafka's default is JKS; only PEM is read here (a listener using TLS with another type is refused at start).";
+    "ssl.keystore.location" => ssl_keystore_location: String = String::new(), Any,
+        "A PEM file holding the private key (unencrypted PKCS#8, PKCS#1 or SEC1) and the certificate chain, as Kafka's PEM keystore.";
+    "ssl.keystore.key" => ssl_keystore_key: Password = Password::default(), Any,
+        "The private key in PEM, inline (with ssl.keystore.certificate.chain) instead of ssl.keystore.location.";
+    "ssl.keystore.certificate.chain" => ssl_keystore_certificate_chain: Password = Password::default(), Any,
+        "The certificate chain in PEM, inline (with ssl.keystore.key).";
+    "ssl.truststore.type" => ssl_truststore_type: String = "JKS".to_string(), Any,
+        "Kafka's default is JKS; only PEM is read here.";
+    "ssl.truststore.location" => ssl_truststore_location: String = String::new(), Any,
+        "A PEM file of CA certificates that client certificates are verified against.";
+    "ssl.truststore.certificates" => ssl_truststore_certificates: Password = Password::default(), Any,
+        "CA certificates in PEM, inline instead of ssl.truststore.location.";
+    "ssl.client.auth" => ssl_client_auth: String = "none".to_string(), OneOf(&["required", "requested", "none"]),
+        "Whether TLS clients must (required), may (requested) or do not (none) present a certificate.";
+    "ssl.enabled.protocols" => ssl_enabled_protocols: Names = Names("TLSv1.2,TLSv1.3".to_string()), Any,
+        "TLS versions served: TLSv1.2 and/or TLSv1.3 (older versions are refused: rustls does not speak them).";
+    "ssl.protocol" => ssl_protocol: String = "TLSv1.3".to_string(), OneOf(&["TLSv1.3", "TLSv1.2", "TLS"]),
+        "The SSLContext protocol in Kafka; the versions served are ssl.enabled.protocols.";
+    "ssl.endpoint.identification.algorithm" => ssl_endpoint_identification_algorithm: String = "https".to_string(), Any,
+        "Host name verification of the server by clients (Kafka: client side only); accepted, no effect on the broker.";
+    "ssl.cipher.suites" => ssl_cipher_suites: Names = Names::default(), Any,
+        "Empty only: rustls's own safe suites are served.";
+    "sasl.enabled.mechanisms" => sasl_enabled_mechanisms: Names = Names("GSSAPI".to_string()), Any,
+        "SASL mechanisms a SASL listener offers: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER. Kafka's default, GSSAPI, is not supported, so a SASL listener needs this key.";
+    "sasl.server.max.receive.size" => sasl_server_max_receive_size: i32 = 524_288, at_least(1),
+        "Largest request accepted on a SASL listener before the connection is authenticated.";
+    "connections.max.reauth.ms" => connections_max_reauth_ms: i64 = 0, at_least(0),
+        "KIP-368: when positive, a SASL session lasts at most this long (or the credential's lifetime, if shorter); the client must re-authenticate before then or the connection is closed. 0: sessions do not expire.";
 
     // --- topics ---
     "num.partitions" => num_partitions: i32 = 1, at_least(1),
@@ -1401,6 +1539,12 @@ impl Config {
     }
 
     fn apply_one(&mut self, key: &str, value: &str, origin: &str) -> Result<(), ConfigError> {
+        if let Some(rest) = key.strip_prefix("listener.name.") {
+            return self.apply_listener_override(key, rest, value, origin);
+        }
+        if key == "controller.listener.names" {
+            self.controller_listener_names = value.to_string();
+        }
         if let Some(reason) = lookup_reason(NO_EFFECT, key) {
             // Kept in the table too (DescribeConfigs reports it) when this broker has the key.
             if let Some(def) = lookup(key) {
@@ -1445,6 +1589,163 @@ impl Config {
             });
         };
         self.set_known(def, key, value, origin)
+    }
+
+    /// `listener.name.<listener>.<key>`: a per-listener ssl.* / sasl key (checked as the key
+    /// itself is), or `<mechanism>.sasl.jaas.config`, the JAAS entry of one SASL mechanism.
+    /// Anything else under the prefix is refused with a reason.
+    fn apply_listener_override(
+        &mut self,
+        key: &str,
+        rest: &str,
+        value: &str,
+        origin: &str,
+    ) -> Result<(), ConfigError> {
+        let unsupported = |reason: &'static str| ConfigError::Unsupported {
+            key: key.to_string(),
+            source_desc: origin.to_string(),
+            reason,
+        };
+        let Some((listener, inner)) = rest.split_once('.') else {
+            return Err(unsupported("expected listener.name.<listener>.<key>"));
+        };
+        if listener.is_empty() || listener.chars().any(|c| c.is_ascii_uppercase()) {
+            // Kafka looks the overrides up under the lower-case listener name only.
+            return Err(unsupported(
+                "the listener name in listener.name.<listener>.<key> must be lower-case, as Kafka looks it up",
+            ));
+        }
+        let jaas = inner
+            .strip_suffix(".sasl.jaas.config")
+            .filter(|m| !m.is_empty() && !m.contains('.'));
+        if jaas.is_none() {
+            let per_listener = inner.starts_with("ssl.")
+                || inner.starts_with("sasl.")
+                || inner == "connections.max.reauth.ms";
+            match lookup(inner).filter(|_| per_listener) {
+                Some(def) => {
+                    let mut scratch = Config::default();
+                    (def.set)(&mut scratch, value).map_err(|reason| ConfigError::BadValue {
+                        key: key.to_string(),
+                        value: value.to_string(),
+                        reason,
+                        source_desc: origin.to_string(),
+                    })?;
+                }
+                None => {
+                    return Err(unsupported(
+                        lookup_reason(REFUSED, inner).unwrap_or(
+                            "only ssl.*, sasl.* and connections.max.reauth.ms keys and <mechanism>.sasl.jaas.config are implemented per listener",
+                        ),
+                    ))
+                }
+            }
+        }
+        self.listener_overrides
+            .insert(key.to_string(), value.to_string());
+        Ok(())
+    }
+
+    /// The value of `key` for `listener`: its `listener.name.<listener>.<key>` override, else the
+    /// broker-wide value (rendered as written).
+    pub fn listener_value(&self, listener: &str, key: &str) -> String {
+        let full = format!("listener.name.{}.{key}", listener.to_ascii_lowercase());
+        match self.listener_overrides.get(&full) {
+            Some(v) => v.clone(),
+            None => lookup(key).map(|d| (d.get)(self)).unwrap_or_default(),
+        }
+    }
+
+    /// Whether `key` was given for `listener`, per listener or broker-wide.
+    pub fn listener_key_given(&self, listener: &str, key: &str) -> bool {
+        let full = format!("listener.name.{}.{key}", listener.to_ascii_lowercase());
+        self.listener_overrides.contains_key(&full)
+            || lookup(key).is_some_and(|d| self.origins.contains_key(d.name))
+    }
+
+    /// `listener.name.<listener>.<mechanism>.sasl.jaas.config`, the only place a Kafka broker
+    /// reads a JAAS entry from its config (`JaasContext.loadServerContext`).
+    pub fn listener_jaas(&self, listener: &str, mechanism: &str) -> Option<&str> {
+        let full = format!(
+            "listener.name.{}.{}.sasl.jaas.config",
+            listener.to_ascii_lowercase(),
+            mechanism.to_ascii_lowercase()
+        );
+        self.listener_overrides.get(&full).map(String::as_str)
+    }
+
+    /// The listeners to serve, from `listeners` (or one PLAINTEXT listener at 127.0.0.1:9092
+    /// when the key was not given), each with its security protocol from
+    /// `listener.security.protocol.map` and its `advertised.listeners` entry if any. Listeners
+    /// `controller.listener.names` names (or named CONTROLLER) are skipped: no controller runs
+    /// here. Names are upper-case.
+    pub fn listener_specs(&self) -> Result<Vec<ListenerSpec>, String> {
+        let list = if self.origins.contains_key("listeners") {
+            parse_listener_list(&self.listeners, false)?
+        } else {
+            vec![Endpoint {
+                name: None,
+                host: "127.0.0.1".to_string(),
+                port: 9092,
+            }]
+        };
+        let map = parse_protocol_map(&self.listener_security_protocol_map)?;
+        let advertised = parse_listener_list(&self.advertised_listeners, true)?;
+        let controllers: Vec<String> = self
+            .controller_listener_names
+            .split(',')
+            .map(|n| n.trim().to_ascii_uppercase())
+            .filter(|n| !n.is_empty())
+            .chain(["CONTROLLER".to_string()])
+            .collect();
+        let mut out = Vec::new();
+        for e in list {
+            let name = e
+                .name
+                .as_deref()
+                .unwrap_or("PLAINTEXT")
+                .to_ascii_uppercase();
+            if controllers.contains(&name) {
+                continue;
+            }
+            let protocol = map
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, p)| p.clone())
+                .ok_or_else(|| {
+                    format!("listener {name} has no security protocol in listener.security.protocol.map")
+                })?;
+            let adv = advertised
+                .iter()
+                .find(|a| {
+                    a.name
+                        .as_deref()
+                        .unwrap_or("PLAINTEXT")
+                        .eq_ignore_ascii_case(&name)
+                })
+                .map(|a| (a.host.clone(), a.port));
+            out.push(ListenerSpec {
+                name,
+                protocol,
+                host: e.host,
+                port: e.port,
+                advertised: adv,
+            });
+        }
+        if let Some(a) = advertised.iter().find(|a| {
+            let n = a.name.as_deref().unwrap_or("PLAINTEXT");
+            !out.iter().any(|l| l.name.eq_ignore_ascii_case(n))
+                && !controllers.iter().any(|c| c.eq_ignore_ascii_case(n))
+        }) {
+            return Err(format!(
+                "advertised.listeners names {}, which is not in listeners",
+                a.name.as_deref().unwrap_or("PLAINTEXT")
+            ));
+        }
+        if out.is_empty() {
+            return Err("listeners has no listener to serve (only controller listeners)".into());
+        }
+        Ok(out)
     }
 
     /// Parse, check and store a key of the table (spelt `key`, maybe an alias), remembering where
@@ -1885,7 +2186,6 @@ mod tests {
                 "controller.quorum.bootstrap.servers",
                 "inter.broker.listener.name",
                 "controller.listener.names",
-                "listener.security.protocol.map",
                 "num.network.threads",
                 "num.io.threads",
                 "socket.send.buffer.bytes",
@@ -1903,11 +2203,16 @@ mod tests {
 
     #[test]
     fn kafka_keys_not_implemented_are_refused_with_a_reason_and_typos_stay_unknown() {
-        let refused = set_err("ssl.keystore.location=/k.jks");
+        let refused = set_err("ssl.keymanager.algorithm=SunX509");
         assert!(
-            refused.starts_with("config key \"ssl.keystore.location\" (from --set) is a Kafka broker setting Ringleader does not support: TLS is not built yet"),
+            refused.starts_with("config key \"ssl.keymanager.algorithm\" (from --set) is a Kafka broker setting Ringleader does not support: this TLS setting is not implemented"),
             "{refused}"
         );
+        assert!(set_err("ssl.key.password=x").contains("encrypted PEM private keys"));
+        assert!(set_err("sasl.kerberos.service.name=kafka").contains("GSSAPI"));
+        assert!(set_err("listener.name.SSL.ssl.client.auth=required").contains("lower-case"));
+        assert!(set_err("listener.name.ssl.num.io.threads=3").contains("per listener"));
+        assert!(set_err("listener.name.ssl.ssl.client.auth=maybe").contains("ssl.client.auth"));
         assert!(set_err("group.coordinator.threads=8").contains("use --cores"));
         assert!(set_err("offsets.commit.timeout.ms=5000").contains("waits for its fsync"));
         // A Kafka key with no specific reason.
@@ -2200,6 +2505,79 @@ mod tests {
     }
 
     #[test]
+    fn listeners_map_to_protocols_with_per_listener_overrides() {
+        let mut c = Config::default();
+        // No `listeners`: one PLAINTEXT listener at 127.0.0.1:9092, as before.
+        let specs = c.listener_specs().unwrap();
+        assert_eq!(specs.len(), 1);
+        assert_eq!(
+            (
+                specs[0].name.as_str(),
+                specs[0].protocol.as_str(),
+                specs[0].port
+            ),
+            ("PLAINTEXT", "PLAINTEXT", 9092)
+        );
+        set(&mut c, "listeners=SASL_SSL://:9093,PLAINTEXT://127.0.0.1:9092,CONTROLLER://:9094,INTERNAL://:9095");
+        set(&mut c, "controller.listener.names=CONTROLLER");
+        set(&mut c, "advertised.listeners=SASL_SSL://pub.example:19093");
+        assert!(c
+            .listener_specs()
+            .unwrap_err()
+            .contains("listener INTERNAL has no security protocol"));
+        set(
+            &mut c,
+            "listener.security.protocol.map=INTERNAL:SASL_PLAINTEXT,SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        );
+        let specs = c.listener_specs().unwrap();
+        let got: Vec<_> = specs
+            .iter()
+            .map(|s| (s.name.as_str(), s.protocol.as_str(), s.advertised.clone()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (
+                    "SASL_SSL",
+                    "SASL_SSL",
+                    Some(("pub.example".to_string(), 19093))
+                ),
+                ("PLAINTEXT", "PLAINTEXT", None),
+                ("INTERNAL", "SASL_PLAINTEXT", None),
+            ]
+        );
+        set(&mut c, "sasl.enabled.mechanisms=PLAIN");
+        set(
+            &mut c,
+            "listener.name.internal.sasl.enabled.mechanisms=SCRAM-SHA-512",
+        );
+        set(
+            &mut c,
+            "listener.name.internal.scram-sha-512.sasl.jaas.config=x required;",
+        );
+        assert_eq!(
+            c.listener_value("INTERNAL", "sasl.enabled.mechanisms"),
+            "SCRAM-SHA-512"
+        );
+        assert_eq!(
+            c.listener_value("SASL_SSL", "sasl.enabled.mechanisms"),
+            "PLAIN"
+        );
+        assert_eq!(
+            c.listener_jaas("INTERNAL", "SCRAM-SHA-512"),
+            Some("x required;")
+        );
+        assert_eq!(c.listener_jaas("SASL_SSL", "PLAIN"), None);
+        assert!(
+            set_err("listener.security.protocol.map=A:TLS").contains("unknown security protocol")
+        );
+        // Secrets are reported as sensitive, without their value.
+        set(&mut c, "ssl.keystore.key=-----BEGIN PRIVATE KEY-----");
+        let e = entry(&c, "ssl.keystore.key");
+        assert!(e.sensitive && e.value.is_none());
+    }
+
+    #[test]
     fn advertised_listeners_parsing() {
         let ok = [
             ("PLAINTEXT://broker1:9092", "broker1", 9092),
@@ -2225,7 +2603,6 @@ mod tests {
             ("h:70000", "bad port"),
             ("::1:9092", "brackets"),
             ("[::1:9092", "missing ']'"),
-            ("SSL://h:9093", "no PLAINTEXT entry"),
             ("PLAINTEXT://a:1,PLAINTEXT://b:2", "more than once"),
             ("a:1,", "empty entry"),
             ("://h:1", "bad listener name"),

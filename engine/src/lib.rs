@@ -4,8 +4,9 @@
 //! checks it):
 //! - shared state: the configuration (`config`, Kafka's key names and defaults), the data-dir
 //!   identity (`meta`), the topic registry (`topics`), the producer id block (`producer_ids`),
-//!   the finalized feature levels (`features`), the SCRAM credentials (`scram_store`),
-//!   connection limits (`limits`), measurements (`metrics`), and `broker::Broker`, which holds
+//!   the finalized feature levels (`features`), the SCRAM credentials (`scram_store`), the
+//!   listeners with their TLS and SASL settings (`listeners`, `tls`), connection limits
+//!   (`limits`), measurements (`metrics`), and `broker::Broker`, which holds
 //!   them for every shard;
 //! - `data`: the data path's shard side — topic partition logs, their writer tasks, retention;
 //! - `runtime`: one glommio executor pinned per core (`server`, `shard`), client connections
@@ -32,11 +33,13 @@ pub mod config;
 pub mod features;
 pub mod group_configs;
 pub mod limits;
+pub mod listeners;
 pub mod meta;
 pub mod metrics;
 pub mod oneshot;
 pub mod producer_ids;
 pub mod scram_store;
+pub mod tls;
 pub mod topics;
 
 // The data path's shard side: topic partition logs.
@@ -60,21 +63,38 @@ pub fn start(
     runtime::server::start(broker, listeners, api::handle)
 }
 
-/// Open the data directory and build the shared broker state for a listener at `addr`.
+/// Open the data directory and build the shared broker state for one PLAINTEXT listener at
+/// `addr` (advertised as `advertised.listeners` says, else at `addr`).
 pub fn open_broker(
     config: config::Config,
     data_dir: &Path,
     addr: std::net::SocketAddr,
 ) -> anyhow::Result<Arc<broker::Broker>> {
+    let (host, port) = match config.advertised_host_port() {
+        Some((h, p)) => (h, p as i32),
+        None => (listeners::advertised_host_for(addr), addr.port() as i32),
+    };
+    let listener = Arc::new(listeners::Listener::plaintext(addr, host, port));
+    open_broker_with(config, data_dir, vec![listener])
+}
+
+/// Open the data directory and build the shared broker state for `listeners`
+/// ([`runtime::server::Listeners::resolve`]), in the order their sockets were bound.
+pub fn open_broker_with(
+    config: config::Config,
+    data_dir: &Path,
+    listeners: Vec<Arc<listeners::Listener>>,
+) -> anyhow::Result<Arc<broker::Broker>> {
+    anyhow::ensure!(!listeners.is_empty(), "no listener to serve");
     std::fs::create_dir_all(data_dir)
         .map_err(|e| anyhow::anyhow!("cannot create data dir {}: {e}", data_dir.display()))?;
     let meta = meta::load_or_create(data_dir, config.node_id, &config.cluster_id)?;
     let topics = topics::TopicRegistry::open(data_dir, config.offsets_topic_num_partitions)?;
     let group_configs = group_configs::GroupConfigRegistry::open(data_dir)?;
-    let (host, port) = match config.advertised_host_port() {
-        Some((h, p)) => (h, p as i32),
-        None => (advertised_host_for(addr), addr.port() as i32),
-    };
+    let (host, port) = (
+        listeners[0].advertised_host.clone(),
+        listeners[0].advertised_port,
+    );
     Ok(Arc::new(broker::Broker {
         versions: wire::Versions::default(),
         topics,
@@ -83,6 +103,7 @@ pub fn open_broker(
         node_id: meta.node_id,
         host,
         port,
+        listeners,
         config,
         data_dir: Some(data_dir.to_path_buf()),
         metrics: metrics::MetricsHub::new(),
@@ -94,24 +115,4 @@ pub fn open_broker(
         scram: scram_store::ScramStore::open(data_dir)
             .map_err(|e| anyhow::anyhow!("cannot read the SCRAM credentials: {e}"))?,
     }))
-}
-
-/// Without `advertised.listeners`, tell clients the address we listen on; a wildcard address is
-/// not connectable, so use the host name there, as Kafka does for an empty listener host.
-fn advertised_host_for(addr: std::net::SocketAddr) -> String {
-    if !addr.ip().is_unspecified() {
-        return addr.ip().to_string();
-    }
-    let mut buf = [0u8; 256];
-    // SAFETY: gethostname writes at most buf.len() bytes into buf.
-    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
-    if rc == 0 {
-        let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-        if let Ok(h) = std::str::from_utf8(&buf[..end]) {
-            if !h.is_empty() {
-                return h.to_string();
-            }
-        }
-    }
-    "localhost".into()
 }

@@ -169,29 +169,13 @@ fn serve(
             n.reason
         );
     }
-    // The command line wins over the config file, which wins over the defaults.
-    let listen = match (listen, config.listen_from_listeners()) {
-        (Some(a), _) => a,
-        (None, None) => SocketAddr::from(([127, 0, 0, 1], 9092)),
-        (None, Some(found)) => {
-            let resolved = found.and_then(|(host, port)| {
-                let host = if host.is_empty() {
-                    "0.0.0.0".to_string()
-                } else {
-                    host
-                };
-                std::net::ToSocketAddrs::to_socket_addrs(&(host.as_str(), port))
-                    .map_err(|e| format!("cannot resolve {host}: {e}"))?
-                    .next()
-                    .ok_or_else(|| format!("{host} has no address"))
-            });
-            match resolved {
-                Ok(a) => a,
-                Err(e) => {
-                    eprintln!("ringleader: configuration error: listeners: {e}");
-                    return ExitCode::from(EXIT_CONFIG);
-                }
-            }
+    // The command line wins over the config file, which wins over the defaults: --listen
+    // replaces the PLAINTEXT listener's address. TLS files are read here, before binding.
+    let plans = match engine::listeners::plan(&config, listen) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("ringleader: configuration error: {e}");
+            return ExitCode::from(EXIT_CONFIG);
         }
     };
     let data_dir = data_dir
@@ -206,15 +190,15 @@ fn serve(
         eprintln!("ringleader: --cores must be at least 1");
         return ExitCode::from(EXIT_CONFIG);
     }
-    let listeners = match engine::runtime::server::bind_listeners(listen, cores) {
+    let listeners = match engine::runtime::server::bind_planned(plans, cores) {
         Ok(l) => l,
         Err(e) => {
             tracing::error!("{e:#}");
             return ExitCode::FAILURE;
         }
     };
-    let addr = listeners.addr();
-    let broker = match engine::open_broker(config, &data_dir, addr) {
+    let served = listeners.resolve(None);
+    let broker = match engine::open_broker_with(config, &data_dir, served) {
         Ok(b) => b,
         Err(e) => {
             tracing::error!("{e:#}");
@@ -247,6 +231,14 @@ fn serve(
         advertised = %format!("{}:{}", broker.host, broker.port),
         "listening on {}", server.local_addr
     );
+    for l in &broker.listeners {
+        tracing::info!(
+            listener = %l.name,
+            protocol = l.protocol.name(),
+            advertised = %format!("{}:{}", l.advertised_host, l.advertised_port),
+            "listener {} on {}", l.name, l.addr
+        );
+    }
     if let Some(addr) = metrics_listen {
         match engine::metrics::serve(addr, broker.metrics.clone()) {
             Ok(local) => tracing::info!("metrics on http://{local}/metrics"),

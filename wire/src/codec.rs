@@ -111,6 +111,8 @@ apis! {
     ListTransactions = 66: ListTransactionsRequest, ListTransactionsResponse;
     ConsumerGroupHeartbeat = 68: ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse;
     ConsumerGroupDescribe = 69: ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse;
+    SaslHandshake = 17: SaslHandshakeRequest, SaslHandshakeResponse;
+    SaslAuthenticate = 36: SaslAuthenticateRequest, SaslAuthenticateResponse;
 }
 
 /// Decode one request frame (without its length prefix).
@@ -390,6 +392,8 @@ mod tests {
             66 => Request::ListTransactions(Default::default()),
             50 => Request::DescribeUserScramCredentials(Default::default()),
             51 => Request::AlterUserScramCredentials(Default::default()),
+            17 => Request::SaslHandshake(Default::default()),
+            36 => Request::SaslAuthenticate(Default::default()),
             k => panic!("add a default request for key {k}"),
         }
     }

@@ -59,6 +59,8 @@ pub const SERVED: &[ApiRange] = &[
     r(57, 0, 2), // UpdateFeatures: trunk 0-2 (transaction.version only, `engine::features`)
     r(50, 0, 0), // DescribeUserScramCredentials: trunk 0 (`engine::scram_store`)
     r(51, 0, 0), // AlterUserScramCredentials: trunk 0
+    r(17, 0, 1), // SaslHandshake: trunk 0-1 (v0, raw tokens without Kafka headers, deprecated but served)
+    r(36, 0, 2), // SaslAuthenticate: trunk 0-2
 ];
 
 /// A lookup table of served versions, indexed by api key for O(1) checks on the hot path.

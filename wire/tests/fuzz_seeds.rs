@@ -70,6 +70,8 @@ fn default_request(api_key: i16) -> Request {
         51 => Request::AlterUserScramCredentials(Default::default()),
         68 => Request::ConsumerGroupHeartbeat(Default::default()),
         69 => Request::ConsumerGroupDescribe(Default::default()),
+        17 => Request::SaslHandshake(Default::default()),
+        36 => Request::SaslAuthenticate(Default::default()),
         k => panic!("add a default request for api key {k}"),
     }
 }
@@ -357,6 +359,8 @@ fn golden_api_key(stem: &str) -> i16 {
         ("update_features", 57),
         ("describe_user_scram_credentials", 50),
         ("alter_user_scram_credentials", 51),
+        ("sasl_handshake", 17),
+        ("sasl_authenticate", 36),
         ("describe_cluster", 60),
         ("describe_producers", 61),
         ("describe_transactions", 65),

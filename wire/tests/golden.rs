@@ -1644,6 +1644,63 @@ fn list_transactions_response(_v: i16) -> ListTransactionsResponse {
 }
 
 // ---------------------------------------------------------------------------------------------
+// SaslHandshake (17) and SaslAuthenticate (36).
+
+const SASL_MECHANISMS: &[&str] = &["PLAIN", "SCRAM-SHA-256"];
+/// A SCRAM server-first message (what SaslAuthenticate carries mid-exchange).
+const SCRAM_SERVER_FIRST: &[u8] =
+    b"r=fyko+d2lbbFgONRv9qkxdawL3rfcNHYJY1ZVvWVs7j,s=QSXCR+Q6sek8bf92,i=4096";
+
+/// A SaslHandshake answered for an enabled mechanism: the enabled list.
+fn sasl_handshake_response(_v: i16) -> SaslHandshakeResponse {
+    SaslHandshakeResponse::default()
+        .with_error_code(0)
+        .with_mechanisms(SASL_MECHANISMS.iter().map(|m| s(m)).collect())
+}
+
+/// A SaslAuthenticate success carrying the server's token and (v1+) the KIP-368 session lifetime.
+fn sasl_authenticate_response(v: i16) -> SaslAuthenticateResponse {
+    // The crate's default error message is "", Kafka's is null.
+    let r = SaslAuthenticateResponse::default()
+        .with_error_code(0)
+        .with_error_message(None)
+        .with_auth_bytes(Bytes::from_static(SCRAM_SERVER_FIRST));
+    if v >= 1 {
+        r.with_session_lifetime_ms(3_600_000)
+    } else {
+        r
+    }
+}
+
+// SaslHandshakeResponse.json: validVersions 0-1, not flexible. ErrorCode, Mechanisms []string.
+fn walk_sasl_handshake(frame: &[u8], v: i16) {
+    let mut w = Walk::response(frame, format!("SaslHandshake v{v}"), false, false);
+    w.expect_i16("error_code", 0);
+    w.expect_array("mechanisms", SASL_MECHANISMS.len());
+    for m in SASL_MECHANISMS {
+        w.expect_str("mechanism", m);
+    }
+    w.end();
+}
+
+// SaslAuthenticateResponse.json: validVersions 0-2, flexible 2+. ErrorCode, ErrorMessage
+// (nullable), AuthBytes (bytes), SessionLifetimeMs (int64, v1+).
+fn walk_sasl_authenticate(frame: &[u8], v: i16) {
+    let flex = v >= 2;
+    let mut w = Walk::response(frame, format!("SaslAuthenticate v{v}"), flex, flex);
+    w.expect_i16("error_code", 0);
+    w.expect_nstr("error_message", None);
+    w.expect_bytes("auth_bytes", SCRAM_SERVER_FIRST);
+    if v >= 1 {
+        w.expect_i64("session_lifetime_ms", 3_600_000);
+    }
+    if flex {
+        w.expect_no_tags("top-level tags");
+    }
+    w.end();
+}
+
+// ---------------------------------------------------------------------------------------------
 // DescribeProducers (61).
 
 /// The producers of `orders` p0: (producer id, epoch, last sequence, last timestamp,
@@ -3632,6 +3689,20 @@ const GOLDEN_APIS: &[GoldenApi] = &[
         build: |v| Response::AlterUserScramCredentials(alter_user_scram_credentials_response(v)),
         walk: walk_alter_user_scram_credentials,
     },
+    GoldenApi {
+        api_key: 17,
+        file_stem: "sasl_handshake",
+        name: "SaslHandshake",
+        build: |v| Response::SaslHandshake(sasl_handshake_response(v)),
+        walk: walk_sasl_handshake,
+    },
+    GoldenApi {
+        api_key: 36,
+        file_stem: "sasl_authenticate",
+        name: "SaslAuthenticate",
+        build: |v| Response::SaslAuthenticate(sasl_authenticate_response(v)),
+        walk: walk_sasl_authenticate,
+    },
 ];
 
 /// Further golden responses of a served API, one file per served version each
@@ -4003,6 +4074,16 @@ fn golden_describe_user_scram_credentials_responses() {
 #[test]
 fn golden_alter_user_scram_credentials_responses() {
     run_golden(golden_api(51));
+}
+
+#[test]
+fn golden_sasl_handshake_responses() {
+    run_golden(golden_api(17));
+}
+
+#[test]
+fn golden_sasl_authenticate_responses() {
+    run_golden(golden_api(36));
 }
 
 #[test]
@@ -6465,11 +6546,41 @@ fn requests_alter_user_scram_credentials() {
 }
 
 #[test]
+fn requests_sasl_handshake_and_authenticate() {
+    // SaslHandshake v1 (every current client), not flexible.
+    for v in 0..=1 {
+        let mut e = Enc::request(17, v, CID, Some("producer-1"), false);
+        e.str("SCRAM-SHA-512");
+        let expect = SaslHandshakeRequest::default().with_mechanism(s("SCRAM-SHA-512"));
+        check_request(
+            e.finish(),
+            Some("producer-1"),
+            v,
+            Request::SaslHandshake(expect),
+        );
+    }
+    // SaslAuthenticate: a SCRAM client-first message; v2 is flexible.
+    let token = b"n,,n=alice,r=fyko+d2lbbFgONRv9qkxdawL";
+    for v in 0..=2 {
+        let mut e = Enc::request(36, v, CID, Some("producer-1"), v >= 2);
+        e.bytes(token);
+        e.tags();
+        let expect = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from_static(token));
+        check_request(
+            e.finish(),
+            Some("producer-1"),
+            v,
+            Request::SaslAuthenticate(expect),
+        );
+    }
+}
+
+#[test]
 fn request_golden_cases_cover_every_served_api() {
     // The request tests above exist for exactly these keys; a new served key needs its own.
     let covered = [
-        0i16, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 19, 20, 21, 22, 24, 25, 26, 28, 32,
-        33, 37, 42, 44, 47, 50, 51, 57, 60, 61, 65, 66, 68, 69,
+        0i16, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 24, 25, 26, 28,
+        32, 33, 36, 37, 42, 44, 47, 50, 51, 57, 60, 61, 65, 66, 68, 69,
     ];
     for r in SERVED {
         assert!(

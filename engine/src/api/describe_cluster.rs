@@ -9,6 +9,7 @@ use kafka_protocol::ResponseError;
 /// DescribeCluster v0–v2: this one broker, which is also the controller.
 pub(super) fn handle(
     broker: &Broker,
+    listener: &crate::listeners::Listener,
     req: DescribeClusterRequest,
     version: i16,
 ) -> DescribeClusterResponse {
@@ -29,7 +30,7 @@ pub(super) fn handle(
     }
     resp.brokers = vec![DescribeClusterBroker::default()
         .with_broker_id(BrokerId(broker.node_id))
-        .with_host(s(broker.host.clone()))
-        .with_port(broker.port)];
+        .with_host(s(listener.advertised_host.clone()))
+        .with_port(listener.advertised_port)];
     resp
 }

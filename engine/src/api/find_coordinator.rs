@@ -11,6 +11,7 @@ use kafka_protocol::ResponseError;
 /// transactional id's coordinator is us.
 pub(super) fn handle(
     broker: &Broker,
+    listener: &crate::listeners::Listener,
     req: FindCoordinatorRequest,
     version: i16,
 ) -> FindCoordinatorResponse {
@@ -38,8 +39,8 @@ pub(super) fn handle(
         resp.error_code = err;
         if err == 0 {
             resp.node_id = BrokerId(broker.node_id);
-            resp.host = s(broker.host.clone());
-            resp.port = broker.port;
+            resp.host = s(listener.advertised_host.clone());
+            resp.port = listener.advertised_port;
         } else {
             resp.node_id = BrokerId(-1);
             resp.host = s("");
@@ -58,8 +59,8 @@ pub(super) fn handle(
                 .with_error_code(err);
             if err == 0 {
                 c.with_node_id(BrokerId(broker.node_id))
-                    .with_host(s(broker.host.clone()))
-                    .with_port(broker.port)
+                    .with_host(s(listener.advertised_host.clone()))
+                    .with_port(listener.advertised_port)
             } else {
                 c.with_node_id(BrokerId(-1))
                     .with_host(s(""))

@@ -73,11 +73,15 @@ impl Broker {
             .with_topic_authorized_operations(AUTHORIZED_OPS_OMITTED)
     }
 
-    pub(crate) fn broker_list(&self) -> Vec<MetadataResponseBroker> {
+    /// This broker, at the endpoint `listener` advertises (the listener the request came in on).
+    pub(crate) fn broker_list(
+        &self,
+        listener: &crate::listeners::Listener,
+    ) -> Vec<MetadataResponseBroker> {
         vec![MetadataResponseBroker::default()
             .with_node_id(BrokerId(self.node_id))
-            .with_host(s(self.host.clone()))
-            .with_port(self.port)]
+            .with_host(s(listener.advertised_host.clone()))
+            .with_port(listener.advertised_port)]
     }
 }
 
@@ -85,12 +89,14 @@ impl Broker {
 /// before v4) and `auto.create.topics.enable` is set, and returned ready to use.
 pub(super) async fn handle(
     broker: &Arc<Broker>,
+    listener: &crate::listeners::Listener,
     req: MetadataRequest,
     version: i16,
 ) -> MetadataResponse {
     let topic_ops = version >= 8 && req.include_topic_authorized_operations;
     let cluster_ops = (8..=10).contains(&version) && req.include_cluster_authorized_operations;
     let mut resp = metadata_topics(broker, req, version).await;
+    resp.brokers = broker.broker_list(listener);
     if topic_ops {
         for t in &mut resp.topics {
             t.topic_authorized_operations = TOPIC_AUTHORIZED_OPS;
@@ -108,7 +114,7 @@ pub(crate) async fn metadata_topics(
     version: i16,
 ) -> MetadataResponse {
     let mut resp = MetadataResponse::default()
-        .with_brokers(broker.broker_list())
+        .with_brokers(broker.broker_list(&broker.listeners[0]))
         .with_cluster_id(Some(s(broker.cluster_id.clone())))
         .with_controller_id(BrokerId(broker.node_id))
         .with_cluster_authorized_operations(AUTHORIZED_OPS_OMITTED);

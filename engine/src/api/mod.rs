@@ -61,6 +61,8 @@ mod offset_commit;
 mod offset_delete;
 mod offset_fetch;
 mod produce;
+mod sasl_authenticate;
+mod sasl_handshake;
 mod sync_group;
 mod txn_offset_commit;
 mod update_features;
@@ -83,15 +85,25 @@ pub fn handle(shard: &Rc<Shard>, caller: &Rc<Caller>, v: i16, request: Request) 
         Request::Heartbeat(r) => heartbeat::handle(shard, caller, r, v),
         Request::ConsumerGroupHeartbeat(r) => consumer_group_heartbeat::handle(shard, caller, r, v),
         Request::ApiVersions(r) => done(Response::ApiVersions(api_versions::handle(b, &r, v))),
-        Request::FindCoordinator(r) => {
-            done(Response::FindCoordinator(find_coordinator::handle(b, r, v)))
-        }
+        Request::FindCoordinator(r) => done(Response::FindCoordinator(find_coordinator::handle(
+            b,
+            &caller.listener,
+            r,
+            v,
+        ))),
         Request::DescribeConfigs(r) => {
             done(Response::DescribeConfigs(describe_configs::handle(b, r, v)))
         }
-        Request::DescribeCluster(r) => {
-            done(Response::DescribeCluster(describe_cluster::handle(b, r, v)))
+        Request::SaslHandshake(r) => done(Response::SaslHandshake(sasl_handshake::handle(r))),
+        Request::SaslAuthenticate(r) => {
+            done(Response::SaslAuthenticate(sasl_authenticate::handle(r)))
         }
+        Request::DescribeCluster(r) => done(Response::DescribeCluster(describe_cluster::handle(
+            b,
+            &caller.listener,
+            r,
+            v,
+        ))),
         Request::DescribeUserScramCredentials(r) => done(Response::DescribeUserScramCredentials(
             describe_user_scram_credentials::handle(b, r, v),
         )),
@@ -181,7 +193,9 @@ async fn dispatch(
         Request::AlterUserScramCredentials(r) => Response::AlterUserScramCredentials(
             alter_user_scram_credentials::handle(shard, r, v).await,
         ),
-        Request::Metadata(r) => Response::Metadata(metadata::handle(b, r, v).await),
+        Request::Metadata(r) => {
+            Response::Metadata(metadata::handle(b, &caller.listener, r, v).await)
+        }
         Request::CreateTopics(r) => Response::CreateTopics(create_topics::handle(b, r, v).await),
         Request::DeleteTopics(r) => {
             Response::DeleteTopics(delete_topics::handle(shard, r, v).await)

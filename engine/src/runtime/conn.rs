@@ -28,6 +28,14 @@
 //! ends the reads of a connection that completed no request for that long; nothing is armed per
 //! read.
 //!
+//! A connection of an SSL or SASL_SSL listener is TLS (rustls, on this shard): the handshake
+//! runs first, bounded like any idle connection by `connections.max.idle.ms` (the sweep shuts the
+//! socket down under it) and by the connection limits, holding nothing shared. The stream is an
+//! enum, so the PLAINTEXT path reads and writes the socket directly. On a SASL listener the
+//! connection authenticates before anything else is served, as Kafka's
+//! `SaslServerAuthenticator` (`clients/src/main/java/org/apache/kafka/common/security/
+//! authenticator/SaslServerAuthenticator.java`) does, and re-authenticates in place (KIP-368).
+//!
 //! Bad input closes the connection with one log line (Kafka closes on a bad frame or an
 //! unsupported version too), after the responses to earlier requests have been written.
 
@@ -45,6 +53,48 @@ use std::time::Instant;
 use wire::{api_versions, decode_request_ref, encode_response, Request, RequestHeader, Response};
 
 const JOIN_GROUP: i16 = kafka_protocol::messages::ApiKey::JoinGroup as i16;
+const SASL_HANDSHAKE: i16 = kafka_protocol::messages::ApiKey::SaslHandshake as i16;
+const SASL_AUTHENTICATE: i16 = kafka_protocol::messages::ApiKey::SaslAuthenticate as i16;
+const UNSUPPORTED_SASL_MECHANISM: i16 = 33;
+const SASL_AUTHENTICATION_FAILED: i16 = 58;
+
+/// A connection's byte stream: the socket itself, or TLS over it. An enum rather than a trait
+/// object so the PLAINTEXT path stays a direct call on the socket.
+enum Stream {
+    Plain(TcpStream),
+    Tls(Box<futures_rustls::server::TlsStream<TcpStream>>),
+}
+
+impl Stream {
+    fn poll_read(&mut self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<std::io::Result<usize>> {
+        match self {
+            Stream::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            Stream::Tls(s) => Pin::new(&mut **s).poll_read(cx, buf),
+        }
+    }
+
+    fn poll_write(&mut self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        match self {
+            Stream::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            Stream::Tls(s) => Pin::new(&mut **s).poll_write(cx, buf),
+        }
+    }
+
+    /// TLS buffers what it encrypts; a write is done once it reached the socket.
+    fn poll_flush(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match self {
+            Stream::Plain(_) => Poll::Ready(Ok(())),
+            Stream::Tls(s) => Pin::new(&mut **s).poll_flush(cx),
+        }
+    }
+
+    fn poll_close(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match self {
+            Stream::Plain(s) => Pin::new(s).poll_close(cx),
+            Stream::Tls(s) => Pin::new(&mut **s).poll_close(cx),
+        }
+    }
+}
 const SYNC_GROUP: i16 = kafka_protocol::messages::ApiKey::SyncGroup as i16;
 
 /// Requests decoded but not yet answered on one connection.
@@ -85,7 +135,7 @@ enum Slot {
 
 /// The state a connection's reader and writer share.
 struct Conn {
-    stream: RefCell<TcpStream>,
+    stream: RefCell<Stream>,
     /// Encoded responses ready to be written. They precede every slot of `queue`: bytes are only
     /// appended here while the queue is empty.
     out: RefCell<BytesMut>,
@@ -98,6 +148,8 @@ struct Conn {
     unanswered_bytes: Cell<usize>,
     /// The writer holds a batch it is writing: nobody else may write.
     writing: Cell<bool>,
+    /// TLS holds encrypted bytes the socket did not take yet: the writer must flush them.
+    needs_flush: Cell<bool>,
     reader_done: Cell<bool>,
     writer_done: Cell<bool>,
     writer_waker: Cell<Option<Waker>>,
@@ -174,10 +226,16 @@ impl Conn {
                 true
             } else {
                 let mut stream = self.stream.borrow_mut();
-                if let Poll::Ready(Ok(n)) = Pin::new(&mut *stream).poll_write(cx, &out) {
+                if let Poll::Ready(Ok(n)) = stream.poll_write(cx, &out) {
                     out.advance(n);
                 }
-                if out.is_empty() {
+                // TLS: what is encrypted but not yet on the socket is the writer's to push.
+                let flushed = matches!(stream.poll_flush(cx), Poll::Ready(Ok(())));
+                if out.is_empty() && !flushed {
+                    self.answered(self.out_requests.replace(0), self.out_bytes.replace(0));
+                    self.needs_flush.set(true);
+                    true
+                } else if out.is_empty() {
                     self.answered(self.out_requests.replace(0), self.out_bytes.replace(0));
                     if out.capacity() > KEEP_OUT_BUFFER {
                         *out = BytesMut::new();
@@ -233,7 +291,7 @@ impl Conn {
                 Outcome::Close => return Poll::Ready((taken, taken_bytes, true)),
             }
         }
-        if taken > 0 || !batch.is_empty() {
+        if taken > 0 || !batch.is_empty() || self.needs_flush.take() {
             return Poll::Ready((taken, taken_bytes, false));
         }
         if queue.is_empty() && self.reader_done.get() {
@@ -251,7 +309,8 @@ async fn write_loop(conn: Rc<Conn>, peer: Rc<str>) {
     loop {
         let (taken, taken_bytes, close) =
             std::future::poll_fn(|cx| conn.gather(cx, &mut batch)).await;
-        if !batch.is_empty() {
+        {
+            // An empty batch still flushes what TLS holds (`needs_flush`).
             conn.writing.set(true);
             let written = write_all(&conn, &batch).await;
             conn.writing.set(false);
@@ -273,21 +332,18 @@ async fn write_loop(conn: Rc<Conn>, peer: Rc<str>) {
     }
     conn.writer_done.set(true);
     conn.wake_reader();
-    let _ =
-        std::future::poll_fn(|cx| Pin::new(&mut *conn.stream.borrow_mut()).poll_close(cx)).await;
+    let _ = std::future::poll_fn(|cx| conn.stream.borrow_mut().poll_close(cx)).await;
 }
 
 async fn write_all(conn: &Conn, mut buf: &[u8]) -> std::io::Result<()> {
     while !buf.is_empty() {
-        let n =
-            std::future::poll_fn(|cx| Pin::new(&mut *conn.stream.borrow_mut()).poll_write(cx, buf))
-                .await?;
+        let n = std::future::poll_fn(|cx| conn.stream.borrow_mut().poll_write(cx, buf)).await?;
         if n == 0 {
             return Err(std::io::ErrorKind::WriteZero.into());
         }
         buf = &buf[n..];
     }
-    Ok(())
+    std::future::poll_fn(|cx| conn.stream.borrow_mut().poll_flush(cx)).await
 }
 
 /// Bad-input warnings a shard logs per second; the rest are counted and reported with the next
@@ -334,6 +390,52 @@ struct ReaderCtx {
     caller: Option<Rc<Caller>>,
     /// Who this connection is (anonymous until a listener authenticates it).
     principal: std::sync::Arc<security::Principal>,
+    /// The listener the connection came in on (handlers answer with its advertised endpoint).
+    listener: std::sync::Arc<crate::listeners::Listener>,
+    /// SASL authentication state, on a SASL listener.
+    sasl: Option<SaslConn>,
+}
+
+/// Where a SASL connection is in Kafka's `SaslServerAuthenticator` states.
+enum SaslPhase {
+    /// Expecting ApiVersions (once) or SaslHandshake (HANDSHAKE_OR_VERSIONS_REQUEST /
+    /// HANDSHAKE_REQUEST, and REAUTH_PROCESS_HANDSHAKE when re-authenticating).
+    Handshake { versions_seen: bool },
+    /// Exchanging tokens; `kafka_headers` is false after a v0 SaslHandshake (raw tokens).
+    Authenticate {
+        server: Box<security::sasl::SaslServer>,
+        mechanism: security::sasl::Mechanism,
+        kafka_headers: bool,
+    },
+    /// A re-authentication asked for another mechanism: the next token fails
+    /// (REAUTH_BAD_MECHANISM).
+    BadMechanism(String),
+    /// Authenticated: requests are served.
+    Complete,
+}
+
+/// One connection's SASL state.
+struct SaslConn {
+    settings: std::sync::Arc<crate::listeners::SaslSettings>,
+    phase: SaslPhase,
+    /// The mechanism and principal of the last authentication, while re-authenticating.
+    reauth: Option<(
+        security::sasl::Mechanism,
+        std::sync::Arc<security::Principal>,
+    )>,
+    /// The mechanism the connection authenticated with.
+    mechanism: Option<security::sasl::Mechanism>,
+    /// When the session ends (Kafka's `sessionExpirationTimeNanos`): past it, any request that
+    /// does not begin a re-authentication closes the connection.
+    expires_at: Option<Instant>,
+    /// When the last re-authentication began: at most one a second (`KafkaChannel`).
+    last_reauth: Option<Instant>,
+}
+
+impl SaslConn {
+    fn authenticated(&self) -> bool {
+        matches!(self.phase, SaslPhase::Complete)
+    }
 }
 
 /// The caller of a request naming `client_id`: the previous request's, unless it named another.
@@ -342,6 +444,7 @@ fn caller_for<'a>(
     client_host: &str,
     client_id: Option<&str>,
     principal: &std::sync::Arc<security::Principal>,
+    listener: &std::sync::Arc<crate::listeners::Listener>,
 ) -> &'a Rc<Caller> {
     let client_id = client_id.unwrap_or("");
     if last.as_ref().is_none_or(|c| {
@@ -351,19 +454,99 @@ fn caller_for<'a>(
             client_id.to_string(),
             client_host.to_string(),
             principal.clone(),
+            listener.clone(),
         )));
     }
     last.as_ref().expect("just set")
 }
 
-/// Serve one connection until the peer closes, a bad frame arrives, or it has sent no complete
-/// request for `connections.max.idle.ms`. `_slot` holds its place under the connection limits.
-pub async fn serve(shard: Rc<Shard>, stream: TcpStream, _slot: crate::limits::Slot) {
+/// Authentication failures logged per client address: one line per address every 10 s (and
+/// within the shard's warning budget), so a client retrying a bad password cannot fill the log.
+fn auth_failure_budget(host: &str) -> Option<u64> {
+    thread_local! {
+        static LAST: RefCell<std::collections::HashMap<String, u64>> = RefCell::default();
+    }
+    let second = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let fresh = LAST.with(|m| {
+        let mut m = m.borrow_mut();
+        if m.len() >= 4096 {
+            m.retain(|_, t| second.saturating_sub(*t) < 10);
+            if m.len() >= 4096 {
+                m.clear(); // bounded: a flood from many addresses forgets the oldest
+            }
+        }
+        match m.get(host) {
+            Some(t) if second.saturating_sub(*t) < 10 => false,
+            _ => {
+                m.insert(host.to_string(), second);
+                true
+            }
+        }
+    });
+    if fresh {
+        warn_budget()
+    } else {
+        None
+    }
+}
+
+fn wall_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// Serve one connection accepted on `listener` until the peer closes, a bad frame arrives, or it
+/// has sent no complete request for `connections.max.idle.ms`. `_slot` holds its place under the
+/// connection limits.
+pub async fn serve(
+    shard: Rc<Shard>,
+    stream: TcpStream,
+    _slot: crate::limits::Slot,
+    listener: std::sync::Arc<crate::listeners::Listener>,
+) {
     let addr = stream.peer_addr().ok();
     let peer: Rc<str> = addr.map_or_else(|| "?".into(), |a| a.to_string().into());
     let client_host = format!("/{}", addr.map(|a| a.ip().to_string()).unwrap_or_default());
     let _ = stream.set_nodelay(true);
+    // Registered before the TLS handshake: a handshake that stalls is ended by the idle sweep
+    // (which shuts the socket down under it) like any idle connection.
     let registration = shard.conns.register(&stream);
+    let mut principal = std::sync::Arc::new(security::Principal::anonymous());
+    let stream = match &listener.tls {
+        None => Stream::Plain(stream),
+        Some(tls) => {
+            let acceptor = futures_rustls::TlsAcceptor::from(tls.clone());
+            match acceptor.accept(stream).await {
+                Ok(s) => {
+                    // SSL listener: the client certificate's subject is the principal
+                    // (DefaultKafkaPrincipalBuilder); on SASL_SSL, SASL decides.
+                    if !listener.protocol.uses_sasl() {
+                        let dn = s
+                            .get_ref()
+                            .1
+                            .peer_certificates()
+                            .and_then(|c| c.first())
+                            .and_then(|c| crate::tls::subject_rfc2253(c));
+                        if let Some(dn) = dn {
+                            principal = std::sync::Arc::new(security::Principal::user(dn));
+                        }
+                    }
+                    Stream::Tls(Box::new(s))
+                }
+                Err(e) => {
+                    if registration.closed_for_idle() {
+                        tracing::debug!(peer = %peer, "closing connection: TLS handshake idle for connections.max.idle.ms");
+                    } else if let Some(suppressed) = auth_failure_budget(&client_host) {
+                        tracing::warn!(peer = %peer, listener = %listener.name, error = %e, suppressed, "closing connection: TLS handshake failed");
+                    }
+                    return;
+                }
+            }
+        }
+    };
     let conn = Rc::new(Conn {
         stream: RefCell::new(stream),
         out: RefCell::new(BytesMut::new()),
@@ -373,6 +556,7 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream, _slot: crate::limits::Sl
         unanswered: Cell::new(0),
         unanswered_bytes: Cell::new(0),
         writing: Cell::new(false),
+        needs_flush: Cell::new(false),
         reader_done: Cell::new(false),
         writer_done: Cell::new(false),
         writer_waker: Cell::new(None),
@@ -381,12 +565,24 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream, _slot: crate::limits::Sl
     let writer = glommio::spawn_local(write_loop(conn.clone(), peer.clone()));
 
     let frames = wire::FrameDecoder::new(shard.broker.config.socket_request_max_bytes);
+    let sasl = listener.sasl.as_ref().map(|settings| SaslConn {
+        settings: settings.clone(),
+        phase: SaslPhase::Handshake {
+            versions_seen: false,
+        },
+        reauth: None,
+        mechanism: None,
+        expires_at: None,
+        last_reauth: None,
+    });
     let mut ctx = ReaderCtx {
         shard,
         peer,
         client_host,
         caller: None,
-        principal: std::sync::Arc::new(security::Principal::anonymous()),
+        principal,
+        listener,
+        sasl,
     };
     let mut buf = BytesMut::with_capacity(4096);
     let mut scratch = vec![0u8; READ_CHUNK];
@@ -445,6 +641,20 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream, _slot: crate::limits::Sl
             Poll::Ready(())
         })
         .await;
+        // Before authentication a request may be at most sasl.server.max.receive.size (Kafka
+        // fails the authentication on a larger one): an unauthenticated client cannot make the
+        // broker buffer socket.request.max.bytes.
+        if let Some(sasl) = ctx.sasl.as_ref().filter(|s| !s.authenticated()) {
+            let limit = sasl.settings.max_receive_size.saturating_add(4);
+            if frames.bytes_needed(&buf).is_ok_and(|n| n > limit) {
+                if let Some(suppressed) = auth_failure_budget(&ctx.client_host) {
+                    tracing::warn!(peer = %ctx.peer, suppressed, "closing connection: request larger than sasl.server.max.receive.size before authentication");
+                }
+                conn.begin(0);
+                conn.queue.borrow_mut().push_back(Slot::Close);
+                break 'read;
+            }
+        }
         // A client that always has more bytes ready would otherwise keep this task running:
         // let the other connections in when the shard's time slice is up.
         glommio::yield_if_needed().await;
@@ -456,10 +666,8 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream, _slot: crate::limits::Sl
                     .min(MAX_RESERVE),
             );
         }
-        let read = std::future::poll_fn(|cx| {
-            Pin::new(&mut *conn.stream.borrow_mut()).poll_read(cx, &mut scratch)
-        })
-        .await;
+        let read =
+            std::future::poll_fn(|cx| conn.stream.borrow_mut().poll_read(cx, &mut scratch)).await;
         match read {
             Ok(0) => {
                 if registration.closed_for_idle() {
@@ -489,6 +697,13 @@ async fn start_request(
     decoded_at: Instant,
 ) -> bool {
     let bytes = frame.len();
+    if ctx.sasl.is_some() {
+        match sasl_gate(ctx, conn, &frame, decoded_at) {
+            Gate::Serve => {}
+            Gate::Answered => return true,
+            Gate::Close => return false,
+        }
+    }
     let versions = &ctx.shard.broker.versions;
     // ApiVersions of a version we do not know is answered, not closed (KIP-511): v0 body with
     // UNSUPPORTED_VERSION so the client can retry with a version we list.
@@ -526,6 +741,7 @@ async fn start_request(
         &ctx.client_host,
         header.client_id,
         &ctx.principal,
+        &ctx.listener,
     );
     let shard = &ctx.shard;
     let first = match (shard.handler)(shard, caller, header.api_version, request) {
@@ -589,6 +805,308 @@ async fn start_request(
             true
         }
     }
+}
+
+/// What the SASL layer does with a frame.
+enum Gate {
+    /// Not the authenticator's: serve it as usual.
+    Serve,
+    /// Answered by the authenticator.
+    Answered,
+    /// Close the connection (after whatever was answered before it, this frame's response
+    /// included).
+    Close,
+}
+
+/// A SASL listener's frame, as Kafka's `SaslServerAuthenticator` and `SocketServer` see it:
+/// before authentication only ApiVersions (once), SaslHandshake and then the mechanism's tokens
+/// are accepted and anything else closes the connection; once authenticated, a SaslHandshake on a
+/// session that expires begins a re-authentication (at most once a second), and any other
+/// request past the session's end closes the connection.
+fn sasl_gate(ctx: &mut ReaderCtx, conn: &Conn, frame: &bytes::Bytes, now: Instant) -> Gate {
+    let Some(mut sasl) = ctx.sasl.take() else {
+        return Gate::Serve;
+    };
+    let gate = sasl_step(ctx, &mut sasl, conn, frame, now);
+    ctx.sasl = Some(sasl);
+    gate
+}
+
+fn sasl_step(
+    ctx: &mut ReaderCtx,
+    sasl: &mut SaslConn,
+    conn: &Conn,
+    frame: &bytes::Bytes,
+    now: Instant,
+) -> Gate {
+    use security::sasl::SaslStep;
+    let bytes = frame.len();
+    // After a v0 SaslHandshake the tokens come raw, without Kafka headers.
+    if let SaslPhase::Authenticate {
+        kafka_headers: false,
+        ..
+    } = sasl.phase
+    {
+        return match authenticate(ctx, sasl, &frame[..], now) {
+            Ok((SaslStep::Challenge(token), _)) | Ok((SaslStep::Success { token, .. }, _)) => {
+                let mut out = BytesMut::with_capacity(4 + token.len());
+                out.extend_from_slice(&(token.len() as u32).to_be_bytes());
+                out.extend_from_slice(&token);
+                conn.push_done(Some(out), bytes);
+                Gate::Answered
+            }
+            Ok((SaslStep::Failure(_), _)) | Err(_) => Gate::Close,
+        };
+    }
+    if let SaslPhase::BadMechanism(msg) = &sasl.phase {
+        log_auth_failure(ctx, msg);
+        return Gate::Close;
+    }
+    let Ok((api_key, version, correlation_id)) = RequestHeader::peek_prefix(frame) else {
+        return Gate::Close;
+    };
+    if let SaslPhase::Complete = sasl.phase {
+        let can_reauth = sasl.expires_at.is_some()
+            && sasl.last_reauth.is_none_or(|t| {
+                now.saturating_duration_since(t) >= std::time::Duration::from_secs(1)
+            });
+        if api_key == SASL_HANDSHAKE && can_reauth {
+            sasl.reauth = sasl.mechanism.map(|m| (m, ctx.principal.clone()));
+            sasl.last_reauth = Some(now);
+            sasl.phase = SaslPhase::Handshake {
+                versions_seen: true,
+            };
+        } else if sasl.expires_at.is_some_and(|e| now >= e) {
+            tracing::debug!(peer = %ctx.peer, "closing connection: SASL session expired (connections.max.reauth.ms)");
+            return Gate::Close;
+        } else {
+            // KafkaApis answers a SaslHandshake / SaslAuthenticate here with ILLEGAL_SASL_STATE.
+            return Gate::Serve;
+        }
+    }
+    let versions = &ctx.shard.broker.versions;
+    match &mut sasl.phase {
+        SaslPhase::Handshake { versions_seen } => {
+            if api_key == api_versions::API_VERSIONS_KEY && !*versions_seen {
+                *versions_seen = true;
+                return Gate::Serve;
+            }
+            if api_key != SASL_HANDSHAKE {
+                if let Some(suppressed) = warn_budget() {
+                    tracing::warn!(peer = %ctx.peer, api_key, suppressed, "closing connection: unexpected request during SASL handshake");
+                }
+                return Gate::Close;
+            }
+            let Ok((_, Request::SaslHandshake(req))) = decode_request_ref(frame, versions) else {
+                return Gate::Close;
+            };
+            let enabled = &sasl.settings.mechanisms;
+            let names: Vec<_> = enabled
+                .iter()
+                .map(|m| kafka_protocol::protocol::StrBytes::from_static_str(m.name()))
+                .collect();
+            let mechanism = security::sasl::Mechanism::from_name(req.mechanism.as_str())
+                .filter(|m| enabled.contains(m));
+            let mut resp =
+                kafka_protocol::messages::SaslHandshakeResponse::default().with_mechanisms(names);
+            let Some(mechanism) = mechanism else {
+                resp.error_code = UNSUPPORTED_SASL_MECHANISM;
+                respond(
+                    conn,
+                    correlation_id,
+                    version,
+                    Response::SaslHandshake(resp),
+                    bytes,
+                );
+                log_auth_failure(
+                    ctx,
+                    &format!("Unsupported SASL mechanism {}", req.mechanism.as_str()),
+                );
+                conn.begin(0); // the Close slot that follows this answered request
+                return Gate::Close;
+            };
+            if !respond(
+                conn,
+                correlation_id,
+                version,
+                Response::SaslHandshake(resp),
+                bytes,
+            ) {
+                return Gate::Close;
+            }
+            sasl.phase = match &sasl.reauth {
+                Some((previous, _)) if *previous != mechanism => SaslPhase::BadMechanism(format!(
+                    "SASL mechanism '{}' requested by client is not supported for re-authentication of mechanism '{}'",
+                    mechanism.name(),
+                    previous.name()
+                )),
+                _ => {
+                    let mut nonce = [0u8; 24];
+                    if getrandom::getrandom(&mut nonce).is_err() {
+                        tracing::error!(peer = %ctx.peer, "no randomness for a SASL nonce; closing");
+                        conn.begin(0);
+                        return Gate::Close;
+                    }
+                    SaslPhase::Authenticate {
+                        server: Box::new(security::sasl::SaslServer::new(mechanism, nonce)),
+                        mechanism,
+                        kafka_headers: version >= 1,
+                    }
+                }
+            };
+            Gate::Answered
+        }
+        SaslPhase::Authenticate { .. } => {
+            if api_key != SASL_AUTHENTICATE {
+                // Kafka answers that request with its error response (ILLEGAL_SASL_STATE) and
+                // closes; the close is what a client acts on.
+                if let Some(suppressed) = warn_budget() {
+                    tracing::warn!(peer = %ctx.peer, api_key, suppressed, "closing connection: unexpected request during SASL authentication");
+                }
+                return Gate::Close;
+            }
+            let Ok((_, Request::SaslAuthenticate(req))) = decode_request_ref(frame, versions)
+            else {
+                return Gate::Close;
+            };
+            // Kafka's ErrorMessage is null on success; the crate's default is "".
+            let mut resp = kafka_protocol::messages::SaslAuthenticateResponse::default()
+                .with_error_message(None);
+            let close = match authenticate(ctx, sasl, &req.auth_bytes, now) {
+                Ok((SaslStep::Challenge(token), _)) => {
+                    resp.auth_bytes = token.into();
+                    false
+                }
+                Ok((SaslStep::Success { token, .. }, lifetime_ms)) => {
+                    resp.auth_bytes = token.into();
+                    if version >= 1 {
+                        resp.session_lifetime_ms = lifetime_ms;
+                    }
+                    false
+                }
+                Ok((SaslStep::Failure(f), _)) => {
+                    resp.error_code = SASL_AUTHENTICATION_FAILED;
+                    resp.error_message = Some(f.message.into());
+                    true
+                }
+                Err(message) => {
+                    resp.error_code = SASL_AUTHENTICATION_FAILED;
+                    resp.error_message = Some(message.into());
+                    true
+                }
+            };
+            if !respond(
+                conn,
+                correlation_id,
+                version,
+                Response::SaslAuthenticate(resp),
+                bytes,
+            ) {
+                return Gate::Close;
+            }
+            if close {
+                conn.begin(0); // the Close slot that follows this answered request
+                return Gate::Close;
+            }
+            Gate::Answered
+        }
+        SaslPhase::BadMechanism(_) | SaslPhase::Complete => Gate::Close,
+    }
+}
+
+/// One token through the mechanism. On success the connection is authenticated (the principal
+/// goes into every later Caller) and the session lifetime is computed as Kafka's
+/// `ReauthInfo.calcCompletionTimesAndReturnSessionLifetimeMs`: the smaller of
+/// `connections.max.reauth.ms` (when positive) and the credential's remaining lifetime. A
+/// failure is logged (rate-limited per client address); `Err` is a failure the mechanism did
+/// not word (a re-authentication that changed the principal).
+fn authenticate(
+    ctx: &mut ReaderCtx,
+    sasl: &mut SaslConn,
+    token: &[u8],
+    now: Instant,
+) -> Result<(security::sasl::SaslStep, i64), String> {
+    use security::sasl::SaslStep;
+    let SaslPhase::Authenticate {
+        server, mechanism, ..
+    } = &mut sasl.phase
+    else {
+        return Err("not authenticating".into());
+    };
+    let mechanism = *mechanism;
+    let now_ms = wall_ms();
+    let step = server.step(
+        token,
+        now_ms,
+        &sasl.settings.config,
+        &ctx.shard.broker.scram,
+    );
+    match step {
+        SaslStep::Success {
+            principal,
+            token,
+            credential_expires_ms,
+        } => {
+            if let Some((_, previous)) = &sasl.reauth {
+                if **previous != principal {
+                    let msg = format!(
+                        "Cannot change principals during re-authentication from {}: {}",
+                        previous, principal
+                    );
+                    log_auth_failure(ctx, &msg);
+                    return Err(msg);
+                }
+            }
+            let max = sasl.settings.reauth_ms;
+            let lifetime = match (credential_expires_ms, max > 0) {
+                (None, false) => None,
+                (None, true) => Some(max),
+                (Some(e), false) => Some((e - now_ms).max(0)),
+                (Some(e), true) => Some((e - now_ms).min(max).max(0)),
+            };
+            sasl.expires_at = lifetime.map(|ms| now + std::time::Duration::from_millis(ms as u64));
+            sasl.mechanism = Some(mechanism);
+            sasl.reauth = None;
+            sasl.phase = SaslPhase::Complete;
+            if *ctx.principal != principal {
+                ctx.principal = std::sync::Arc::new(principal.clone());
+                ctx.caller = None;
+            }
+            Ok((
+                SaslStep::Success {
+                    principal,
+                    token,
+                    credential_expires_ms,
+                },
+                lifetime.unwrap_or(0),
+            ))
+        }
+        SaslStep::Failure(mut f) => {
+            if sasl.reauth.is_some() {
+                f.message = f.reauthentication_message();
+            }
+            log_auth_failure(ctx, &f.message);
+            Ok((SaslStep::Failure(f), 0))
+        }
+        other => Ok((other, 0)),
+    }
+}
+
+fn log_auth_failure(ctx: &ReaderCtx, message: &str) {
+    if let Some(suppressed) = auth_failure_budget(&ctx.client_host) {
+        tracing::warn!(peer = %ctx.peer, listener = %ctx.listener.name, reason = %message, suppressed, "closing connection: SASL authentication failed");
+    }
+}
+
+/// Encode `resp` and queue it behind everything before it. `false`: it could not be encoded.
+fn respond(conn: &Conn, correlation_id: i32, version: i16, resp: Response, bytes: usize) -> bool {
+    let mut out = BytesMut::new();
+    if let Err(e) = encode_response(correlation_id, version, &resp, &mut out) {
+        tracing::error!(error = %e, "could not encode a SASL response; closing");
+        return false;
+    }
+    conn.push_done(Some(out), bytes);
+    true
 }
 
 /// What encoding and measuring a response needs from its request.

@@ -65,22 +65,91 @@ impl ServerHandle {
     }
 }
 
-/// Every shard's listening socket, bound before any shard starts (see the module comment).
+/// Every shard's listening sockets, one set per listener, bound before any shard starts (see
+/// the module comment).
 pub struct Listeners {
+    bound: Vec<Bound>,
+}
+
+/// One listener's sockets, one per shard.
+struct Bound {
+    /// How it was planned (None: the plain `bind_listeners` of one PLAINTEXT listener).
+    plan: Option<crate::listeners::ListenerPlan>,
     addr: SocketAddr,
     fds: Vec<OwnedFd>,
 }
 
 impl Listeners {
-    /// The concrete address every shard listens on (port 0 resolved).
+    /// The concrete address of the first listener (port 0 resolved): the PLAINTEXT one when the
+    /// broker has only that.
     pub fn addr(&self) -> SocketAddr {
-        self.addr
+        self.bound[0].addr
+    }
+
+    /// Every listener's name and bound address, in configured order.
+    pub fn addrs(&self) -> Vec<(String, SocketAddr)> {
+        self.bound
+            .iter()
+            .map(|b| {
+                let name = b
+                    .plan
+                    .as_ref()
+                    .map_or("PLAINTEXT", |p| p.spec.name.as_str());
+                (name.to_string(), b.addr)
+            })
+            .collect()
     }
 
     /// How many shards these sockets are for.
     pub fn shards(&self) -> usize {
-        self.fds.len()
+        self.bound[0].fds.len()
     }
+
+    /// The served listeners, in order, with their bound addresses. A listener bound with
+    /// [`bind_listeners`] is PLAINTEXT, advertised at `advertised` (else its own address).
+    pub fn resolve(
+        &self,
+        advertised: Option<(String, u16)>,
+    ) -> Vec<Arc<crate::listeners::Listener>> {
+        self.bound
+            .iter()
+            .map(|b| {
+                Arc::new(match &b.plan {
+                    Some(plan) => plan.bound(b.addr),
+                    None => {
+                        let (host, port) = match &advertised {
+                            Some((h, p)) => (h.clone(), i32::from(*p)),
+                            None => (
+                                crate::listeners::advertised_host_for(b.addr),
+                                i32::from(b.addr.port()),
+                            ),
+                        };
+                        crate::listeners::Listener::plaintext(b.addr, host, port)
+                    }
+                })
+            })
+            .collect()
+    }
+}
+
+/// Bind every planned listener's sockets, `shards` per listener (each as [`bind_listeners`]).
+pub fn bind_planned(
+    plans: Vec<crate::listeners::ListenerPlan>,
+    shards: usize,
+) -> anyhow::Result<Listeners> {
+    let mut bound = Vec::with_capacity(plans.len());
+    for plan in plans {
+        let one = bind_listeners(plan.addr, shards)
+            .map_err(|e| anyhow::anyhow!("listener {}: {e:#}", plan.spec.name))?;
+        let Bound { addr, fds, .. } = one.bound.into_iter().next().expect("one listener");
+        bound.push(Bound {
+            plan: Some(plan),
+            addr,
+            fds,
+        });
+    }
+    anyhow::ensure!(!bound.is_empty(), "no listener to serve");
+    Ok(Listeners { bound })
 }
 
 /// Bind `shards` listening sockets on `listen`, failing if anything else holds the port.
@@ -116,7 +185,13 @@ pub fn bind_listeners(listen: SocketAddr, shards: usize) -> anyhow::Result<Liste
         // Without /proc the probe above is the only guard; it leaves a window of microseconds.
         Err(e) => tracing::debug!(error = %e, "cannot read /proc/net to check the port is ours"),
     }
-    Ok(Listeners { addr, fds })
+    Ok(Listeners {
+        bound: vec![Bound {
+            plan: None,
+            addr,
+            fds,
+        }],
+    })
 }
 
 /// One shard's socket: shares its port with the other shards (SO_REUSEPORT) and can be re-bound
@@ -190,8 +265,21 @@ pub fn start(
     listeners: Listeners,
     handler: Handler,
 ) -> anyhow::Result<ServerHandle> {
-    let addr = listeners.addr;
-    let cores = listeners.fds.len();
+    let addr = listeners.addr();
+    let cores = listeners.shards();
+    anyhow::ensure!(
+        broker.listeners.len() == listeners.bound.len(),
+        "the broker was opened for {} listener(s) but {} are bound",
+        broker.listeners.len(),
+        listeners.bound.len()
+    );
+    // Shard i gets socket i of every listener.
+    let mut per_shard: Vec<Vec<OwnedFd>> = (0..cores).map(|_| Vec::new()).collect();
+    for b in listeners.bound {
+        for (i, fd) in b.fds.into_iter().enumerate() {
+            per_shard[i].push(fd);
+        }
+    }
     raise_memlock_limit();
     let cpus = std::thread::available_parallelism()
         .map(|n| n.get())
@@ -209,7 +297,7 @@ pub fn start(
         )?;
     }
     let mut shards = Vec::with_capacity(cores);
-    for (i, listener) in listeners.fds.into_iter().enumerate() {
+    for (i, listener) in per_shard.into_iter().enumerate() {
         let broker = broker.clone();
         let shutdown = shutdown.clone();
         let mesh = mesh.clone();
@@ -252,7 +340,7 @@ pub fn start(
 
 async fn run_shard(
     broker: Arc<Broker>,
-    listener: OwnedFd,
+    listeners: Vec<OwnedFd>,
     mesh: Option<router::Mesh>,
     partitions: i32,
     shutdown: Shutdown,
@@ -324,9 +412,14 @@ async fn run_shard(
             async move { txns.load_existing().await },
         );
     }
-    // SAFETY: the fd is a bound, listening TCP socket (bind_shard_socket) whose ownership moves
-    // to the glommio listener (into_raw_fd gives it up).
-    let listener = unsafe { glommio::net::TcpListener::from_raw_fd(listener.into_raw_fd()) };
+    let listeners: Vec<glommio::net::TcpListener> = listeners
+        .into_iter()
+        .map(|fd| {
+            // SAFETY: the fd is a bound, listening TCP socket (bind_shard_socket) whose ownership
+            // moves to the glommio listener (into_raw_fd gives it up).
+            unsafe { glommio::net::TcpListener::from_raw_fd(fd.into_raw_fd()) }
+        })
+        .collect();
     {
         let table = table.clone();
         let broker = broker.clone();
@@ -371,6 +464,42 @@ async fn run_shard(
         });
     }
 
+    // Every shard accepts on every listener; each connection keeps the listener it came in on.
+    let accepting: Vec<_> = listeners
+        .into_iter()
+        .zip(shard.broker.listeners.clone())
+        .map(|(socket, info)| {
+            glommio::spawn_local(accept_loop(shard.clone(), socket, info, shutdown.clone()))
+        })
+        .collect();
+    for a in accepting {
+        a.await;
+    }
+    shard.conns.stop_reading();
+    let deadline = Instant::now() + DRAIN_TIMEOUT;
+    while !shard.conns.is_empty() && Instant::now() < deadline {
+        glommio::timer::sleep(Duration::from_millis(5)).await;
+    }
+    if !shard.conns.is_empty() {
+        tracing::warn!(
+            connections = shard.conns.len(),
+            "shutdown: connections still open after drain timeout"
+        );
+    }
+    // Connections are drained: group deadlines, retention, sweeps and the load end now.
+    tasks.join().await;
+    txns.close();
+    table.close_journal().await;
+    Ok(())
+}
+
+/// Accept connections on one listener until shutdown.
+async fn accept_loop(
+    shard: Rc<Shard>,
+    listener: glommio::net::TcpListener,
+    info: Arc<crate::listeners::Listener>,
+    shutdown: Shutdown,
+) {
     enum Event {
         Conn(glommio::Result<glommio::net::TcpStream, ()>),
         Stop,
@@ -399,6 +528,7 @@ async fn run_shard(
                             shard.clone(),
                             stream,
                             slot,
+                            info.clone(),
                         ))
                         .detach();
                     }
@@ -420,23 +550,6 @@ async fn run_shard(
             Event::Stop => break,
         }
     }
-    drop(listener);
-    shard.conns.stop_reading();
-    let deadline = Instant::now() + DRAIN_TIMEOUT;
-    while !shard.conns.is_empty() && Instant::now() < deadline {
-        glommio::timer::sleep(Duration::from_millis(5)).await;
-    }
-    if !shard.conns.is_empty() {
-        tracing::warn!(
-            connections = shard.conns.len(),
-            "shutdown: connections still open after drain timeout"
-        );
-    }
-    // Connections are drained: group deadlines, retention, sweeps and the load end now.
-    tasks.join().await;
-    txns.close();
-    table.close_journal().await;
-    Ok(())
 }
 
 /// How `__consumer_offsets` segment logs are written and read, from the broker's config.
@@ -510,7 +623,10 @@ mod tests {
         let first = bind_listeners("127.0.0.1:0".parse().unwrap(), 2).unwrap();
         assert_ne!(first.addr().port(), 0);
         assert_eq!(first.shards(), 2);
-        assert_eq!(foreign_listeners(first.addr(), &first.fds).unwrap(), 0);
+        assert_eq!(
+            foreign_listeners(first.addr(), &first.bound[0].fds).unwrap(),
+            0
+        );
         let err = bind_listeners(first.addr(), 2)
             .err()
             .expect("the port is held");
@@ -527,8 +643,11 @@ mod tests {
         // SO_REUSEPORT socket in our port's group, which only the /proc check can see.
         let ours = bind_listeners("127.0.0.1:0".parse().unwrap(), 2).unwrap();
         let intruder = bind_shard_socket(ours.addr()).unwrap();
-        assert_eq!(foreign_listeners(ours.addr(), &ours.fds).unwrap(), 1);
-        let all: Vec<OwnedFd> = ours
+        assert_eq!(
+            foreign_listeners(ours.addr(), &ours.bound[0].fds).unwrap(),
+            1
+        );
+        let all: Vec<OwnedFd> = ours.bound[0]
             .fds
             .iter()
             .map(|f| f.try_clone().unwrap())
@@ -543,8 +662,14 @@ mod tests {
             return; // no IPv6 on this machine
         };
         let intruder = bind_shard_socket(ours.addr()).unwrap();
-        assert_eq!(foreign_listeners(ours.addr(), &ours.fds).unwrap(), 1);
+        assert_eq!(
+            foreign_listeners(ours.addr(), &ours.bound[0].fds).unwrap(),
+            1
+        );
         drop(intruder);
-        assert_eq!(foreign_listeners(ours.addr(), &ours.fds).unwrap(), 0);
+        assert_eq!(
+            foreign_listeners(ours.addr(), &ours.bound[0].fds).unwrap(),
+            0
+        );
     }
 }

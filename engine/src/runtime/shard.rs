@@ -67,6 +67,9 @@ pub struct Caller {
     /// Who the connection authenticated as (`User:ANONYMOUS` on a PLAINTEXT listener): what
     /// ACLs are checked against.
     pub principal: Arc<security::Principal>,
+    /// The listener the request arrived on: Metadata, FindCoordinator and DescribeCluster answer
+    /// with its advertised endpoint, as Kafka does.
+    pub listener: Arc<crate::listeners::Listener>,
     /// Contexts built for this caller's group requests, reused while the API version, the topics
     /// and the group configs stay the same ([`Shard::request_context`]).
     contexts: RefCell<Vec<Arc<RequestContext>>>,
@@ -77,11 +80,13 @@ impl Caller {
         client_id: String,
         client_host: String,
         principal: Arc<security::Principal>,
+        listener: Arc<crate::listeners::Listener>,
     ) -> Self {
         Self {
             client_id,
             client_host,
             principal,
+            listener,
             contexts: RefCell::default(),
         }
     }
