@@ -3,11 +3,14 @@
 //! Owns:
 //! - `principal`: [`Principal`], Kafka's `KafkaPrincipal` (`User:alice`), and the anonymous
 //!   principal every connection of a PLAINTEXT listener carries (Kafka's `User:ANONYMOUS`).
+//! - `acl`: Kafka's ACL model (resource patterns, entries, filters, wire codes), the standard
+//!   authorizer's decisions, CreateAcls' validation and the durable form of an ACL set.
 //!
 //! Must not: touch a socket, a thread or a clock (time is passed in, as in the coordinator), or
 //! log a secret (a password, a SCRAM proof, a token). The broker (`engine`) owns the listeners,
 //! the connection state and the durable files; this crate owns the rules and the formats.
 
+pub mod acl;
 pub mod principal;
 
 pub use principal::Principal;
