@@ -30,4 +30,7 @@ pub struct Broker {
     pub features: crate::features::Features,
     /// `max.connections` / `max.connections.per.ip` accounting across shards.
     pub connections: std::sync::Arc<crate::limits::ConnectionLimits>,
+    /// The ACLs, when `authorizer.class.name` names the standard authorizer; None authorizes
+    /// everything (Kafka without an authorizer).
+    pub acls: Option<std::sync::Arc<crate::acls::AclStore>>,
 }

@@ -5,7 +5,8 @@
 //! - shared state: the configuration (`config`, Kafka's key names and defaults), the data-dir
 //!   identity (`meta`), the topic registry (`topics`), the producer id block (`producer_ids`),
 //!   the finalized feature levels (`features`),
-//!   connection limits (`limits`), measurements (`metrics`), and `broker::Broker`, which holds
+//!   connection limits (`limits`), measurements (`metrics`), the ACL set (`acls`), and
+//!   `broker::Broker`, which holds
 //!   them for every shard;
 //! - `data`: the data path's shard side — topic partition logs, their writer tasks, retention;
 //! - `runtime`: one glommio executor pinned per core (`server`, `shard`), client connections
@@ -26,6 +27,7 @@
 pub use coordinator::{group, partition_core, snapshot_build, txn};
 
 // Shared state and utilities: depend on nothing below.
+pub mod acls;
 pub mod broker;
 pub mod clock;
 pub mod config;
@@ -70,6 +72,7 @@ pub fn open_broker(
     let meta = meta::load_or_create(data_dir, config.node_id, &config.cluster_id)?;
     let topics = topics::TopicRegistry::open(data_dir, config.offsets_topic_num_partitions)?;
     let group_configs = group_configs::GroupConfigRegistry::open(data_dir)?;
+    let acls = acls::AclStore::open(&config, Some(data_dir))?.map(Arc::new);
     let (host, port) = match config.advertised_host_port() {
         Some((h, p)) => (h, p as i32),
         None => (advertised_host_for(addr), addr.port() as i32),
@@ -90,6 +93,7 @@ pub fn open_broker(
         features: features::Features::open(Some(data_dir))
             .map_err(|e| anyhow::anyhow!("cannot read the feature levels: {e}"))?,
         connections: Default::default(),
+        acls,
     }))
 }
 
