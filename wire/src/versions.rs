@@ -57,6 +57,9 @@ pub const SERVED: &[ApiRange] = &[
     // of the keys above pointing at the same decoder. `Versions` sorts for ApiVersions.
     r(61, 0, 0), // DescribeProducers: trunk 0
     r(57, 0, 2), // UpdateFeatures: trunk 0-2 (transaction.version only, `engine::features`)
+    r(29, 1, 3), // DescribeAcls: 4.x 1-3 (v0 removed by KIP-896)
+    r(30, 1, 3), // CreateAcls: 4.x 1-3 (v0 removed by KIP-896)
+    r(31, 1, 3), // DeleteAcls: 4.x 1-3 (v0 removed by KIP-896)
 ];
 
 /// A lookup table of served versions, indexed by api key for O(1) checks on the hot path.

@@ -68,6 +68,9 @@ fn default_request(api_key: i16) -> Request {
         66 => Request::ListTransactions(Default::default()),
         68 => Request::ConsumerGroupHeartbeat(Default::default()),
         69 => Request::ConsumerGroupDescribe(Default::default()),
+        29 => Request::DescribeAcls(Default::default()),
+        30 => Request::CreateAcls(Default::default()),
+        31 => Request::DeleteAcls(Default::default()),
         k => panic!("add a default request for api key {k}"),
     }
 }
