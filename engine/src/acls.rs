@@ -68,11 +68,8 @@ impl AclStore {
                 }
             },
         };
-        let authorizer = Authorizer::new(
-            bindings,
-            super_users,
-            config.allow_everyone_if_no_acl_found,
-        );
+        let authorizer =
+            Authorizer::new(bindings, super_users, config.allow_everyone_if_no_acl_found);
         Ok(Some(Self {
             path,
             current: ArcSwap::from_pointee(authorizer),
@@ -203,13 +200,26 @@ mod tests {
         let store = AclStore::open(&c, Some(&dir)).unwrap().unwrap();
         let anon = Principal::anonymous();
         let check = |s: &AclStore, g: &str| {
-            allowed(Some(s), &anon, "/127.0.0.1", AclOperation::Read, ResourceType::Group, g)
+            allowed(
+                Some(s),
+                &anon,
+                "/127.0.0.1",
+                AclOperation::Read,
+                ResourceType::Group,
+                g,
+            )
         };
         assert!(check(&store, "g1"));
-        store.create(vec![deny_read("g1"), deny_read("g1")]).unwrap();
+        store
+            .create(vec![deny_read("g1"), deny_read("g1")])
+            .unwrap();
         assert!(!check(&store, "g1"));
         assert!(check(&store, "g2"));
-        assert_eq!(store.load().bindings().len(), 1, "a duplicate is not added twice");
+        assert_eq!(
+            store.load().bindings().len(),
+            1,
+            "a duplicate is not added twice"
+        );
         drop(store);
         let store = AclStore::open(&c, Some(&dir)).unwrap().unwrap();
         assert!(!check(&store, "g1"), "the deny survived the reopen");

@@ -22,6 +22,7 @@ use crate::runtime::shard::{Handled, Shard};
 use std::rc::Rc;
 use wire::{Request, Response};
 
+mod auth;
 mod calls;
 mod common;
 
@@ -31,11 +32,14 @@ mod alter_configs;
 mod api_versions;
 mod consumer_group_describe;
 mod consumer_group_heartbeat;
+mod create_acls;
 mod create_partitions;
 mod create_topics;
+mod delete_acls;
 mod delete_groups;
 mod delete_records;
 mod delete_topics;
+mod describe_acls;
 mod describe_cluster;
 mod describe_configs;
 mod describe_groups;
@@ -183,6 +187,9 @@ async fn dispatch(
         Request::IncrementalAlterConfigs(r) => {
             Response::IncrementalAlterConfigs(incremental_alter_configs::handle(b, r, v).await)
         }
+        Request::DescribeAcls(r) => Response::DescribeAcls(describe_acls::handle(b, caller, r)?),
+        Request::CreateAcls(r) => Response::CreateAcls(create_acls::handle(b, caller, r).await?),
+        Request::DeleteAcls(r) => Response::DeleteAcls(delete_acls::handle(b, caller, r).await?),
         // The version table only admits the APIs above; anything else reaching here is a bug in
         // that table, answered the way Kafka answers an API it does not serve.
         other => {
