@@ -149,7 +149,7 @@ async fn dispatch(
         ),
         Request::Produce(r) => Response::Produce(produce::handle(shard, r, v).await),
         Request::ListOffsets(r) => Response::ListOffsets(list_offsets::handle(shard, r, v).await),
-        Request::Fetch(r) => Response::Fetch(fetch::handle(shard, r, v).await),
+        Request::Fetch(r) => Response::Fetch(fetch::handle(shard, caller, r, v).await),
         Request::DeleteRecords(r) => {
             Response::DeleteRecords(delete_records::handle(shard, r, v).await)
         }
