@@ -83,15 +83,15 @@ pub fn handle(shard: &Rc<Shard>, caller: &Rc<Caller>, v: i16, request: Request) 
         Request::Heartbeat(r) => heartbeat::handle(shard, caller, r, v),
         Request::ConsumerGroupHeartbeat(r) => consumer_group_heartbeat::handle(shard, caller, r, v),
         Request::ApiVersions(r) => done(Response::ApiVersions(api_versions::handle(b, &r, v))),
-        Request::FindCoordinator(r) => {
-            done(Response::FindCoordinator(find_coordinator::handle(b, r, v)))
-        }
+        Request::FindCoordinator(r) => done(Response::FindCoordinator(find_coordinator::handle(
+            b, caller, r, v,
+        ))),
         Request::DescribeConfigs(r) => {
             done(Response::DescribeConfigs(describe_configs::handle(b, r, v)))
         }
-        Request::DescribeCluster(r) => {
-            done(Response::DescribeCluster(describe_cluster::handle(b, r, v)))
-        }
+        Request::DescribeCluster(r) => done(Response::DescribeCluster(describe_cluster::handle(
+            b, caller, r, v,
+        ))),
         Request::OffsetCommit(r) => {
             let (shard, caller) = (shard.clone(), caller.clone());
             Handled::Waiting(Box::pin(async move {
@@ -147,7 +147,7 @@ async fn dispatch(
         Request::ConsumerGroupDescribe(r) => Response::ConsumerGroupDescribe(
             consumer_group_describe::handle(shard, caller, r, v).await,
         ),
-        Request::Produce(r) => Response::Produce(produce::handle(shard, r, v).await),
+        Request::Produce(r) => Response::Produce(produce::handle(shard, caller, r, v).await),
         Request::ListOffsets(r) => Response::ListOffsets(list_offsets::handle(shard, r, v).await),
         Request::Fetch(r) => Response::Fetch(fetch::handle(shard, caller, r, v).await),
         Request::DeleteRecords(r) => {
