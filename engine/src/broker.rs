@@ -36,4 +36,7 @@ pub struct Broker {
     pub connections: std::sync::Arc<crate::limits::ConnectionLimits>,
     /// SCRAM credentials (AlterUserScramCredentials writes, SCRAM authentications read).
     pub scram: crate::scram_store::ScramStore,
+    /// The ACLs, when `authorizer.class.name` names the standard authorizer; None authorizes
+    /// everything (Kafka without an authorizer).
+    pub acls: Option<std::sync::Arc<crate::acls::AclStore>>,
 }

@@ -207,8 +207,6 @@ const REFUSED: &[(&str, &str)] = &[
     ("sasl.kerberos.", "GSSAPI (Kerberos) is not supported"),
     ("sasl.", "this SASL setting is not implemented (docs/configuration.md lists those that are); refusing rather than serving without the security it asks for"),
     ("security.", "security providers are Java classes; TLS here is rustls"),
-    ("authorizer.class.name", "ACLs are not built yet; refusing rather than serving without the authorization this key asks for"),
-    ("super.users", "ACLs are not built yet; refusing rather than serving without the authorization this key asks for"),
     ("principal.builder.class", "principals are built as Kafka's DefaultKafkaPrincipalBuilder does (User:<TLS DN> or User:<SASL name>); custom builders are Java classes"),
     ("offsets.commit.timeout.ms", "a commit waits for its fsync however long that takes; Kafka answers REQUEST_TIMED_OUT after this timeout"),
     ("group.coordinator.threads", "one group coordinator runs on each core: use --cores"),
@@ -596,6 +594,32 @@ impl Check<Vec<RebalanceProtocol>> for ContainsClassic {
         } else {
             Err("must contain \"classic\" (disabling the classic protocol is not supported)".into())
         }
+    }
+}
+
+/// Kafka's KRaft authorizer is the only one: ACLs live in the broker's own file.
+pub const STANDARD_AUTHORIZER: &str = "org.apache.kafka.metadata.authorizer.StandardAuthorizer";
+
+struct AuthorizerClass;
+impl Check<String> for AuthorizerClass {
+    fn check(&self, value: &String) -> Result<(), String> {
+        match value.trim() {
+            "" | STANDARD_AUTHORIZER => Ok(()),
+            "kafka.security.authorizer.AclAuthorizer" => Err(format!(
+                "ZooKeeper ACLs (kafka.security.authorizer.AclAuthorizer) are not supported, as in Kafka 4: use {STANDARD_AUTHORIZER}"
+            )),
+            other => Err(format!(
+                "custom authorizer {other} cannot be loaded here: only {STANDARD_AUTHORIZER} is supported"
+            )),
+        }
+    }
+}
+
+/// `super.users`: principals `Type:name` separated by ';'.
+struct SuperUsers;
+impl Check<String> for SuperUsers {
+    fn check(&self, value: &String) -> Result<(), String> {
+        security::acl::parse_super_users(value).map(|_| ())
     }
 }
 
@@ -1048,6 +1072,14 @@ config_keys! {
     // --- protocol ---
     "unstable.api.versions.enable" => unstable_api_versions_enable: bool = false, Only(false, "this broker serves no API versions Kafka marks unstable"),
         "Advertise API versions Kafka still marks unstable; only false.";
+
+    // --- authorization ---
+    "authorizer.class.name" => authorizer_class_name: String = String::new(), AuthorizerClass,
+        "The authorizer: empty (none: every request allowed, CreateAcls/DescribeAcls/DeleteAcls answer SECURITY_DISABLED) or org.apache.kafka.metadata.authorizer.StandardAuthorizer (ACLs kept in DATA/acls).";
+    "super.users" => super_users: String = String::new(), SuperUsers,
+        "Principals (Type:name, ';'-separated) every authorization allows.";
+    "allow.everyone.if.no.acl.found" => allow_everyone_if_no_acl_found: bool = false, Any,
+        "With an authorizer: allow an operation on a resource no ACL names at all.";
 }
 
 /// The descriptor for `name`, resolving aliases.

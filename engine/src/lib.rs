@@ -5,8 +5,8 @@
 //! - shared state: the configuration (`config`, Kafka's key names and defaults), the data-dir
 //!   identity (`meta`), the topic registry (`topics`), the producer id block (`producer_ids`),
 //!   the finalized feature levels (`features`), the SCRAM credentials (`scram_store`), the
-//!   listeners with their TLS and SASL settings (`listeners`, `tls`), connection limits
-//!   (`limits`), measurements (`metrics`), and `broker::Broker`, which holds
+//!   ACL set (`acls`), the listeners with their TLS and SASL settings (`listeners`, `tls`),
+//!   connection limits (`limits`), measurements (`metrics`), and `broker::Broker`, which holds
 //!   them for every shard;
 //! - `data`: the data path's shard side — topic partition logs, their writer tasks, retention;
 //! - `runtime`: one glommio executor pinned per core (`server`, `shard`), client connections
@@ -27,6 +27,7 @@
 pub use coordinator::{group, partition_core, snapshot_build, txn};
 
 // Shared state and utilities: depend on nothing below.
+pub mod acls;
 pub mod broker;
 pub mod clock;
 pub mod config;
@@ -91,6 +92,7 @@ pub fn open_broker_with(
     let meta = meta::load_or_create(data_dir, config.node_id, &config.cluster_id)?;
     let topics = topics::TopicRegistry::open(data_dir, config.offsets_topic_num_partitions)?;
     let group_configs = group_configs::GroupConfigRegistry::open(data_dir)?;
+    let acls = acls::AclStore::open(&config, Some(data_dir))?.map(Arc::new);
     let (host, port) = (
         listeners[0].advertised_host.clone(),
         listeners[0].advertised_port,
@@ -114,5 +116,6 @@ pub fn open_broker_with(
         connections: Default::default(),
         scram: scram_store::ScramStore::open(data_dir)
             .map_err(|e| anyhow::anyhow!("cannot read the SCRAM credentials: {e}"))?,
+        acls,
     }))
 }

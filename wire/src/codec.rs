@@ -96,6 +96,9 @@ apis! {
     AddOffsetsToTxn = 25: AddOffsetsToTxnRequest, AddOffsetsToTxnResponse;
     EndTxn = 26: EndTxnRequest, EndTxnResponse;
     TxnOffsetCommit = 28: TxnOffsetCommitRequest, TxnOffsetCommitResponse;
+    DescribeAcls = 29: DescribeAclsRequest, DescribeAclsResponse;
+    CreateAcls = 30: CreateAclsRequest, CreateAclsResponse;
+    DeleteAcls = 31: DeleteAclsRequest, DeleteAclsResponse;
     DescribeConfigs = 32: DescribeConfigsRequest, DescribeConfigsResponse;
     AlterConfigs = 33: AlterConfigsRequest, AlterConfigsResponse;
     CreatePartitions = 37: CreatePartitionsRequest, CreatePartitionsResponse;
@@ -394,6 +397,9 @@ mod tests {
             51 => Request::AlterUserScramCredentials(Default::default()),
             17 => Request::SaslHandshake(Default::default()),
             36 => Request::SaslAuthenticate(Default::default()),
+            29 => Request::DescribeAcls(Default::default()),
+            30 => Request::CreateAcls(Default::default()),
+            31 => Request::DeleteAcls(Default::default()),
             k => panic!("add a default request for key {k}"),
         }
     }

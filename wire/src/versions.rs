@@ -61,6 +61,9 @@ pub const SERVED: &[ApiRange] = &[
     r(51, 0, 0), // AlterUserScramCredentials: trunk 0
     r(17, 0, 1), // SaslHandshake: trunk 0-1 (v0, raw tokens without Kafka headers, deprecated but served)
     r(36, 0, 2), // SaslAuthenticate: trunk 0-2
+    r(29, 1, 3), // DescribeAcls: 4.x 1-3 (v0 removed by KIP-896)
+    r(30, 1, 3), // CreateAcls: 4.x 1-3 (v0 removed by KIP-896)
+    r(31, 1, 3), // DeleteAcls: 4.x 1-3 (v0 removed by KIP-896)
 ];
 
 /// A lookup table of served versions, indexed by api key for O(1) checks on the hot path.

@@ -72,6 +72,9 @@ fn default_request(api_key: i16) -> Request {
         69 => Request::ConsumerGroupDescribe(Default::default()),
         17 => Request::SaslHandshake(Default::default()),
         36 => Request::SaslAuthenticate(Default::default()),
+        29 => Request::DescribeAcls(Default::default()),
+        30 => Request::CreateAcls(Default::default()),
+        31 => Request::DeleteAcls(Default::default()),
         k => panic!("add a default request for api key {k}"),
     }
 }
@@ -361,6 +364,9 @@ fn golden_api_key(stem: &str) -> i16 {
         ("alter_user_scram_credentials", 51),
         ("sasl_handshake", 17),
         ("sasl_authenticate", 36),
+        ("describe_acls", 29),
+        ("create_acls", 30),
+        ("delete_acls", 31),
         ("describe_cluster", 60),
         ("describe_producers", 61),
         ("describe_transactions", 65),

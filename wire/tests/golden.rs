@@ -3361,6 +3361,139 @@ fn walk_list_transactions(frame: &[u8], v: i16) {
     w.end();
 }
 
+// ---------------------------------------------------------------------------------------------
+// DescribeAcls (29), CreateAcls (30), DeleteAcls (31).
+
+/// The ACL every ACL golden carries: User:alice may READ topics prefixed `orders` from anywhere
+/// (resource type TOPIC 2, pattern PREFIXED 4, operation READ 3, permission ALLOW 3).
+const ACL_PRINCIPAL: &str = "User:alice";
+const INVALID_CLUSTER_MSG: &str = "The only valid name for the CLUSTER resource is kafka-cluster";
+
+/// One resource with one ACL (what `kafka-acls --list` shows).
+fn describe_acls_response(_v: i16) -> DescribeAclsResponse {
+    use describe_acls_response::*;
+    DescribeAclsResponse::default()
+        .with_throttle_time_ms(THROTTLE)
+        .with_error_code(0)
+        .with_error_message(None)
+        .with_resources(vec![DescribeAclsResource::default()
+            .with_resource_type(2)
+            .with_resource_name(s("orders"))
+            .with_pattern_type(4)
+            .with_acls(vec![AclDescription::default()
+                .with_principal(s(ACL_PRINCIPAL))
+                .with_host(s("*"))
+                .with_operation(3)
+                .with_permission_type(3)])])
+}
+
+// DescribeAclsResponse.json: validVersions 0-3 (4.x serves 1-3), flexible 2+. ThrottleTimeMs,
+// ErrorCode, ErrorMessage (nullable), Resources[]{ResourceType (int8), ResourceName,
+// PatternType (int8, v1+), Acls[]{Principal, Host, Operation (int8), PermissionType (int8)}}.
+fn walk_describe_acls(frame: &[u8], v: i16) {
+    let flex = v >= 2;
+    let mut w = Walk::response(frame, format!("DescribeAcls v{v}"), flex, flex);
+    w.expect_i32("throttle_time_ms", THROTTLE);
+    w.expect_i16("error_code", 0);
+    w.expect_nstr("error_message", None);
+    w.expect_array("resources", 1);
+    w.expect_i8("resource.resource_type", 2);
+    w.expect_str("resource.resource_name", "orders");
+    w.expect_i8("resource.pattern_type", 4);
+    w.expect_array("resource.acls", 1);
+    w.expect_str("acl.principal", ACL_PRINCIPAL);
+    w.expect_str("acl.host", "*");
+    w.expect_i8("acl.operation", 3);
+    w.expect_i8("acl.permission_type", 3);
+    if flex {
+        w.expect_no_tags("acl tags");
+        w.expect_no_tags("resource tags");
+        w.expect_no_tags("top-level tags");
+    }
+    w.end();
+}
+
+/// A created ACL, then one refused (a CLUSTER resource not named kafka-cluster).
+fn create_acls_response(_v: i16) -> CreateAclsResponse {
+    use create_acls_response::*;
+    CreateAclsResponse::default()
+        .with_throttle_time_ms(THROTTLE)
+        .with_results(vec![
+            AclCreationResult::default().with_error_message(None),
+            AclCreationResult::default()
+                .with_error_code(ResponseError::InvalidRequest.code())
+                .with_error_message(Some(s(INVALID_CLUSTER_MSG))),
+        ])
+}
+
+// CreateAclsResponse.json: validVersions 0-3 (4.x serves 1-3), flexible 2+. ThrottleTimeMs,
+// Results[]{ErrorCode, ErrorMessage (nullable)}.
+fn walk_create_acls(frame: &[u8], v: i16) {
+    let flex = v >= 2;
+    let mut w = Walk::response(frame, format!("CreateAcls v{v}"), flex, flex);
+    w.expect_i32("throttle_time_ms", THROTTLE);
+    w.expect_array("results", 2);
+    w.expect_i16("result.error_code", 0);
+    w.expect_nstr("result.error_message", None);
+    if flex {
+        w.expect_no_tags("result tags");
+    }
+    w.expect_i16("result.error_code", ResponseError::InvalidRequest.code());
+    w.expect_nstr("result.error_message", Some(INVALID_CLUSTER_MSG));
+    if flex {
+        w.expect_no_tags("result tags");
+        w.expect_no_tags("top-level tags");
+    }
+    w.end();
+}
+
+/// One filter that removed the golden ACL.
+fn delete_acls_response(_v: i16) -> DeleteAclsResponse {
+    use delete_acls_response::*;
+    DeleteAclsResponse::default()
+        .with_throttle_time_ms(THROTTLE)
+        .with_filter_results(vec![DeleteAclsFilterResult::default()
+            .with_error_message(None)
+            .with_matching_acls(vec![DeleteAclsMatchingAcl::default()
+                .with_error_message(None)
+                .with_resource_type(2)
+                .with_resource_name(s("orders"))
+                .with_pattern_type(4)
+                .with_principal(s(ACL_PRINCIPAL))
+                .with_host(s("*"))
+                .with_operation(3)
+                .with_permission_type(3)])])
+}
+
+// DeleteAclsResponse.json: validVersions 0-3 (4.x serves 1-3), flexible 2+. ThrottleTimeMs,
+// FilterResults[]{ErrorCode, ErrorMessage (nullable), MatchingAcls[]{ErrorCode, ErrorMessage
+// (nullable), ResourceType (int8), ResourceName, PatternType (int8, v1+), Principal, Host,
+// Operation (int8), PermissionType (int8)}}.
+fn walk_delete_acls(frame: &[u8], v: i16) {
+    let flex = v >= 2;
+    let mut w = Walk::response(frame, format!("DeleteAcls v{v}"), flex, flex);
+    w.expect_i32("throttle_time_ms", THROTTLE);
+    w.expect_array("filter_results", 1);
+    w.expect_i16("filter.error_code", 0);
+    w.expect_nstr("filter.error_message", None);
+    w.expect_array("filter.matching_acls", 1);
+    w.expect_i16("acl.error_code", 0);
+    w.expect_nstr("acl.error_message", None);
+    w.expect_i8("acl.resource_type", 2);
+    w.expect_str("acl.resource_name", "orders");
+    w.expect_i8("acl.pattern_type", 4);
+    w.expect_str("acl.principal", ACL_PRINCIPAL);
+    w.expect_str("acl.host", "*");
+    w.expect_i8("acl.operation", 3);
+    w.expect_i8("acl.permission_type", 3);
+    if flex {
+        w.expect_no_tags("acl tags");
+        w.expect_no_tags("filter tags");
+        w.expect_no_tags("top-level tags");
+    }
+    w.end();
+}
+
 // DescribeProducersResponse.json: validVersions 0, flexible 0+. ThrottleTimeMs,
 // Topics[]{Name, Partitions[]{PartitionIndex, ErrorCode, ErrorMessage (nullable string),
 // ActiveProducers[]{ProducerId (int64), ProducerEpoch (int32), LastSequence (int32),
@@ -3702,6 +3835,27 @@ const GOLDEN_APIS: &[GoldenApi] = &[
         name: "SaslAuthenticate",
         build: |v| Response::SaslAuthenticate(sasl_authenticate_response(v)),
         walk: walk_sasl_authenticate,
+    },
+    GoldenApi {
+        api_key: 29,
+        file_stem: "describe_acls",
+        name: "DescribeAcls",
+        build: |v| Response::DescribeAcls(describe_acls_response(v)),
+        walk: walk_describe_acls,
+    },
+    GoldenApi {
+        api_key: 30,
+        file_stem: "create_acls",
+        name: "CreateAcls",
+        build: |v| Response::CreateAcls(create_acls_response(v)),
+        walk: walk_create_acls,
+    },
+    GoldenApi {
+        api_key: 31,
+        file_stem: "delete_acls",
+        name: "DeleteAcls",
+        build: |v| Response::DeleteAcls(delete_acls_response(v)),
+        walk: walk_delete_acls,
     },
 ];
 
@@ -4084,6 +4238,21 @@ fn golden_sasl_handshake_responses() {
 #[test]
 fn golden_sasl_authenticate_responses() {
     run_golden(golden_api(36));
+}
+
+#[test]
+fn golden_describe_acls() {
+    run_golden(golden_api(29));
+}
+
+#[test]
+fn golden_create_acls() {
+    run_golden(golden_api(30));
+}
+
+#[test]
+fn golden_delete_acls() {
+    run_golden(golden_api(31));
 }
 
 #[test]
@@ -6576,11 +6745,105 @@ fn requests_sasl_handshake_and_authenticate() {
 }
 
 #[test]
+fn requests_acls() {
+    // What `kafka-acls --list --topic orders --resource-pattern-type match` sends (DescribeAcls),
+    // `--add --allow-principal User:alice --operation Read --topic orders
+    // --resource-pattern-type prefixed` (CreateAcls) and the matching `--remove` (DeleteAcls).
+    for v in 1..=3i16 {
+        let flex = v >= 2;
+        let tags = |e: &mut Enc| {
+            if flex {
+                e.tags()
+            }
+        };
+        let mut e = Enc::request(29, v, CID, Some("adminclient-1"), flex);
+        e.i8(2);
+        e.nstr(Some("orders"));
+        e.i8(2);
+        e.nstr(None);
+        e.nstr(None);
+        e.i8(1);
+        e.i8(1);
+        tags(&mut e);
+        let expect = DescribeAclsRequest::default()
+            .with_resource_type_filter(2)
+            .with_resource_name_filter(Some(s("orders")))
+            .with_pattern_type_filter(2)
+            .with_principal_filter(None)
+            .with_host_filter(None)
+            .with_operation(1)
+            .with_permission_type(1);
+        check_request(
+            e.finish(),
+            Some("adminclient-1"),
+            v,
+            Request::DescribeAcls(expect),
+        );
+
+        let mut e = Enc::request(30, v, CID, Some("adminclient-1"), flex);
+        e.arr(1);
+        e.i8(2);
+        e.str("orders");
+        e.i8(4);
+        e.str(ACL_PRINCIPAL);
+        e.str("*");
+        e.i8(3);
+        e.i8(3);
+        tags(&mut e);
+        tags(&mut e);
+        let expect = CreateAclsRequest::default().with_creations(vec![
+            create_acls_request::AclCreation::default()
+                .with_resource_type(2)
+                .with_resource_name(s("orders"))
+                .with_resource_pattern_type(4)
+                .with_principal(s(ACL_PRINCIPAL))
+                .with_host(s("*"))
+                .with_operation(3)
+                .with_permission_type(3),
+        ]);
+        check_request(
+            e.finish(),
+            Some("adminclient-1"),
+            v,
+            Request::CreateAcls(expect),
+        );
+
+        let mut e = Enc::request(31, v, CID, Some("adminclient-1"), flex);
+        e.arr(1);
+        e.i8(2);
+        e.nstr(Some("orders"));
+        e.i8(4);
+        e.nstr(Some(ACL_PRINCIPAL));
+        e.nstr(Some("*"));
+        e.i8(3);
+        e.i8(3);
+        tags(&mut e);
+        tags(&mut e);
+        let expect = DeleteAclsRequest::default().with_filters(vec![
+            delete_acls_request::DeleteAclsFilter::default()
+                .with_resource_type_filter(2)
+                .with_resource_name_filter(Some(s("orders")))
+                .with_pattern_type_filter(4)
+                .with_principal_filter(Some(s(ACL_PRINCIPAL)))
+                .with_host_filter(Some(s("*")))
+                .with_operation(3)
+                .with_permission_type(3),
+        ]);
+        check_request(
+            e.finish(),
+            Some("adminclient-1"),
+            v,
+            Request::DeleteAcls(expect),
+        );
+    }
+}
+
+#[test]
 fn request_golden_cases_cover_every_served_api() {
     // The request tests above exist for exactly these keys; a new served key needs its own.
     let covered = [
         0i16, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 24, 25, 26, 28,
-        32, 33, 36, 37, 42, 44, 47, 50, 51, 57, 60, 61, 65, 66, 68, 69,
+        29, 30, 31, 32, 33, 36, 37, 42, 44, 47, 50, 51, 57, 60, 61, 65, 66, 68, 69,
     ];
     for r in SERVED {
         assert!(

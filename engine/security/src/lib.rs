@@ -7,12 +7,15 @@
 //!   machines: token in, answer out; nonces drawn and clock read by the caller.
 //! - `jaas`: parsing of Kafka's `sasl.jaas.config` values (login module, flag, options).
 //! - `scram_store`: the checksummed byte format of the broker's SCRAM credential file.
+//! - `acl`: Kafka's ACL model (resource patterns, entries, filters, wire codes), the standard
+//!   authorizer's decisions, CreateAcls' validation and the durable form of an ACL set.
 //!
 //! Must not: touch a socket, a thread or a clock (time is passed in, as in the coordinator), or
 //! log a secret (a password, a SCRAM proof, a token). The broker (`engine`) owns the listeners,
 //! the connection state and the durable files; this crate owns the rules and the formats.
 
 pub mod jaas;
+pub mod acl;
 pub mod principal;
 pub mod sasl;
 pub mod scram_store;

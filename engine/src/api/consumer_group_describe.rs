@@ -1,5 +1,6 @@
 //! ConsumerGroupDescribe (KIP-848): each group described by the shard that owns it.
 
+use super::auth::{self, Op, Rt};
 use super::calls::{call_group, fail_code};
 use super::common::GROUP_AUTHORIZED_OPS;
 use crate::group::{GroupRequest, GroupResponse};
@@ -18,6 +19,16 @@ pub(super) async fn handle(
     let with_ops = r.include_authorized_operations;
     for g in r.group_ids {
         let group = g.0.to_string();
+        // Describe on each group (`KafkaApis.handleConsumerGroupDescribe`).
+        if !auth::allowed(&shard.broker, caller, Op::Describe, Rt::Group, &group) {
+            resp.groups.push(
+                consumer_group_describe_response::DescribedGroup::default()
+                    .with_group_id(g.clone())
+                    .with_error_code(kafka_protocol::ResponseError::GroupAuthorizationFailed.code())
+                    .with_authorized_operations(i32::MIN),
+            );
+            continue;
+        }
         let d = match call_group(
             shard,
             caller,
@@ -31,7 +42,13 @@ pub(super) async fn handle(
         {
             Ok(GroupResponse::ConsumerDescribe(mut d)) => {
                 if with_ops && d.error_code == 0 {
-                    d.authorized_operations = GROUP_AUTHORIZED_OPS;
+                    d.authorized_operations = auth::operations(
+                        &shard.broker,
+                        caller,
+                        Rt::Group,
+                        &group,
+                        GROUP_AUTHORIZED_OPS,
+                    );
                 }
                 d
             }

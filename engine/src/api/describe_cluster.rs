@@ -1,7 +1,9 @@
 //! DescribeCluster: this one broker as the whole cluster, and its controller.
 
+use super::auth::{self, Op, Rt};
 use super::common::{code, s, AUTHORIZED_OPS_OMITTED, CLUSTER_AUTHORIZED_OPS};
 use crate::broker::Broker;
+use crate::runtime::shard::Caller;
 use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use kafka_protocol::messages::*;
 use kafka_protocol::ResponseError;
@@ -9,17 +11,30 @@ use kafka_protocol::ResponseError;
 /// DescribeCluster v0–v2: this one broker, which is also the controller.
 pub(super) fn handle(
     broker: &Broker,
-    listener: &crate::listeners::Listener,
+    caller: &Caller,
     req: DescribeClusterRequest,
     version: i16,
 ) -> DescribeClusterResponse {
+    let listener = &caller.listener;
     let endpoint_type = if version >= 1 { req.endpoint_type } else { 1 };
     let mut resp = DescribeClusterResponse::default()
         .with_cluster_id(s(broker.cluster_id.clone()))
         .with_controller_id(BrokerId(broker.node_id))
         .with_endpoint_type(endpoint_type)
         .with_cluster_authorized_operations(if req.include_cluster_authorized_operations {
-            CLUSTER_AUTHORIZED_OPS
+            // Kafka answers, never refuses: the operations when the caller may Describe the
+            // cluster, else none (`AuthHelper.computeDescribeClusterResponse`).
+            if auth::cluster(broker, caller, Op::Describe) {
+                auth::operations(
+                    broker,
+                    caller,
+                    Rt::Cluster,
+                    security::acl::CLUSTER_NAME,
+                    CLUSTER_AUTHORIZED_OPS,
+                )
+            } else {
+                0
+            }
         } else {
             AUTHORIZED_OPS_OMITTED
         });

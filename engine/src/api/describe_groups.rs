@@ -1,5 +1,6 @@
 //! DescribeGroups: each group described by the shard that owns it.
 
+use super::auth::{self, Op, Rt};
 use super::calls::{call_group, fail_code};
 use super::common::GROUP_AUTHORIZED_OPS;
 use crate::group::{GroupRequest, GroupResponse};
@@ -19,6 +20,16 @@ pub(super) async fn handle(
     let with_ops = v >= 3 && r.include_authorized_operations;
     for g in r.groups {
         let group = g.0.to_string();
+        // Describe on each group (`KafkaApis.handleDescribeGroupsRequest`).
+        if !auth::allowed(&shard.broker, caller, Op::Describe, Rt::Group, &group) {
+            resp.groups.push(
+                DescribedGroup::default()
+                    .with_group_id(g.clone())
+                    .with_error_code(kafka_protocol::ResponseError::GroupAuthorizationFailed.code())
+                    .with_authorized_operations(i32::MIN),
+            );
+            continue;
+        }
         let d = match call_group(
             shard,
             caller,
@@ -32,7 +43,13 @@ pub(super) async fn handle(
         {
             Ok(GroupResponse::Describe(mut d)) => {
                 if with_ops {
-                    d.authorized_operations = GROUP_AUTHORIZED_OPS;
+                    d.authorized_operations = auth::operations(
+                        &shard.broker,
+                        caller,
+                        Rt::Group,
+                        &group,
+                        GROUP_AUTHORIZED_OPS,
+                    );
                 }
                 d
             }

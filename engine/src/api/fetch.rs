@@ -1,10 +1,12 @@
 //! Fetch: plan the read of every partition ([`fetch_with`], pure), read each on its owning shard,
 //! and wait up to `max_wait_ms` for `min_bytes` when nothing is there yet.
 
+use super::auth::{self, Op, Rt};
 use super::calls::{call_all, call_data};
 use super::common::{code, has_partition, leader_epoch_error, UNKNOWN_OFFSET};
 use crate::broker::Broker;
 use crate::data::{owner_shard, DataOp, DataReply, PartitionRead, ReadItem, WaitItem};
+use crate::runtime::shard::Caller;
 use crate::runtime::shard::Shard;
 use crate::topics::Topic;
 use bytes::Bytes;
@@ -158,10 +160,24 @@ pub(crate) fn read_partition(
 /// `max_wait_ms` (clamped to [0, [`MAX_FETCH_WAIT_MS`]]). It is answered at once (0) when Kafka
 /// would: a read error on any partition, nothing readable at all, a session error, `max_wait_ms`
 /// <= 0, or `min(min_bytes, max_bytes)` <= 0 (`ReplicaManager.fetchMessages`, `KafkaApis`).
+#[cfg(test)]
 pub fn fetch_with(
     broker: &Broker,
     req: &FetchRequest,
     version: i16,
+    reader: impl FnMut(&Arc<Topic>, &FetchPartition) -> PartitionRead,
+) -> FetchPlan {
+    fetch_authorized(broker, req, version, |_| true, reader)
+}
+
+/// [`fetch_with`] where `may_read(topic)` says whether the caller may Read a topic: a partition
+/// of one it may not is answered TOPIC_AUTHORIZATION_FAILED among the rejected ones, after the
+/// unknown topic ids and before existence is looked at (`KafkaApis.handleFetchRequest`).
+pub fn fetch_authorized(
+    broker: &Broker,
+    req: &FetchRequest,
+    version: i16,
+    may_read: impl Fn(&str) -> bool,
     mut reader: impl FnMut(&Arc<Topic>, &FetchPartition) -> PartitionRead,
 ) -> FetchPlan {
     // `FetchManager.newContext` (trunk: `server/src/main/java/org/apache/kafka/server/
@@ -225,6 +241,14 @@ pub fn fetch_with(
             rejected.push(answer(unreadable(
                 p.partition,
                 ResponseError::UnknownTopicId,
+            )));
+        } else if !may_read(match key {
+            TopicKey::Name(name) => name,
+            TopicKey::Id(_) => topic.map_or("", |t| t.name.as_str()),
+        }) {
+            rejected.push(answer(unreadable(
+                p.partition,
+                ResponseError::TopicAuthorizationFailed,
             )));
         } else if let Some(t) = has_partition(topic, p.partition) {
             let mut data = read_partition(t, p, version, req.isolation_level, &mut reader);
@@ -302,13 +326,20 @@ pub fn fetch_with(
 
 /// Fetch v4–v18: read every partition on its shard, and while fewer than `min_bytes` came back,
 /// wait (up to `max_wait_ms`) for an append to any of them, then read again.
-pub(super) async fn handle(shard: &Rc<Shard>, req: FetchRequest, version: i16) -> FetchResponse {
+pub(super) async fn handle(
+    shard: &Rc<Shard>,
+    caller: &Caller,
+    req: FetchRequest,
+    version: i16,
+) -> FetchResponse {
     let broker = shard.broker.clone();
+    // Read on each topic (`KafkaApis.handleFetchRequest`); follower fetches do not exist here.
+    let may_read = |t: &str| auth::allowed(&broker, caller, Op::Read, Rt::Topic, t);
     let shards = shard.router.shards();
     let started = std::time::Instant::now();
     loop {
         let mut items: Vec<ReadItem> = Vec::new();
-        let first = fetch_with(&broker, &req, version, |t, p| {
+        let first = fetch_authorized(&broker, &req, version, may_read, |t, p| {
             items.push(ReadItem {
                 topic: t.clone(),
                 partition: p.partition,
@@ -356,7 +387,7 @@ pub(super) async fn handle(shard: &Rc<Shard>, req: FetchRequest, version: i16) -
                 reads.insert(k, r);
             }
         }
-        let plan = fetch_with(&broker, &req, version, |t, p| {
+        let plan = fetch_authorized(&broker, &req, version, may_read, |t, p| {
             reads
                 .get(&(t.id, p.partition))
                 .cloned()
@@ -369,7 +400,7 @@ pub(super) async fn handle(shard: &Rc<Shard>, req: FetchRequest, version: i16) -
         wait_for_append(shard, waits, plan.wait_ms - elapsed).await;
         if started.elapsed().as_millis() as u64 >= plan.wait_ms {
             // Timed out: one last read so the answer carries the current high watermarks.
-            let plan = fetch_with(&broker, &req, version, |t, p| {
+            let plan = fetch_authorized(&broker, &req, version, may_read, |t, p| {
                 reads.remove(&(t.id, p.partition)).unwrap_or_else(|| {
                     PartitionRead::failed(ResponseError::NotLeaderOrFollower.code())
                 })

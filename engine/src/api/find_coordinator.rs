@@ -1,7 +1,9 @@
 //! FindCoordinator: this broker coordinates every group and transactional id.
 
+use super::auth::{self, Op, Rt};
 use super::common::{code, s};
 use crate::broker::Broker;
+use crate::runtime::shard::Caller;
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
@@ -11,12 +13,26 @@ use kafka_protocol::ResponseError;
 /// transactional id's coordinator is us.
 pub(super) fn handle(
     broker: &Broker,
-    listener: &crate::listeners::Listener,
+    caller: &Caller,
     req: FindCoordinatorRequest,
     version: i16,
 ) -> FindCoordinatorResponse {
+    let listener = &caller.listener;
     let key_type = if version >= 1 { req.key_type } else { 0 };
     let answer = |key: &StrBytes| -> (i16, Option<String>) {
+        // Describe on the group / transactional id (`KafkaApis.getCoordinator`).
+        let refused = match key_type {
+            0 if !auth::allowed(broker, caller, Op::Describe, Rt::Group, key) => {
+                Some(ResponseError::GroupAuthorizationFailed)
+            }
+            1 if !auth::allowed(broker, caller, Op::Describe, Rt::TransactionalId, key) => {
+                Some(ResponseError::TransactionalIdAuthorizationFailed)
+            }
+            _ => None,
+        };
+        if let Some(e) = refused {
+            return (code(e), Some(e.to_string()));
+        }
         match key_type {
             0 | 1 => (0, None),
             2 if version < 6 => (

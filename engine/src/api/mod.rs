@@ -24,6 +24,7 @@ use crate::runtime::shard::{Handled, Shard};
 use std::rc::Rc;
 use wire::{Request, Response};
 
+mod auth;
 mod calls;
 mod common;
 
@@ -34,11 +35,14 @@ mod alter_user_scram_credentials;
 mod api_versions;
 mod consumer_group_describe;
 mod consumer_group_heartbeat;
+mod create_acls;
 mod create_partitions;
 mod create_topics;
+mod delete_acls;
 mod delete_groups;
 mod delete_records;
 mod delete_topics;
+mod describe_acls;
 mod describe_cluster;
 mod describe_configs;
 mod describe_groups;
@@ -86,10 +90,7 @@ pub fn handle(shard: &Rc<Shard>, caller: &Rc<Caller>, v: i16, request: Request) 
         Request::ConsumerGroupHeartbeat(r) => consumer_group_heartbeat::handle(shard, caller, r, v),
         Request::ApiVersions(r) => done(Response::ApiVersions(api_versions::handle(b, &r, v))),
         Request::FindCoordinator(r) => done(Response::FindCoordinator(find_coordinator::handle(
-            b,
-            &caller.listener,
-            r,
-            v,
+            b, caller, r, v,
         ))),
         Request::DescribeConfigs(r) => {
             done(Response::DescribeConfigs(describe_configs::handle(b, r, v)))
@@ -99,10 +100,7 @@ pub fn handle(shard: &Rc<Shard>, caller: &Rc<Caller>, v: i16, request: Request) 
             done(Response::SaslAuthenticate(sasl_authenticate::handle(r)))
         }
         Request::DescribeCluster(r) => done(Response::DescribeCluster(describe_cluster::handle(
-            b,
-            &caller.listener,
-            r,
-            v,
+            b, caller, r, v,
         ))),
         Request::DescribeUserScramCredentials(r) => done(Response::DescribeUserScramCredentials(
             describe_user_scram_credentials::handle(b, r, v),
@@ -162,9 +160,9 @@ async fn dispatch(
         Request::ConsumerGroupDescribe(r) => Response::ConsumerGroupDescribe(
             consumer_group_describe::handle(shard, caller, r, v).await,
         ),
-        Request::Produce(r) => Response::Produce(produce::handle(shard, r, v).await),
+        Request::Produce(r) => Response::Produce(produce::handle(shard, caller, r, v).await),
         Request::ListOffsets(r) => Response::ListOffsets(list_offsets::handle(shard, r, v).await),
-        Request::Fetch(r) => Response::Fetch(fetch::handle(shard, r, v).await),
+        Request::Fetch(r) => Response::Fetch(fetch::handle(shard, caller, r, v).await),
         Request::DeleteRecords(r) => {
             Response::DeleteRecords(delete_records::handle(shard, r, v).await)
         }
@@ -207,6 +205,9 @@ async fn dispatch(
         Request::IncrementalAlterConfigs(r) => {
             Response::IncrementalAlterConfigs(incremental_alter_configs::handle(b, r, v).await)
         }
+        Request::DescribeAcls(r) => Response::DescribeAcls(describe_acls::handle(b, caller, r)?),
+        Request::CreateAcls(r) => Response::CreateAcls(create_acls::handle(b, caller, r).await?),
+        Request::DeleteAcls(r) => Response::DeleteAcls(delete_acls::handle(b, caller, r).await?),
         // The version table only admits the APIs above; anything else reaching here is a bug in
         // that table, answered the way Kafka answers an API it does not serve.
         other => {

@@ -1,6 +1,7 @@
 //! OffsetCommit: each group's offsets committed by the shard that owns the group; the answer
 //! leaves once the records are durable.
 
+use super::auth::{self, Op, Rt};
 use super::calls::{call_group, fail_code};
 use crate::group::{GroupRequest, GroupResponse};
 use crate::runtime::shard::Caller;
@@ -9,6 +10,7 @@ use kafka_protocol::messages::offset_commit_response::{
     OffsetCommitResponsePartition, OffsetCommitResponseTopic,
 };
 use kafka_protocol::messages::*;
+use kafka_protocol::ResponseError;
 use std::rc::Rc;
 
 pub(super) async fn handle(
@@ -40,9 +42,35 @@ pub(super) async fn handle(
                 .collect(),
         )
     };
+    // Read on the group, then Read on each topic: a refused topic's partitions answer
+    // TOPIC_AUTHORIZATION_FAILED and are not committed; the group is not touched when nothing is
+    // left (`KafkaApis.handleOffsetCommitRequest`).
+    let b = &shard.broker;
+    if !auth::allowed(b, caller, Op::Read, Rt::Group, &group) {
+        return fallback(&r, ResponseError::GroupAuthorizationFailed.code());
+    }
+    let mut r = r;
+    let mut refused = OffsetCommitRequest::default();
+    if auth::on(b) {
+        let (ok, no): (Vec<_>, Vec<_>) = std::mem::take(&mut r.topics)
+            .into_iter()
+            .partition(|t| auth::allowed(b, caller, Op::Read, Rt::Topic, &t.name));
+        r.topics = ok;
+        refused.topics = no;
+    }
+    let refused = fallback(&refused, ResponseError::TopicAuthorizationFailed.code());
+    if r.topics.is_empty() && !refused.topics.is_empty() {
+        return refused;
+    }
     let shape = OffsetCommitRequest::default().with_topics(r.topics.clone());
-    match call_group(shard, caller, v, &group, GroupRequest::OffsetCommit(r)).await {
+    let mut resp = match call_group(shard, caller, v, &group, GroupRequest::OffsetCommit(r)).await {
         Ok(GroupResponse::OffsetCommit(resp)) => resp,
         other => fallback(&shape, fail_code(&other)),
+    };
+    if !refused.topics.is_empty() {
+        let mut topics = refused.topics;
+        topics.append(&mut resp.topics);
+        resp.topics = topics;
     }
+    resp
 }

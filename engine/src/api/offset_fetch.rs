@@ -1,6 +1,7 @@
 //! OffsetFetch: committed offsets of one or many groups (v8+ batches groups), each fetched from
 //! the group's shard.
 
+use super::auth::{self, Op, Rt};
 use super::calls::{call_group, fail_code};
 use super::common::s;
 use crate::group::{FetchedOffsets, GroupRequest, GroupResponse};
@@ -11,6 +12,7 @@ use kafka_protocol::messages::offset_fetch_response::{
     OffsetFetchResponseTopic, OffsetFetchResponseTopics,
 };
 use kafka_protocol::messages::*;
+use kafka_protocol::ResponseError;
 use std::rc::Rc;
 
 /// OffsetFetch v1–v9: v8+ batches groups; each group is answered by its own partition.
@@ -132,6 +134,67 @@ pub(super) async fn handle(
 
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn fetch_one(
+    shard: &Rc<Shard>,
+    caller: &Caller,
+    v: i16,
+    group: &str,
+    topics: Option<Vec<(String, Vec<i32>)>>,
+    member_id: Option<String>,
+    member_epoch: i32,
+    require_stable: bool,
+) -> FetchedOffsets {
+    // Describe on the group; then Describe on each topic: named ones the caller may not
+    // Describe answer TOPIC_AUTHORIZATION_FAILED, and "all topics" leaves them out
+    // (`KafkaApis.handleOffsetFetchRequest*`).
+    let b = &shard.broker;
+    if !auth::allowed(b, caller, Op::Describe, Rt::Group, group) {
+        return FetchedOffsets {
+            error_code: ResponseError::GroupAuthorizationFailed.code(),
+            partitions: Vec::new(),
+        };
+    }
+    let mut refused = Vec::new();
+    let topics = match topics {
+        Some(ts) if auth::on(b) => {
+            let (ok, no): (Vec<_>, Vec<_>) = ts
+                .into_iter()
+                .partition(|(t, _)| auth::allowed(b, caller, Op::Describe, Rt::Topic, t));
+            for (t, parts) in no {
+                for p in parts {
+                    let code = ResponseError::TopicAuthorizationFailed.code();
+                    refused.push((t.clone(), p, -1, -1, String::new(), code));
+                }
+            }
+            Some(ok)
+        }
+        other => other,
+    };
+    let all_topics = topics.is_none();
+    let mut fetched = fetch_routed(
+        shard,
+        caller,
+        v,
+        group,
+        topics,
+        member_id,
+        member_epoch,
+        require_stable,
+    )
+    .await;
+    if auth::on(b) && all_topics {
+        fetched
+            .partitions
+            .retain(|(t, ..)| auth::allowed(b, caller, Op::Describe, Rt::Topic, t));
+    }
+    if !refused.is_empty() && fetched.error_code == 0 {
+        refused.append(&mut fetched.partitions);
+        fetched.partitions = refused;
+    }
+    fetched
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn fetch_routed(
     shard: &Rc<Shard>,
     caller: &Caller,
     v: i16,

@@ -1,9 +1,11 @@
 //! Produce: each partition's batch appended by the partition's shard; the answer leaves once the
 //! batch is durable (acks=0 gets none).
 
+use super::auth::{self, Op, Rt};
 use super::calls::{call_all, verify_in_txn, TxnCheck};
 use super::common::code;
 use crate::data::{owner_shard, DataOp, DataReply};
+use crate::runtime::shard::Caller;
 use crate::runtime::shard::Shard;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
@@ -21,13 +23,26 @@ use std::rc::Rc;
 /// a `transactional_id` fails whole with TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
 pub(super) async fn handle(
     shard: &Rc<Shard>,
+    caller: &Caller,
     req: ProduceRequest,
     version: i16,
 ) -> ProduceResponse {
     use kafka_protocol::messages::produce_response::{
         PartitionProduceResponse, TopicProduceResponse,
     };
-    if has_transactional_records(&req) && req.transactional_id.is_none() {
+    let b = &shard.broker;
+    // Transactional records need Write on the transactional id; every topic needs Write
+    // (`KafkaApis.handleProduceRequest`).
+    if has_transactional_records(&req)
+        && (req.transactional_id.is_none()
+            || !auth::allowed(
+                b,
+                caller,
+                Op::Write,
+                Rt::TransactionalId,
+                req.transactional_id.as_deref().map_or("", |t| t.as_str()),
+            ))
+    {
         return error_response(
             &req,
             version,
@@ -52,8 +67,15 @@ pub(super) async fn handle(
             snap.get(t.name.0.as_str())
         };
         for p in &t.partition_data {
+            let name = match topic {
+                Some(t) => t.name.as_str(),
+                None => t.name.0.as_str(),
+            };
             let early = match topic {
                 None if by_id => Err(code(ResponseError::UnknownTopicId)),
+                _ if !auth::allowed(b, caller, Op::Write, Rt::Topic, name) => {
+                    Err(code(ResponseError::TopicAuthorizationFailed))
+                }
                 None => Err(code(ResponseError::UnknownTopicOrPartition)),
                 Some(t) if p.index < 0 || p.index >= t.partitions => {
                     Err(code(ResponseError::UnknownTopicOrPartition))

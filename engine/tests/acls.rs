@@ -1,0 +1,295 @@
+//! ACLs against the real `ringleader` binary: CreateAcls / DescribeAcls / DeleteAcls, and their
+//! enforcement in the group and data APIs, with `allow.everyone.if.no.acl.found=true`. Every
+//! connection is `User:ANONYMOUS` on the PLAINTEXT listener, so the ACLs here name it.
+
+use kafka_protocol::messages::*;
+use wire::{Request, Response};
+
+mod common;
+use common::*;
+
+const AUTHORIZER: &str =
+    "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer";
+const ANON: &str = "User:ANONYMOUS";
+const GROUP_AUTHORIZATION_FAILED: i16 = 30;
+const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
+const SECURITY_DISABLED: i16 = 54;
+const INVALID_REQUEST: i16 = 42;
+const CLUSTER_AUTHORIZATION_FAILED: i16 = 31;
+
+/// (resource type, name, operation) denied to User:ANONYMOUS, literal, any host.
+fn deny(c: &mut Client, rt: i8, name: &str, op: i8) -> i16 {
+    acl(c, rt, name, op, 2)
+}
+
+fn acl(c: &mut Client, rt: i8, name: &str, op: i8, permission: i8) -> i16 {
+    let req = CreateAclsRequest::default().with_creations(vec![
+        create_acls_request::AclCreation::default()
+            .with_resource_type(rt)
+            .with_resource_name(s(name))
+            .with_resource_pattern_type(3)
+            .with_principal(s(ANON))
+            .with_host(s("*"))
+            .with_operation(op)
+            .with_permission_type(permission),
+    ]);
+    let Response::CreateAcls(r) = c.call(3, Request::CreateAcls(req)) else {
+        panic!()
+    };
+    r.results[0].error_code
+}
+
+fn describe_acls(c: &mut Client, rt: i8) -> DescribeAclsResponse {
+    let req = DescribeAclsRequest::default()
+        .with_resource_type_filter(rt)
+        .with_resource_name_filter(None)
+        .with_pattern_type_filter(1)
+        .with_principal_filter(None)
+        .with_host_filter(None)
+        .with_operation(1)
+        .with_permission_type(1);
+    let Response::DescribeAcls(r) = c.call(3, Request::DescribeAcls(req)) else {
+        panic!()
+    };
+    r
+}
+
+fn join(c: &mut Client, group: &str) -> i16 {
+    let req = JoinGroupRequest::default()
+        .with_group_id(GroupId(s(group)))
+        .with_session_timeout_ms(10_000)
+        .with_rebalance_timeout_ms(10_000)
+        .with_member_id(s(""))
+        .with_protocol_type(s("consumer"))
+        .with_protocols(vec![join_group_request::JoinGroupRequestProtocol::default(
+        )
+        .with_name(s("range"))
+        .with_metadata(bytes::Bytes::from_static(&[0, 0, 0, 0, 0, 0, 0, 0]))]);
+    let Response::JoinGroup(r) = c.call(5, Request::JoinGroup(req)) else {
+        panic!()
+    };
+    r.error_code
+}
+
+fn cg_heartbeat(c: &mut Client, group: &str, topic: &str) -> i16 {
+    let req = ConsumerGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(s(group)))
+        .with_member_id(s("m-1234567890123456789012"))
+        .with_member_epoch(0)
+        .with_rebalance_timeout_ms(10_000)
+        .with_subscribed_topic_names(Some(vec![TopicName(s(topic))]))
+        .with_topic_partitions(Some(vec![]));
+    let Response::ConsumerGroupHeartbeat(r) = c.call(0, Request::ConsumerGroupHeartbeat(req))
+    else {
+        panic!()
+    };
+    r.error_code
+}
+
+fn commit(c: &mut Client, group: &str, topic: &str) -> i16 {
+    use offset_commit_request::*;
+    let req = OffsetCommitRequest::default()
+        .with_group_id(GroupId(s(group)))
+        .with_generation_id_or_member_epoch(-1)
+        .with_member_id(s(""))
+        .with_topics(vec![OffsetCommitRequestTopic::default()
+            .with_name(TopicName(s(topic)))
+            .with_partitions(vec![OffsetCommitRequestPartition::default()
+                .with_partition_index(0)
+                .with_committed_offset(5)
+                .with_committed_metadata(Some(s("")))])]);
+    let Response::OffsetCommit(r) = c.call(8, Request::OffsetCommit(req)) else {
+        panic!()
+    };
+    r.topics[0].partitions[0].error_code
+}
+
+fn fetch(c: &mut Client, topic: &str) -> i16 {
+    use fetch_request::*;
+    let req = FetchRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_max_wait_ms(0)
+        .with_min_bytes(0)
+        .with_max_bytes(1 << 20)
+        .with_session_epoch(-1)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(TopicName(s(topic)))
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition(0)
+                .with_fetch_offset(0)
+                .with_current_leader_epoch(-1)
+                .with_log_start_offset(-1)
+                .with_partition_max_bytes(1 << 20)])]);
+    let Response::Fetch(r) = c.call(12, Request::Fetch(req)) else {
+        panic!()
+    };
+    r.responses[0].partitions[0].error_code
+}
+
+fn describe_group(c: &mut Client, group: &str) -> describe_groups_response::DescribedGroup {
+    let req = DescribeGroupsRequest::default().with_groups(vec![GroupId(s(group))]);
+    let Response::DescribeGroups(r) = c.call(5, Request::DescribeGroups(req)) else {
+        panic!()
+    };
+    r.groups.into_iter().next().unwrap()
+}
+
+fn list_groups(c: &mut Client) -> Vec<String> {
+    let Response::ListGroups(r) = c.call(4, Request::ListGroups(ListGroupsRequest::default()))
+    else {
+        panic!()
+    };
+    let mut g: Vec<String> = r.groups.iter().map(|g| g.group_id.to_string()).collect();
+    g.sort();
+    g
+}
+
+#[test]
+fn without_an_authorizer_the_acl_apis_answer_security_disabled() {
+    let dir = data_dir("acls-off");
+    let b = Broker::start(&dir, &[]);
+    let mut c = Client::connect(b.addr);
+    let r = describe_acls(&mut c, 1);
+    assert_eq!(r.error_code, SECURITY_DISABLED);
+    assert_eq!(
+        r.error_message.as_deref(),
+        Some("No Authorizer is configured on the broker")
+    );
+    assert_eq!(deny(&mut c, 3, "g1", 3), SECURITY_DISABLED);
+}
+
+#[test]
+fn acls_are_enforced_survive_a_restart_and_super_users_override_them() {
+    let dir = data_dir("acls-on");
+    let sets = [AUTHORIZER, "allow.everyone.if.no.acl.found=true"];
+    let mut b = Broker::start(&dir, &sets);
+    let mut c = Client::connect(b.addr);
+    create_topic(&mut c, "orders", 1);
+    create_topic(&mut c, "secret", 1);
+
+    // Kafka's validation: a CLUSTER resource must be named kafka-cluster.
+    assert_eq!(deny(&mut c, 4, "other", 7), INVALID_REQUEST);
+    assert_eq!(deny(&mut c, 3, "g1", 3), 0, "deny Read on group g1");
+    assert_eq!(deny(&mut c, 2, "secret", 3), 0, "deny Read on topic secret");
+
+    assert_eq!(join(&mut c, "g1"), GROUP_AUTHORIZATION_FAILED);
+    assert_eq!(
+        cg_heartbeat(&mut c, "g1", "orders"),
+        GROUP_AUTHORIZATION_FAILED
+    );
+    assert_eq!(commit(&mut c, "g1", "orders"), GROUP_AUTHORIZATION_FAILED);
+    // An ACL now names g1, so allow.everyone.if.no.acl.found no longer applies to it: Describe
+    // needs an ALLOW (a Read DENY does not deny Describe, but nothing allows it either).
+    assert_eq!(
+        describe_group(&mut c, "g1").error_code,
+        GROUP_AUTHORIZATION_FAILED
+    );
+    assert_eq!(acl(&mut c, 3, "g1", 8, 3), 0, "allow Describe on group g1");
+    let g1 = describe_group(&mut c, "g1");
+    assert_eq!(g1.error_code, 0);
+    assert_eq!(
+        g1.group_state.as_str(),
+        "Dead",
+        "the refused requests left no group behind"
+    );
+    assert!(g1.members.is_empty());
+
+    // g2 has no ACL: allowed everything; the topic Read deny still applies to it.
+    assert_eq!(commit(&mut c, "g2", "orders"), 0);
+    assert_eq!(commit(&mut c, "g2", "secret"), TOPIC_AUTHORIZATION_FAILED);
+    assert_eq!(fetch(&mut c, "secret"), TOPIC_AUTHORIZATION_FAILED);
+    assert_eq!(fetch(&mut c, "orders"), 0);
+    // Describe on a subscribed topic no ACL allows (only a Read DENY names it).
+    assert_eq!(
+        cg_heartbeat(&mut c, "g3", "secret"),
+        TOPIC_AUTHORIZATION_FAILED
+    );
+    assert_eq!(describe_group(&mut c, "g3").group_state.as_str(), "Dead");
+
+    // Describe on the cluster lists every group (no ACL names the cluster yet).
+    assert_eq!(commit(&mut c, "g4", "orders"), 0);
+    assert_eq!(deny(&mut c, 3, "g4", 8), 0, "deny Describe on group g4");
+    assert_eq!(
+        list_groups(&mut c),
+        vec!["g2".to_string(), "g4".to_string()]
+    );
+    assert_eq!(
+        describe_group(&mut c, "g4").error_code,
+        GROUP_AUTHORIZATION_FAILED
+    );
+    // Without Describe on the cluster, only the groups the caller may Describe. Alter on the
+    // cluster is allowed so the ACLs stay manageable; DescribeAcls needs Describe there.
+    assert_eq!(acl(&mut c, 4, "kafka-cluster", 7, 3), 0, "allow Alter");
+    assert_eq!(deny(&mut c, 4, "kafka-cluster", 8), 0, "deny Describe");
+    assert_eq!(list_groups(&mut c), vec!["g2".to_string()], "g4 is hidden");
+    let refused = describe_acls(&mut c, 1);
+    assert_eq!(refused.error_code, CLUSTER_AUTHORIZATION_FAILED);
+    assert!(refused.resources.is_empty());
+
+    // The ACLs survive a restart.
+    b.stop();
+    let mut b = Broker::start(&dir, &sets);
+    let mut c = Client::connect(b.addr);
+    assert_eq!(list_groups(&mut c), vec!["g2".to_string()]);
+    assert_eq!(join(&mut c, "g1"), GROUP_AUTHORIZATION_FAILED);
+
+    // DeleteAcls: a topic filter for the principal, and one for the cluster resource.
+    let filter = |rt: i8| {
+        delete_acls_request::DeleteAclsFilter::default()
+            .with_resource_type_filter(rt)
+            .with_resource_name_filter(None)
+            .with_pattern_type_filter(1)
+            .with_principal_filter(Some(s(ANON)))
+            .with_host_filter(None)
+            .with_operation(1)
+            .with_permission_type(1)
+    };
+    let req = DeleteAclsRequest::default().with_filters(vec![filter(2), filter(4)]);
+    let Response::DeleteAcls(r) = c.call(3, Request::DeleteAcls(req)) else {
+        panic!()
+    };
+    assert_eq!(r.filter_results[0].error_code, 0);
+    assert_eq!(r.filter_results[0].matching_acls.len(), 1);
+    assert_eq!(
+        r.filter_results[0].matching_acls[0].resource_name.as_str(),
+        "secret"
+    );
+    assert_eq!(
+        r.filter_results[1].matching_acls.len(),
+        2,
+        "the cluster ACLs"
+    );
+    let groups = describe_acls(&mut c, 3);
+    assert_eq!(groups.error_code, 0);
+    let names: Vec<String> = groups
+        .resources
+        .iter()
+        .map(|r| r.resource_name.to_string())
+        .collect();
+    assert_eq!(names, vec!["g1".to_string(), "g4".to_string()]);
+    assert_eq!(
+        groups.resources[0].acls.len(),
+        2,
+        "g1: Read deny, Describe allow"
+    );
+    assert_eq!(fetch(&mut c, "secret"), 0, "applied without a restart");
+    assert_eq!(describe_acls(&mut c, 1).resources.len(), 2);
+
+    // super.users wins over every deny.
+    b.stop();
+    let b = Broker::start(
+        &dir,
+        &[
+            AUTHORIZER,
+            "allow.everyone.if.no.acl.found=true",
+            "super.users=User:ANONYMOUS",
+        ],
+    );
+    let mut c = Client::connect(b.addr);
+    assert_eq!(commit(&mut c, "g1", "orders"), 0);
+    assert_eq!(describe_group(&mut c, "g4").error_code, 0);
+    assert_eq!(
+        list_groups(&mut c),
+        vec!["g1".to_string(), "g2".to_string(), "g4".to_string()]
+    );
+}
