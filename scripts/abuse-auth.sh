@@ -66,7 +66,7 @@ taskset -c 0 "$BIN/ringleader" serve --listen "127.0.0.1:$PORT" --data-dir "$OUT
 BROKER=$!
 trap 'kill $BROKER 2>/dev/null || true; wait $BROKER 2>/dev/null || true' EXIT
 for _ in $(seq 100); do
-  grep -q "listening on" "$OUT/ringleader.log" && break
+  grep -q "listening on" "$OUT/ringleader.log" 2>/dev/null && break
   kill -0 $BROKER 2>/dev/null || break
   sleep 0.1
 done
