@@ -1,5 +1,5 @@
 //! What every shard shares: the configuration, the topic registry, the cluster identity, the
-//! producer id block, connection accounting and the metrics hub. Plain state; the API layer
+//! producer id block, connection accounting, the metrics hub and the SCRAM credentials. Plain state; the API layer
 //! (`api/`) answers requests with it.
 
 use crate::config::Config;
@@ -30,4 +30,6 @@ pub struct Broker {
     pub features: crate::features::Features,
     /// `max.connections` / `max.connections.per.ip` accounting across shards.
     pub connections: std::sync::Arc<crate::limits::ConnectionLimits>,
+    /// SCRAM credentials (AlterUserScramCredentials writes, SCRAM authentications read).
+    pub scram: crate::scram_store::ScramStore,
 }

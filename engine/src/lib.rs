@@ -4,7 +4,7 @@
 //! checks it):
 //! - shared state: the configuration (`config`, Kafka's key names and defaults), the data-dir
 //!   identity (`meta`), the topic registry (`topics`), the producer id block (`producer_ids`),
-//!   the finalized feature levels (`features`),
+//!   the finalized feature levels (`features`), the SCRAM credentials (`scram_store`),
 //!   connection limits (`limits`), measurements (`metrics`), and `broker::Broker`, which holds
 //!   them for every shard;
 //! - `data`: the data path's shard side — topic partition logs, their writer tasks, retention;
@@ -36,6 +36,7 @@ pub mod meta;
 pub mod metrics;
 pub mod oneshot;
 pub mod producer_ids;
+pub mod scram_store;
 pub mod topics;
 
 // The data path's shard side: topic partition logs.
@@ -90,6 +91,8 @@ pub fn open_broker(
         features: features::Features::open(Some(data_dir))
             .map_err(|e| anyhow::anyhow!("cannot read the feature levels: {e}"))?,
         connections: Default::default(),
+        scram: scram_store::ScramStore::open(data_dir)
+            .map_err(|e| anyhow::anyhow!("cannot read the SCRAM credentials: {e}"))?,
     }))
 }
 

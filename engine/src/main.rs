@@ -68,6 +68,9 @@ enum Command {
     /// List and describe transactions and a partition's producers over the Kafka protocol (like
     /// kafka-transactions.sh).
     Transactions(tools::transactions::TransactionsArgs),
+    /// Add, delete and list users' SCRAM credentials over the Kafka protocol (like
+    /// kafka-configs.sh --entity-type users).
+    Users(tools::users::UsersArgs),
     /// Print or verify `__consumer_offsets` segment files (like kafka-dump-log.sh --offsets-decoder).
     DumpLog(tools::dump_log::DumpLogArgs),
 }
@@ -125,6 +128,10 @@ fn main() -> ExitCode {
         }
         Command::Transactions(args) => {
             let code = tools::transactions::run(&args, &mut std::io::stdout().lock());
+            ExitCode::from(code.clamp(0, 255) as u8)
+        }
+        Command::Users(args) => {
+            let code = tools::users::run(&args, &mut std::io::stdout().lock());
             ExitCode::from(code.clamp(0, 255) as u8)
         }
         Command::DumpLog(args) => {

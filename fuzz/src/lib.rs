@@ -6,7 +6,10 @@
 //!   their names) and the CRC fix-up that lets mutated batches reach the checks behind the CRC.
 //! - [`served`]: the selector bytes of `request_decode` / `response_decode` mapped onto
 //!   `wire::versions::SERVED`, so every input is a served (api key, version).
+//! - [`sasl_check`]: the checks of the SASL targets (also run on the seeds by
+//!   `engine/security/tests/fuzz_seeds.rs`).
 
 pub mod dir_image;
+pub mod sasl_check;
 pub mod served;
 pub mod wire_check;

@@ -102,6 +102,8 @@ apis! {
     DeleteGroups = 42: DeleteGroupsRequest, DeleteGroupsResponse;
     IncrementalAlterConfigs = 44: IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse;
     OffsetDelete = 47: OffsetDeleteRequest, OffsetDeleteResponse;
+    DescribeUserScramCredentials = 50: DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse;
+    AlterUserScramCredentials = 51: AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse;
     UpdateFeatures = 57: UpdateFeaturesRequest, UpdateFeaturesResponse;
     DescribeCluster = 60: DescribeClusterRequest, DescribeClusterResponse;
     DescribeProducers = 61: DescribeProducersRequest, DescribeProducersResponse;
@@ -386,6 +388,8 @@ mod tests {
             28 => Request::TxnOffsetCommit(Default::default()),
             65 => Request::DescribeTransactions(Default::default()),
             66 => Request::ListTransactions(Default::default()),
+            50 => Request::DescribeUserScramCredentials(Default::default()),
+            51 => Request::AlterUserScramCredentials(Default::default()),
             k => panic!("add a default request for key {k}"),
         }
     }

@@ -57,6 +57,8 @@ pub const SERVED: &[ApiRange] = &[
     // of the keys above pointing at the same decoder. `Versions` sorts for ApiVersions.
     r(61, 0, 0), // DescribeProducers: trunk 0
     r(57, 0, 2), // UpdateFeatures: trunk 0-2 (transaction.version only, `engine::features`)
+    r(50, 0, 0), // DescribeUserScramCredentials: trunk 0 (`engine::scram_store`)
+    r(51, 0, 0), // AlterUserScramCredentials: trunk 0
 ];
 
 /// A lookup table of served versions, indexed by api key for O(1) checks on the hot path.

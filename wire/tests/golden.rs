@@ -1554,6 +1554,54 @@ const LISTED_TRANSACTIONS: &[(&str, i64, &str)] = &[
 /// A state filter the coordinator does not know, echoed back in UnknownStateFilters.
 const UNKNOWN_TXN_STATE: &str = "Frozen";
 
+/// DescribeUserScramCredentials: `alice` has both mechanisms, `ghost` does not exist
+/// (RESOURCE_NOT_FOUND with Kafka's `ScramImage.describe` message, no credential infos).
+fn describe_user_scram_credentials_response(_v: i16) -> DescribeUserScramCredentialsResponse {
+    use describe_user_scram_credentials_response::*;
+    DescribeUserScramCredentialsResponse::default()
+        .with_throttle_time_ms(THROTTLE)
+        .with_error_code(0)
+        .with_error_message(None)
+        .with_results(vec![
+            DescribeUserScramCredentialsResult::default()
+                .with_user(s("alice"))
+                .with_error_code(0)
+                .with_error_message(None)
+                .with_credential_infos(vec![
+                    CredentialInfo::default()
+                        .with_mechanism(1)
+                        .with_iterations(8192),
+                    CredentialInfo::default()
+                        .with_mechanism(2)
+                        .with_iterations(4096),
+                ]),
+            DescribeUserScramCredentialsResult::default()
+                .with_user(s("ghost"))
+                .with_error_code(ResponseError::ResourceNotFound.code())
+                .with_error_message(Some(s(SCRAM_GHOST_MESSAGE))),
+        ])
+}
+
+const SCRAM_GHOST_MESSAGE: &str =
+    "Attempt to describe a user credential that does not exist: ghost";
+
+/// AlterUserScramCredentials: `alice` upserted, `bob` refused (Kafka's "Too few iterations").
+fn alter_user_scram_credentials_response(_v: i16) -> AlterUserScramCredentialsResponse {
+    use alter_user_scram_credentials_response::*;
+    AlterUserScramCredentialsResponse::default()
+        .with_throttle_time_ms(THROTTLE)
+        .with_results(vec![
+            AlterUserScramCredentialsResult::default()
+                .with_user(s("alice"))
+                .with_error_code(0)
+                .with_error_message(None),
+            AlterUserScramCredentialsResult::default()
+                .with_user(s("bob"))
+                .with_error_code(ResponseError::UnacceptableCredential.code())
+                .with_error_message(Some(s("Too few iterations"))),
+        ])
+}
+
 /// UpdateFeatures in every served version: v0–1 a success listing its feature (Kafka's "NONE"
 /// message), v2 a failure, which has no per-feature results.
 fn update_features_response(v: i16) -> UpdateFeaturesResponse {
@@ -3180,6 +3228,61 @@ fn walk_update_features(frame: &[u8], v: i16) {
     w.end();
 }
 
+// DescribeUserScramCredentialsResponse.json: validVersions 0, flexible 0+. ThrottleTimeMs,
+// ErrorCode, ErrorMessage, Results[]{User, ErrorCode, ErrorMessage, CredentialInfos[]{Mechanism
+// (int8), Iterations (int32)}}.
+fn walk_describe_user_scram_credentials(frame: &[u8], v: i16) {
+    let mut w = Walk::response(
+        frame,
+        format!("DescribeUserScramCredentials v{v}"),
+        true,
+        true,
+    );
+    w.expect_i32("throttle_time_ms", THROTTLE);
+    w.expect_i16("error_code", 0);
+    w.expect_nstr("error_message", None);
+    w.expect_array("results", 2);
+    w.expect_str("result.user", "alice");
+    w.expect_i16("result.error_code", 0);
+    w.expect_nstr("result.error_message", None);
+    w.expect_array("result.credential_infos", 2);
+    w.expect_i8("info.mechanism", 1);
+    w.expect_i32("info.iterations", 8192);
+    w.expect_no_tags("info tags");
+    w.expect_i8("info.mechanism", 2);
+    w.expect_i32("info.iterations", 4096);
+    w.expect_no_tags("info tags");
+    w.expect_no_tags("result tags");
+    w.expect_str("result.user", "ghost");
+    w.expect_i16("result.error_code", ResponseError::ResourceNotFound.code());
+    w.expect_nstr("result.error_message", Some(SCRAM_GHOST_MESSAGE));
+    w.expect_array("result.credential_infos", 0);
+    w.expect_no_tags("result tags");
+    w.expect_no_tags("top-level tags");
+    w.end();
+}
+
+// AlterUserScramCredentialsResponse.json: validVersions 0, flexible 0+. ThrottleTimeMs,
+// Results[]{User, ErrorCode, ErrorMessage}.
+fn walk_alter_user_scram_credentials(frame: &[u8], v: i16) {
+    let mut w = Walk::response(frame, format!("AlterUserScramCredentials v{v}"), true, true);
+    w.expect_i32("throttle_time_ms", THROTTLE);
+    w.expect_array("results", 2);
+    w.expect_str("result.user", "alice");
+    w.expect_i16("result.error_code", 0);
+    w.expect_nstr("result.error_message", None);
+    w.expect_no_tags("result tags");
+    w.expect_str("result.user", "bob");
+    w.expect_i16(
+        "result.error_code",
+        ResponseError::UnacceptableCredential.code(),
+    );
+    w.expect_nstr("result.error_message", Some("Too few iterations"));
+    w.expect_no_tags("result tags");
+    w.expect_no_tags("top-level tags");
+    w.end();
+}
+
 // ListTransactionsResponse.json: validVersions 0-2 (v1 KIP-994 and v2 KIP-1152 change only the
 // request), flexible 0+. ThrottleTimeMs, ErrorCode,
 // UnknownStateFilters []string, TransactionStates[]{TransactionalId, ProducerId (int64),
@@ -3512,6 +3615,22 @@ const GOLDEN_APIS: &[GoldenApi] = &[
         name: "UpdateFeatures",
         build: |v| Response::UpdateFeatures(update_features_response(v)),
         walk: walk_update_features,
+    },
+    GoldenApi {
+        api_key: 50,
+        file_stem: "describe_user_scram_credentials",
+        name: "DescribeUserScramCredentials",
+        build: |v| {
+            Response::DescribeUserScramCredentials(describe_user_scram_credentials_response(v))
+        },
+        walk: walk_describe_user_scram_credentials,
+    },
+    GoldenApi {
+        api_key: 51,
+        file_stem: "alter_user_scram_credentials",
+        name: "AlterUserScramCredentials",
+        build: |v| Response::AlterUserScramCredentials(alter_user_scram_credentials_response(v)),
+        walk: walk_alter_user_scram_credentials,
     },
 ];
 
@@ -3874,6 +3993,16 @@ fn golden_list_transactions_responses() {
 #[test]
 fn golden_update_features_responses() {
     run_golden(golden_api(57));
+}
+
+#[test]
+fn golden_describe_user_scram_credentials_responses() {
+    run_golden(golden_api(50));
+}
+
+#[test]
+fn golden_alter_user_scram_credentials_responses() {
+    run_golden(golden_api(51));
 }
 
 #[test]
@@ -6271,11 +6400,76 @@ fn requests_describe_producers() {
 }
 
 #[test]
+fn requests_describe_user_scram_credentials() {
+    use describe_user_scram_credentials_request::UserName;
+    // `kafka-configs --describe --entity-type users --entity-name alice`: one user.
+    let mut e = Enc::request(50, 0, CID, Some("adminclient-1"), true);
+    e.narr(Some(1));
+    e.str("alice");
+    e.tags();
+    e.tags();
+    let expect = DescribeUserScramCredentialsRequest::default()
+        .with_users(Some(vec![UserName::default().with_name(s("alice"))]));
+    check_request(
+        e.finish(),
+        Some("adminclient-1"),
+        0,
+        Request::DescribeUserScramCredentials(expect),
+    );
+    // Every user: a null array (what `Admin.describeUserScramCredentials()` sends).
+    let mut e = Enc::request(50, 0, CID, Some("adminclient-1"), true);
+    e.narr(None);
+    e.tags();
+    let expect = DescribeUserScramCredentialsRequest::default().with_users(None);
+    check_request(
+        e.finish(),
+        Some("adminclient-1"),
+        0,
+        Request::DescribeUserScramCredentials(expect),
+    );
+}
+
+#[test]
+fn requests_alter_user_scram_credentials() {
+    use alter_user_scram_credentials_request::*;
+    // One deletion (bob, SHA-512) and one upsertion (alice, SHA-256, 8192 iterations).
+    let mut e = Enc::request(51, 0, CID, Some("adminclient-1"), true);
+    e.arr(1);
+    e.str("bob");
+    e.i8(2);
+    e.tags();
+    e.arr(1);
+    e.str("alice");
+    e.i8(1);
+    e.i32(8192);
+    e.bytes(b"salt");
+    e.bytes(&[7u8; 32]);
+    e.tags();
+    e.tags();
+    let expect = AlterUserScramCredentialsRequest::default()
+        .with_deletions(vec![ScramCredentialDeletion::default()
+            .with_name(s("bob"))
+            .with_mechanism(2)])
+        .with_upsertions(vec![ScramCredentialUpsertion::default()
+            .with_name(s("alice"))
+            .with_mechanism(1)
+            .with_iterations(8192)
+            .with_salt(bytes::Bytes::from_static(b"salt"))
+            .with_salted_password(bytes::Bytes::from(vec![7u8; 32]))]);
+    check_request(
+        e.finish(),
+        Some("adminclient-1"),
+        0,
+        Request::AlterUserScramCredentials(expect),
+    );
+}
+
+#[test]
 fn request_golden_cases_cover_every_served_api() {
     // The request tests above exist for exactly these keys; a new served key needs its own.
     let covered = [
         0i16, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 19, 20, 21, 22, 24, 25, 26, 28, 32,
-        33, 37, 42, 44, 47, 57, 60, 61, 65, 66, 68, 69,
+        33, 37, 42, 44, 47, 50, 51, 57, 60, 61, 65, 66, 68, 69,
     ];
     for r in SERVED {
         assert!(

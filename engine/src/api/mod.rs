@@ -15,7 +15,9 @@
 //! go to the shard of the transactional id's `__transaction_state` partition; the broker APIs (`api_versions.rs`, `metadata.rs`, `create_topics.rs`,
 //! `delete_topics.rs`, `create_partitions.rs`, `find_coordinator.rs`, `describe_configs.rs`,
 //! `alter_configs.rs`, `incremental_alter_configs.rs`, `describe_cluster.rs`)
-//! answer from the shared state, and `update_features.rs` changes its feature levels.
+//! answer from the shared state, `update_features.rs` changes its feature levels, and
+//! `describe_user_scram_credentials.rs` / `alter_user_scram_credentials.rs` read and change the
+//! SCRAM credentials (`crate::scram_store`).
 
 use crate::runtime::shard::Caller;
 use crate::runtime::shard::{Handled, Shard};
@@ -28,6 +30,7 @@ mod common;
 mod add_offsets_to_txn;
 mod add_partitions_to_txn;
 mod alter_configs;
+mod alter_user_scram_credentials;
 mod api_versions;
 mod consumer_group_describe;
 mod consumer_group_heartbeat;
@@ -41,6 +44,7 @@ mod describe_configs;
 mod describe_groups;
 mod describe_producers;
 mod describe_transactions;
+mod describe_user_scram_credentials;
 mod end_txn;
 mod fetch;
 mod find_coordinator;
@@ -88,6 +92,9 @@ pub fn handle(shard: &Rc<Shard>, caller: &Rc<Caller>, v: i16, request: Request) 
         Request::DescribeCluster(r) => {
             done(Response::DescribeCluster(describe_cluster::handle(b, r, v)))
         }
+        Request::DescribeUserScramCredentials(r) => done(Response::DescribeUserScramCredentials(
+            describe_user_scram_credentials::handle(b, r, v),
+        )),
         Request::OffsetCommit(r) => {
             let (shard, caller) = (shard.clone(), caller.clone());
             Handled::Waiting(Box::pin(async move {
@@ -171,6 +178,9 @@ async fn dispatch(
         Request::ListTransactions(r) => {
             Response::ListTransactions(list_transactions::handle(shard, r, v).await)
         }
+        Request::AlterUserScramCredentials(r) => Response::AlterUserScramCredentials(
+            alter_user_scram_credentials::handle(shard, r, v).await,
+        ),
         Request::Metadata(r) => Response::Metadata(metadata::handle(b, r, v).await),
         Request::CreateTopics(r) => Response::CreateTopics(create_topics::handle(b, r, v).await),
         Request::DeleteTopics(r) => {
