@@ -4,6 +4,7 @@
 # benchmarks compare Ringleader against it; Kafka's own tools run from the same classpath.
 #
 #   scripts/kafka-ref.sh start [--dir DIR] [--port P] [--set key=value]... [--feature name=level]...
+#                              [--listener NAME:PROTOCOL]...
 #                                                prints the bootstrap address
 #   scripts/kafka-ref.sh start --dir DIR --keep-data   restart on DIR's data and server.properties (same ports)
 #   scripts/kafka-ref.sh stop [--dir DIR]
@@ -19,6 +20,12 @@
 # `start` wipes DIR/data and formats it; `--keep-data` instead starts the broker again on what a previous
 # run left (after `stop`, a clean shutdown), with that run's server.properties, and keeps its log as
 # broker-prev.log.
+#
+# `--listener NAME:PROTOCOL` (e.g. SASL_SSL:SASL_SSL) adds a listener on a free loopback port next to PLAINTEXT
+# (which stays the bootstrap address printed, and the inter-broker listener): it goes into listeners,
+# advertised.listeners and listener.security.protocol.map, and DIR/listeners gets a line NAME=127.0.0.1:PORT.
+# The listener's own settings (ssl.*, sasl.enabled.mechanisms, listener.name.<name>.<mechanism>.sasl.jaas.config)
+# come with --set. The security tests run the reference broker this way.
 #
 # JVM settings: the broker runs with -Xms256m -Xmx768m and Kafka's own GC flags from bin/kafka-run-class.sh
 # (G1, MaxGCPauseMillis=20, InitiatingHeapOccupancyPercent=35, ExplicitGCInvokesConcurrent); Kafka's default heap
@@ -95,11 +102,15 @@ parse_dir_args() {
   SETS=()
   FEATURES=()
   KEEP_DATA=0
+  LISTENERS=()
   while [[ $# -gt 0 ]]; do
     case "$1" in
       --dir) DIR="$2"; shift ;;
       --port) PORT="$2"; shift ;;
       --keep-data) KEEP_DATA=1 ;;
+      --listener) [[ "$2" =~ ^[A-Z][A-Z0-9_]*:(PLAINTEXT|SSL|SASL_PLAINTEXT|SASL_SSL)$ ]] \
+                    || die "--listener wants NAME:PROTOCOL (PROTOCOL one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL), got '$2'"
+                  LISTENERS+=("$2"); shift ;;
       --set) [[ "$2" == *=* ]] || die "--set wants key=value, got '$2'"; SETS+=("$2"); shift ;;
       --feature) [[ "$2" == *=* ]] || die "--feature wants name=level, got '$2'"; FEATURES+=(--feature "$2"); shift ;;
       *) die "unknown argument: $1" ;;
@@ -125,8 +136,8 @@ start() {
   local jvm_common=(-Djava.awt.headless=true -Dlog4j2.configurationFile="$LOG4J")
   if [[ $KEEP_DATA -eq 1 ]]; then
     [[ -f "$DIR/server.properties" && -d "$DIR/data" ]] || die "--keep-data: no previous broker in $DIR"
-    [[ -z "$PORT" && ${#SETS[@]} -eq 0 && ${#FEATURES[@]} -eq 0 ]] \
-      || die "--keep-data keeps the previous server.properties and features: no --port/--set/--feature"
+    [[ -z "$PORT" && ${#SETS[@]} -eq 0 && ${#FEATURES[@]} -eq 0 && ${#LISTENERS[@]} -eq 0 ]] \
+      || die "--keep-data keeps the previous server.properties and features: no --port/--set/--feature/--listener"
     PORT=$(sed -n 's|^listeners=PLAINTEXT://127.0.0.1:\([0-9]*\),.*|\1|p' "$DIR/server.properties")
     [[ -n "$PORT" ]] || die "--keep-data: no PLAINTEXT listener in $DIR/server.properties"
     [[ -f "$DIR/broker.log" ]] && mv "$DIR/broker.log" "$DIR/broker-prev.log"
@@ -138,16 +149,27 @@ start() {
   local cport
   cport=$(free_port)
   while [[ "$cport" == "$PORT" ]]; do cport=$(free_port); done
-  rm -rf "$DIR/data" "$DIR/broker.log" "$DIR/port"
+  rm -rf "$DIR/data" "$DIR/broker.log" "$DIR/port" "$DIR/listeners"
+  # Extra listeners: each on a free port distinct from the others.
+  local extra_l="" extra_a="" extra_m="" spec lport used=" $PORT $cport "
+  for spec in "${LISTENERS[@]+"${LISTENERS[@]}"}"; do
+    lport=$(free_port)
+    while [[ "$used" == *" $lport "* ]]; do lport=$(free_port); done
+    used+="$lport "
+    extra_l+=",${spec%%:*}://127.0.0.1:$lport"
+    extra_a+=",${spec%%:*}://127.0.0.1:$lport"
+    extra_m+=",$spec"
+    echo "${spec%%:*}=127.0.0.1:$lport" >> "$DIR/listeners"
+  done
   {
     echo "process.roles=broker,controller"
     echo "node.id=1"
     echo "controller.quorum.voters=1@127.0.0.1:$cport"
-    echo "listeners=PLAINTEXT://127.0.0.1:$PORT,CONTROLLER://127.0.0.1:$cport"
-    echo "advertised.listeners=PLAINTEXT://127.0.0.1:$PORT"
+    echo "listeners=PLAINTEXT://127.0.0.1:$PORT,CONTROLLER://127.0.0.1:$cport$extra_l"
+    echo "advertised.listeners=PLAINTEXT://127.0.0.1:$PORT$extra_a"
     echo "controller.listener.names=CONTROLLER"
     echo "inter.broker.listener.name=PLAINTEXT"
-    echo "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT"
+    echo "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT$extra_m"
     echo "log.dirs=$DIR/data"
     echo "num.partitions=1"
     echo "offsets.topic.replication.factor=1"
@@ -224,6 +246,6 @@ case "$cmd" in
   stop) stop "$@" ;;
   tool) [[ $# -gt 0 ]] || die "tool wants a name"; run_tool "$@" ;;
   classpath) classpath ;;
-  -h|--help|"") sed -n '2,20p' "$0" ;;
+  -h|--help|"") sed -n '2,27p' "$0" ;;
   *) die "unknown command '$cmd' (start, stop, tool, classpath)" ;;
 esac

@@ -73,6 +73,11 @@ if ! command -v kcat >/dev/null 2>&1; then
 fi
 command -v kcat >/dev/null 2>&1 && echo "kcat: $(command -v kcat)"
 
+# The security tests (test_security.py, SecurityTest, AclDiffTest) make their certificates with openssl at
+# test time (scripts/gen-test-certs.sh); without it they would fail, so say so here.
+command -v openssl >/dev/null 2>&1 || { echo "openssl not found: the security tests make their certificates with it" >&2; exit 1; }
+echo "openssl: $(openssl version)"
+
 for tool in java mvn go; do
   command -v "$tool" >/dev/null 2>&1 || { echo "$tool not found: the Java, Go and reference-broker tests need it" >&2; exit 1; }
 done

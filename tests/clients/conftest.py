@@ -3,7 +3,8 @@
 `broker`          a running `ringleader serve` on a free 127.0.0.1 port with a fresh data dir
                   (.bootstrap, .port, .data_dir, .restart(), .stop(), .alive(), .log_tail()).
 `start_broker`    factory: start_broker("auto.create.topics.enable=false", ...) starts another
-                  broker with extra `--set key=value` arguments.
+                  broker with extra `--set key=value` arguments; listeners=["SASL_SSL", ...] adds
+                  listeners of those names on free ports (broker.listener("SASL_SSL") -> host:port).
 `kafka_ref`       the reference broker, Apache Kafka 4.4.0 (scripts/kafka-ref.sh): one per pytest session
                   (per xdist worker), started on first use with group.initial.rebalance.delay.ms=0 in a
                   directory under the session's basetemp and stopped at session end (a watchdog stops it
@@ -35,10 +36,10 @@ def start_broker(request, tmp_path):
     brokers: list[Broker] = []
     request.node.stash[_BROKERS_KEY] = brokers
 
-    def _start(*sets: str, extra_args: list[str] | None = None) -> Broker:
+    def _start(*sets: str, extra_args: list[str] | None = None, listeners: list[str] | None = None) -> Broker:
         n = len(brokers)
         b = Broker(data_dir=tmp_path / f"data{n}", log_path=tmp_path / f"ringleader{n}.log",
-                   sets=list(sets), extra_args=extra_args)
+                   sets=list(sets), extra_args=extra_args, listeners=listeners)
         brokers.append(b)
         b.start()
         return b

@@ -51,6 +51,21 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def make_test_certs(dir: Path) -> Path:
+    """The security tests' CA, server and client certificates (scripts/gen-test-certs.sh), made in `dir` at
+    test time; returns `dir`."""
+    subprocess.run(["bash", str(REPO / "scripts" / "gen-test-certs.sh"), str(dir)], check=True, timeout=60,
+                   stdin=subprocess.DEVNULL, capture_output=True)
+    return Path(dir)
+
+
+def security_sets(certs: Path) -> list[str]:
+    """The key=value settings both brokers get in the security tests (scripts/security-config.sh)."""
+    out = subprocess.run(["bash", str(REPO / "scripts" / "security-config.sh"), str(certs)], check=True,
+                         timeout=30, stdin=subprocess.DEVNULL, capture_output=True, text=True).stdout
+    return [ln for ln in out.splitlines() if ln.strip()]
+
+
 def _die_with_parent() -> None:
     """preexec_fn: SIGKILL the broker if the test process dies (PR_SET_PDEATHSIG)."""
     try:
@@ -74,7 +89,8 @@ class Broker:
     """One `ringleader serve` process (restartable on the same port and data dir)."""
 
     def __init__(self, data_dir: Path, log_path: Path, sets: list[str] | None = None,
-                 extra_args: list[str] | None = None, port: int | None = None):
+                 extra_args: list[str] | None = None, port: int | None = None,
+                 listeners: list[str] | None = None):
         self.binary = binary_path()
         self.port_chosen = port is None  # by free_port(): another may be picked if it is taken
         self.port = port or free_port()
@@ -84,6 +100,14 @@ class Broker:
         self.log_path = Path(log_path)
         self.sets = list(sets or [])
         self.extra_args = list(extra_args or [])
+        # Extra listeners (names such as SASL_SSL, each its own security protocol by Kafka's default
+        # listener.security.protocol.map) on free ports next to the PLAINTEXT one: name -> port.
+        self.listeners: dict[str, int] = {}
+        for name in listeners or []:
+            port_l = free_port()
+            while port_l == self.port or port_l in self.listeners.values():
+                port_l = free_port()
+            self.listeners[name] = port_l
         self.proc: subprocess.Popen | None = None
         self.starts = 0
         self.exit_codes: list[int] = []
@@ -91,9 +115,17 @@ class Broker:
     # ----------------------------------------------------------------- lifecycle
     def argv(self) -> list[str]:
         argv = [str(self.binary), "serve", "--listen", self.bootstrap, "--data-dir", str(self.data_dir)]
+        if self.listeners:
+            # --listen replaces the PLAINTEXT listener's address; the others come from `listeners`.
+            argv += ["--set", "listeners=" + ",".join(
+                [f"PLAINTEXT://{self.bootstrap}"] + [f"{n}://{self.host}:{p}" for n, p in self.listeners.items()])]
         for kv in self.sets:
             argv += ["--set", kv]
         return argv + self.extra_args
+
+    def listener(self, name: str) -> str:
+        """host:port of the extra listener `name` (e.g. SASL_SSL)."""
+        return f"{self.host}:{self.listeners[name]}"
 
     def start(self) -> "Broker":
         # A port free_port() found free can be taken before the broker binds it (another xdist

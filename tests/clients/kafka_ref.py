@@ -66,9 +66,12 @@ def java_available() -> bool:
 class RefKafka:
     """One Apache Kafka 4.4.0 KRaft node started by scripts/kafka-ref.sh in `dir`."""
 
-    def __init__(self, dir: Path, sets: list[str] | None = None):
+    def __init__(self, dir: Path, sets: list[str] | None = None, listeners: list[str] | None = None):
         self.dir = Path(dir)
         self.sets = list(sets or [])
+        # extra listeners by name (`kafka-ref.sh start --listener NAME:NAME`), name -> port once started
+        self.listener_names = list(listeners or [])
+        self.listeners: dict[str, int] = {}
         self.bootstrap: str | None = None
         self.watchdog: subprocess.Popen | None = None
 
@@ -89,6 +92,8 @@ class RefKafka:
         argv = ["bash", str(SCRIPT), "start", "--dir", str(self.dir)]
         for kv in self.sets:
             argv += ["--set", kv]
+        for name in self.listener_names:
+            argv += ["--listener", f"{name}:{name}"]
         try:
             # the start script dies with the test process (the watchdog then stops what it started)
             proc = subprocess.run(argv, capture_output=True, text=True, timeout=START_TIMEOUT_S,
@@ -103,7 +108,15 @@ class RefKafka:
             raise RefKafkaError(f"kafka-ref.sh start failed (exit {proc.returncode})\nstdout:\n{proc.stdout}\n"
                                 f"stderr:\n{proc.stderr}\n--- broker log ---\n{self.log_tail()}")
         self.bootstrap = lines[-1]
+        if self.listener_names:
+            for ln in (self.dir / "listeners").read_text().splitlines():
+                name, addr = ln.split("=", 1)
+                self.listeners[name] = int(addr.rsplit(":", 1)[1])
         return self
+
+    def listener(self, name: str) -> str:
+        """127.0.0.1:port of the extra listener `name`."""
+        return f"127.0.0.1:{self.listeners[name]}"
 
     def pid(self) -> int | None:
         try:

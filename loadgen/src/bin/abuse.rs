@@ -12,6 +12,22 @@
 //!   vanish     `--rate` classic members/s joining a group of 3 and closing their socket while
 //!              their JoinGroup is parked in the rebalance (no LeaveGroup)
 //!
+//! Authentication modes (issue 18), `--bootstrap` being a SASL_PLAINTEXT listener for the sasl-*
+//! modes and an SSL (or SASL_SSL) listener for the tls-* modes:
+//!   sasl-wrong-password  `--rate` connections/s: SaslHandshake v1 PLAIN, then SaslAuthenticate v1
+//!                        with a wrong password; the broker must answer SASL_AUTHENTICATION_FAILED
+//!                        (58) and close
+//!   sasl-garbage         `--rate` connections/s: SaslHandshake v1 SCRAM-SHA-256, then a
+//!                        SaslAuthenticate whose token is random bytes (not a client-first message)
+//!   sasl-pre-garbage     `--rate` connections/s: a frame of random bytes before any SaslHandshake
+//!   sasl-unauthenticated `--rate` connections/s: a Metadata request before authenticating (Kafka's
+//!                        SaslServerAuthenticator closes without answering)
+//!   tls-stall            hold `--connections` TCP connections to the TLS port that never send a
+//!                        byte of the handshake
+//!   tls-half-hello       hold `--connections` connections that send half of a TLS ClientHello
+//!                        record, then nothing
+//!   tls-garbage          `--rate` connections/s sending 512 random bytes instead of a ClientHello
+//!
 //! Counts: connections opened, refused or failed to open, closed by the broker, round trips
 //! answered. The broker surviving and the population's p99 are what the campaign reports.
 
@@ -40,6 +56,13 @@ enum Mode {
     Garbage,
     Connect,
     Vanish,
+    SaslWrongPassword,
+    SaslGarbage,
+    SaslPreGarbage,
+    SaslUnauthenticated,
+    TlsStall,
+    TlsHalfHello,
+    TlsGarbage,
 }
 
 #[derive(Parser, Debug)]
@@ -49,7 +72,7 @@ struct Args {
     mode: Mode,
     #[arg(long, default_value = "127.0.0.1:9092")]
     bootstrap: SocketAddr,
-    /// Connections held (idle, slowloris).
+    /// Connections held (idle, slowloris, tls-stall, tls-half-hello).
     #[arg(long, default_value_t = 10_000)]
     connections: usize,
     /// New connections (or members) per second (oversize, garbage, connect, vanish).
@@ -77,16 +100,24 @@ fn main() -> anyhow::Result<()> {
     let counts = Arc::new(Counts::default());
     let until = Instant::now() + Duration::from_secs(args.duration);
     match args.mode {
-        Mode::Idle | Mode::Slowloris => hold(&args, &counts, until),
-        Mode::Oversize | Mode::Garbage | Mode::Connect | Mode::Vanish => {
-            paced(&args, &counts, until)
+        Mode::Idle | Mode::Slowloris | Mode::TlsStall | Mode::TlsHalfHello => {
+            hold(&args, &counts, until)
         }
+        Mode::Oversize
+        | Mode::Garbage
+        | Mode::Connect
+        | Mode::Vanish
+        | Mode::SaslWrongPassword
+        | Mode::SaslGarbage
+        | Mode::SaslPreGarbage
+        | Mode::SaslUnauthenticated
+        | Mode::TlsGarbage => paced(&args, &counts, until),
     }
     let c = &counts;
     println!(
         "{}",
         serde_json::json!({
-            "mode": format!("{:?}", args.mode).to_lowercase(),
+            "mode": args.mode.to_possible_value().map(|v| v.get_name().to_string()),
             "duration_s": args.duration,
             "opened": c.opened.load(Ordering::Relaxed),
             "open_failed": c.open_failed.load(Ordering::Relaxed),
@@ -121,6 +152,9 @@ fn hold(args: &Args, counts: &Counts, until: Instant) {
                 let mut s = s;
                 if matches!(args.mode, Mode::Slowloris) {
                     let _ = s.write_all(&65_536i32.to_be_bytes());
+                }
+                if matches!(args.mode, Mode::TlsHalfHello) {
+                    let _ = s.write_all(&half_client_hello());
                 }
                 counts.opened.fetch_add(1, Ordering::Relaxed);
                 socks.push(Some(s));
@@ -239,8 +273,149 @@ fn one(mode: Mode, addr: SocketAddr, counts: &Counts, rng: &mut fastrand::Rng, n
                 }
             }
         }
-        Mode::Idle | Mode::Slowloris => unreachable!("held modes"),
+        Mode::SaslWrongPassword | Mode::SaslGarbage => {
+            let mechanism = if matches!(mode, Mode::SaslWrongPassword) {
+                "PLAIN"
+            } else {
+                "SCRAM-SHA-256"
+            };
+            // SaslHandshake v1: mechanism STRING
+            let mut body = Vec::new();
+            put_str(&mut body, mechanism);
+            let Some((_, err)) = raw_round_trip(&mut s, 17, 1, 1, &body) else {
+                return;
+            };
+            if err != 0 {
+                return; // mechanism not enabled: counted as neither
+            }
+            let token: Vec<u8> = if matches!(mode, Mode::SaslWrongPassword) {
+                b"\0alice\0not-the-password".to_vec()
+            } else {
+                (0..64).map(|_| rng.u8(..)).collect()
+            };
+            // SaslAuthenticate v1 (not flexible): auth_bytes BYTES
+            let mut body = Vec::new();
+            body.extend_from_slice(&(token.len() as i32).to_be_bytes());
+            body.extend_from_slice(&token);
+            if let Some((_, err)) = raw_round_trip(&mut s, 36, 1, 2, &body) {
+                if err == 58 {
+                    counts.answered.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            expect_close(&mut s);
+        }
+        Mode::SaslPreGarbage | Mode::TlsGarbage => {
+            let mut junk: Vec<u8> = (0..512).map(|_| rng.u8(..)).collect();
+            if matches!(mode, Mode::SaslPreGarbage) {
+                junk[..4].copy_from_slice(&508i32.to_be_bytes());
+            }
+            let _ = s.write_all(&junk);
+            // A TLS server may answer with an alert before it closes: read past it.
+            if closed_within(&mut s, Duration::from_secs(2)) {
+                counts.closed_by_broker.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        Mode::SaslUnauthenticated => {
+            // Metadata v12 (flexible) with no topics, before any SaslHandshake.
+            let body = [0x01u8, 0x00, 0x00]; // topics: empty compact array; allow_auto_topic_creation; tags
+            let _ = raw_send(&mut s, 3, 12, 1, &body, true);
+            expect_close(&mut s);
+        }
+        Mode::Idle | Mode::Slowloris | Mode::TlsStall | Mode::TlsHalfHello => {
+            unreachable!("held modes")
+        }
     }
+}
+
+/// Whether the broker closes `s` within `limit` (EOF or a reset), reading and discarding anything
+/// it sends first; a read timeout is not a close.
+fn closed_within(s: &mut TcpStream, limit: Duration) -> bool {
+    let until = Instant::now() + limit;
+    let mut b = [0u8; 512];
+    while let Some(left) = until.checked_duration_since(Instant::now()) {
+        let _ = s.set_read_timeout(Some(left.max(Duration::from_millis(1))));
+        match s.read(&mut b) {
+            Ok(0) => return true,
+            Ok(_) => continue,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                return false
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => return true,
+        }
+    }
+    false
+}
+
+/// The first 100 bytes of a 517-byte TLS 1.2 record carrying a ClientHello: record header
+/// (handshake, TLS 1.0 legacy version, length 512), handshake header (ClientHello, length 508),
+/// client version TLS 1.2, 32 random bytes, and the start of the session id. The broker waits for
+/// the rest of the record, which never comes.
+fn half_client_hello() -> Vec<u8> {
+    let mut v = vec![0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc, 0x03, 0x03];
+    v.extend((0..32).map(|i| i as u8));
+    v.push(32); // session id length
+    v.resize(100, 0x5a);
+    v
+}
+
+fn put_str(buf: &mut Vec<u8>, s: &str) {
+    buf.extend_from_slice(&(s.len() as i16).to_be_bytes());
+    buf.extend_from_slice(s.as_bytes());
+}
+
+/// Sends one request built by hand (header v1, or v2 with empty tagged fields when `flexible`):
+/// the SASL requests are written raw so the abuse client does not depend on the broker's own
+/// codec knowing them.
+fn raw_send(
+    s: &mut TcpStream,
+    api_key: i16,
+    version: i16,
+    cid: i32,
+    body: &[u8],
+    flexible: bool,
+) -> Option<()> {
+    let mut frame = Vec::with_capacity(body.len() + 32);
+    frame.extend_from_slice(&[0, 0, 0, 0]);
+    frame.extend_from_slice(&api_key.to_be_bytes());
+    frame.extend_from_slice(&version.to_be_bytes());
+    frame.extend_from_slice(&cid.to_be_bytes());
+    put_str(&mut frame, "abuse");
+    if flexible {
+        frame.push(0);
+    }
+    frame.extend_from_slice(body);
+    let n = (frame.len() - 4) as i32;
+    frame[..4].copy_from_slice(&n.to_be_bytes());
+    s.write_all(&frame).ok()
+}
+
+/// A non-flexible request and its response: (correlation id, the leading int16 error code).
+fn raw_round_trip(
+    s: &mut TcpStream,
+    api_key: i16,
+    version: i16,
+    cid: i32,
+    body: &[u8],
+) -> Option<(i32, i16)> {
+    raw_send(s, api_key, version, cid, body, false)?;
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len).ok()?;
+    let n = i32::from_be_bytes(len);
+    if !(6..=(1 << 20)).contains(&n) {
+        return None;
+    }
+    let mut resp = vec![0u8; n as usize];
+    s.read_exact(&mut resp).ok()?;
+    Some((
+        i32::from_be_bytes([resp[0], resp[1], resp[2], resp[3]]),
+        i16::from_be_bytes([resp[4], resp[5]]),
+    ))
 }
 
 fn send(s: &mut TcpStream, version: i16, req: Request, cid: i32) -> Option<()> {

@@ -13,6 +13,11 @@ public interface Broker extends AutoCloseable {
     /** The directory that holds the `__consumer_offsets-<p>` partition directories. */
     Path logDir();
 
+    /** host:port of the extra listener `name` (e.g. SASL_SSL), for brokers started with extra listeners. */
+    default String listener(String name) {
+        throw new IllegalStateException(kind() + " was started without extra listeners (asked for " + name + ")");
+    }
+
     /** Stop the process (SIGTERM, bounded wait). */
     @Override
     void close();

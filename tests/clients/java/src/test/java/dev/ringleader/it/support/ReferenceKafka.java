@@ -18,6 +18,7 @@ public final class ReferenceKafka implements Broker {
 
     private final Path dir;
     private final String bootstrap;
+    private final java.util.Map<String, String> listeners = new java.util.HashMap<>();
 
     private ReferenceKafka(Path dir, String bootstrap) {
         this.dir = dir;
@@ -44,8 +45,20 @@ public final class ReferenceKafka implements Broker {
      * defaults, with each `key=value` of `sets` in its server.properties.
      */
     public static ReferenceKafka start(String name, List<String> features, String... sets) {
+        return start(name, features, List.of(), sets);
+    }
+
+    /**
+     * As {@link #start(String, List, String...)}, with an extra listener for each name of `listeners` (named as its
+     * security protocol, e.g. SASL_SSL) on a free port: `kafka-ref.sh start --listener NAME:NAME`.
+     */
+    public static ReferenceKafka start(String name, List<String> features, List<String> listeners, String... sets) {
         Path dir = Repo.scratch("kafka-" + name);
         List<String> argv = new ArrayList<>(List.of(Repo.kafkaRefScript().toString(), "start", "--dir", dir.toString()));
+        for (String l : listeners) {
+            argv.add("--listener");
+            argv.add(l + ":" + l);
+        }
         for (String kv : sets) {
             argv.add("--set");
             argv.add(kv);
@@ -60,7 +73,27 @@ public final class ReferenceKafka implements Broker {
         if (!bootstrap.startsWith("127.0.0.1:")) {
             throw new IllegalStateException("kafka-ref.sh start printed no address:\n" + out);
         }
-        return new ReferenceKafka(dir, bootstrap);
+        ReferenceKafka k = new ReferenceKafka(dir, bootstrap);
+        if (!listeners.isEmpty()) {
+            try {
+                for (String line : java.nio.file.Files.readAllLines(dir.resolve("listeners"))) {
+                    int eq = line.indexOf('=');
+                    k.listeners.put(line.substring(0, eq), line.substring(eq + 1));
+                }
+            } catch (IOException e) {
+                throw new UncheckedIOException(e);
+            }
+        }
+        return k;
+    }
+
+    @Override
+    public String listener(String name) {
+        String a = listeners.get(name);
+        if (a == null) {
+            return Broker.super.listener(name);
+        }
+        return a;
     }
 
     /** Runs `scripts/kafka-ref.sh tool NAME args...` and returns its stdout (stderr is appended on failure). */

@@ -17,6 +17,8 @@ public final class RingleaderBroker implements Broker {
     private final Path log;
     private final int port;
     private final List<String> sets;
+    /** Extra listeners (named as their security protocol) and their ports, kept across restarts. */
+    private final java.util.LinkedHashMap<String, Integer> listeners = new java.util.LinkedHashMap<>();
     private Process process;
 
     private RingleaderBroker(String name, List<String> sets) {
@@ -25,6 +27,33 @@ public final class RingleaderBroker implements Broker {
         this.log = dir.resolve("ringleader.log");
         this.port = Repo.freePort();
         this.sets = List.copyOf(sets);
+    }
+
+    /**
+     * A broker with an extra listener for each name of `listeners` (SSL, SASL_SSL, SASL_PLAINTEXT: each its own
+     * security protocol under Kafka's default listener.security.protocol.map) on a free port, next to PLAINTEXT
+     * on {@link #bootstrap()}.
+     */
+    public static RingleaderBroker startWithListeners(String name, List<String> listeners, String... sets) {
+        RingleaderBroker b = new RingleaderBroker(name, List.of(sets));
+        for (String l : listeners) {
+            int p = Repo.freePort();
+            while (p == b.port || b.listeners.containsValue(p)) {
+                p = Repo.freePort();
+            }
+            b.listeners.put(l, p);
+        }
+        b.launch();
+        return b;
+    }
+
+    @Override
+    public String listener(String name) {
+        Integer p = listeners.get(name);
+        if (p == null) {
+            return Broker.super.listener(name);
+        }
+        return "127.0.0.1:" + p;
     }
 
     /** Starts a broker; each `key=value` is passed as `--set key=value`. */
@@ -37,6 +66,13 @@ public final class RingleaderBroker implements Broker {
     private void launch() {
         List<String> argv = new ArrayList<>(List.of(Repo.binary().toString(), "serve",
                 "--listen", "127.0.0.1:" + port, "--data-dir", dataDir.toString()));
+        if (!listeners.isEmpty()) {
+            // --listen replaces the PLAINTEXT listener's address; the others come from `listeners`.
+            StringBuilder ls = new StringBuilder("listeners=PLAINTEXT://127.0.0.1:" + port);
+            listeners.forEach((n, p) -> ls.append(',').append(n).append("://127.0.0.1:").append(p));
+            argv.add("--set");
+            argv.add(ls.toString());
+        }
         for (String kv : sets) {
             argv.add("--set");
             argv.add(kv);
