@@ -950,6 +950,8 @@ config_keys! {
         "SASL mechanisms a SASL listener offers: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER. Kafka's default, GSSAPI, is not supported, so a SASL listener needs this key.";
     "sasl.server.max.receive.size" => sasl_server_max_receive_size: i32 = 524_288, at_least(1),
         "Largest request accepted on a SASL listener before the connection is authenticated.";
+    "connection.failed.authentication.delay.ms" => connection_failed_authentication_delay_ms: i32 = 100, at_least(0),
+        "KIP-306: the answer to a failed SASL authentication is held back this long before it is written and the connection closed (slows password guessing). Must be less than connections.max.idle.ms, as Kafka requires.";
     "connections.max.reauth.ms" => connections_max_reauth_ms: i64 = 0, at_least(0),
         "KIP-368: when positive, a SASL session lasts at most this long (or the credential's lifetime, if shorter); the client must re-authenticate before then or the connection is closed. 0: sessions do not expire.";
 
@@ -1424,7 +1426,15 @@ impl Config {
         }
 
         use Rel::{Le, Lt};
-        let rules: [(&str, Rel, &str); 11] = [
+        let rules: [(&str, Rel, &str); 12] = [
+            // Kafka's KafkaConfig: "connection.failed.authentication.delay.ms=... should always be
+            // less than connections.max.idle.ms=... to prevent failed authentication responses
+            // from timing out" (server/src/main/java/org/apache/kafka/server/config/...).
+            (
+                "connection.failed.authentication.delay.ms",
+                Lt,
+                "connections.max.idle.ms",
+            ),
             (
                 "group.consumer.min.assignment.interval.ms",
                 Le,

@@ -60,6 +60,9 @@ pub struct SaslSettings {
     pub reauth_ms: i64,
     /// `sasl.server.max.receive.size`: the largest request before authentication.
     pub max_receive_size: usize,
+    /// `connection.failed.authentication.delay.ms` (KIP-306): how long the answer to a failed
+    /// authentication is held back before it is written and the connection closed.
+    pub failed_auth_delay: std::time::Duration,
 }
 
 /// One listener being served.
@@ -238,6 +241,9 @@ fn sasl_settings(config: &Config, name: &str) -> Result<SaslSettings, String> {
         config: sasl,
         reauth_ms,
         max_receive_size,
+        failed_auth_delay: std::time::Duration::from_millis(
+            config.connection_failed_authentication_delay_ms as u64,
+        ),
     })
 }
 

@@ -49,7 +49,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use wire::{api_versions, decode_request_ref, encode_response, Request, RequestHeader, Response};
 
 const JOIN_GROUP: i16 = kafka_protocol::messages::ApiKey::JoinGroup as i16;
@@ -855,7 +855,16 @@ fn sasl_step(
                 conn.push_done(Some(out), bytes);
                 Gate::Answered
             }
-            Ok((SaslStep::Failure(_), _)) | Err(_) => Gate::Close,
+            Ok((SaslStep::Failure(_), _)) | Err(_) => {
+                // No header to carry an error in: the close is the answer, held back as
+                // Kafka holds it (KIP-306).
+                let delay = sasl.settings.failed_auth_delay;
+                if !delay.is_zero() {
+                    conn.begin(0); // taken with the delay's slot
+                    push_delayed(conn, delay, None, 0);
+                }
+                Gate::Close
+            }
         };
     }
     if let SaslPhase::BadMechanism(msg) = &sasl.phase {
@@ -995,7 +1004,23 @@ fn sasl_step(
                     true
                 }
             };
-            if !respond(
+            if close {
+                // KIP-306: the failure's answer is held back connection.failed.authentication
+                // .delay.ms, then written, then the connection closes (Kafka's
+                // `Selector.maybeDelayCloseOnAuthenticationFailure` and
+                // `SaslServerAuthenticator.handleAuthenticationFailure`).
+                let mut out = BytesMut::new();
+                if let Err(e) = encode_response(
+                    correlation_id,
+                    version,
+                    &Response::SaslAuthenticate(resp),
+                    &mut out,
+                ) {
+                    tracing::error!(error = %e, "could not encode a SASL response; closing");
+                    return Gate::Close;
+                }
+                push_delayed(conn, sasl.settings.failed_auth_delay, Some(out), bytes);
+            } else if !respond(
                 conn,
                 correlation_id,
                 version,
@@ -1099,6 +1124,22 @@ fn log_auth_failure(ctx: &ReaderCtx, message: &str) {
 }
 
 /// Encode `resp` and queue it behind everything before it. `false`: it could not be encoded.
+/// Queue `frame` (the answer to a request of `bytes`; `None`: no answer) to be written `delay`
+/// from now, behind everything before it. Nothing read after it is served: the caller closes.
+fn push_delayed(conn: &Conn, delay: Duration, frame: Option<BytesMut>, bytes: usize) {
+    if delay.is_zero() {
+        conn.push_done(frame, bytes);
+        return;
+    }
+    let task = glommio::spawn_local(async move {
+        glommio::timer::sleep(delay).await;
+        frame.map_or(Outcome::Nothing, Outcome::Frame)
+    });
+    conn.queue
+        .borrow_mut()
+        .push_back(Slot::Waiting(task, bytes));
+}
+
 fn respond(conn: &Conn, correlation_id: i32, version: i16, resp: Response, bytes: usize) -> bool {
     let mut out = BytesMut::new();
     if let Err(e) = encode_response(correlation_id, version, &resp, &mut out) {
