@@ -1019,7 +1019,16 @@ fn sasl_step(
                     tracing::error!(error = %e, "could not encode a SASL response; closing");
                     return Gate::Close;
                 }
-                push_delayed(conn, sasl.settings.failed_auth_delay, Some(out), bytes);
+                let delay = sasl.settings.failed_auth_delay;
+                push_delayed(conn, delay, Some(out), bytes);
+                // And the close as long again after it: written back to back, the answer and
+                // the end of the stream reach the client in one read, and kafka-python drops
+                // data that arrives with EOF (it then never sees the error). Kafka closes on a
+                // later poll of its selector, which in practice leaves the same gap.
+                if !delay.is_zero() {
+                    conn.begin(0); // taken with the linger's slot
+                    push_delayed(conn, delay * 2, None, 0);
+                }
             } else if !respond(
                 conn,
                 correlation_id,
