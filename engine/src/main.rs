@@ -71,6 +71,8 @@ enum Command {
     /// Add, delete and list users' SCRAM credentials over the Kafka protocol (like
     /// kafka-configs.sh --entity-type users).
     Users(tools::users::UsersArgs),
+    /// Add, remove and list ACLs over the Kafka protocol (like kafka-acls.sh).
+    Acls(tools::acls::AclsArgs),
     /// Print or verify `__consumer_offsets` segment files (like kafka-dump-log.sh --offsets-decoder).
     DumpLog(tools::dump_log::DumpLogArgs),
 }
@@ -132,6 +134,10 @@ fn main() -> ExitCode {
         }
         Command::Users(args) => {
             let code = tools::users::run(&args, &mut std::io::stdout().lock());
+            ExitCode::from(code.clamp(0, 255) as u8)
+        }
+        Command::Acls(args) => {
+            let code = tools::acls::run(&args, &mut std::io::stdout().lock());
             ExitCode::from(code.clamp(0, 255) as u8)
         }
         Command::DumpLog(args) => {

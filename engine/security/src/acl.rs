@@ -43,6 +43,42 @@ macro_rules! code_enum {
                 match t.as_str() { $($text => $name::$variant,)* _ => $name::Unknown }
             }
 
+            /// Kafka's `SecurityUtils` lookup, as `kafka-acls.sh --operation` parses: the
+            /// PascalCase name (`ClusterAction`) in any case, without underscores
+            /// (`CLUSTERACTION`); `Unknown` for anything else (`cluster_action` too).
+            pub fn from_tool_name(text: &str) -> Self {
+                Self::ALL_VALUES
+                    .iter()
+                    .copied()
+                    .find(|v| {
+                        let n = v.name();
+                        n.len() - n.matches('_').count() == text.len()
+                            && n.bytes()
+                                .filter(|b| *b != b'_')
+                                .zip(text.bytes())
+                                .all(|(a, b)| a.eq_ignore_ascii_case(&b))
+                    })
+                    .unwrap_or($name::Unknown)
+            }
+
+            /// The PascalCase name Kafka's tools show (`SecurityUtils.operationName`):
+            /// `ClusterAction`.
+            pub fn tool_name(self) -> String {
+                let mut out = String::new();
+                let mut upper = true;
+                for c in self.name().chars() {
+                    if c == '_' {
+                        upper = true;
+                    } else if upper {
+                        out.push(c.to_ascii_uppercase());
+                        upper = false;
+                    } else {
+                        out.push(c.to_ascii_lowercase());
+                    }
+                }
+                out
+            }
+
             /// The name Kafka prints (`TOPIC`, `LITERAL`, `READ`, `ALLOW`).
             pub fn name(self) -> &'static str {
                 match self { $($name::$variant => $text),* }

@@ -386,3 +386,26 @@ fn the_file_round_trips_and_corruption_is_named() {
     body.extend_from_slice(&crc.to_be_bytes());
     assert!(matches!(decode(&body), Err(AclFileError::Truncated(_))));
 }
+
+#[test]
+fn tool_names_parse_as_kafka_security_utils() {
+    // `SecurityUtils.operation`: PascalCase, or any case without underscores.
+    for (text, op) in [
+        ("Read", AclOperation::Read),
+        ("ClusterAction", AclOperation::ClusterAction),
+        ("CLUSTERACTION", AclOperation::ClusterAction),
+        ("clusteraction", AclOperation::ClusterAction),
+        ("IdempotentWrite", AclOperation::IdempotentWrite),
+        ("All", AclOperation::All),
+        ("cluster_action", AclOperation::Unknown),
+        ("Reads", AclOperation::Unknown),
+        ("", AclOperation::Unknown),
+    ] {
+        assert_eq!(AclOperation::from_tool_name(text), op, "{text}");
+    }
+    assert_eq!(AclOperation::DescribeConfigs.tool_name(), "DescribeConfigs");
+    assert_eq!(ResourceType::TransactionalId.tool_name(), "TransactionalId");
+    for op in AclOperation::ALL_VALUES {
+        assert_eq!(AclOperation::from_tool_name(&op.tool_name()), *op);
+    }
+}
