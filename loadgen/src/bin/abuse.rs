@@ -357,7 +357,9 @@ fn closed_within(s: &mut TcpStream, limit: Duration) -> bool {
 /// client version TLS 1.2, 32 random bytes, and the start of the session id. The broker waits for
 /// the rest of the record, which never comes.
 fn half_client_hello() -> Vec<u8> {
-    let mut v = vec![0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc, 0x03, 0x03];
+    let mut v = vec![
+        0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc, 0x03, 0x03,
+    ];
     v.extend((0..32).map(|i| i as u8));
     v.push(32); // session id length
     v.resize(100, 0x5a);
