@@ -9,7 +9,7 @@
 #   scripts/kafka-ref.sh start --dir DIR --keep-data   restart on DIR's data and server.properties (same ports)
 #   scripts/kafka-ref.sh stop [--dir DIR]
 #   scripts/kafka-ref.sh tool NAME [args...]     NAME: consumer-groups, dump-log, storage, topics, configs,
-#                                                transactions
+#                                                transactions, acls
 #   scripts/kafka-ref.sh classpath               resolves the jars (once) and prints the classpath
 #
 # DIR (default target/kafka-ref) holds server.properties, data/, broker.log, pid and port; several brokers run
@@ -83,7 +83,8 @@ main_class() {
     topics) echo org.apache.kafka.tools.TopicCommand ;;
     configs) echo org.apache.kafka.tools.ConfigCommand ;;
     transactions) echo org.apache.kafka.tools.TransactionsCommand ;;
-    *) die "unknown tool '$1' (consumer-groups, dump-log, storage, topics, configs, transactions)" ;;
+    acls) echo org.apache.kafka.tools.AclCommand ;;
+    *) die "unknown tool '$1' (consumer-groups, dump-log, storage, topics, configs, transactions, acls)" ;;
   esac
 }
 
