@@ -14,8 +14,8 @@
 //! log a secret (a password, a SCRAM proof, a token). The broker (`engine`) owns the listeners,
 //! the connection state and the durable files; this crate owns the rules and the formats.
 
-pub mod jaas;
 pub mod acl;
+pub mod jaas;
 pub mod principal;
 pub mod sasl;
 pub mod scram_store;
