@@ -293,3 +293,252 @@ fn acls_are_enforced_survive_a_restart_and_super_users_override_them() {
         vec!["g1".to_string(), "g2".to_string(), "g4".to_string()]
     );
 }
+
+const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: i16 = 53;
+/// Every operation a topic supports (`AclEntry.supportedOperations(TOPIC)`), as a bit field.
+const ALL_TOPIC_OPS: i32 = 3576;
+
+/// Metadata for `names` (`None`: every topic), auto-creation allowed; (name, error code, topic
+/// authorized operations) per topic, and the cluster authorized operations.
+fn metadata(
+    c: &mut Client,
+    version: i16,
+    names: Option<&[&str]>,
+) -> (Vec<(String, i16, i32)>, i32) {
+    let topics = names.map(|ns| {
+        ns.iter()
+            .map(|n| {
+                metadata_request::MetadataRequestTopic::default().with_name(Some(TopicName(s(n))))
+            })
+            .collect()
+    });
+    let req = MetadataRequest::default()
+        .with_topics(topics)
+        .with_allow_auto_topic_creation(true)
+        .with_include_topic_authorized_operations(true)
+        .with_include_cluster_authorized_operations(version <= 10);
+    let Response::Metadata(r) = c.call(version, Request::Metadata(req)) else {
+        panic!()
+    };
+    let mut t: Vec<(String, i16, i32)> = r
+        .topics
+        .iter()
+        .map(|t| {
+            let name = t.name.as_ref().map(|n| n.to_string()).unwrap_or_default();
+            (name, t.error_code, t.topic_authorized_operations)
+        })
+        .collect();
+    t.sort();
+    (t, r.cluster_authorized_operations)
+}
+
+fn create_topics(c: &mut Client, name: &str) -> create_topics_response::CreatableTopicResult {
+    let req = CreateTopicsRequest::default()
+        .with_timeout_ms(5_000)
+        .with_topics(vec![create_topics_request::CreatableTopic::default()
+            .with_name(TopicName(s(name)))
+            .with_num_partitions(1)
+            .with_replication_factor(1)]);
+    let Response::CreateTopics(r) = c.call(7, Request::CreateTopics(req)) else {
+        panic!()
+    };
+    r.topics.into_iter().next().unwrap()
+}
+
+/// DescribeConfigs of one resource: (error code, number of configs).
+fn describe_configs(c: &mut Client, resource_type: i8, name: &str) -> (i16, usize) {
+    let req = DescribeConfigsRequest::default().with_resources(vec![
+        describe_configs_request::DescribeConfigsResource::default()
+            .with_resource_type(resource_type)
+            .with_resource_name(s(name))
+            .with_configuration_keys(None),
+    ]);
+    let Response::DescribeConfigs(r) = c.call(4, Request::DescribeConfigs(req)) else {
+        panic!()
+    };
+    (r.results[0].error_code, r.results[0].configs.len())
+}
+
+fn init_producer_id(c: &mut Client, txn: Option<&str>) -> i16 {
+    let req = InitProducerIdRequest::default()
+        .with_transactional_id(txn.map(|t| TransactionalId(s(t))))
+        .with_transaction_timeout_ms(10_000)
+        .with_producer_id(ProducerId(-1))
+        .with_producer_epoch(-1);
+    let Response::InitProducerId(r) = c.call(4, Request::InitProducerId(req)) else {
+        panic!()
+    };
+    r.error_code
+}
+
+fn list_offsets(c: &mut Client, topic: &str) -> i16 {
+    use list_offsets_request::*;
+    let req = ListOffsetsRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_topics(vec![ListOffsetsTopic::default()
+            .with_name(TopicName(s(topic)))
+            .with_partitions(vec![ListOffsetsPartition::default()
+                .with_partition_index(0)
+                .with_current_leader_epoch(-1)
+                .with_timestamp(-1)])]);
+    let Response::ListOffsets(r) = c.call(7, Request::ListOffsets(req)) else {
+        panic!()
+    };
+    r.topics[0].partitions[0].error_code
+}
+
+fn delete_topic(c: &mut Client, topic: &str) -> i16 {
+    let req = DeleteTopicsRequest::default()
+        .with_timeout_ms(5_000)
+        .with_topic_names(vec![TopicName(s(topic))]);
+    let Response::DeleteTopics(r) = c.call(4, Request::DeleteTopics(req)) else {
+        panic!()
+    };
+    r.responses[0].error_code
+}
+
+#[test]
+fn metadata_admin_and_producer_apis_check_acls() {
+    let dir = data_dir("acls-admin");
+    let b = Broker::start(&dir, &[AUTHORIZER, "allow.everyone.if.no.acl.found=true"]);
+    let mut c = Client::connect(b.addr);
+    create_topic(&mut c, "orders", 1);
+    create_topic(&mut c, "secret", 1);
+    // No ACL names anything yet: every operation, the cluster's included.
+    let (topics, cluster_ops) = metadata(&mut c, 10, Some(&["orders"]));
+    assert_eq!(topics, vec![("orders".into(), 0, ALL_TOPIC_OPS)]);
+    // Create, Alter, Describe, ClusterAction, DescribeConfigs, AlterConfigs, IdempotentWrite.
+    assert_eq!(
+        cluster_ops,
+        [5, 7, 8, 9, 10, 11, 12].iter().fold(0, |b, op| b | 1 << op)
+    );
+
+    // Alter on the cluster stays allowed so ACLs can still be created; Create and
+    // DescribeConfigs on it are denied, and with an ACL on the cluster nothing else is allowed
+    // there but the Describe that Alter implies.
+    assert_eq!(acl(&mut c, 4, "kafka-cluster", 7, 3), 0, "allow Alter");
+    assert_eq!(deny(&mut c, 4, "kafka-cluster", 5), 0, "deny Create");
+    assert_eq!(
+        deny(&mut c, 4, "kafka-cluster", 10),
+        0,
+        "deny DescribeConfigs"
+    );
+    assert_eq!(deny(&mut c, 2, "secret", 8), 0, "deny Describe on secret");
+    assert_eq!(
+        acl(&mut c, 2, "auto-x", 8, 3),
+        0,
+        "allow Describe on auto-x"
+    );
+    assert_eq!(deny(&mut c, 2, "auto-x", 5), 0, "deny Create on auto-x");
+
+    // Metadata: all topics leaves secret out; named, it is refused without saying whether it
+    // exists; auto-creation needs Create on the cluster or on the topic.
+    let (all, cluster_ops) = metadata(&mut c, 10, None);
+    let names: Vec<&str> = all.iter().map(|t| t.0.as_str()).collect();
+    assert_eq!(names, vec!["__consumer_offsets", "orders"]);
+    assert_eq!(
+        cluster_ops,
+        1 << 7 | 1 << 8,
+        "Alter, and the Describe it implies"
+    );
+    let (named, _) = metadata(
+        &mut c,
+        12,
+        Some(&["secret", "orders", "auto-x", "auto-y", "nope-hidden"]),
+    );
+    assert_eq!(
+        named,
+        vec![
+            ("auto-x".into(), TOPIC_AUTHORIZATION_FAILED, i32::MIN),
+            ("auto-y".into(), 0, ALL_TOPIC_OPS),
+            ("nope-hidden".into(), 0, ALL_TOPIC_OPS),
+            ("orders".into(), 0, ALL_TOPIC_OPS),
+            ("secret".into(), TOPIC_AUTHORIZATION_FAILED, i32::MIN),
+        ],
+        "auto-y and nope-hidden created through Create on the topic (no ACL names them)"
+    );
+
+    // CreateTopics: Create on the cluster is denied, so Create on the topic decides.
+    let refused = create_topics(&mut c, "auto-x");
+    assert_eq!(refused.error_code, TOPIC_AUTHORIZATION_FAILED);
+    assert_eq!(
+        refused.error_message.as_deref(),
+        Some("Authorization failed.")
+    );
+    let created = create_topics(&mut c, "fresh");
+    assert_eq!(created.error_code, 0);
+    assert_eq!(created.topic_config_error_code, 0);
+    assert!(!created.configs.unwrap_or_default().is_empty());
+    // A topic the caller may create but not DescribeConfigs: created, configs withheld.
+    assert_eq!(
+        deny(&mut c, 2, "fresh2", 10),
+        0,
+        "deny DescribeConfigs on fresh2"
+    );
+    assert_eq!(acl(&mut c, 2, "fresh2", 5, 3), 0, "allow Create on fresh2");
+    let created = create_topics(&mut c, "fresh2");
+    assert_eq!(created.error_code, 0);
+    assert_eq!(created.topic_config_error_code, TOPIC_AUTHORIZATION_FAILED);
+    assert!(created.configs.unwrap_or_default().is_empty());
+    assert_eq!(created.num_partitions, -1);
+
+    // DescribeConfigs: the broker needs DescribeConfigs on the cluster, a topic on the topic.
+    assert_eq!(
+        describe_configs(&mut c, 4, "1"),
+        (CLUSTER_AUTHORIZATION_FAILED, 0)
+    );
+    assert_eq!(
+        describe_configs(&mut c, 2, "secret"),
+        (TOPIC_AUTHORIZATION_FAILED, 0)
+    );
+    let (code, n) = describe_configs(&mut c, 2, "orders");
+    assert_eq!(code, 0);
+    assert!(n > 0);
+
+    // ListOffsets needs Describe, DeleteTopics Delete (secret is named by an ACL: neither).
+    assert_eq!(list_offsets(&mut c, "secret"), TOPIC_AUTHORIZATION_FAILED);
+    assert_eq!(list_offsets(&mut c, "orders"), 0);
+    assert_eq!(delete_topic(&mut c, "secret"), TOPIC_AUTHORIZATION_FAILED);
+
+    // InitProducerId: Write on the transactional id; idempotent, IdempotentWrite on the
+    // cluster or Write on some topic (no ACL names IdempotentWrite: Write on topics decides).
+    assert_eq!(deny(&mut c, 5, "tx1", 4), 0, "deny Write on tx1");
+    assert_eq!(
+        init_producer_id(&mut c, Some("tx1")),
+        TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    );
+    assert_eq!(init_producer_id(&mut c, None), 0);
+    assert_eq!(deny(&mut c, 2, "*", 4), 0, "deny Write on every topic");
+    assert_eq!(init_producer_id(&mut c, None), CLUSTER_AUTHORIZATION_FAILED);
+
+    // The SCRAM credential APIs: Describe / Alter on the cluster. Denying Alter last (it also
+    // guards the ACL APIs).
+    assert_eq!(deny(&mut c, 4, "kafka-cluster", 8), 0, "deny Describe");
+    let (_, cluster_ops) = metadata(&mut c, 10, Some(&["orders"]));
+    assert_eq!(cluster_ops, 0, "no Describe on the cluster");
+    let describe = || DescribeUserScramCredentialsRequest::default().with_users(None);
+    let Response::DescribeUserScramCredentials(r) =
+        c.call(0, Request::DescribeUserScramCredentials(describe()))
+    else {
+        panic!()
+    };
+    assert_eq!(r.error_code, CLUSTER_AUTHORIZATION_FAILED);
+    assert!(r.results.is_empty());
+    assert_eq!(deny(&mut c, 4, "kafka-cluster", 7), 0, "deny Alter");
+    let alter = AlterUserScramCredentialsRequest::default().with_upsertions(vec![
+        alter_user_scram_credentials_request::ScramCredentialUpsertion::default()
+            .with_name(s("bob"))
+            .with_mechanism(1)
+            .with_iterations(8192)
+            .with_salt(bytes::Bytes::from_static(b"salt"))
+            .with_salted_password(bytes::Bytes::from(vec![1u8; 32])),
+    ]);
+    let Response::AlterUserScramCredentials(r) =
+        c.call(0, Request::AlterUserScramCredentials(alter))
+    else {
+        panic!()
+    };
+    assert_eq!(r.results.len(), 1);
+    assert_eq!(r.results[0].user.as_str(), "bob");
+    assert_eq!(r.results[0].error_code, CLUSTER_AUTHORIZATION_FAILED);
+}

@@ -591,6 +591,75 @@ impl Authorizer {
             .fold(0i32, |bits, op| bits | (1 << op.code()))
     }
 
+    /// May `who` do `op` on at least one resource of `resource_type`? Kafka's default
+    /// `Authorizer.authorizeByResourceType` (clients/src/main/java/org/apache/kafka/server/
+    /// authorizer/Authorizer.java), which StandardAuthorizer inherits: a check on a hard-coded
+    /// name first (super users, allow.everyone.if.no.acl.found), then any ALLOW for the exact
+    /// operation (or ALL) on this type that no DENY dominates (a literal deny of the same name,
+    /// a prefixed deny of a prefix of it, a literal wildcard deny).
+    pub fn authorize_by_resource_type(
+        &self,
+        who: &Principal,
+        host: &str,
+        op: AclOperation,
+        resource_type: ResourceType,
+    ) -> bool {
+        if self.authorize(who, host, op, resource_type, "hardcode") {
+            return true;
+        }
+        let mut deny_literal: Vec<&str> = Vec::new();
+        let mut deny_prefixed: Vec<&str> = Vec::new();
+        let mut allow: Vec<(PatternType, &str)> = Vec::new();
+        let mut wildcard_allow = false;
+        for b in &self.bindings {
+            if b.pattern.resource_type != resource_type {
+                continue;
+            }
+            let e = &b.entry;
+            if e.host != host && e.host != WILDCARD {
+                continue;
+            }
+            let (t, n) = e.principal.split_once(':').unwrap_or((&e.principal, ""));
+            let own = t == who.principal_type && n == who.name;
+            if !own && e.principal != "User:*" {
+                continue;
+            }
+            if e.operation != op && e.operation != AclOperation::All {
+                continue;
+            }
+            let name = b.pattern.name.as_str();
+            match (e.permission, b.pattern.pattern_type) {
+                (AclPermissionType::Deny, PatternType::Literal) => {
+                    if name == WILDCARD {
+                        return false;
+                    }
+                    deny_literal.push(name);
+                }
+                (AclPermissionType::Deny, PatternType::Prefixed) => deny_prefixed.push(name),
+                (AclPermissionType::Allow, PatternType::Literal) if name == WILDCARD => {
+                    wildcard_allow = true
+                }
+                (AclPermissionType::Allow, pt @ (PatternType::Literal | PatternType::Prefixed)) => {
+                    allow.push((pt, name))
+                }
+                _ => {}
+            }
+        }
+        if wildcard_allow {
+            return true;
+        }
+        allow.iter().any(|(pt, name)| {
+            if *pt == PatternType::Literal && deny_literal.contains(name) {
+                return false;
+            }
+            // A prefixed DENY on any leading part of the name dominates it.
+            !name
+                .char_indices()
+                .map(|(i, c)| &name[..i + c.len_utf8()])
+                .any(|p| deny_prefixed.contains(&p))
+        })
+    }
+
     /// The ACLs a DescribeAcls filter selects.
     pub fn describe(&self, filter: &AclBindingFilter) -> Vec<AclBinding> {
         self.bindings

@@ -163,8 +163,14 @@ fn resulting_topic_configs(
 }
 
 /// Check and apply every change; one outcome per change, in request order.
+///
+/// With an authorizer: AlterConfigs on the cluster (broker, broker-logger resources), the topic
+/// or the group, else CLUSTER_ / TOPIC_ / GROUP_AUTHORIZATION_FAILED with no message
+/// (`KafkaApis.configsAuthorizationApiError`), checked after the duplicate check. An outcome's
+/// empty message stands for none.
 pub(super) async fn apply(
     broker: &Arc<Broker>,
+    caller: &crate::runtime::shard::Caller,
     changes: Vec<Change>,
     validate_only: bool,
 ) -> Vec<Outcome> {
@@ -174,6 +180,19 @@ pub(super) async fn apply(
     }
     let mut out = Vec::with_capacity(changes.len());
     for c in &changes {
+        let twice = named[&(c.resource_type, c.name.clone())] > 1;
+        if !twice {
+            if let Some(e) = super::describe_configs::config_refusal(
+                broker,
+                caller,
+                super::auth::Op::AlterConfigs,
+                c.resource_type,
+                &c.name,
+            ) {
+                out.push(Err((e, String::new())));
+                continue;
+            }
+        }
         out.push(
             apply_one(
                 broker,
@@ -301,6 +320,7 @@ async fn apply_group(broker: &Arc<Broker>, c: &Change, validate_only: bool) -> O
 /// AlterConfigs v0–v2: each resource's configs become exactly the ones given.
 pub(super) async fn handle(
     broker: &Arc<Broker>,
+    caller: &crate::runtime::shard::Caller,
     req: AlterConfigsRequest,
     _version: i16,
 ) -> AlterConfigsResponse {
@@ -324,7 +344,7 @@ pub(super) async fn handle(
             replace: true,
         })
         .collect();
-    let outcomes = apply(broker, changes, req.validate_only).await;
+    let outcomes = apply(broker, caller, changes, req.validate_only).await;
     let mut resp = AlterConfigsResponse::default();
     for (r, o) in req.resources.iter().zip(outcomes) {
         let mut x = alter_configs_response::AlterConfigsResourceResponse::default()
@@ -333,7 +353,7 @@ pub(super) async fn handle(
             .with_error_message(None);
         if let Err((e, msg)) = o {
             x.error_code = e.code();
-            x.error_message = Some(s(msg));
+            x.error_message = (!msg.is_empty()).then(|| s(msg));
         }
         resp.responses.push(x);
     }

@@ -141,12 +141,34 @@ fn plan(
 
 pub(super) async fn handle(
     shard: &Rc<Shard>,
+    caller: &crate::runtime::shard::Caller,
     req: AlterUserScramCredentialsRequest,
     _version: i16,
 ) -> AlterUserScramCredentialsResponse {
-    // ACL: Kafka requires ALTER on the CLUSTER here (`ControllerApis.handleAlterUserScramCredentials`),
-    // answering every user with CLUSTER_AUTHORIZATION_FAILED otherwise.
+    // Kafka requires Alter on the cluster (`ControllerApis.handleAlterUserScramCredentials`),
+    // answering every user named, once each and sorted, with CLUSTER_AUTHORIZATION_FAILED
+    // otherwise (`AlterUserScramCredentialsRequest.getErrorResponse`).
     let broker = &shard.broker;
+    if !super::auth::cluster(broker, caller, super::auth::Op::Alter) {
+        let e = ResponseError::ClusterAuthorizationFailed;
+        let users: std::collections::BTreeSet<String> = req
+            .deletions
+            .iter()
+            .map(|d| d.name.to_string())
+            .chain(req.upsertions.iter().map(|u| u.name.to_string()))
+            .collect();
+        return AlterUserScramCredentialsResponse::default().with_results(
+            users
+                .into_iter()
+                .map(|user| {
+                    AlterUserScramCredentialsResult::default()
+                        .with_user(s(user))
+                        .with_error_code(code(e))
+                        .with_error_message(Some(s(e.to_string())))
+                })
+                .collect(),
+        );
+    }
     let (deletions, upserts, errors) = plan(&req, &broker.scram.snapshot());
     let changes: Vec<ScramChange> = deletions
         .values()

@@ -62,3 +62,16 @@ pub(crate) fn operations(
         ),
     }
 }
+
+/// May the caller do `op` on some resource of type `rt`? (`AuthHelper.authorizeByResourceType`.)
+pub(crate) fn by_type(b: &Broker, caller: &Caller, op: AclOperation, rt: ResourceType) -> bool {
+    match b.acls.as_deref() {
+        None => true,
+        Some(s) => s.load().authorize_by_resource_type(
+            &caller.principal,
+            crate::acls::host_of(&caller.client_host),
+            op,
+            rt,
+        ),
+    }
+}

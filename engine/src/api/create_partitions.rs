@@ -104,8 +104,12 @@ fn check(
 }
 
 /// CreatePartitions v0–v3 (`validate_only` answers as the change would, and changes nothing).
+///
+/// With an authorizer: Alter on each topic (after the duplicate check), else
+/// TOPIC_AUTHORIZATION_FAILED (Kafka 4.x `ControllerApis.createPartitions`).
 pub(super) async fn handle(
     broker: &Arc<Broker>,
+    caller: &crate::runtime::shard::Caller,
     req: CreatePartitionsRequest,
     _version: i16,
 ) -> CreatePartitionsResponse {
@@ -154,6 +158,14 @@ pub(super) async fn handle(
     let mut changes = Vec::new();
     let mut ok = Vec::new();
     for t in req.topics.iter().filter(|t| seen[t.name.0.as_str()] == 1) {
+        use super::auth::{self, Op, Rt};
+        if !auth::allowed(broker, caller, Op::Alter, Rt::Topic, &t.name.0) {
+            resp.results.push(result(
+                &t.name,
+                Some((ResponseError::TopicAuthorizationFailed, None)),
+            ));
+            continue;
+        }
         let current = snap.get(t.name.0.as_str()).map(|topic| topic.partitions);
         match check(broker, t, current) {
             Some(e) => resp.results.push(result(&t.name, Some(e))),

@@ -2,6 +2,7 @@
 //! (partitions, replication factor, topic configs), then write the topic registry on a blocking
 //! thread.
 
+use super::auth::{self, Op, Rt};
 use super::common::{code, s};
 use super::describe_configs::{SOURCE_DEFAULT_CONFIG, SOURCE_TOPIC_CONFIG, TOPIC_CONFIG_DEFAULTS};
 use crate::broker::Broker;
@@ -94,8 +95,15 @@ pub(super) async fn create_topic(
 }
 
 /// CreateTopics v2–v7 for a single broker: replication factor 1 only.
+///
+/// With an authorizer (Kafka 4.x `ControllerApis.createTopics`): Create on the cluster, else on
+/// each topic, or TOPIC_AUTHORIZATION_FAILED "Authorization failed."; a created topic's configs
+/// (and partition count, replication factor) are returned only with DescribeConfigs on it, else
+/// `topic_config_error_code` is TOPIC_AUTHORIZATION_FAILED
+/// (`ReplicationControlManager.createTopic`, `authorizedToReturnConfigs`).
 pub(super) async fn handle(
     broker: &Arc<Broker>,
+    caller: &crate::runtime::shard::Caller,
     req: CreateTopicsRequest,
     version: i16,
 ) -> CreateTopicsResponse {
@@ -134,6 +142,7 @@ pub(super) async fn handle(
         *counts.entry(t.name.0.to_string()).or_default() += 1;
     }
     let mut reported_dup = std::collections::HashSet::new();
+    let cluster_create = auth::cluster(broker, caller, Op::Create);
     for t in req.topics {
         let name = t.name.0.to_string();
         let mut result = CreatableTopicResult::default()
@@ -154,6 +163,14 @@ pub(super) async fn handle(
                     format!("Duplicate topic name: {name}"),
                 ));
             }
+            continue;
+        }
+        if !cluster_create && !auth::allowed(broker, caller, Op::Create, Rt::Topic, &name) {
+            resp.topics.push(fail(
+                result,
+                ResponseError::TopicAuthorizationFailed,
+                "Authorization failed.".into(),
+            ));
             continue;
         }
         let partitions = if t.num_partitions == -1 && t.assignments.is_empty() {
@@ -281,11 +298,16 @@ pub(super) async fn handle(
                 if !req.validate_only {
                     tracing::info!(topic = %topic.name, partitions = topic.partitions, id = %topic.id, "created topic");
                 }
-                result.num_partitions = topic.partitions;
-                result.replication_factor = 1;
                 if version >= 7 {
                     result.topic_id = topic.id;
                 }
+                if !auth::allowed(broker, caller, Op::DescribeConfigs, Rt::Topic, &name) {
+                    result.topic_config_error_code = ResponseError::TopicAuthorizationFailed.code();
+                    resp.topics.push(result);
+                    continue;
+                }
+                result.num_partitions = topic.partitions;
+                result.replication_factor = 1;
                 if version >= 5 {
                     result.configs = Some(
                         broker

@@ -1039,7 +1039,7 @@ fn describe_producers_errors_follow_kafka() {
         ("__consumer_offsets", &[0]),
     ]);
     let mut asked = Vec::new();
-    let resp = describe_producers_with(&tb.broker, &req, |t, p| {
+    let resp = describe_producers_with(&tb.broker, &req, &|_| false, |t, p| {
         asked.push((t.name.clone(), p));
         match p {
             0 => Ok(vec![ProducerState {

@@ -10,8 +10,12 @@ use std::rc::Rc;
 
 /// DeleteRecords v0–v2: move each partition's log start offset (-1 = the high watermark) and
 /// free the segments before it. An offset beyond the high watermark is ResponseError::OffsetOutOfRange.code().
+///
+/// With an authorizer: Delete on each topic, else TOPIC_AUTHORIZATION_FAILED on its partitions
+/// (`KafkaApis.handleDeleteRecordsRequest`).
 pub(super) async fn handle(
     shard: &Rc<Shard>,
+    caller: &crate::runtime::shard::Caller,
     req: DeleteRecordsRequest,
     _version: i16,
 ) -> DeleteRecordsResponse {
@@ -24,8 +28,16 @@ pub(super) async fn handle(
     let mut calls = Vec::new();
     for (ti, t) in req.topics.iter().enumerate() {
         let topic = snap.get(t.name.0.as_str());
+        let refused = !super::auth::allowed(
+            &shard.broker,
+            caller,
+            super::auth::Op::Delete,
+            super::auth::Rt::Topic,
+            &t.name.0,
+        );
         for p in &t.partitions {
             let early = match has_partition(topic, p.partition_index) {
+                _ if refused => Err(code(ResponseError::TopicAuthorizationFailed)),
                 None => Err(code(ResponseError::UnknownTopicOrPartition)),
                 Some(t) if t.internal => Err(code(ResponseError::PolicyViolation)),
                 Some(t) => {

@@ -21,12 +21,29 @@ async fn delete_topic(broker: &Arc<Broker>, name: String) -> Result<Arc<Topic>, 
 }
 
 /// DeleteTopics v1–v6 (by name; v6 also by id).
+///
+/// With an authorizer (Kafka 4.x `ControllerApis.deleteTopics`): Delete on the cluster allows
+/// every topic; otherwise a topic named without Describe, or without Delete, is
+/// TOPIC_AUTHORIZATION_FAILED before its existence is looked at, and a topic id resolving to a
+/// topic the caller may not Delete is refused too, its name withheld unless it may Describe it.
 async fn delete(
     broker: &Arc<Broker>,
+    caller: &crate::runtime::shard::Caller,
     req: DeleteTopicsRequest,
     version: i16,
 ) -> DeleteTopicsResponse {
+    use super::auth::{self, Op, Rt};
     let mut resp = DeleteTopicsResponse::default();
+    let cluster_delete = auth::cluster(broker, caller, Op::Delete);
+    let may =
+        |op: Op, name: &str| cluster_delete || auth::allowed(broker, caller, op, Rt::Topic, name);
+    let refuse = |mut r: DeletableTopicResult| {
+        r.error_code = code(ResponseError::TopicAuthorizationFailed);
+        if version >= 5 {
+            r.error_message = Some(s(ResponseError::TopicAuthorizationFailed.to_string()));
+        }
+        r
+    };
     let targets: Vec<(Option<String>, Uuid)> = if version >= 6 {
         req.topics
             .into_iter()
@@ -54,6 +71,20 @@ async fn delete(
         };
         r.name = name.clone().map(|n| TopicName(s(n)));
         r.topic_id = id;
+        match (&name, &resolved) {
+            (Some(n), _) if !may(Op::Describe, n) || !may(Op::Delete, n) => {
+                resp.responses.push(refuse(r));
+                continue;
+            }
+            (None, Ok(t)) if !may(Op::Delete, &t.name) => {
+                if may(Op::Describe, &t.name) {
+                    r.name = Some(TopicName(s(t.name.clone())));
+                }
+                resp.responses.push(refuse(r));
+                continue;
+            }
+            _ => {}
+        }
         let topic = match resolved {
             Ok(t) => t,
             Err(e) => {
@@ -97,11 +128,12 @@ async fn delete(
 /// then free their directories.
 pub(super) async fn handle(
     shard: &Rc<Shard>,
+    caller: &crate::runtime::shard::Caller,
     req: DeleteTopicsRequest,
     version: i16,
 ) -> DeleteTopicsResponse {
     let b = &shard.broker;
-    let resp = delete(b, req, version).await;
+    let resp = delete(b, caller, req, version).await;
     for s in 0..shard.router.shards() {
         // A shard that cannot answer (stalled, stopping) keeps the topic's open logs until its
         // next retention pass closes them; the registry no longer lists the topic either way.

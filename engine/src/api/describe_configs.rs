@@ -53,12 +53,93 @@ pub(crate) const RESOURCE_GROUP: i8 = 32;
 pub(crate) const SOURCE_GROUP_CONFIG: i8 = 8;
 
 /// DescribeConfigs v1–v4 for the broker resource (our config, Kafka names) and topics.
+///
+/// With an authorizer (`ConfigHelper.handleDescribeConfigsRequest`,
+/// core/src/main/scala/kafka/server/ConfigHelper.scala): DescribeConfigs on the cluster (broker,
+/// broker-logger resources), the topic or the group; the refused resources answer
+/// CLUSTER_ / TOPIC_ / GROUP_AUTHORIZATION_FAILED with no configs, after the others.
 pub(super) fn handle(
     broker: &Broker,
-    req: DescribeConfigsRequest,
+    caller: &crate::runtime::shard::Caller,
+    mut req: DescribeConfigsRequest,
     version: i16,
 ) -> DescribeConfigsResponse {
     let mut resp = DescribeConfigsResponse::default();
+    let mut refused = Vec::new();
+    if super::auth::on(broker) {
+        let (ok, no): (Vec<_>, Vec<_>) =
+            std::mem::take(&mut req.resources)
+                .into_iter()
+                .partition(|r| {
+                    config_refusal(
+                        broker,
+                        caller,
+                        super::auth::Op::DescribeConfigs,
+                        r.resource_type,
+                        &r.resource_name,
+                    )
+                    .is_none()
+                });
+        req.resources = ok;
+        for r in no {
+            let e = config_refusal(
+                broker,
+                caller,
+                super::auth::Op::DescribeConfigs,
+                r.resource_type,
+                &r.resource_name,
+            )
+            .unwrap_or(ResponseError::UnknownServerError);
+            refused.push(
+                DescribeConfigsResult::default()
+                    .with_resource_type(r.resource_type)
+                    .with_resource_name(r.resource_name)
+                    .with_error_code(code(e))
+                    .with_error_message(Some(s(e.to_string()))),
+            );
+        }
+    }
+    describe(broker, req, version, &mut resp);
+    resp.results.extend(refused);
+    resp
+}
+
+/// Why `op` (DescribeConfigs, AlterConfigs) on a config resource is refused, if it is: the
+/// resource each config resource type is authorized on, and the error for it
+/// (`ConfigHelper.handleDescribeConfigsRequest`, `KafkaApis.configsAuthorizationApiError`).
+/// Unknown resource types are left to the handler's own answer.
+pub(crate) fn config_refusal(
+    broker: &Broker,
+    caller: &crate::runtime::shard::Caller,
+    op: super::auth::Op,
+    resource_type: i8,
+    name: &str,
+) -> Option<ResponseError> {
+    use super::auth::{self, Rt};
+    let (allowed, error) = match resource_type {
+        RESOURCE_BROKER | RESOURCE_BROKER_LOGGER => (
+            auth::cluster(broker, caller, op),
+            ResponseError::ClusterAuthorizationFailed,
+        ),
+        RESOURCE_TOPIC => (
+            auth::allowed(broker, caller, op, Rt::Topic, name),
+            ResponseError::TopicAuthorizationFailed,
+        ),
+        RESOURCE_GROUP => (
+            auth::allowed(broker, caller, op, Rt::Group, name),
+            ResponseError::GroupAuthorizationFailed,
+        ),
+        _ => return None,
+    };
+    (!allowed).then_some(error)
+}
+
+fn describe(
+    broker: &Broker,
+    req: DescribeConfigsRequest,
+    version: i16,
+    resp: &mut DescribeConfigsResponse,
+) {
     for res in req.resources {
         let mut result = DescribeConfigsResult::default()
             .with_resource_type(res.resource_type)
@@ -201,7 +282,6 @@ pub(super) fn handle(
         }
         resp.results.push(result);
     }
-    resp
 }
 
 pub(crate) fn topic_config_type(name: &str) -> i8 {

@@ -81,9 +81,13 @@ fn failed(partition: i32, error: ResponseError, message: Option<&str>) -> Partit
 /// Size: one entry per producer each partition remembers (37 bytes on the wire), the answer Kafka
 /// gives, for the partitions the request names. A log's producers are not expired yet (see
 /// `TopicLog::active_producers`), so that list grows with the producer ids that wrote to it.
+///
+/// `refused`: topics the caller may not Read, answered TOPIC_AUTHORIZATION_FAILED after the name
+/// check and before the existence check (`KafkaApis.handleDescribeProducersRequest`).
 pub fn describe_producers_with(
     broker: &Broker,
     req: &DescribeProducersRequest,
+    refused: &dyn Fn(&str) -> bool,
     mut lookup: impl FnMut(&Arc<Topic>, i32) -> Producers,
 ) -> DescribeProducersResponse {
     let snap = broker.topics.snapshot();
@@ -95,6 +99,10 @@ pub fn describe_producers_with(
             let name = t.name.0.as_str();
             let topic_error = match invalid_topic_reason(name) {
                 Some(reason) => Some((ResponseError::InvalidTopicException, reason)),
+                None if refused(name) => Some((
+                    ResponseError::TopicAuthorizationFailed,
+                    ResponseError::TopicAuthorizationFailed.to_string(),
+                )),
                 None if snap.get(name).is_none() => {
                     Some((unknown_topic, UNKNOWN_TOPIC_MESSAGE.to_string()))
                 }
@@ -135,15 +143,25 @@ pub fn describe_producers_with(
 /// per shard, a partition named twice read once).
 pub(super) async fn handle(
     shard: &Rc<Shard>,
+    caller: &crate::runtime::shard::Caller,
     req: DescribeProducersRequest,
     _version: i16,
 ) -> DescribeProducersResponse {
     let broker = &shard.broker;
+    let refused = |name: &str| {
+        !super::auth::allowed(
+            broker,
+            caller,
+            super::auth::Op::Read,
+            super::auth::Rt::Topic,
+            name,
+        )
+    };
     let shards = shard.router.shards();
     // First pass: which partitions to read, grouped by owning shard.
     let mut by_shard: HashMap<usize, Vec<(Arc<Topic>, i32)>> = HashMap::new();
     let mut seen: std::collections::HashSet<(Uuid, i32)> = std::collections::HashSet::new();
-    describe_producers_with(broker, &req, |t, p| {
+    describe_producers_with(broker, &req, &refused, |t, p| {
         if seen.insert((t.id, p)) {
             by_shard
                 .entry(owner_shard(&t.name, p, shards))
@@ -168,7 +186,7 @@ pub(super) async fn handle(
             found.insert((t.id, p), r);
         }
     }
-    describe_producers_with(broker, &req, |t, p| {
+    describe_producers_with(broker, &req, &refused, |t, p| {
         found
             .get(&(t.id, p))
             .cloned()

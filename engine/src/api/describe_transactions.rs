@@ -3,7 +3,7 @@
 
 use super::calls::call_txn;
 use super::common::{code, s};
-use crate::runtime::shard::Shard;
+use crate::runtime::shard::{Caller, Shard};
 use coordinator::txn::{TxnRequest, TxnResponse};
 use kafka_protocol::messages::describe_transactions_response::{TopicData, TransactionState};
 use kafka_protocol::messages::*;
@@ -11,8 +11,12 @@ use kafka_protocol::ResponseError;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
+/// With an authorizer (`KafkaApis.handleDescribeTransactionsRequest`): Describe on each
+/// transactional id, else TRANSACTIONAL_ID_AUTHORIZATION_FAILED for it; only the topics the
+/// caller may Describe are listed.
 pub(super) async fn handle(
     shard: &Rc<Shard>,
+    caller: &Caller,
     req: DescribeTransactionsRequest,
     _version: i16,
 ) -> DescribeTransactionsResponse {
@@ -24,6 +28,14 @@ pub(super) async fn handle(
             .with_producer_id(ProducerId(-1))
             .with_producer_epoch(-1)
             .with_transaction_start_time_ms(-1);
+        let b = &shard.broker;
+        use super::auth::{self, Op, Rt};
+        if !auth::allowed(b, caller, Op::Describe, Rt::TransactionalId, &id.0) {
+            states.push(
+                base.with_error_code(code(ResponseError::TransactionalIdAuthorizationFailed)),
+            );
+            continue;
+        }
         let call = TxnRequest::Describe {
             transactional_id: id.0.to_string(),
         };
@@ -31,6 +43,9 @@ pub(super) async fn handle(
             Ok(TxnResponse::Describe(Ok(d))) => {
                 let mut topics: BTreeMap<String, Vec<i32>> = BTreeMap::new();
                 for (t, p) in d.partitions {
+                    if !auth::allowed(b, caller, Op::Describe, Rt::Topic, &t) {
+                        continue;
+                    }
                     topics.entry(t).or_default().push(p);
                 }
                 base.with_error_code(0)

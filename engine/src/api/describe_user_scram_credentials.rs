@@ -13,11 +13,19 @@ use kafka_protocol::ResponseError;
 
 pub(super) fn handle(
     b: &Broker,
+    caller: &crate::runtime::shard::Caller,
     req: DescribeUserScramCredentialsRequest,
     _version: i16,
 ) -> DescribeUserScramCredentialsResponse {
-    // ACL: Kafka requires DESCRIBE on the CLUSTER here (`KafkaApis.handleDescribeUserScramCredentialsRequest`),
-    // answering CLUSTER_AUTHORIZATION_FAILED at the top level otherwise.
+    // Kafka requires Describe on the cluster (`KafkaApis.handleDescribeUserScramCredentialsRequest`),
+    // answering CLUSTER_AUTHORIZATION_FAILED at the top level, no results, otherwise
+    // (`DescribeUserScramCredentialsRequest.getErrorResponse`).
+    if !super::auth::cluster(b, caller, super::auth::Op::Describe) {
+        let e = ResponseError::ClusterAuthorizationFailed;
+        return DescribeUserScramCredentialsResponse::default()
+            .with_error_code(code(e))
+            .with_error_message(Some(s(e.to_string())));
+    }
     let set = b.scram.snapshot();
     // user → named more than once; in the request's order (Kafka's HashMap has no order).
     let mut users: IndexMap<String, bool> = IndexMap::new();

@@ -6,16 +6,27 @@
 //! bumps the producer epoch, the markers carry the bumped epoch, and the response names the
 //! producer id and epoch the client continues with.
 
+use super::auth::{self, Op, Rt};
 use super::calls::call_txn;
 use super::common::code;
-use crate::runtime::shard::Shard;
+use crate::runtime::shard::{Caller, Shard};
 use coordinator::txn::{epoch_exhausted, TxnRequest, TxnResponse};
 use kafka_protocol::messages::*;
 use kafka_protocol::ResponseError;
 use std::rc::Rc;
 
-pub(super) async fn handle(shard: &Rc<Shard>, req: EndTxnRequest, version: i16) -> EndTxnResponse {
+/// With an authorizer: Write on the transactional id, else TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+/// (`KafkaApis.handleEndTxnRequest`).
+pub(super) async fn handle(
+    shard: &Rc<Shard>,
+    caller: &Caller,
+    req: EndTxnRequest,
+    version: i16,
+) -> EndTxnResponse {
     let id = req.transactional_id.0.to_string();
+    if !auth::allowed(&shard.broker, caller, Op::Write, Rt::TransactionalId, &id) {
+        return error(code(ResponseError::TransactionalIdAuthorizationFailed));
+    }
     let client_tv = if version >= 5 { 2 } else { 0 };
     // A version 2 end whose epoch is exhausted moves the producer to a new id. The current
     // epoch is the client's on every request that can succeed, so the id is reserved only

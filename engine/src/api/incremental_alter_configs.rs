@@ -11,6 +11,7 @@ use std::sync::Arc;
 /// IncrementalAlterConfigs v0–v1.
 pub(super) async fn handle(
     broker: &Arc<Broker>,
+    caller: &crate::runtime::shard::Caller,
     req: IncrementalAlterConfigsRequest,
     _version: i16,
 ) -> IncrementalAlterConfigsResponse {
@@ -34,7 +35,7 @@ pub(super) async fn handle(
             replace: false,
         })
         .collect();
-    let outcomes = apply(broker, changes, req.validate_only).await;
+    let outcomes = apply(broker, caller, changes, req.validate_only).await;
     let mut resp = IncrementalAlterConfigsResponse::default();
     for (r, o) in req.resources.iter().zip(outcomes) {
         let mut x = incremental_alter_configs_response::AlterConfigsResourceResponse::default()
@@ -43,7 +44,7 @@ pub(super) async fn handle(
             .with_error_message(None);
         if let Err((e, msg)) = o {
             x.error_code = e.code();
-            x.error_message = Some(s(msg));
+            x.error_message = (!msg.is_empty()).then(|| s(msg));
         }
         resp.responses.push(x);
     }

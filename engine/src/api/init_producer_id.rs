@@ -1,9 +1,10 @@
 //! InitProducerId: a new idempotent producer id from the durable id block (`producer_ids`), or,
 //! with a transactional id, the transaction coordinator's answer (`coordinator::txn`).
 
+use super::auth::{self, Op, Rt};
 use super::calls::call_txn;
 use super::common::code;
-use crate::runtime::shard::Shard;
+use crate::runtime::shard::{Caller, Shard};
 use coordinator::txn::{TxnRequest, TxnResponse};
 use kafka_protocol::messages::*;
 use kafka_protocol::ResponseError;
@@ -13,8 +14,13 @@ use std::rc::Rc;
 /// the producer names its id and epoch after a fatal sequence error) the same id with the epoch
 /// bumped (KIP-360). With one: the id's coordinator bumps its epoch, fencing older producers
 /// and aborting their open transaction (`TransactionCoordinator.handleInitProducerId`).
+///
+/// With an authorizer (`KafkaApis.handleInitProducerIdRequest`): Write on the transactional id,
+/// else TRANSACTIONAL_ID_AUTHORIZATION_FAILED; without one, IdempotentWrite on the cluster or
+/// Write on some topic (`authorizeByResourceType`), else CLUSTER_AUTHORIZATION_FAILED.
 pub(super) async fn handle(
     shard: &Rc<Shard>,
+    caller: &Caller,
     req: InitProducerIdRequest,
     version: i16,
 ) -> InitProducerIdResponse {
@@ -22,6 +28,18 @@ pub(super) async fn handle(
         .with_throttle_time_ms(0)
         .with_producer_id(ProducerId(-1))
         .with_producer_epoch(-1);
+    let b = &shard.broker;
+    match &req.transactional_id {
+        Some(id) if !auth::allowed(b, caller, Op::Write, Rt::TransactionalId, &id.0) => {
+            return resp.with_error_code(code(ResponseError::TransactionalIdAuthorizationFailed))
+        }
+        None if !auth::cluster(b, caller, Op::IdempotentWrite)
+            && !auth::by_type(b, caller, Op::Write, Rt::Topic) =>
+        {
+            return resp.with_error_code(code(ResponseError::ClusterAuthorizationFailed))
+        }
+        _ => {}
+    }
     if let Some(id) = &req.transactional_id {
         // Kafka reserves an id only for a new transactional id; one is taken here for every
         // call, because whether it is needed is known only on the coordinator's shard. Ids

@@ -188,11 +188,48 @@ pub fn list_offsets_with(
 }
 
 /// ListOffsets v1–v10: [`list_offsets_with`], each partition's lookup done by its shard.
+///
+/// With an authorizer: Describe on each topic, else TOPIC_AUTHORIZATION_FAILED on its partitions,
+/// answered after the others (`KafkaApis.handleListOffsetRequestV1AndAbove`).
 pub(super) async fn handle(
     shard: &Rc<Shard>,
-    req: ListOffsetsRequest,
+    caller: &crate::runtime::shard::Caller,
+    mut req: ListOffsetsRequest,
     version: i16,
 ) -> ListOffsetsResponse {
+    let broker = &shard.broker;
+    let mut refused = Vec::new();
+    if super::auth::on(broker) {
+        use super::auth::{Op, Rt};
+        let (ok, no): (Vec<_>, Vec<_>) = std::mem::take(&mut req.topics)
+            .into_iter()
+            .partition(|t| super::auth::allowed(broker, caller, Op::Describe, Rt::Topic, &t.name));
+        req.topics = ok;
+        refused = no
+            .into_iter()
+            .map(|t| {
+                ListOffsetsTopicResponse::default()
+                    .with_name(t.name)
+                    .with_partitions(
+                        t.partitions
+                            .iter()
+                            .map(|p| {
+                                no_offset(
+                                    p.partition_index,
+                                    ResponseError::TopicAuthorizationFailed.code(),
+                                )
+                            })
+                            .collect(),
+                    )
+            })
+            .collect();
+    }
+    let mut resp = lookups(shard, req, version).await;
+    resp.topics.extend(refused);
+    resp
+}
+
+async fn lookups(shard: &Rc<Shard>, req: ListOffsetsRequest, version: i16) -> ListOffsetsResponse {
     let broker = &shard.broker;
     let shards = shard.router.shards();
     // `IsolationLevel.READ_COMMITTED`; the field exists from v2 (0 before).

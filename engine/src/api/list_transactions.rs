@@ -21,8 +21,12 @@ const STATES: [TxnState; 8] = [
     TxnState::PrepareEpochFence,
 ];
 
+///
+/// With an authorizer, only the transactional ids the caller may Describe are listed
+/// (`KafkaApis.handleListTransactionsRequest`).
 pub(super) async fn handle(
     shard: &Rc<Shard>,
+    caller: &crate::runtime::shard::Caller,
     req: ListTransactionsRequest,
     version: i16,
 ) -> ListTransactionsResponse {
@@ -89,6 +93,13 @@ pub(super) async fn handle(
                 pattern
                     .as_ref()
                     .is_none_or(|re| re.is_match(&t.transactional_id))
+                    && super::auth::allowed(
+                        &shard.broker,
+                        caller,
+                        super::auth::Op::Describe,
+                        super::auth::Rt::TransactionalId,
+                        &t.transactional_id,
+                    )
             })
             .map(|t| {
                 TransactionState::default()

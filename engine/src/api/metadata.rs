@@ -1,6 +1,7 @@
 //! Metadata: brokers, topics and partitions (this broker leads all), creating unknown topics when
 //! `auto.create.topics.enable` and the request allow it.
 
+use super::auth::{self, Op, Rt};
 use super::common::{
     code, s, AUTHORIZED_OPS_OMITTED, CLUSTER_AUTHORIZED_OPS, TOPIC_AUTHORIZED_OPS,
 };
@@ -87,32 +88,68 @@ impl Broker {
 
 /// Metadata v0–v13. Unknown topics are created when the request allows it (v4+ flag; implied
 /// before v4) and `auto.create.topics.enable` is set, and returned ready to use.
+///
+/// With an authorizer, as `KafkaApis.handleTopicMetadataRequest`
+/// (core/src/main/scala/kafka/server/KafkaApis.scala): Describe on each topic (a named topic
+/// without it is TOPIC_AUTHORIZATION_FAILED, unresolved; an all-topics request leaves it out);
+/// auto-creation needs Create on the cluster or on the topic; the authorized operations are the
+/// caller's (the cluster's only with Describe on it, else 0).
 pub(super) async fn handle(
     broker: &Arc<Broker>,
-    listener: &crate::listeners::Listener,
+    caller: &crate::runtime::shard::Caller,
     req: MetadataRequest,
     version: i16,
 ) -> MetadataResponse {
     let topic_ops = version >= 8 && req.include_topic_authorized_operations;
     let cluster_ops = (8..=10).contains(&version) && req.include_cluster_authorized_operations;
-    let mut resp = metadata_topics(broker, req, version).await;
-    resp.brokers = broker.broker_list(listener);
+    let mut resp = metadata_topics(broker, Some(caller), req, version).await;
+    resp.brokers = broker.broker_list(&caller.listener);
+    let on = auth::on(broker);
     if topic_ops {
+        let failed = ResponseError::TopicAuthorizationFailed.code();
         for t in &mut resp.topics {
-            t.topic_authorized_operations = TOPIC_AUTHORIZED_OPS;
+            if !on {
+                t.topic_authorized_operations = TOPIC_AUTHORIZED_OPS;
+                continue;
+            }
+            // Kafka fills it for the topics it described only: not for unknown topic ids nor
+            // for the ones refused.
+            match &t.name {
+                Some(name) if t.error_code != failed => {
+                    t.topic_authorized_operations =
+                        auth::operations(broker, caller, Rt::Topic, name, TOPIC_AUTHORIZED_OPS)
+                }
+                _ => {}
+            }
         }
     }
     if cluster_ops {
-        resp.cluster_authorized_operations = CLUSTER_AUTHORIZED_OPS;
+        resp.cluster_authorized_operations = if auth::cluster(broker, caller, Op::Describe) {
+            auth::operations(
+                broker,
+                caller,
+                Rt::Cluster,
+                security::acl::CLUSTER_NAME,
+                CLUSTER_AUTHORIZED_OPS,
+            )
+        } else {
+            0
+        };
     }
     resp
 }
 
+/// The topics part of a Metadata response. `caller` is whose Describe and Create are checked
+/// (`None`: nobody's, as without an authorizer).
 pub(crate) async fn metadata_topics(
     broker: &Arc<Broker>,
+    caller: Option<&crate::runtime::shard::Caller>,
     req: MetadataRequest,
     version: i16,
 ) -> MetadataResponse {
+    let may =
+        |op: Op, name: &str| caller.is_none_or(|c| auth::allowed(broker, c, op, Rt::Topic, name));
+    let cluster_create = caller.is_none_or(|c| auth::cluster(broker, c, Op::Create));
     let mut resp = MetadataResponse::default()
         .with_brokers(broker.broker_list(&broker.listeners[0]))
         .with_cluster_id(Some(s(broker.cluster_id.clone())))
@@ -128,6 +165,7 @@ pub(crate) async fn metadata_topics(
     let Some(requested) = requested else {
         resp.topics = snap
             .iter()
+            .filter(|t| may(Op::Describe, &t.name))
             .map(|t| broker.metadata_topic(t, version))
             .collect();
         return resp;
@@ -135,6 +173,10 @@ pub(crate) async fn metadata_topics(
     let allow_create =
         (version < 4 || req.allow_auto_topic_creation) && broker.config.auto_create_topics_enable;
     let mut seen = std::collections::HashSet::new();
+    // Kafka answers the described topics, then those refused Create, then those refused
+    // Describe (unknown topic ids it puts first; here they stay in request order, as always).
+    let mut refused_create = Vec::new();
+    let mut refused_describe = Vec::new();
     for rt in requested {
         // v12+ may name a topic by id alone (name null; some clients send "" instead).
         let name = rt
@@ -146,8 +188,27 @@ pub(crate) async fn metadata_topics(
                 if !seen.insert(name.clone()) {
                     continue;
                 }
+                if !may(Op::Describe, &name) {
+                    // Not even whether it exists is disclosed.
+                    refused_describe.push(Broker::metadata_error(
+                        Some(&name),
+                        Uuid::nil(),
+                        ResponseError::TopicAuthorizationFailed,
+                    ));
+                    continue;
+                }
                 if let Some(t) = snap.get(&name) {
                     resp.topics.push(broker.metadata_topic(t, version));
+                    continue;
+                }
+                if allow_create && !cluster_create && !may(Op::Create, &name) {
+                    let mut e = Broker::metadata_error(
+                        Some(&name),
+                        Uuid::nil(),
+                        ResponseError::TopicAuthorizationFailed,
+                    );
+                    e.is_internal = super::common::is_internal(&name);
+                    refused_create.push(e);
                     continue;
                 }
                 if let Err(_reason) = topics::validate_name(&name) {
@@ -211,6 +272,10 @@ pub(crate) async fn metadata_topics(
             }
             // Lookup by topic id (v12+; earlier versions cannot carry one).
             None => match snap.get_by_id(&rt.topic_id) {
+                // Topic ids are not secret: refused with the id, without the name.
+                Some(t) if version >= 12 && !may(Op::Describe, &t.name) => refused_describe.push(
+                    Broker::metadata_error(None, t.id, ResponseError::TopicAuthorizationFailed),
+                ),
                 Some(t) if version >= 12 => resp.topics.push(broker.metadata_topic(t, version)),
                 _ => resp.topics.push(Broker::metadata_error(
                     None,
@@ -220,5 +285,7 @@ pub(crate) async fn metadata_topics(
             },
         }
     }
+    resp.topics.append(&mut refused_create);
+    resp.topics.append(&mut refused_describe);
     resp
 }

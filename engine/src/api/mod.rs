@@ -92,9 +92,9 @@ pub fn handle(shard: &Rc<Shard>, caller: &Rc<Caller>, v: i16, request: Request) 
         Request::FindCoordinator(r) => done(Response::FindCoordinator(find_coordinator::handle(
             b, caller, r, v,
         ))),
-        Request::DescribeConfigs(r) => {
-            done(Response::DescribeConfigs(describe_configs::handle(b, r, v)))
-        }
+        Request::DescribeConfigs(r) => done(Response::DescribeConfigs(describe_configs::handle(
+            b, caller, r, v,
+        ))),
         Request::SaslHandshake(r) => done(Response::SaslHandshake(sasl_handshake::handle(r))),
         Request::SaslAuthenticate(r) => {
             done(Response::SaslAuthenticate(sasl_authenticate::handle(r)))
@@ -103,7 +103,7 @@ pub fn handle(shard: &Rc<Shard>, caller: &Rc<Caller>, v: i16, request: Request) 
             b, caller, r, v,
         ))),
         Request::DescribeUserScramCredentials(r) => done(Response::DescribeUserScramCredentials(
-            describe_user_scram_credentials::handle(b, r, v),
+            describe_user_scram_credentials::handle(b, caller, r, v),
         )),
         Request::OffsetCommit(r) => {
             let (shard, caller) = (shard.clone(), caller.clone());
@@ -161,50 +161,54 @@ async fn dispatch(
             consumer_group_describe::handle(shard, caller, r, v).await,
         ),
         Request::Produce(r) => Response::Produce(produce::handle(shard, caller, r, v).await),
-        Request::ListOffsets(r) => Response::ListOffsets(list_offsets::handle(shard, r, v).await),
+        Request::ListOffsets(r) => {
+            Response::ListOffsets(list_offsets::handle(shard, caller, r, v).await)
+        }
         Request::Fetch(r) => Response::Fetch(fetch::handle(shard, caller, r, v).await),
         Request::DeleteRecords(r) => {
-            Response::DeleteRecords(delete_records::handle(shard, r, v).await)
+            Response::DeleteRecords(delete_records::handle(shard, caller, r, v).await)
         }
         Request::DescribeProducers(r) => {
-            Response::DescribeProducers(describe_producers::handle(shard, r, v).await)
+            Response::DescribeProducers(describe_producers::handle(shard, caller, r, v).await)
         }
         Request::InitProducerId(r) => {
-            Response::InitProducerId(init_producer_id::handle(shard, r, v).await)
+            Response::InitProducerId(init_producer_id::handle(shard, caller, r, v).await)
         }
         Request::AddPartitionsToTxn(r) => {
-            Response::AddPartitionsToTxn(add_partitions_to_txn::handle(shard, r, v).await)
+            Response::AddPartitionsToTxn(add_partitions_to_txn::handle(shard, caller, r, v).await)
         }
         Request::AddOffsetsToTxn(r) => {
-            Response::AddOffsetsToTxn(add_offsets_to_txn::handle(shard, r, v).await)
+            Response::AddOffsetsToTxn(add_offsets_to_txn::handle(shard, caller, r, v).await)
         }
-        Request::EndTxn(r) => Response::EndTxn(end_txn::handle(shard, r, v).await),
+        Request::EndTxn(r) => Response::EndTxn(end_txn::handle(shard, caller, r, v).await),
         Request::DescribeTransactions(r) => {
-            Response::DescribeTransactions(describe_transactions::handle(shard, r, v).await)
+            Response::DescribeTransactions(describe_transactions::handle(shard, caller, r, v).await)
         }
         Request::UpdateFeatures(r) => {
-            Response::UpdateFeatures(update_features::handle(shard, r, v).await)
+            Response::UpdateFeatures(update_features::handle(shard, caller, r, v).await)
         }
         Request::ListTransactions(r) => {
-            Response::ListTransactions(list_transactions::handle(shard, r, v).await)
+            Response::ListTransactions(list_transactions::handle(shard, caller, r, v).await)
         }
         Request::AlterUserScramCredentials(r) => Response::AlterUserScramCredentials(
-            alter_user_scram_credentials::handle(shard, r, v).await,
+            alter_user_scram_credentials::handle(shard, caller, r, v).await,
         ),
-        Request::Metadata(r) => {
-            Response::Metadata(metadata::handle(b, &caller.listener, r, v).await)
+        Request::Metadata(r) => Response::Metadata(metadata::handle(b, caller, r, v).await),
+        Request::CreateTopics(r) => {
+            Response::CreateTopics(create_topics::handle(b, caller, r, v).await)
         }
-        Request::CreateTopics(r) => Response::CreateTopics(create_topics::handle(b, r, v).await),
         Request::DeleteTopics(r) => {
-            Response::DeleteTopics(delete_topics::handle(shard, r, v).await)
+            Response::DeleteTopics(delete_topics::handle(shard, caller, r, v).await)
         }
         Request::CreatePartitions(r) => {
-            Response::CreatePartitions(create_partitions::handle(b, r, v).await)
+            Response::CreatePartitions(create_partitions::handle(b, caller, r, v).await)
         }
-        Request::AlterConfigs(r) => Response::AlterConfigs(alter_configs::handle(b, r, v).await),
-        Request::IncrementalAlterConfigs(r) => {
-            Response::IncrementalAlterConfigs(incremental_alter_configs::handle(b, r, v).await)
+        Request::AlterConfigs(r) => {
+            Response::AlterConfigs(alter_configs::handle(b, caller, r, v).await)
         }
+        Request::IncrementalAlterConfigs(r) => Response::IncrementalAlterConfigs(
+            incremental_alter_configs::handle(b, caller, r, v).await,
+        ),
         Request::DescribeAcls(r) => Response::DescribeAcls(describe_acls::handle(b, caller, r)?),
         Request::CreateAcls(r) => Response::CreateAcls(create_acls::handle(b, caller, r).await?),
         Request::DeleteAcls(r) => Response::DeleteAcls(delete_acls::handle(b, caller, r).await?),

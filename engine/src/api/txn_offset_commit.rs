@@ -21,6 +21,7 @@
 //! accepts the write only if no marker for the producer came in between
 //! (`coordinator::group::txn::TxnGuard`); otherwise INVALID_TXN_STATE.
 
+use super::auth::{self, Op, Rt};
 use super::calls::{call_group, fail_code};
 use crate::group::{GroupRequest, GroupResponse};
 use crate::runtime::shard::Caller;
@@ -61,6 +62,63 @@ pub(super) async fn handle(
                 .collect(),
         )
     };
+    // Write on the transactional id, Read on the group, then Read on each topic: a refused
+    // topic's partitions answer TOPIC_AUTHORIZATION_FAILED and the rest go on
+    // (`KafkaApis.handleTxnOffsetCommitRequest`).
+    let b = &shard.broker;
+    if !auth::allowed(
+        b,
+        caller,
+        Op::Write,
+        Rt::TransactionalId,
+        &r.transactional_id.0,
+    ) {
+        return fallback(
+            &r.topics,
+            kafka_protocol::ResponseError::TransactionalIdAuthorizationFailed.code(),
+        );
+    }
+    if !auth::allowed(b, caller, Op::Read, Rt::Group, &group) {
+        return fallback(
+            &r.topics,
+            kafka_protocol::ResponseError::GroupAuthorizationFailed.code(),
+        );
+    }
+    let mut r = r;
+    let mut refused = Vec::new();
+    if auth::on(b) {
+        let (ok, no): (Vec<_>, Vec<_>) = std::mem::take(&mut r.topics)
+            .into_iter()
+            .partition(|t| auth::allowed(b, caller, Op::Read, Rt::Topic, &t.name));
+        r.topics = ok;
+        refused = no;
+    }
+    let refused = fallback(
+        &refused,
+        kafka_protocol::ResponseError::TopicAuthorizationFailed.code(),
+    );
+    if r.topics.is_empty() && !refused.topics.is_empty() {
+        return refused;
+    }
+    let mut resp = commit(shard, caller, r, v, &group, &fallback).await;
+    if !refused.topics.is_empty() {
+        resp.topics.extend(refused.topics);
+    }
+    resp
+}
+
+async fn commit(
+    shard: &Rc<Shard>,
+    caller: &Caller,
+    r: TxnOffsetCommitRequest,
+    v: i16,
+    group: &str,
+    fallback: &dyn Fn(
+        &[txn_offset_commit_request::TxnOffsetCommitRequestTopic],
+        i16,
+    ) -> TxnOffsetCommitResponse,
+) -> TxnOffsetCommitResponse {
+    let group = group.to_string();
     let shape = r.topics.clone();
     let offsets_partition = (
         crate::runtime::txn::OFFSETS_TOPIC.to_string(),

@@ -15,12 +15,21 @@ use kafka_protocol::messages::*;
 use kafka_protocol::ResponseError;
 use std::rc::Rc;
 
+/// With an authorizer: Alter on the cluster, else CLUSTER_AUTHORIZATION_FAILED at the top level
+/// (`ControllerApis.handleUpdateFeatures`, `UpdateFeaturesResponse.createWithErrors`).
 pub(super) async fn handle(
     shard: &Rc<Shard>,
+    caller: &crate::runtime::shard::Caller,
     req: UpdateFeaturesRequest,
     version: i16,
 ) -> UpdateFeaturesResponse {
     let broker = &shard.broker;
+    if !super::auth::cluster(broker, caller, super::auth::Op::Alter) {
+        let e = ResponseError::ClusterAuthorizationFailed;
+        return UpdateFeaturesResponse::default()
+            .with_error_code(code(e))
+            .with_error_message(Some(s(e.to_string())));
+    }
     // (feature, level, upgrade type); v0 has AllowDowngrade instead of UpgradeType
     // (`UpdateFeaturesRequest.extractUpdates`).
     let updates: Vec<(String, i16, i8)> = req

@@ -409,3 +409,57 @@ fn tool_names_parse_as_kafka_security_utils() {
         assert_eq!(AclOperation::from_tool_name(&op.tool_name()), *op);
     }
 }
+
+#[test]
+fn authorize_by_resource_type_follows_kafkas_default_authorizer() {
+    let write = |name: &str, pt, perm| acl(Topic, name, pt, "User:alice", Op::Write, perm);
+    let by_type = |bindings: Vec<AclBinding>, allow_if_no_acl| {
+        Authorizer::new(bindings, vec![], allow_if_no_acl).authorize_by_resource_type(
+            &alice(),
+            "10.0.0.1",
+            Op::Write,
+            Topic,
+        )
+    };
+    // No ACL at all: allow.everyone.if.no.acl.found decides (the hard-coded name check).
+    assert!(by_type(vec![], true));
+    assert!(!by_type(vec![], false));
+    // One literal allow is enough; a literal deny of the same name cancels it.
+    assert!(by_type(vec![write("t1", Literal, Allow)], false));
+    assert!(!by_type(
+        vec![write("t1", Literal, Allow), write("t1", Literal, Deny)],
+        false
+    ));
+    // A prefixed deny dominates the allows it is a prefix of, not the others.
+    assert!(!by_type(
+        vec![write("abc", Literal, Allow), write("ab", Prefixed, Deny)],
+        false
+    ));
+    assert!(by_type(
+        vec![write("abc", Literal, Allow), write("x", Prefixed, Deny)],
+        false
+    ));
+    // A wildcard deny refuses everything; a wildcard allow allows.
+    assert!(!by_type(
+        vec![write("t1", Literal, Allow), write("*", Literal, Deny)],
+        true
+    ));
+    assert!(by_type(vec![write("*", Literal, Allow)], false));
+    // Another principal's, another operation's allow does not count; ALL does.
+    assert!(!by_type(
+        vec![acl(Topic, "t1", Literal, "User:bob", Op::Write, Allow)],
+        false
+    ));
+    assert!(!by_type(
+        vec![acl(Topic, "t1", Literal, "User:alice", Op::Read, Allow)],
+        false
+    ));
+    assert!(by_type(
+        vec![acl(Topic, "t1", Literal, "User:alice", Op::All, Allow)],
+        false
+    ));
+    assert!(by_type(
+        vec![acl(Topic, "t1", Literal, "User:*", Op::Write, Allow)],
+        false
+    ));
+}
