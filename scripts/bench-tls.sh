@@ -2,12 +2,12 @@
 # Heartbeat and commit cost of TLS against plaintext (issue 18): one broker with a PLAINTEXT and an SSL listener,
 # the same loadgen scenario against each, interleaved, ratios printed at the end.
 #
-#   scripts/bench-tls.sh [order...]          default order: plain tls plain tls
+#   scripts/bench-tls.sh [order...]          default order: plain tls tls plain plain tls (three pairs)
 #
 # Certificates: scripts/gen-test-certs.sh into a temporary directory (server certificate for 127.0.0.1, EC P-256).
 # Broker: `ringleader serve --cores 1` pinned to core 0 (BROKER_CPU), loadgen `--cores 1` on core 1 (CLIENT_CPU).
-# Scenario (override with the environment): GROUPS x MEMBERS classic members (default 200 x 10 = 2,000), a
-# heartbeat every HB_MS (500) and an offset commit every COMMIT_MS (1000) per member, DURATION (30s) of which the
+# Scenario (override with the environment): N_GROUPS x MEMBERS classic members (default 200 x 10 = 2,000), a
+# heartbeat every HB_MS (500) and an offset commit every COMMIT_MS (1000) per member, DURATION (25s) of which the
 # first WARMUP (10s: joins, TLS handshakes) is left out of the tables. Every member has its own connection up to
 # loadgen's 1,024 cap (the default). MTLS=1 makes the SSL listener require client certificates (alice's).
 #
@@ -15,15 +15,15 @@
 # (utime+stime from /proc/PID/stat, loadgen --server-pid) per response over the same window. Absolute figures
 # depend on the machine's load; compare the tls/plain ratios, which come from runs interleaved in one session.
 set -euo pipefail
-ORDER=("$@"); [[ ${#ORDER[@]} -gt 0 ]] || ORDER=(plain tls plain tls)
+ORDER=("$@"); [[ ${#ORDER[@]} -gt 0 ]] || ORDER=(plain tls tls plain plain tls)
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BROKER="$ROOT/target/release/ringleader"
 LOADGEN="$ROOT/target/release/loadgen"
 for b in "$BROKER" "$LOADGEN"; do
   [[ -x "$b" ]] || { echo "build first: cargo build --release -p ringleader-loadgen -p ringleader-engine --bins" >&2; exit 2; }
 done
-GROUPS=${GROUPS:-200}; MEMBERS=${MEMBERS:-10}; HB_MS=${HB_MS:-500}; COMMIT_MS=${COMMIT_MS:-1000}
-DURATION=${DURATION:-30s}; WARMUP=${WARMUP:-10s}
+N_GROUPS=${N_GROUPS:-200}; MEMBERS=${MEMBERS:-10}; HB_MS=${HB_MS:-500}; COMMIT_MS=${COMMIT_MS:-1000}
+DURATION=${DURATION:-25s}; WARMUP=${WARMUP:-10s}
 BROKER_CPU=${BROKER_CPU:-0}; CLIENT_CPU=${CLIENT_CPU:-1}
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 P_PLAIN=$(free_port); P_TLS=$(free_port)
@@ -49,7 +49,7 @@ for _ in $(seq 50); do
   sleep 0.2
 done
 
-echo "# $(date -u +%FT%TZ) $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg); ${GROUPS}x${MEMBERS} members," \
+echo "# $(date -u +%FT%TZ) $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg); ${N_GROUPS}x${MEMBERS} members," \
      "heartbeat ${HB_MS} ms, commit ${COMMIT_MS} ms, ${DURATION} (warm-up ${WARMUP}), mTLS ${MTLS:-0}"
 n=0
 for kind in "${ORDER[@]}"; do
@@ -57,7 +57,7 @@ for kind in "${ORDER[@]}"; do
   out="$W/run$n-$kind"
   if [[ $kind == tls ]]; then args=(--bootstrap "127.0.0.1:$P_TLS" "${CLIENT_TLS[@]}"); else args=(--bootstrap "127.0.0.1:$P_PLAIN"); fi
   # A fresh group prefix per run: no run waits for the previous one's members to time out.
-  taskset -c "$CLIENT_CPU" "$LOADGEN" "${args[@]}" --cores 1 --groups "$GROUPS" --members-per-group "$MEMBERS" \
+  taskset -c "$CLIENT_CPU" "$LOADGEN" "${args[@]}" --cores 1 --groups "$N_GROUPS" --members-per-group "$MEMBERS" \
     --topics 1 --partitions 10 --heartbeat-interval-ms "$HB_MS" --commit-interval-ms "$COMMIT_MS" \
     --duration "$DURATION" --warmup "$WARMUP" --server-pid "$BPID" --group-prefix "tlsbench-$n-" \
     --out "$out" --quiet >"$out.txt" 2>&1 || { echo "run $n ($kind) failed:" >&2; cat "$out.txt" >&2; exit 1; }
@@ -79,12 +79,16 @@ print(f"{'run':>5} {'hb p50':>8} {'hb p99':>8} {'commit p50':>10} {'commit p99':
 for r in rows:
     print(f"{r['kind']:>5} {r['hb50']:>6}us {r['hb99']:>6}us {r['oc50']:>8}us {r['oc99']:>8}us {r['rps']:>8.0f}"
           f" {r['cpu']:>9.1f}% {r['us']:>7.1f}us {r['err']:>6}")
-def mean(kind, k):
-    v = [r[k] for r in rows if r["kind"] == kind]
-    return sum(v) / len(v) if v else float("nan")
-if any(r["kind"] == "tls" for r in rows) and any(r["kind"] == "plain" for r in rows):
-    print("tls/plain (means of the runs of each kind):")
+# Pairs: each tls run against the plain run next to it (A B A B: run 2 with 1, 4 with 3, ...), so slow drifts of
+# the machine's load cancel; the median of the pair ratios is the figure, min-max its spread.
+pairs = [(rows[i], rows[i + 1]) for i in range(0, len(rows) - 1, 2)
+         if {rows[i]["kind"], rows[i + 1]["kind"]} == {"plain", "tls"}]
+pairs = [(a, b) if a["kind"] == "plain" else (b, a) for a, b in pairs]
+if pairs:
+    print(f"tls/plain over {len(pairs)} interleaved pairs: median ratio [min-max]")
     for k, name in [("hb50", "heartbeat p50"), ("hb99", "heartbeat p99"), ("oc50", "commit p50"),
                     ("oc99", "commit p99"), ("us", "broker CPU per response")]:
-        print(f"  {name:<24} {mean('tls', k) / mean('plain', k):5.2f}x   ({mean('plain', k):.1f} -> {mean('tls', k):.1f} us)")
+        r = sorted(t[k] / p[k] for p, t in pairs)
+        med = r[len(r) // 2] if len(r) % 2 else (r[len(r) // 2 - 1] + r[len(r) // 2]) / 2
+        print(f"  {name:<24} {med:5.2f}x  [{r[0]:.2f}-{r[-1]:.2f}]")
 PY
