@@ -11,9 +11,9 @@
 //! the `Stream` enum.
 
 use anyhow::{anyhow, Context};
+use rustls::{ClientConfig, ClientConnection, RootCertStore};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName};
-use rustls::{ClientConfig, ClientConnection, RootCertStore};
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
 use std::path::Path;

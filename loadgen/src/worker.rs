@@ -397,9 +397,10 @@ impl<M: MemberMachine> Worker<M> {
                 Some(&id) => id,
                 None => {
                     let stream =
-                        connect_checked(s.addrs[coord as usize], &s.client_id, s.tls.as_deref()).map_err(|e| {
-                            anyhow::anyhow!("connecting to {}: {e}", s.addrs[coord as usize])
-                        })?;
+                        connect_checked(s.addrs[coord as usize], &s.client_id, s.tls.as_deref())
+                            .map_err(|e| {
+                                anyhow::anyhow!("connecting to {}: {e}", s.addrs[coord as usize])
+                            })?;
                     let id = w.add_conn(stream, coord, false)?;
                     by_key.insert((coord, c), id);
                     w.shared_ids.push(id);
@@ -428,9 +429,10 @@ impl<M: MemberMachine> Worker<M> {
             for k in 0..want {
                 let coord = w.coord_of(k as u32);
                 let stream =
-                    connect_checked(s.addrs[coord as usize], &s.client_id, s.tls.as_deref()).map_err(|e| {
-                        anyhow::anyhow!("connecting to {}: {e}", s.addrs[coord as usize])
-                    })?;
+                    connect_checked(s.addrs[coord as usize], &s.client_id, s.tls.as_deref())
+                        .map_err(|e| {
+                            anyhow::anyhow!("connecting to {}: {e}", s.addrs[coord as usize])
+                        })?;
                 let id = w.add_conn(stream, coord, true)?;
                 w.conns[id].as_mut().expect("just added").idle_since_us = 0;
                 w.pool_free[coord as usize].push_back(id);
@@ -1299,8 +1301,7 @@ impl<M: MemberMachine> Worker<M> {
                     self.on_readable(id);
                 }
                 if ev.is_writable() {
-                    let has_bytes =
-                        matches!(&self.conns.get(id), Some(Some(c)) if !c.wbuf.is_empty()
+                    let has_bytes = matches!(&self.conns.get(id), Some(Some(c)) if !c.wbuf.is_empty()
                             || c.stream.as_ref().is_some_and(TcpStream::pending_output));
                     if has_bytes {
                         self.flush(id);

@@ -201,7 +201,13 @@ fn a_classic_run_over_tls_with_a_client_certificate_succeeds() {
         s["errors_by_api_and_code"]
     );
     assert_eq!(s["members"]["ever_stable"], 50);
-    for api in ["Heartbeat", "OffsetCommit", "OffsetFetch", "JoinGroup", "SyncGroup"] {
+    for api in [
+        "Heartbeat",
+        "OffsetCommit",
+        "OffsetFetch",
+        "JoinGroup",
+        "SyncGroup",
+    ] {
         let n = s["apis"][api]["responses"].as_u64().unwrap_or(0);
         assert!(n > 0, "no {api} responses over TLS");
     }
@@ -220,7 +226,14 @@ fn assert_setup_error(o: &Output, needles: &[&str]) {
 fn bad_tls_settings_are_setup_errors_that_say_why() {
     let Some(b) = setup("bad") else { return };
     let (ca, alice) = (cert(&b, "ca.pem"), cert(&b, "alice.keystore.pem"));
-    let common = ["--groups", "1", "--members-per-group", "1", "--duration", "1s"];
+    let common = [
+        "--groups",
+        "1",
+        "--members-per-group",
+        "1",
+        "--duration",
+        "1s",
+    ];
 
     // A missing CA file: named, before any connection.
     let mut a = vec!["--bootstrap", &b.tls, "--tls-ca", "/nonexistent/ca.pem"];
