@@ -45,6 +45,20 @@ pub struct Args {
     #[arg(long, default_value = "127.0.0.1:9092")]
     pub bootstrap: String,
 
+    /// Connect with TLS (every connection), trusting the CA certificates in this PEM file. The
+    /// broker's certificate is checked against the --bootstrap host (DNS name or IP address).
+    #[arg(long, value_name = "PATH")]
+    pub tls_ca: Option<std::path::PathBuf>,
+
+    /// TLS client certificate chain (PEM), for brokers that require one (ssl.client.auth).
+    #[arg(long, value_name = "PATH", requires = "tls_ca")]
+    pub tls_cert: Option<std::path::PathBuf>,
+
+    /// Private key of --tls-cert (PEM, PKCS#8/PKCS#1/SEC1). Default: the --tls-cert file itself
+    /// (a PEM keystore: key and chain in one file).
+    #[arg(long, value_name = "PATH", requires = "tls_cert")]
+    pub tls_key: Option<std::path::PathBuf>,
+
     /// Group protocol to simulate.
     #[arg(long, value_enum, default_value_t = Protocol::Classic)]
     pub protocol: Protocol,

@@ -31,6 +31,7 @@ pub mod run;
 pub mod setup;
 pub mod stats;
 pub mod timerfd;
+pub mod tls;
 pub mod worker;
 
 pub use config::Args;

@@ -117,7 +117,19 @@ pub fn run(args: &Args) -> Result<Outcome, SetupError> {
 
     // Start-up over one blocking connection.
     let setup_err = |what: &str, e: anyhow::Error| SetupError(format!("{what}: {e:#}"));
-    let mut client = setup::Client::connect(&args.bootstrap, &args.client_id)
+    let tls = match &args.tls_ca {
+        Some(ca) => Some(Arc::new(
+            crate::tls::TlsClient::from_files(
+                ca,
+                args.tls_cert.as_deref(),
+                args.tls_key.as_deref(),
+                &args.bootstrap,
+            )
+            .map_err(|e| setup_err("TLS", e))?,
+        )),
+        None => None,
+    };
+    let mut client = setup::Client::connect(&args.bootstrap, &args.client_id, tls.as_deref())
         .map_err(|e| setup_err("bootstrap", e))?;
     let av = setup::api_versions(&mut client).map_err(|e| setup_err("ApiVersions", e))?;
     let versions = Versions::negotiate(&av, &args.max_api_versions);
@@ -245,6 +257,7 @@ pub fn run(args: &Args) -> Result<Outcome, SetupError> {
             versions: versions.clone(),
             shared_connections: shared,
             client_id: args.client_id.clone(),
+            tls: tls.clone(),
             max_in_flight: args.max_in_flight,
             request_timeout_us: args.request_timeout_ms * 1000,
             rebalance_request_timeout_us: (args.rebalance_timeout_ms + 5000) * 1000,

@@ -5,6 +5,7 @@
 use crate::api::{Api, Versions};
 use crate::assign::TopicInfo;
 use crate::net::{encode_frame, read_frame};
+use crate::tls::{BlockingStream, TlsClient};
 use anyhow::{anyhow, bail, Context};
 use bytes::BytesMut;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
@@ -22,24 +23,38 @@ const FIND_COORDINATOR_BATCH: usize = 500;
 
 /// A blocking request/response client.
 pub struct Client {
-    stream: TcpStream,
+    stream: BlockingStream,
     client_id: String,
     next_corr: i32,
     buf: BytesMut,
 }
 
 impl Client {
-    pub fn connect(addr: &str, client_id: &str) -> anyhow::Result<Client> {
+    pub fn connect(addr: &str, client_id: &str, tls: Option<&TlsClient>) -> anyhow::Result<Client> {
         let addrs: Vec<SocketAddr> = addr
             .to_socket_addrs()
             .with_context(|| format!("resolving {addr}"))?
             .collect();
         let mut last = None;
         for a in &addrs {
+            if let Some(tls) = tls {
+                // A TLS failure is final: another address of the host would fail the same way.
+                let s = tls
+                    .connect_blocking(a, Duration::from_secs(10))
+                    .with_context(|| format!("connecting to {a} with TLS"))?;
+                s.sock.set_read_timeout(Some(Duration::from_secs(60)))?;
+                return Ok(Client {
+                    stream: BlockingStream::Tls(Box::new(s)),
+                    client_id: client_id.to_string(),
+                    next_corr: 1,
+                    buf: BytesMut::with_capacity(64 * 1024),
+                });
+            }
             match TcpStream::connect_timeout(a, Duration::from_secs(10)) {
                 Ok(stream) => {
                     stream.set_nodelay(true)?;
                     stream.set_read_timeout(Some(Duration::from_secs(60)))?;
+                    let stream = BlockingStream::Plain(stream);
                     return Ok(Client {
                         stream,
                         client_id: client_id.to_string(),
@@ -417,7 +432,7 @@ mod tests {
             }
             seen
         });
-        let mut c = Client::connect(&addr.to_string(), "t").unwrap();
+        let mut c = Client::connect(&addr.to_string(), "t", None).unwrap();
         let r = api_versions(&mut c).unwrap();
         assert_eq!(server.join().unwrap(), vec![3, 2]);
         let v = Versions::negotiate(&r, &[]);

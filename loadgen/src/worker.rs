@@ -23,9 +23,9 @@ use crate::member::{Action, Ctx, MemberCfg, MemberMachine, Micros, TimerKind};
 use crate::net::{encode_frame, split_frame};
 use crate::stats::{IntervalReport, Stats};
 use crate::timerfd::PreciseTimer;
+use crate::tls::{Stream as TcpStream, TlsClient};
 use bytes::{Buf, Bytes, BytesMut};
 use kafka_protocol::messages::GroupId;
-use mio::net::TcpStream;
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
 use std::cmp::Reverse;
@@ -56,6 +56,8 @@ pub struct WorkerSetup {
     /// Shared connections across all workers (member m uses connection m mod this).
     pub shared_connections: usize,
     pub client_id: String,
+    /// `--tls-ca`: every connection is TLS.
+    pub tls: Option<Arc<TlsClient>>,
     pub max_in_flight: usize,
     pub request_timeout_us: Micros,
     pub rebalance_request_timeout_us: Micros,
@@ -198,6 +200,7 @@ pub struct Worker<M> {
     stable: u32,
     ever_stable: u32,
     client_id: String,
+    tls: Option<Arc<TlsClient>>,
     max_in_flight: usize,
     request_timeout_us: Micros,
     rebalance_request_timeout_us: Micros,
@@ -211,18 +214,29 @@ pub struct Worker<M> {
     dormant: VecDeque<u32>,
 }
 
-fn connect(addr: SocketAddr) -> io::Result<TcpStream> {
-    let s = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(10))?;
+/// Connect (and with TLS, run the whole handshake, blocking: at most 10 s).
+fn connect(addr: SocketAddr, tls: Option<&TlsClient>) -> io::Result<TcpStream> {
+    let mut s = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(10))?;
     s.set_nodelay(true)?;
-    s.set_nonblocking(true)?;
-    Ok(TcpStream::from_std(s))
+    let session = match tls {
+        Some(t) => {
+            s.set_read_timeout(Some(Duration::from_secs(10)))?;
+            Some(t.handshake(&mut s)?)
+        }
+        None => None,
+    };
+    TcpStream::new(s, session)
 }
 
 /// Connect and make one ApiVersions v0 round trip before the run starts, as Kafka clients do on
 /// every new connection. A `connect()` returns once the kernel has the handshake, even if the
 /// broker's accept queue overflowed and dropped it, in which case the first request would wait
 /// for a SYN-ACK retransmit (a second or more) and be measured as broker latency.
-fn connect_checked(addr: SocketAddr, client_id: &str) -> io::Result<TcpStream> {
+fn connect_checked(
+    addr: SocketAddr,
+    client_id: &str,
+    tls: Option<&TlsClient>,
+) -> io::Result<TcpStream> {
     let mut s = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(10))?;
     s.set_nodelay(true)?;
     s.set_read_timeout(Some(Duration::from_secs(30)))?;
@@ -230,12 +244,22 @@ fn connect_checked(addr: SocketAddr, client_id: &str) -> io::Result<TcpStream> {
     let mut out = BytesMut::new();
     encode_frame(&mut out, Api::ApiVersions.key(), 0, 0, client_id, &req)
         .map_err(io::Error::other)?;
-    s.write_all(&out)?;
     let mut buf = BytesMut::new();
-    crate::net::read_frame(&mut s, &mut buf).map_err(io::Error::other)?;
-    s.set_read_timeout(None)?;
-    s.set_nonblocking(true)?;
-    Ok(TcpStream::from_std(s))
+    let session = match tls {
+        None => {
+            s.write_all(&out)?;
+            crate::net::read_frame(&mut s, &mut buf).map_err(io::Error::other)?;
+            None
+        }
+        Some(t) => {
+            let mut session = t.handshake(&mut s)?;
+            let mut io = rustls::Stream::new(&mut session, &mut s);
+            io.write_all(&out)?;
+            crate::net::read_frame(&mut io, &mut buf).map_err(io::Error::other)?;
+            Some(session)
+        }
+    };
+    TcpStream::new(s, session)
 }
 
 /// The first non-zero error code anywhere in a response (0 if none).
@@ -347,6 +371,7 @@ impl<M: MemberMachine> Worker<M> {
             stable: 0,
             ever_stable: 0,
             client_id: s.client_id.clone(),
+            tls: s.tls.clone(),
             max_in_flight: s.max_in_flight,
             request_timeout_us: s.request_timeout_us,
             rebalance_request_timeout_us: s.rebalance_request_timeout_us,
@@ -372,9 +397,10 @@ impl<M: MemberMachine> Worker<M> {
                 Some(&id) => id,
                 None => {
                     let stream =
-                        connect_checked(s.addrs[coord as usize], &s.client_id).map_err(|e| {
-                            anyhow::anyhow!("connecting to {}: {e}", s.addrs[coord as usize])
-                        })?;
+                        connect_checked(s.addrs[coord as usize], &s.client_id, s.tls.as_deref())
+                            .map_err(|e| {
+                                anyhow::anyhow!("connecting to {}: {e}", s.addrs[coord as usize])
+                            })?;
                     let id = w.add_conn(stream, coord, false)?;
                     by_key.insert((coord, c), id);
                     w.shared_ids.push(id);
@@ -403,9 +429,10 @@ impl<M: MemberMachine> Worker<M> {
             for k in 0..want {
                 let coord = w.coord_of(k as u32);
                 let stream =
-                    connect_checked(s.addrs[coord as usize], &s.client_id).map_err(|e| {
-                        anyhow::anyhow!("connecting to {}: {e}", s.addrs[coord as usize])
-                    })?;
+                    connect_checked(s.addrs[coord as usize], &s.client_id, s.tls.as_deref())
+                        .map_err(|e| {
+                            anyhow::anyhow!("connecting to {}: {e}", s.addrs[coord as usize])
+                        })?;
                 let id = w.add_conn(stream, coord, true)?;
                 w.conns[id].as_mut().expect("just added").idle_since_us = 0;
                 w.pool_free[coord as usize].push_back(id);
@@ -611,7 +638,7 @@ impl<M: MemberMachine> Worker<M> {
                 return Ok(id);
             }
         }
-        let stream = connect(self.addrs[coord as usize])?;
+        let stream = connect(self.addrs[coord as usize], self.tls.as_deref())?;
         self.add_conn(stream, coord, true)
     }
 
@@ -686,6 +713,13 @@ impl<M: MemberMachine> Worker<M> {
                 }
             }
         }
+        // TLS records the socket did not take yet (never for plaintext).
+        if !broken && conn.wbuf.is_empty() && stream.pending_output() {
+            match stream.flush() {
+                Err(e) if e.kind() != io::ErrorKind::WouldBlock => broken = true,
+                _ => {}
+            }
+        }
         if broken {
             let now = self.now_us();
             self.fail_conn(id, client_error::DISCONNECTED, now);
@@ -721,7 +755,7 @@ impl<M: MemberMachine> Worker<M> {
             self.pool_free[addr as usize].retain(|&x| x != id);
         } else {
             self.outstanding_shared -= lost.len();
-            match connect(self.addrs[addr as usize]) {
+            match connect(self.addrs[addr as usize], self.tls.as_deref()) {
                 Ok(mut s) => {
                     let registered = self.poll.registry().register(
                         &mut s,
@@ -754,7 +788,7 @@ impl<M: MemberMachine> Worker<M> {
             if !due {
                 continue;
             }
-            match connect(self.addrs[addr as usize]) {
+            match connect(self.addrs[addr as usize], self.tls.as_deref()) {
                 Ok(mut s) => {
                     if self
                         .poll
@@ -1267,8 +1301,8 @@ impl<M: MemberMachine> Worker<M> {
                     self.on_readable(id);
                 }
                 if ev.is_writable() {
-                    let has_bytes =
-                        matches!(&self.conns.get(id), Some(Some(c)) if !c.wbuf.is_empty());
+                    let has_bytes = matches!(&self.conns.get(id), Some(Some(c)) if !c.wbuf.is_empty()
+                            || c.stream.as_ref().is_some_and(TcpStream::pending_output));
                     if has_bytes {
                         self.flush(id);
                     }
