@@ -36,8 +36,12 @@ pub(super) fn handle(
     _version: i16,
 ) -> DescribeClientQuotasResponse {
     if !auth::cluster(b, caller, Op::DescribeConfigs) {
-        let e = ResponseError::ClusterAuthorizationFailed;
-        return error(e, e.to_string());
+        // `ApiError.fromThrowable` drops a message equal to the error's default one, as this
+        // exception's is: a null message.
+        return DescribeClientQuotasResponse::default()
+            .with_error_code(code(ResponseError::ClusterAuthorizationFailed))
+            .with_error_message(None)
+            .with_entries(None);
     }
     match validate(&req) {
         // No quota entity exists, so nothing matches, whatever the filter and `strict`.
