@@ -542,3 +542,33 @@ fn metadata_admin_and_producer_apis_check_acls() {
     assert_eq!(r.results[0].user.as_str(), "bob");
     assert_eq!(r.results[0].error_code, CLUSTER_AUTHORIZATION_FAILED);
 }
+
+/// DescribeClientQuotas needs DESCRIBE_CONFIGS on the cluster (`KafkaApis`).
+#[test]
+fn describe_client_quotas_needs_describe_configs_on_the_cluster() {
+    let dir = data_dir("acls-client-quotas");
+    let sets = [AUTHORIZER, "allow.everyone.if.no.acl.found=true"];
+    let b = Broker::start(&dir, &sets);
+    let mut c = Client::connect(b.addr);
+    let quotas = |c: &mut Client| {
+        let Response::DescribeClientQuotas(r) = c.call(
+            1,
+            Request::DescribeClientQuotas(DescribeClientQuotasRequest::default()),
+        ) else {
+            panic!()
+        };
+        r
+    };
+    let r = quotas(&mut c);
+    assert_eq!((r.error_code, r.entries), (0, Some(vec![])));
+    assert_eq!(
+        deny(&mut c, 4, "kafka-cluster", 10),
+        0,
+        "deny DescribeConfigs"
+    );
+    let r = quotas(&mut c);
+    assert_eq!(r.error_code, CLUSTER_AUTHORIZATION_FAILED);
+    // Kafka's ApiError.fromThrowable drops the exception's default message.
+    assert_eq!(r.error_message, None);
+    assert_eq!(r.entries, None);
+}

@@ -281,3 +281,69 @@ fn users_cli_alter_describe_restart_and_errors() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+fn describe_client_quotas(
+    c: &mut Client,
+    version: i16,
+    components: &[(&str, i8, Option<&str>)],
+    strict: bool,
+) -> DescribeClientQuotasResponse {
+    use describe_client_quotas_request::ComponentData;
+    let req = DescribeClientQuotasRequest::default()
+        .with_components(
+            components
+                .iter()
+                .map(|&(t, m, name)| {
+                    ComponentData::default()
+                        .with_entity_type(s(t))
+                        .with_match_type(m)
+                        .with_match(name.map(s))
+                })
+                .collect(),
+        )
+        .with_strict(strict);
+    let Response::DescribeClientQuotas(r) = c.call(version, Request::DescribeClientQuotas(req))
+    else {
+        panic!("DescribeClientQuotas")
+    };
+    r
+}
+
+/// `kafka-configs --describe --entity-type users` sends DescribeClientQuotas next to
+/// DescribeUserScramCredentials: no quota is configured (none is enforced), so a valid filter
+/// gets an empty entries list, and an invalid one Kafka's INVALID_REQUEST with null entries.
+#[test]
+fn describe_client_quotas_is_empty_and_validated() {
+    let dir = data_dir("client-quotas");
+    let broker = Broker::start(&dir, &[]);
+    let mut c = Client::connect(broker.addr);
+    for v in 0..=1 {
+        // Every user, strict (what the tool sends without --entity-name); alice exactly.
+        for (components, strict) in [
+            (&[("user", 2, None)][..], true),
+            (&[("user", 0, Some("alice"))], false),
+            (&[], false),
+        ] {
+            let r = describe_client_quotas(&mut c, v, components, strict);
+            assert_eq!(
+                (r.error_code, r.error_message.as_deref()),
+                (0, None),
+                "v{v}"
+            );
+            assert_eq!(r.entries, Some(vec![]), "v{v}");
+        }
+        let r = describe_client_quotas(&mut c, v, &[("user", 0, None)], false);
+        assert_eq!(r.error_code, 42, "INVALID_REQUEST v{v}");
+        assert_eq!(
+            r.error_message.as_deref(),
+            Some("Request specified MATCH_TYPE_EXACT, but set match string to null.")
+        );
+        assert_eq!(r.entries, None);
+        let r = describe_client_quotas(&mut c, v, &[("topic", 2, None)], false);
+        assert_eq!(r.error_code, 35, "UNSUPPORTED_VERSION v{v}");
+        assert_eq!(
+            r.error_message.as_deref(),
+            Some("Unsupported entity type topic")
+        );
+    }
+}

@@ -859,3 +859,41 @@ def test_kafka_acls_add_list_remove(acl_broker):
         diffs = [f"{s}:\n  kafka:      {k.get(s)!r}\n  ringleader: {rl.get(s)!r}"
                  for s in sorted(set(k) | set(rl)) if k.get(s) != rl.get(s)]
         assert not diffs, "kafka-acls differs between Kafka 4.4.0 and Ringleader:\n" + "\n".join(diffs)
+
+
+# ------------------------------------------------------------------ kafka-configs on users (SCRAM, quotas)
+def test_kafka_configs_on_users_prints_what_kafka_prints(sides):
+    """`kafka-configs --describe --entity-type users` sends DescribeUserScramCredentials and
+    DescribeClientQuotas (48): Ringleader enforces no quotas and answers that none match, so
+    both brokers print the same SCRAM credential lines and no quota line. (AlterClientQuotas is
+    not served: setting a quota is refused by Ringleader, so it is not compared.)"""
+    kafka, rl = sides
+    d = Diffs(kafka, rl)
+    user = "tools-scram"
+
+    def configs(label: str, *args: str, only_user: bool = False):
+        run = lambda b: kafka_tool("configs", "--bootstrap-server", b, *args)  # noqa: E731
+        k, r = in_parallel(lambda: run(kafka.bootstrap), lambda: run(rl.bootstrap))
+        if only_user:  # other tests or an earlier run may have made users on a shared reference
+            keep = lambda t: "\n".join(ln for ln in t.splitlines() if f"'{user}'" in ln)  # noqa: E731
+            k.stdout, r.stdout = keep(k.stdout), keep(r.stdout)
+        d.runs += 1
+        report = compare_results(label, k, r, kafka.norm, rl.norm)
+        if report:
+            d.failures.append(report)
+        return k
+
+    sanity(configs("add a SCRAM credential", "--alter", "--entity-type", "users", "--entity-name", user,
+                   "--add-config", "SCRAM-SHA-256=[iterations=8192,password=tools-pw]"),
+           ["Completed updating config for user tools-scram."])
+    line = f"SCRAM credential configs for user-principal '{user}' are SCRAM-SHA-256=iterations=8192"
+    sanity(configs("describe the user", "--describe", "--entity-type", "users", "--entity-name", user), [line])
+    sanity(configs("describe every user", "--describe", "--entity-type", "users", only_user=True), [line])
+    sanity(configs("describe the default user", "--describe", "--entity-type", "users", "--entity-default"))
+    sanity(configs("describe every client id", "--describe", "--entity-type", "clients"))
+    sanity(configs("describe a user's client ids", "--describe", "--entity-type", "users", "--entity-name", user,
+                   "--entity-type", "clients"))
+    sanity(configs("delete the credential", "--alter", "--entity-type", "users", "--entity-name", user,
+                   "--delete-config", "SCRAM-SHA-256"),
+           ["Completed updating config for user tools-scram."])
+    d.check()

@@ -105,6 +105,7 @@ apis! {
     DeleteGroups = 42: DeleteGroupsRequest, DeleteGroupsResponse;
     IncrementalAlterConfigs = 44: IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse;
     OffsetDelete = 47: OffsetDeleteRequest, OffsetDeleteResponse;
+    DescribeClientQuotas = 48: DescribeClientQuotasRequest, DescribeClientQuotasResponse;
     DescribeUserScramCredentials = 50: DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse;
     AlterUserScramCredentials = 51: AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse;
     UpdateFeatures = 57: UpdateFeaturesRequest, UpdateFeaturesResponse;
@@ -400,6 +401,7 @@ mod tests {
             29 => Request::DescribeAcls(Default::default()),
             30 => Request::CreateAcls(Default::default()),
             31 => Request::DeleteAcls(Default::default()),
+            48 => Request::DescribeClientQuotas(Default::default()),
             k => panic!("add a default request for key {k}"),
         }
     }

@@ -64,6 +64,7 @@ pub const SERVED: &[ApiRange] = &[
     r(29, 1, 3), // DescribeAcls: 4.x 1-3 (v0 removed by KIP-896)
     r(30, 1, 3), // CreateAcls: 4.x 1-3 (v0 removed by KIP-896)
     r(31, 1, 3), // DeleteAcls: 4.x 1-3 (v0 removed by KIP-896)
+    r(48, 0, 1), // DescribeClientQuotas: trunk 0-1 (always no entries: no quotas are enforced)
 ];
 
 /// A lookup table of served versions, indexed by api key for O(1) checks on the hot path.

@@ -75,6 +75,7 @@ fn default_request(api_key: i16) -> Request {
         29 => Request::DescribeAcls(Default::default()),
         30 => Request::CreateAcls(Default::default()),
         31 => Request::DeleteAcls(Default::default()),
+        48 => Request::DescribeClientQuotas(Default::default()),
         k => panic!("add a default request for api key {k}"),
     }
 }
@@ -367,6 +368,7 @@ fn golden_api_key(stem: &str) -> i16 {
         ("describe_acls", 29),
         ("create_acls", 30),
         ("delete_acls", 31),
+        ("describe_client_quotas", 48),
         ("describe_cluster", 60),
         ("describe_producers", 61),
         ("describe_transactions", 65),

@@ -1585,6 +1585,25 @@ fn describe_user_scram_credentials_response(_v: i16) -> DescribeUserScramCredent
 const SCRAM_GHOST_MESSAGE: &str =
     "Attempt to describe a user credential that does not exist: ghost";
 
+/// DescribeClientQuotas: v0 an INVALID_REQUEST with Kafka's `ClientQuotasImage.describe`
+/// message and null entries (`DescribeClientQuotasRequest.getErrorResponse`), v1 the success
+/// Ringleader always gives, no quotas being configured: an empty entries list.
+fn describe_client_quotas_response(v: i16) -> DescribeClientQuotasResponse {
+    let r = DescribeClientQuotasResponse::default().with_throttle_time_ms(THROTTLE);
+    if v == 0 {
+        r.with_error_code(ResponseError::InvalidRequest.code())
+            .with_error_message(Some(s(CLIENT_QUOTAS_INVALID)))
+            .with_entries(None)
+    } else {
+        r.with_error_code(0)
+            .with_error_message(None)
+            .with_entries(Some(vec![]))
+    }
+}
+
+const CLIENT_QUOTAS_INVALID: &str =
+    "Request specified MATCH_TYPE_EXACT, but set match string to null.";
+
 /// AlterUserScramCredentials: `alice` upserted, `bob` refused (Kafka's "Too few iterations").
 fn alter_user_scram_credentials_response(_v: i16) -> AlterUserScramCredentialsResponse {
     use alter_user_scram_credentials_response::*;
@@ -3319,6 +3338,26 @@ fn walk_describe_user_scram_credentials(frame: &[u8], v: i16) {
     w.end();
 }
 
+// DescribeClientQuotasResponse.json: validVersions 0-1, flexible 1+. ThrottleTimeMs, ErrorCode,
+// ErrorMessage (nullable), Entries (nullable) []{Entity[]{EntityType, EntityName (nullable)},
+// Values[]{Key, Value (float64)}}.
+fn walk_describe_client_quotas(frame: &[u8], v: i16) {
+    let flex = v >= 1;
+    let mut w = Walk::response(frame, format!("DescribeClientQuotas v{v}"), flex, flex);
+    w.expect_i32("throttle_time_ms", THROTTLE);
+    if v == 0 {
+        w.expect_i16("error_code", ResponseError::InvalidRequest.code());
+        w.expect_nstr("error_message", Some(CLIENT_QUOTAS_INVALID));
+        w.expect_narray("entries", None);
+    } else {
+        w.expect_i16("error_code", 0);
+        w.expect_nstr("error_message", None);
+        w.expect_narray("entries", Some(0));
+        w.expect_no_tags("top-level tags");
+    }
+    w.end();
+}
+
 // AlterUserScramCredentialsResponse.json: validVersions 0, flexible 0+. ThrottleTimeMs,
 // Results[]{User, ErrorCode, ErrorMessage}.
 fn walk_alter_user_scram_credentials(frame: &[u8], v: i16) {
@@ -3823,6 +3862,13 @@ const GOLDEN_APIS: &[GoldenApi] = &[
         walk: walk_alter_user_scram_credentials,
     },
     GoldenApi {
+        api_key: 48,
+        file_stem: "describe_client_quotas",
+        name: "DescribeClientQuotas",
+        build: |v| Response::DescribeClientQuotas(describe_client_quotas_response(v)),
+        walk: walk_describe_client_quotas,
+    },
+    GoldenApi {
         api_key: 17,
         file_stem: "sasl_handshake",
         name: "SaslHandshake",
@@ -4228,6 +4274,11 @@ fn golden_describe_user_scram_credentials_responses() {
 #[test]
 fn golden_alter_user_scram_credentials_responses() {
     run_golden(golden_api(51));
+}
+
+#[test]
+fn golden_describe_client_quotas_responses() {
+    run_golden(golden_api(48));
 }
 
 #[test]
@@ -6680,6 +6731,52 @@ fn requests_describe_user_scram_credentials() {
 }
 
 #[test]
+fn requests_describe_client_quotas() {
+    use describe_client_quotas_request::ComponentData;
+    // `kafka-configs --describe --entity-type users --entity-name alice` (v1, flexible):
+    // the user alice exactly (match type 0), not strict.
+    let mut e = Enc::request(48, 1, CID, Some("adminclient-1"), true);
+    e.arr(1);
+    e.str("user");
+    e.i8(0);
+    e.nstr(Some("alice"));
+    e.tags();
+    e.bool(false);
+    e.tags();
+    let expect = DescribeClientQuotasRequest::default()
+        .with_components(vec![ComponentData::default()
+            .with_entity_type(s("user"))
+            .with_match_type(0)
+            .with_match(Some(s("alice")))])
+        .with_strict(false);
+    check_request(
+        e.finish(),
+        Some("adminclient-1"),
+        1,
+        Request::DescribeClientQuotas(expect),
+    );
+    // v0 (classic encoding): every user (match type 2, null match), strict.
+    let mut e = Enc::request(48, 0, CID, Some("adminclient-1"), false);
+    e.arr(1);
+    e.str("user");
+    e.i8(2);
+    e.nstr(None);
+    e.bool(true);
+    let expect = DescribeClientQuotasRequest::default()
+        .with_components(vec![ComponentData::default()
+            .with_entity_type(s("user"))
+            .with_match_type(2)
+            .with_match(None)])
+        .with_strict(true);
+    check_request(
+        e.finish(),
+        Some("adminclient-1"),
+        0,
+        Request::DescribeClientQuotas(expect),
+    );
+}
+
+#[test]
 fn requests_alter_user_scram_credentials() {
     use alter_user_scram_credentials_request::*;
     // One deletion (bob, SHA-512) and one upsertion (alice, SHA-256, 8192 iterations).
@@ -6843,7 +6940,7 @@ fn request_golden_cases_cover_every_served_api() {
     // The request tests above exist for exactly these keys; a new served key needs its own.
     let covered = [
         0i16, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 24, 25, 26, 28,
-        29, 30, 31, 32, 33, 36, 37, 42, 44, 47, 50, 51, 57, 60, 61, 65, 66, 68, 69,
+        29, 30, 31, 32, 33, 36, 37, 42, 44, 47, 48, 50, 51, 57, 60, 61, 65, 66, 68, 69,
     ];
     for r in SERVED {
         assert!(

@@ -17,7 +17,8 @@
 //! `alter_configs.rs`, `incremental_alter_configs.rs`, `describe_cluster.rs`)
 //! answer from the shared state, `update_features.rs` changes its feature levels, and
 //! `describe_user_scram_credentials.rs` / `alter_user_scram_credentials.rs` read and change the
-//! SCRAM credentials (`crate::scram_store`).
+//! SCRAM credentials (`crate::scram_store`); `describe_client_quotas.rs` answers that no client
+//! quota is configured (none are enforced).
 
 use crate::runtime::shard::Caller;
 use crate::runtime::shard::{Handled, Shard};
@@ -43,6 +44,7 @@ mod delete_groups;
 mod delete_records;
 mod delete_topics;
 mod describe_acls;
+mod describe_client_quotas;
 mod describe_cluster;
 mod describe_configs;
 mod describe_groups;
@@ -104,6 +106,9 @@ pub fn handle(shard: &Rc<Shard>, caller: &Rc<Caller>, v: i16, request: Request) 
         ))),
         Request::DescribeUserScramCredentials(r) => done(Response::DescribeUserScramCredentials(
             describe_user_scram_credentials::handle(b, caller, r, v),
+        )),
+        Request::DescribeClientQuotas(r) => done(Response::DescribeClientQuotas(
+            describe_client_quotas::handle(b, caller, r, v),
         )),
         Request::OffsetCommit(r) => {
             let (shard, caller) = (shard.clone(), caller.clone());
