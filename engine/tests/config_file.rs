@@ -116,7 +116,20 @@ fn a_kafka_key_not_implemented_stops_start_up_with_its_reason() {
     let text = kafka_server_properties(&data) + "ssl.keystore.password=changeit\n";
     std::fs::write(&config, text).unwrap();
     let (mut child, lines) = serve_with_config(&config);
-    let status = child.wait().unwrap();
+    // Bounded: a key that stops being refused would otherwise leave a serving broker and a test
+    // (and CI) waiting for it forever.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            child.kill().ok();
+            child.wait().ok();
+            panic!("the broker started (or hung) instead of refusing the key");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
     // Every line: the reader thread ends (and the channel closes) at the pipe's end.
     let out: Vec<String> = lines.iter().collect();
     assert_eq!(status.code(), Some(2), "{out:#?}");
