@@ -502,6 +502,7 @@ fn e2e_heartbeat(
         api_version: 1,
         topics: topics.clone(),
         group_configs: Default::default(),
+        topic_filter: None,
     };
     let mut out = Output::default();
     c.handle(1, &ctx, GroupRequest::ConsumerHeartbeat(req), now, &mut out);
@@ -665,6 +666,7 @@ fn memory_per_member() {
         api_version: 1,
         topics: reg.snapshot(),
         group_configs: Default::default(),
+        topic_filter: None,
     };
     let (members, groups) = (100_000usize, 100usize);
     let (a0, b0) = counting_alloc::snapshot();

@@ -74,6 +74,7 @@ fn fixture() -> Fixture {
         api_version: 3,
         topics: reg.snapshot(),
         group_configs: Default::default(),
+        topic_filter: None,
     };
     Fixture { ctx, _dir: dir }
 }

@@ -572,3 +572,51 @@ fn describe_client_quotas_needs_describe_configs_on_the_cluster() {
     assert_eq!(r.error_message, None);
     assert_eq!(r.entries, None);
 }
+
+/// A regex subscription resolves only to the topics the member may Describe (Kafka 4.x
+/// `GroupMetadataManager.refreshRegularExpressions`): the denied topic is neither assigned nor
+/// named in the group's resolved regex.
+#[test]
+fn a_regex_subscription_matches_only_describable_topics() {
+    let dir = data_dir("acls-regex");
+    let b = Broker::start(&dir, &[AUTHORIZER, "allow.everyone.if.no.acl.found=true"]);
+    let mut c = Client::connect(b.addr);
+    create_topic(&mut c, "audit-open", 2);
+    create_topic(&mut c, "audit-secret", 3);
+    assert_eq!(deny(&mut c, 2, "audit-secret", 8), 0, "deny Describe");
+    let req = ConsumerGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(s("regex-group")))
+        .with_member_id(s("m-regex-0123456789012345"))
+        .with_member_epoch(0)
+        .with_rebalance_timeout_ms(10_000)
+        .with_subscribed_topic_regex(Some(s("audit-.*")))
+        .with_topic_partitions(Some(vec![]));
+    let Response::ConsumerGroupHeartbeat(r) = c.call(1, Request::ConsumerGroupHeartbeat(req))
+    else {
+        panic!()
+    };
+    assert_eq!(r.error_code, 0, "{:?}", r.error_message);
+    let assigned: Vec<(uuid::Uuid, usize)> = r
+        .assignment
+        .expect("an assignment")
+        .topic_partitions
+        .iter()
+        .map(|t| (t.topic_id, t.partitions.len()))
+        .collect();
+    // Only audit-open's two partitions; audit-secret (3) would make five.
+    assert_eq!(assigned.len(), 1, "{assigned:?}");
+    assert_eq!(assigned[0].1, 2, "{assigned:?}");
+    // The group's description names only the describable topic's partitions too.
+    let req =
+        ConsumerGroupDescribeRequest::default().with_group_ids(vec![GroupId(s("regex-group"))]);
+    let Response::ConsumerGroupDescribe(d) = c.call(0, Request::ConsumerGroupDescribe(req)) else {
+        panic!()
+    };
+    let names: Vec<String> = d.groups[0].members[0]
+        .assignment
+        .topic_partitions
+        .iter()
+        .map(|t| t.topic_name.to_string())
+        .collect();
+    assert_eq!(names, vec!["audit-open".to_string()]);
+}

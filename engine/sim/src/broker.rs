@@ -357,6 +357,7 @@ impl World {
             api_version: m.version,
             topics: self.topics.clone(),
             group_configs: Default::default(),
+            topic_filter: None,
         });
         self.touched.insert(m.group);
         // As `PartitionCore::handle`: over its bound on queued bytes, the partition keeps the

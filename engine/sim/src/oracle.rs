@@ -619,6 +619,7 @@ impl World {
                 api_version: 8,
                 topics: self.topics.clone(),
                 group_configs: Default::default(),
+                topic_filter: None,
             };
             let mut out = Output::default();
             let c = self.slots[s].coordinator_mut().expect("loaded");

@@ -634,6 +634,7 @@ impl World {
             },
             topics: self.topics.clone(),
             group_configs: Default::default(),
+            topic_filter: None,
         });
         self.touched.insert(group);
         let core = self.slots[s]
@@ -839,6 +840,7 @@ impl World {
             api_version: 3,
             topics: self.topics.clone(),
             group_configs: Default::default(),
+            topic_filter: None,
         };
         let mut out = engine::group::Output::default();
         self.slots[s]

@@ -126,6 +126,19 @@ impl Shard {
             api_version,
             topics: topics.clone(),
             group_configs: group_configs.clone(),
+            topic_filter: self.broker.acls.clone().map(|store| {
+                let (principal, host) = (caller.principal.clone(), caller.client_host.clone());
+                crate::group::TopicFilter(Arc::new(move |topic: &str| {
+                    crate::acls::allowed(
+                        Some(&store),
+                        &principal,
+                        &host,
+                        security::acl::AclOperation::Describe,
+                        security::acl::ResourceType::Topic,
+                        topic,
+                    )
+                }))
+            }),
         });
         contexts.push(c.clone());
         c

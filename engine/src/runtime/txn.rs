@@ -271,6 +271,7 @@ impl TxnTable {
                     api_version: 0,
                     topics: self.broker.topics.snapshot(),
                     group_configs: self.broker.group_configs.snapshot(),
+                    topic_filter: None, // the broker's own markers: no principal
                 });
                 let req = GroupRequest::TxnMarker {
                     producer_id: job.producer_id,

@@ -826,12 +826,17 @@ fn heartbeat_inner(
                 format!("SubscribedTopicRegex `{re}` is not a valid regular expression: {e}."),
             )
         })?;
+        // Only the topics this member may Describe (Kafka 4.x; see `RequestContext::topic_filter`).
+        let topics: Vec<String> = match &ctx.topic_filter {
+            None => topics.to_vec(),
+            Some(f) => topics.iter().filter(|t| f.allows(t)).cloned().collect(),
+        };
         let known = c
             .consumer_groups
             .get(&group_id)
             .and_then(|g| g.regexes.get(re));
         if known.map(Vec::as_slice) != Some(&*topics) {
-            regex_record = Some((re.clone(), topics.to_vec()));
+            regex_record = Some((re.clone(), topics));
         }
     }
     if metadata_changed {

@@ -70,6 +70,7 @@ impl K {
             api_version: v,
             topics: self.reg.snapshot(),
             group_configs: self.group_configs.clone(),
+            topic_filter: None,
         }
     }
     pub(super) fn send(&mut self, v: i16, req: GroupRequest) -> GroupResponse {
@@ -552,6 +553,60 @@ fn regex_subscription_is_re_resolved_when_topics_appear() {
     k.assert_replay_matches();
 }
 
+#[test]
+fn regex_resolves_only_to_topics_the_member_may_describe() {
+    // With ACLs on, the broker passes the topics the caller may Describe; a regex matches only
+    // those (Kafka 4.x `GroupMetadataManager.refreshRegularExpressions`), so a member is never
+    // assigned, nor told the name of, a topic it cannot see.
+    let mut k = K::new(K::cfg());
+    k.reg.create("orders-a", 2, Default::default()).unwrap();
+    k.reg
+        .create("orders-secret", 3, Default::default())
+        .unwrap();
+    let req = ConsumerGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(sb("g")))
+        .with_member_id(sb("R"))
+        .with_member_epoch(0)
+        .with_rebalance_timeout_ms(30_000)
+        .with_subscribed_topic_regex(Some(sb("orders-.*")))
+        .with_topic_partitions(Some(vec![]));
+    let ctx = RequestContext {
+        topic_filter: Some(super::TopicFilter(std::sync::Arc::new(|t: &str| {
+            !t.ends_with("-secret")
+        }))),
+        ..k.ctx(1)
+    };
+    let mut out = Output::default();
+    k.c.handle(
+        1,
+        &ctx,
+        GroupRequest::ConsumerHeartbeat(req),
+        k.now,
+        &mut out,
+    );
+    k.c.tick(k.now, &mut out);
+    let Some((_, GroupResponse::ConsumerHeartbeat(r))) = out.replies.pop() else {
+        panic!("no heartbeat reply")
+    };
+    k.records.extend(out.records);
+    assert_eq!((r.error_code, parts(&r).map(|p| p.len())), (0, Some(2)));
+    let a = k.topic_id("orders-a");
+    let topics: Vec<_> = r
+        .assignment
+        .as_ref()
+        .unwrap()
+        .topic_partitions
+        .iter()
+        .map(|t| t.topic_id)
+        .collect();
+    assert_eq!(topics, vec![a]);
+    assert_eq!(
+        k.c.consumer_groups["g"].regexes["orders-.*"],
+        vec!["orders-a".to_string()]
+    );
+    k.assert_replay_matches();
+}
+
 /// A 10 s session: A owns orders 0..6, then B joins and A is asked to revoke 3,4,5 (A is
 /// `UnrevokedPartitions`). Returns the harness and the topic id.
 fn a_revoking_for_b() -> (K, uuid::Uuid) {
@@ -803,6 +858,7 @@ fn held_bytes_per_member() {
         api_version: v,
         topics: reg.snapshot(),
         group_configs: Default::default(),
+        topic_filter: None,
     };
     let (c0, c1, c9) = (ctx(0), ctx(1), ctx(9));
     let mut now = 1_000_000i64;

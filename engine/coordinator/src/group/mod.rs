@@ -150,6 +150,28 @@ pub struct RequestContext {
     pub topics: Arc<TopicsSnapshot>,
     /// Per-group config overrides right now.
     pub group_configs: Arc<GroupOverridesMap>,
+    /// The topics the requester may Describe, when ACLs are on (`None`: every topic). A regex
+    /// subscription resolves only to those, as Kafka 4.x's
+    /// `GroupMetadataManager.refreshRegularExpressions` filters the matches with the authorizer
+    /// and the request context of the heartbeat that resolves it.
+    pub topic_filter: Option<TopicFilter>,
+}
+
+/// A pure predicate over topic names (the broker builds it from the ACL snapshot and the
+/// caller's principal; no I/O).
+#[derive(Clone)]
+pub struct TopicFilter(pub Arc<dyn Fn(&str) -> bool + Send + Sync>);
+
+impl TopicFilter {
+    pub fn allows(&self, topic: &str) -> bool {
+        (self.0)(topic)
+    }
+}
+
+impl std::fmt::Debug for TopicFilter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TopicFilter")
+    }
 }
 
 /// One group's share of a (possibly multi-group) request.

@@ -72,6 +72,7 @@ impl H {
             api_version: v,
             topics: self.topics.clone(),
             group_configs: Default::default(),
+            topic_filter: None,
         }
     }
     fn absorb(&mut self, out: Output) {
