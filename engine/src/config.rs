@@ -221,6 +221,57 @@ const REFUSED: &[(&str, &str)] = &[
 
 const UNSUPPORTED: &str = "not implemented here (docs/configuration.md lists what is)";
 
+/// One entry of `controller.quorum.voters`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuorumVoter {
+    pub id: i64,
+    pub host: String,
+    pub port: u16,
+}
+
+/// Kafka's `controller.quorum.voters` syntax: `{id}@{host}:{port}` entries separated by commas,
+/// an IPv6 host in brackets (`QuorumConfig.parseVoterConnections` in Kafka's raft module).
+/// Empty means none. Each id at most once.
+pub fn parse_quorum_voters(value: &str) -> Result<Vec<QuorumVoter>, String> {
+    let mut out: Vec<QuorumVoter> = Vec::new();
+    if value.trim().is_empty() {
+        return Ok(out);
+    }
+    for entry in value.split(',').map(str::trim) {
+        let (id, addr) = entry
+            .split_once('@')
+            .ok_or_else(|| format!("\"{entry}\" is not of the form {{id}}@{{host}}:{{port}}"))?;
+        let id: i64 =
+            id.parse().ok().filter(|id| *id >= 0).ok_or_else(|| {
+                format!("\"{id}\" in \"{entry}\" is not a node id (an integer >= 0)")
+            })?;
+        let (host, port) = addr
+            .rsplit_once(':')
+            .ok_or_else(|| format!("\"{entry}\" has no :port"))?;
+        let host = host
+            .strip_prefix('[')
+            .and_then(|h| h.strip_suffix(']'))
+            .unwrap_or(host);
+        if host.is_empty() {
+            return Err(format!("\"{entry}\" has no host"));
+        }
+        let port: u16 = port
+            .parse()
+            .ok()
+            .filter(|p| *p > 0)
+            .ok_or_else(|| format!("\"{port}\" in \"{entry}\" is not a port"))?;
+        if out.iter().any(|v| v.id == id) {
+            return Err(format!("node {id} is listed more than once"));
+        }
+        out.push(QuorumVoter {
+            id,
+            host: host.to_string(),
+            port,
+        });
+    }
+    Ok(out)
+}
+
 /// The reason of the first entry of `table` that names `key` exactly or is a prefix of it.
 fn lookup_reason(table: &[(&str, &'static str)], key: &str) -> Option<&'static str> {
     table
@@ -873,6 +924,9 @@ macro_rules! config_keys {
             /// `controller.listener.names` as given: listeners a KRaft file names there are not
             /// served (no controller runs here).
             controller_listener_names: String,
+            /// `controller.quorum.voters` as given: checked by [`Config::validate`], which
+            /// refuses a quorum of other nodes (see [`parse_quorum_voters`]).
+            controller_quorum_voters: String,
         }
 
         impl Default for Config {
@@ -884,6 +938,7 @@ macro_rules! config_keys {
                     retention_minutes_set: false,
                     listener_overrides: BTreeMap::new(),
                     controller_listener_names: String::new(),
+                    controller_quorum_voters: String::new(),
                 }
             }
         }
@@ -1495,6 +1550,7 @@ impl Config {
         for (a, rel, b) in rules {
             self.require(a, rel, b)?;
         }
+        self.check_quorum_voters()?;
         // Ringleader's short interval for reconciling members is never the longer one. Checked
         // only when given: its default (100) must not refuse a broker whose heartbeat interval
         // was set below it; there it gives way to the interval (as it does to a group's own
@@ -1510,6 +1566,27 @@ impl Config {
             )?;
         }
         Ok(())
+    }
+
+    /// `controller.quorum.voters` naming this node alone describes the single node this broker
+    /// is; naming others asks for a replicated cluster, which is refused rather than started as
+    /// a lone node that would quietly keep the only copy of every commit.
+    fn check_quorum_voters(&self) -> Result<(), ConfigError> {
+        let voters = parse_quorum_voters(&self.controller_quorum_voters)
+            .expect("checked when the key was applied");
+        let this = i64::from(self.node_id);
+        if voters.iter().all(|v| v.id == this) {
+            return Ok(());
+        }
+        let ids: Vec<String> = voters.iter().map(|v| v.id.to_string()).collect();
+        Err(ConfigError::Inconsistent {
+            reason: format!(
+                "controller.quorum.voters names nodes {} but Ringleader does not run as a replicated \
+                 cluster yet: one node keeps the only replica of every partition (node.id={this}). \
+                 Leave controller.quorum.voters out, or list only this node",
+                ids.join(", ")
+            ),
+        })
     }
 
     /// Every known key (aliases included) with its current value, sorted by
@@ -1586,6 +1663,15 @@ impl Config {
         }
         if key == "controller.listener.names" {
             self.controller_listener_names = value.to_string();
+        }
+        if key == "controller.quorum.voters" {
+            parse_quorum_voters(value).map_err(|reason| ConfigError::BadValue {
+                key: key.to_string(),
+                value: value.to_string(),
+                reason,
+                source_desc: origin.to_string(),
+            })?;
+            self.controller_quorum_voters = value.to_string();
         }
         if let Some(reason) = lookup_reason(NO_EFFECT, key) {
             // Kept in the table too (DescribeConfigs reports it) when this broker has the key.
@@ -2695,5 +2781,38 @@ mod tests {
             ..Default::default()
         };
         assert!(!entry(&c, "num.partitions").is_default);
+    }
+
+    #[test]
+    fn quorum_voters_of_this_node_alone_are_a_single_node_and_others_are_refused() {
+        // Kafka's syntax, IPv6 in brackets.
+        let v = parse_quorum_voters("1@127.0.0.1:19001, 2@[::1]:19002,3@node-3:19003").unwrap();
+        assert_eq!(v.iter().map(|v| v.id).collect::<Vec<_>>(), vec![1, 2, 3]);
+        assert_eq!((v[1].host.as_str(), v[1].port), ("::1", 19002));
+        assert!(parse_quorum_voters("").unwrap().is_empty());
+        for (bad, want) in [
+            ("1@127.0.0.1", "no :port"),
+            ("127.0.0.1:19001", "not of the form"),
+            ("x@h:1", "not a node id"),
+            ("1@h:0", "not a port"),
+            ("1@:5", "no host"),
+            ("1@h:1,1@h:2", "more than once"),
+        ] {
+            let msg = set_err(&format!("controller.quorum.voters={bad}"));
+            assert!(msg.contains(want), "{bad}: {msg}");
+        }
+        // This node alone: accepted, as today.
+        let mut c = Config::default();
+        set(&mut c, "node.id=2");
+        set(&mut c, "controller.quorum.voters=2@127.0.0.1:19002");
+        c.validate().unwrap();
+        // Three nodes: a cluster, which is refused rather than run as a lone node.
+        set(
+            &mut c,
+            "controller.quorum.voters=1@127.0.0.1:19001,2@127.0.0.1:19002,3@127.0.0.1:19003",
+        );
+        let err = c.validate().unwrap_err();
+        assert!(matches!(err, ConfigError::Inconsistent { .. }), "{err}");
+        assert!(err.to_string().contains("names nodes 1, 2, 3"), "{err}");
     }
 }
