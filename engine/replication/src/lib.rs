@@ -1,0 +1,419 @@
+//! One replica of one replicated partition, as a sans-IO state machine.
+//!
+//! Owns: the Raft state of one partition on one node — its in-memory view of the log (the
+//! entries since the last compaction point, what raft-rs reads through [`raft::Storage`]), the
+//! hard state (term, vote, commit), the voters, and the translation of raft-rs's `Ready` into a
+//! [`Work`] the shell carries out: messages that may leave now, entries and hard state to make
+//! durable, messages that may leave only once those are durable, entries now committed by a
+//! majority (Kafka's high-watermark rule: a commit, a join result or an acks=all produce is
+//! answered only once its entry is in here), and role changes (a coordinator loads its groups
+//! when it becomes leader and drops them when it stops being one).
+//!
+//! Must not: touch a file, a socket, a task or a clock. Time is ticks the shell counts
+//! ([`Replica::tick`]), durability is the shell's report ([`Replica::persisted`]), the network
+//! is [`encode`] / [`decode`] plus whatever carries the bytes. The broker's glommio shard and
+//! the deterministic simulator (tests/cluster_sim.rs) drive this same type, as they drive
+//! `coordinator::partition_core`.
+//!
+//! Consensus is tikv's `raft` crate (raft-rs, the library TiKV runs in production), not our
+//! own: this crate only adapts it. Why raft-rs and not openraft is measured in
+//! `benches/raft-spike` and written in `docs/replication.md`: raft-rs is a plain state machine
+//! stepped by its caller, which is what a thread-per-core shard and a deterministic simulator
+//! need, while openraft owns its own tasks and timers on an async runtime.
+//!
+//! The protocol, from the shell's side:
+//! 1. Feed it: [`Replica::step`] for each message from a peer, [`Replica::tick`] every tick
+//!    interval, [`Replica::propose`] for a record batch the leader wants replicated.
+//! 2. [`Replica::work`] gives at most one [`Work`] at a time. The shell sends
+//!    [`Work::send_now`], makes [`Work::entries`] durable (appended at their indexes, cutting
+//!    whatever the log held from the first of them on) together with [`Work::hard_state`], and
+//!    then calls [`Replica::persisted`], which hands back what waited for durability: more
+//!    messages and more committed entries. Committed entries (in [`Work::committed`] and in
+//!    what `persisted` returns) are applied in index order.
+//! 3. On restart, [`Replica::restart`] takes what the shell found durable.
+
+use raft::eraftpb::{ConfState, Entry, EntryType, HardState, Message, Snapshot};
+use raft::{Config, GetEntriesContext, RaftState, RawNode, StateRole, Storage, StorageError};
+
+pub use raft::eraftpb;
+
+/// Node ids as Kafka's `node.id`: positive; raft-rs reserves 0 for "none".
+pub type NodeId = u64;
+
+/// Ticks a follower waits without hearing from a leader before it stands for election (raft-rs
+/// randomizes in `[ELECTION_TICKS, 2 × ELECTION_TICKS)`). With a 100 ms tick: 1–2 s, Kafka's
+/// `controller.quorum.election.timeout.ms` default is 1 s.
+pub const ELECTION_TICKS: usize = 10;
+/// A leader sends heartbeats every tick.
+pub const HEARTBEAT_TICKS: usize = 1;
+/// The largest append message: bounds what one message from a leader carries.
+pub const MAX_MESSAGE_BYTES: u64 = 1 << 20;
+/// Append messages in flight to one follower: bounds what a slow follower can queue.
+pub const MAX_INFLIGHT_APPENDS: usize = 256;
+
+/// The role of this replica, as the coordinator and the data path need it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Role {
+    pub term: u64,
+    /// The leader this replica knows of in `term`, if any.
+    pub leader: Option<NodeId>,
+    /// This replica is the leader of `term`: it may answer as coordinator / partition leader.
+    pub is_leader: bool,
+}
+
+/// Why a proposal was not taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProposeError {
+    /// Only the leader takes proposals: the client is told NOT_COORDINATOR /
+    /// NOT_LEADER_OR_FOLLOWER and looks the leader up again (`leader` is a hint).
+    NotLeader { leader: Option<NodeId> },
+    /// The leader is handing leadership over, or raft-rs dropped it for another reason.
+    Dropped,
+}
+
+/// What the shell must do, in order. See the protocol in the crate's documentation.
+#[derive(Debug, Default)]
+pub struct Work {
+    /// May leave before anything is durable (a leader's appends go out in parallel with its
+    /// own write, as in the Raft thesis §10.2.1).
+    pub send_now: Vec<Message>,
+    /// To append durably, replacing whatever the log held from the first entry's index on.
+    pub entries: Vec<Entry>,
+    /// To store durably with the entries, if it changed.
+    pub hard_state: Option<HardState>,
+    /// Entries committed by a majority, to apply now (they are already durable here).
+    pub committed: Vec<Entry>,
+    /// The role changed (election won or lost, a new leader heard of).
+    pub role: Option<Role>,
+}
+
+/// What waited for the shell's durable write: send and apply, in this order.
+#[derive(Debug, Default)]
+pub struct AfterPersist {
+    pub send: Vec<Message>,
+    pub committed: Vec<Entry>,
+}
+
+/// What the shell found durable at restart.
+#[derive(Debug, Clone, Default)]
+pub struct Durable {
+    pub hard_state: HardState,
+    /// Contiguous, from index 1 (log compaction and snapshots come with the coordinator's
+    /// snapshots; until then the log is kept whole).
+    pub entries: Vec<Entry>,
+}
+
+/// raft-rs's view of our log: the entries the shell made durable, the hard state, the voters.
+/// Plain fields, no locks: it lives on the one shard that owns the partition.
+#[derive(Debug)]
+pub struct Log {
+    entries: Vec<Entry>,
+    hard_state: HardState,
+    conf: ConfState,
+}
+
+impl Log {
+    fn first_index(&self) -> u64 {
+        self.entries.first().map_or(1, |e| e.index)
+    }
+
+    fn last_index(&self) -> u64 {
+        self.entries.last().map_or(0, |e| e.index)
+    }
+
+    /// Append what the shell made durable, cutting a conflicting suffix (Raft §5.3).
+    fn append(&mut self, ents: &[Entry]) {
+        let Some(first) = ents.first() else { return };
+        assert!(
+            first.index >= self.first_index() && first.index <= self.last_index() + 1,
+            "append at {} leaves a gap after {}",
+            first.index,
+            self.last_index()
+        );
+        let keep = (first.index - self.first_index()) as usize;
+        self.entries.truncate(keep);
+        self.entries.extend_from_slice(ents);
+    }
+
+    pub fn entries(&self) -> &[Entry] {
+        &self.entries
+    }
+}
+
+impl Storage for Log {
+    fn initial_state(&self) -> raft::Result<RaftState> {
+        Ok(RaftState {
+            hard_state: self.hard_state.clone(),
+            conf_state: self.conf.clone(),
+        })
+    }
+
+    fn entries(
+        &self,
+        low: u64,
+        high: u64,
+        max_size: impl Into<Option<u64>>,
+        _context: GetEntriesContext,
+    ) -> raft::Result<Vec<Entry>> {
+        if low < self.first_index() {
+            return Err(raft::Error::Store(StorageError::Compacted));
+        }
+        assert!(
+            high <= self.last_index() + 1,
+            "entries up to {high} past {}",
+            self.last_index()
+        );
+        let off = self.first_index();
+        let mut out = self.entries[(low - off) as usize..(high - off) as usize].to_vec();
+        raft::util::limit_size(&mut out, max_size.into());
+        Ok(out)
+    }
+
+    fn term(&self, idx: u64) -> raft::Result<u64> {
+        if idx == 0 {
+            return Ok(0);
+        }
+        if idx < self.first_index() {
+            return Err(raft::Error::Store(StorageError::Compacted));
+        }
+        if idx > self.last_index() {
+            return Err(raft::Error::Store(StorageError::Unavailable));
+        }
+        Ok(self.entries[(idx - self.first_index()) as usize].term)
+    }
+
+    fn first_index(&self) -> raft::Result<u64> {
+        Ok(Log::first_index(self))
+    }
+
+    fn last_index(&self) -> raft::Result<u64> {
+        Ok(Log::last_index(self))
+    }
+
+    fn snapshot(&self, _request_index: u64, _to: u64) -> raft::Result<Snapshot> {
+        // The log is never compacted yet (see `Durable`), so a follower always catches up from
+        // entries and raft-rs never asks for a snapshot.
+        Err(raft::Error::Store(
+            StorageError::SnapshotTemporarilyUnavailable,
+        ))
+    }
+}
+
+/// One replica of one partition.
+pub struct Replica {
+    raw: RawNode<Log>,
+    /// The Ready handed out as [`Work`] and not yet reported durable.
+    in_flight: Option<raft::Ready>,
+    role: Role,
+}
+
+impl std::fmt::Debug for Replica {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Replica")
+            .field("id", &self.raw.raft.id)
+            .field("role", &self.role)
+            .finish()
+    }
+}
+
+fn config(id: NodeId, applied: u64) -> Config {
+    Config {
+        id,
+        election_tick: ELECTION_TICKS,
+        heartbeat_tick: HEARTBEAT_TICKS,
+        max_size_per_msg: MAX_MESSAGE_BYTES,
+        max_inflight_msgs: MAX_INFLIGHT_APPENDS,
+        // A leader that has not heard from a majority for an election timeout steps down, so a
+        // leader cut off from the others stops acting as coordinator (Raft thesis §6.2).
+        check_quorum: true,
+        // A node that rejoins after a partition does not disrupt a working leader (§9.6).
+        pre_vote: true,
+        applied,
+        ..Config::default()
+    }
+}
+
+impl Replica {
+    /// A new replica of a partition whose voters are `voters` (this node among them), with an
+    /// empty log.
+    pub fn new(id: NodeId, voters: &[NodeId]) -> Result<Self, raft::Error> {
+        Self::restart(id, voters, Durable::default())
+    }
+
+    /// A replica restarted from what the shell found durable. Committed entries are handed out
+    /// again from the start of the log (the shell rebuilds its state machine by applying them).
+    pub fn restart(id: NodeId, voters: &[NodeId], durable: Durable) -> Result<Self, raft::Error> {
+        assert!(id != 0, "node ids are positive");
+        assert!(
+            voters.contains(&id),
+            "node {id} is not among the voters {voters:?}"
+        );
+        for w in durable.entries.windows(2) {
+            assert_eq!(w[0].index + 1, w[1].index, "durable log is not contiguous");
+        }
+        let log = Log {
+            entries: durable.entries,
+            hard_state: durable.hard_state,
+            conf: ConfState::from((voters.to_vec(), vec![])),
+        };
+        let logger = slog::Logger::root(slog::Discard, slog::o!());
+        let cfg = config(id, 0);
+        cfg.validate()?;
+        let raw = RawNode::new(&cfg, log, &logger)?;
+        let role = Role {
+            term: raw.raft.term,
+            leader: None,
+            is_leader: false,
+        };
+        Ok(Replica {
+            raw,
+            in_flight: None,
+            role,
+        })
+    }
+
+    pub fn id(&self) -> NodeId {
+        self.raw.raft.id
+    }
+
+    pub fn role(&self) -> Role {
+        self.role
+    }
+
+    /// The highest index committed by a majority that this replica knows of.
+    pub fn commit_index(&self) -> u64 {
+        self.raw.raft.raft_log.committed
+    }
+
+    /// The durable log (what the shell reported persisted).
+    pub fn log(&self) -> &Log {
+        self.raw.store()
+    }
+
+    /// One tick of the shell's clock.
+    pub fn tick(&mut self) {
+        self.raw.tick();
+    }
+
+    /// Stand for election now (a node that should lead a partition it prefers, or a test).
+    pub fn campaign(&mut self) -> Result<(), raft::Error> {
+        self.raw.campaign()
+    }
+
+    /// A message from a peer. Messages for another node, or local-only message types, are
+    /// refused (a peer sending them is broken or hostile).
+    pub fn step(&mut self, m: Message) -> Result<(), raft::Error> {
+        if m.to != self.id() || raft::raw_node::is_local_msg(m.get_msg_type()) {
+            return Err(raft::Error::StepLocalMsg);
+        }
+        self.raw.step(m)
+    }
+
+    /// Replicate `data` (one record batch); on success, the index its entry will commit at.
+    pub fn propose(&mut self, data: Vec<u8>) -> Result<u64, ProposeError> {
+        if self.raw.raft.state != StateRole::Leader {
+            return Err(ProposeError::NotLeader {
+                leader: self.leader_hint(),
+            });
+        }
+        let before = self.raw.raft.raft_log.last_index();
+        match self.raw.propose(Vec::new(), data) {
+            Ok(()) => {
+                let idx = self.raw.raft.raft_log.last_index();
+                debug_assert_eq!(idx, before + 1);
+                Ok(idx)
+            }
+            Err(raft::Error::ProposalDropped) => Err(ProposeError::Dropped),
+            Err(e) => unreachable!("raft-rs propose only drops: {e:?}"),
+        }
+    }
+
+    fn leader_hint(&self) -> Option<NodeId> {
+        match self.raw.raft.leader_id {
+            0 => None,
+            id => Some(id),
+        }
+    }
+
+    /// The next piece of work, if there is any and none is in flight.
+    pub fn work(&mut self) -> Option<Work> {
+        if self.in_flight.is_some() || !self.raw.has_ready() {
+            return None;
+        }
+        let mut rd = self.raw.ready();
+        assert!(
+            rd.snapshot().is_empty(),
+            "snapshots are never sent: the log is not compacted"
+        );
+        let mut work = Work {
+            send_now: rd.take_messages(),
+            entries: rd.take_entries(),
+            hard_state: rd.hs().cloned(),
+            committed: only_data(rd.take_committed_entries()),
+            role: None,
+        };
+        if rd.ss().is_some() || self.raw.raft.term != self.role.term {
+            let role = Role {
+                term: self.raw.raft.term,
+                leader: self.leader_hint(),
+                is_leader: self.raw.raft.state == StateRole::Leader,
+            };
+            if role != self.role {
+                self.role = role;
+                work.role = Some(role);
+            }
+        }
+        self.in_flight = Some(rd);
+        Some(work)
+    }
+
+    /// The shell made the in-flight [`Work`]'s entries and hard state durable. Panics if no
+    /// work is in flight (a shell bug).
+    pub fn persisted(&mut self, work: &Work) -> AfterPersist {
+        let mut rd = self
+            .in_flight
+            .take()
+            .expect("persisted() without work in flight");
+        let store = self.raw.mut_store();
+        store.append(&work.entries);
+        if let Some(hs) = &work.hard_state {
+            store.hard_state = hs.clone();
+        }
+        let mut after = AfterPersist {
+            send: rd.take_persisted_messages(),
+            committed: Vec::new(),
+        };
+        let mut light = self.raw.advance(rd);
+        if let Some(c) = light.commit_index() {
+            // Kept in memory only: a commit index lost in a crash is learnt again from the
+            // leader, and raft-rs persists it with the next hard state.
+            self.raw.mut_store().hard_state.commit = c;
+        }
+        after.send.extend(light.take_messages());
+        after.committed = only_data(light.take_committed_entries());
+        self.raw.advance_apply();
+        after
+    }
+}
+
+/// Committed entries the state machine applies: a new leader's empty entry (Raft §8) and
+/// configuration changes are raft-rs's own.
+fn only_data(entries: Vec<Entry>) -> Vec<Entry> {
+    entries
+        .into_iter()
+        .filter(|e| e.get_entry_type() == EntryType::EntryNormal && !e.data.is_empty())
+        .collect()
+}
+
+/// A message as it goes between nodes (raft-rs's protobuf encoding; the node-to-node frame
+/// around it is the transport's).
+pub fn encode(m: &Message) -> Vec<u8> {
+    use protobuf::Message as _;
+    m.write_to_bytes().expect("a Message always encodes")
+}
+
+/// A message from a peer's bytes. Garbage is an error, never a panic.
+pub fn decode(bytes: &[u8]) -> Result<Message, protobuf::ProtobufError> {
+    use protobuf::Message as _;
+    Message::parse_from_bytes(bytes)
+}

@@ -1,0 +1,459 @@
+//! A deterministic simulation of one replicated partition on three nodes: the same `Replica`
+//! the broker runs, driven through a faulty network (delays, drops, duplicates, partitions that
+//! isolate a node) with node crashes and restarts from what each node made durable. Each seed is
+//! one run; a failing seed replays exactly.
+//!
+//! Invariants checked:
+//! - at most one leader per term (election safety);
+//! - two nodes never apply different entries at the same index (state machine safety);
+//! - an entry the leader saw committed (what a coordinator answers "committed" on) is applied by
+//!   every node once the faults stop, at the same index — no acknowledged commit is lost;
+//! - replicas converge: after healing, every node applies the same sequence;
+//! - terms seen by a node never go back, across its restarts.
+
+use replication::eraftpb::{Entry, Message};
+use replication::{Durable, NodeId, ProposeError, Replica};
+use std::collections::{BTreeMap, HashMap};
+
+/// splitmix64: small, seedable, no dependency.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+    fn chance(&mut self, per_mille: u64) -> bool {
+        self.below(1000) < per_mille
+    }
+}
+
+const VOTERS: [NodeId; 3] = [1, 2, 3];
+/// Simulation steps per Raft tick: messages take a few steps, so many round trips fit in one
+/// tick as on a real network (100 ms ticks, sub-millisecond loopback).
+const STEPS_PER_TICK: u64 = 10;
+
+struct Node {
+    replica: Option<Replica>,
+    /// What this node made durable: survives a crash.
+    disk: Durable,
+    /// What its state machine applied since its last start: index → data.
+    applied: BTreeMap<u64, Vec<u8>>,
+    highest_term: u64,
+}
+
+struct Sim {
+    rng: Rng,
+    step: u64,
+    nodes: HashMap<NodeId, Node>,
+    /// (deliver at step, message)
+    net: Vec<(u64, Message)>,
+    /// A node cut off from both others (none when healed).
+    isolated: Option<NodeId>,
+    drop_per_mille: u64,
+    /// term → the node that led it.
+    leaders: HashMap<u64, NodeId>,
+    /// index → data of every entry a leader saw committed (acknowledged to a client).
+    acked: BTreeMap<u64, Vec<u8>>,
+    /// proposal index → data, per (leader, term), to recognise our entries when committed.
+    proposed: HashMap<(NodeId, u64), Vec<u8>>,
+    next_payload: u64,
+}
+
+impl Sim {
+    fn new(seed: u64) -> Sim {
+        let nodes = VOTERS
+            .iter()
+            .map(|&id| {
+                let n = Node {
+                    replica: Some(Replica::new(id, &VOTERS).unwrap()),
+                    disk: Durable::default(),
+                    applied: BTreeMap::new(),
+                    highest_term: 0,
+                };
+                (id, n)
+            })
+            .collect();
+        Sim {
+            rng: Rng(seed),
+            step: 0,
+            nodes,
+            net: Vec::new(),
+            isolated: None,
+            drop_per_mille: 0,
+            leaders: HashMap::new(),
+            acked: BTreeMap::new(),
+            proposed: HashMap::new(),
+            next_payload: 0,
+        }
+    }
+
+    fn send(&mut self, msgs: Vec<Message>) {
+        for m in msgs {
+            let (from, to) = (m.from, m.to);
+            if self.isolated.is_some_and(|i| i == from || i == to)
+                || self.rng.chance(self.drop_per_mille)
+            {
+                continue;
+            }
+            let at = self.step + 1 + self.rng.below(3);
+            if self.drop_per_mille > 0 && self.rng.chance(20) {
+                self.net.push((at + self.rng.below(5), m.clone())); // a duplicate, later
+            }
+            self.net.push((at, m));
+        }
+    }
+
+    fn apply(&mut self, id: NodeId, committed: Vec<Entry>, leader_term: Option<u64>) {
+        for e in committed {
+            let node = self.nodes.get_mut(&id).unwrap();
+            if let Some(prev) = node.applied.insert(e.index, e.data.to_vec()) {
+                panic!("node {id} applied index {} twice ({prev:?})", e.index);
+            }
+            // State machine safety against every other node's applied entries.
+            for (other, n) in &self.nodes {
+                if let Some(d) = n.applied.get(&e.index) {
+                    assert_eq!(
+                        d,
+                        &e.data.to_vec(),
+                        "nodes {id} and {other} applied different entries at {}",
+                        e.index
+                    );
+                }
+            }
+            // A leader applying its own proposal: this is where the coordinator answers.
+            if let Some(term) = leader_term {
+                if self
+                    .proposed
+                    .get(&(id, e.index))
+                    .is_some_and(|d| d == &e.data.to_vec())
+                    && e.term == term
+                {
+                    self.acked.insert(e.index, e.data.to_vec());
+                }
+            }
+        }
+    }
+
+    /// Run a node's work to completion: persist (to its simulated disk), send, apply.
+    fn drive(&mut self, id: NodeId) {
+        loop {
+            let Some(r) = self.nodes.get_mut(&id).unwrap().replica.as_mut() else {
+                return;
+            };
+            let Some(work) = r.work() else { return };
+            if let Some(role) = work.role {
+                if role.is_leader {
+                    if let Some(prev) = self.leaders.insert(role.term, id) {
+                        assert_eq!(prev, id, "two leaders in term {}", role.term);
+                    }
+                }
+            }
+            let send_now = work.send_now.clone();
+            self.send(send_now);
+            // Durable write: entries replace the log's suffix from their first index.
+            {
+                let node = self.nodes.get_mut(&id).unwrap();
+                if let Some(first) = work.entries.first() {
+                    node.disk.entries.truncate((first.index - 1) as usize);
+                    node.disk.entries.extend(work.entries.iter().cloned());
+                }
+                if let Some(hs) = &work.hard_state {
+                    assert!(hs.term >= node.highest_term, "node {id}'s term went back");
+                    node.highest_term = hs.term;
+                    node.disk.hard_state = hs.clone();
+                }
+            }
+            let leader_term = {
+                let r = self.nodes[&id].replica.as_ref().unwrap();
+                r.role().is_leader.then_some(r.role().term)
+            };
+            let committed = work.committed.clone();
+            self.apply(id, committed, leader_term);
+            let after = self
+                .nodes
+                .get_mut(&id)
+                .unwrap()
+                .replica
+                .as_mut()
+                .unwrap()
+                .persisted(&work);
+            self.send(after.send);
+            self.apply(id, after.committed, leader_term);
+        }
+    }
+
+    fn crash(&mut self, id: NodeId) {
+        let n = self.nodes.get_mut(&id).unwrap();
+        n.replica = None;
+        self.net.retain(|(_, m)| m.to != id);
+    }
+
+    fn restart(&mut self, id: NodeId) {
+        let n = self.nodes.get_mut(&id).unwrap();
+        assert!(n.replica.is_none());
+        n.replica = Some(Replica::restart(id, &VOTERS, n.disk.clone()).unwrap());
+        n.applied.clear(); // its state machine is rebuilt from the log
+    }
+
+    fn propose(&mut self) {
+        let leaders: Vec<NodeId> = VOTERS
+            .iter()
+            .copied()
+            .filter(|id| {
+                self.nodes[id]
+                    .replica
+                    .as_ref()
+                    .is_some_and(|r| r.role().is_leader)
+            })
+            .collect();
+        for id in leaders {
+            self.next_payload += 1;
+            let data = format!("batch-{}", self.next_payload).into_bytes();
+            let r = self.nodes.get_mut(&id).unwrap().replica.as_mut().unwrap();
+            match r.propose(data.clone()) {
+                Ok(idx) => {
+                    self.proposed.insert((id, idx), data);
+                }
+                Err(ProposeError::NotLeader { .. }) | Err(ProposeError::Dropped) => {}
+            }
+        }
+    }
+
+    /// One step: deliver what is due, tick on tick boundaries, maybe propose, run work.
+    fn run_step(&mut self, propose_per_mille: u64) {
+        self.step += 1;
+        let now = self.step;
+        let mut due = Vec::new();
+        self.net.retain(|(at, m)| {
+            if *at <= now {
+                due.push(m.clone());
+                false
+            } else {
+                true
+            }
+        });
+        for m in due {
+            let to = m.to;
+            if let Some(r) = self.nodes.get_mut(&to).unwrap().replica.as_mut() {
+                r.step(m).unwrap();
+            }
+        }
+        if now % STEPS_PER_TICK == 0 {
+            // (not is_multiple_of: the workspace's rust-version is 1.85)
+            for id in VOTERS {
+                if let Some(r) = self.nodes.get_mut(&id).unwrap().replica.as_mut() {
+                    r.tick();
+                }
+            }
+        }
+        if self.rng.chance(propose_per_mille) {
+            self.propose();
+        }
+        for id in VOTERS {
+            self.drive(id);
+        }
+    }
+
+    fn alive(&self, id: NodeId) -> bool {
+        self.nodes[&id].replica.is_some()
+    }
+}
+
+fn run(seed: u64, steps: u64) -> (usize, usize) {
+    let mut sim = Sim::new(seed);
+    let mut faults = 0;
+    // Faulty phase.
+    for _ in 0..steps {
+        let r = sim.rng.below(10_000);
+        if r < 8 {
+            // crash one live node (keep a majority most of the time, not always)
+            let id = VOTERS[sim.rng.below(3) as usize];
+            if sim.alive(id) {
+                sim.crash(id);
+                faults += 1;
+            }
+        } else if r < 30 {
+            let id = VOTERS[sim.rng.below(3) as usize];
+            if !sim.alive(id) {
+                sim.restart(id);
+            }
+        } else if r < 36 {
+            sim.isolated = Some(VOTERS[sim.rng.below(3) as usize]);
+            faults += 1;
+        } else if r < 60 {
+            sim.isolated = None;
+        } else if r < 70 {
+            sim.drop_per_mille = [0, 50, 200][sim.rng.below(3) as usize];
+        }
+        sim.run_step(300);
+    }
+    // Heal: everyone up, no faults, and run until the logs agree.
+    sim.isolated = None;
+    sim.drop_per_mille = 0;
+    for id in VOTERS {
+        if !sim.alive(id) {
+            sim.restart(id);
+        }
+    }
+    // One more proposal after healing commits everything from earlier terms (Raft §5.4.2).
+    let mut settled = false;
+    for i in 0..20_000u64 {
+        sim.run_step(if i < 2_000 { 50 } else { 0 });
+        if i > 2_000 && sim.net.is_empty() {
+            let commits: Vec<u64> = VOTERS
+                .iter()
+                .map(|id| sim.nodes[id].replica.as_ref().unwrap().commit_index())
+                .collect();
+            let applied: Vec<Option<u64>> = VOTERS
+                .iter()
+                .map(|id| sim.nodes[id].applied.keys().next_back().copied())
+                .collect();
+            if commits.iter().all(|&c| c == commits[0]) && applied.iter().all(|a| *a == applied[0])
+            {
+                settled = true;
+                break;
+            }
+        }
+    }
+    assert!(
+        settled,
+        "seed {seed}: the cluster did not converge after healing"
+    );
+    let first = &sim.nodes[&1].applied;
+    for id in VOTERS {
+        assert_eq!(
+            &sim.nodes[&id].applied, first,
+            "seed {seed}: node {id} applied a different sequence"
+        );
+    }
+    for (idx, data) in &sim.acked {
+        assert_eq!(
+            first.get(idx),
+            Some(data),
+            "seed {seed}: acknowledged entry {idx} lost"
+        );
+    }
+    (sim.acked.len(), faults)
+}
+
+#[test]
+fn three_nodes_under_faults_keep_every_acknowledged_entry() {
+    let seeds: u64 = std::env::var("RINGLEADER_RAFT_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(60);
+    let (mut acked, mut faults) = (0, 0);
+    for seed in 0..seeds {
+        let (a, f) = run(seed, 4_000);
+        acked += a;
+        faults += f;
+    }
+    // The runs must have done something: entries acknowledged and faults injected.
+    eprintln!("{seeds} seeds: {acked} entries acknowledged, {faults} faults injected");
+    assert!(
+        acked > seeds as usize * 20,
+        "only {acked} entries acknowledged over {seeds} seeds"
+    );
+    assert!(
+        faults > seeds as usize,
+        "only {faults} faults over {seeds} seeds"
+    );
+}
+
+#[test]
+fn a_follower_refuses_proposals_and_names_the_leader() {
+    let mut sim = Sim::new(1);
+    for _ in 0..400 {
+        sim.run_step(0);
+    }
+    let leader = *sim
+        .leaders
+        .values()
+        .next()
+        .expect("a leader within 40 ticks");
+    let follower = VOTERS.iter().copied().find(|&id| id != leader).unwrap();
+    let r = sim
+        .nodes
+        .get_mut(&follower)
+        .unwrap()
+        .replica
+        .as_mut()
+        .unwrap();
+    assert_eq!(
+        r.propose(b"x".to_vec()),
+        Err(ProposeError::NotLeader {
+            leader: Some(leader)
+        })
+    );
+}
+
+#[test]
+fn an_isolated_leader_steps_down_and_a_new_one_is_elected() {
+    let mut sim = Sim::new(2);
+    for _ in 0..400 {
+        sim.run_step(100);
+    }
+    let (&term, &old) = sim.leaders.iter().max_by_key(|(t, _)| **t).unwrap();
+    sim.isolated = Some(old);
+    // check_quorum: within two election timeouts the old leader knows it is not leader any more.
+    for _ in 0..(2 * replication::ELECTION_TICKS as u64 * STEPS_PER_TICK + 20) {
+        sim.run_step(100);
+    }
+    assert!(
+        !sim.nodes[&old].replica.as_ref().unwrap().role().is_leader,
+        "isolated leader {old} still leads"
+    );
+    let (&new_term, &new) = sim.leaders.iter().max_by_key(|(t, _)| **t).unwrap();
+    assert!(
+        new_term > term && new != old,
+        "no new leader after isolating {old}"
+    );
+    // The isolated node's proposals cannot commit: it is not leader, so it refuses them.
+    let r = sim.nodes.get_mut(&old).unwrap().replica.as_mut().unwrap();
+    assert!(matches!(
+        r.propose(b"late".to_vec()),
+        Err(ProposeError::NotLeader { .. })
+    ));
+}
+
+#[test]
+fn garbage_from_a_peer_is_an_error_not_a_panic() {
+    let mut rng = Rng(9);
+    for len in 0..300 {
+        let bytes: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+        let _ = replication::decode(&bytes);
+    }
+    let mut r = Replica::new(1, &VOTERS).unwrap();
+    let not_mine = Message {
+        to: 2,
+        ..Default::default()
+    };
+    assert!(
+        r.step(not_mine).is_err(),
+        "a message for another node is refused"
+    );
+    let mut local = Message {
+        to: 1,
+        ..Default::default()
+    };
+    local.set_msg_type(replication::eraftpb::MessageType::MsgHup);
+    assert!(
+        r.step(local).is_err(),
+        "a local-only message type from the network is refused"
+    );
+    // Neither changed anything: still a follower of nobody in term 0.
+    assert_eq!(
+        r.role(),
+        replication::Role {
+            term: 0,
+            leader: None,
+            is_leader: false
+        }
+    );
+}
