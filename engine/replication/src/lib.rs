@@ -31,6 +31,11 @@
 //!    messages and more committed entries. Committed entries (in [`Work::committed`] and in
 //!    what `persisted` returns) are applied in index order.
 //! 3. On restart, [`Replica::restart`] takes what the shell found durable.
+//!
+//! [`partition::ReplicatedPartition`] puts the group coordinator's partition core on top: the
+//! core runs on the leader only, and its "durable" is "committed by a majority".
+
+pub mod partition;
 
 use raft::eraftpb::{ConfState, Entry, EntryType, HardState, Message, Snapshot};
 use raft::{Config, GetEntriesContext, RaftState, RawNode, StateRole, Storage, StorageError};
@@ -283,6 +288,11 @@ impl Replica {
     /// The highest index committed by a majority that this replica knows of.
     pub fn commit_index(&self) -> u64 {
         self.raw.raft.raft_log.committed
+    }
+
+    /// The index of the last entry in the log, durable or not.
+    pub fn last_index(&self) -> u64 {
+        self.raw.raft.raft_log.last_index()
     }
 
     /// The durable log (what the shell reported persisted).

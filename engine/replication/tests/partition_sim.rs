@@ -1,0 +1,387 @@
+//! The group coordinator on three replicas of one `__consumer_offsets` partition, through
+//! leader crashes: the same `PartitionCore` the broker runs, with "durable" meaning "committed by
+//! a majority". Deterministic per seed.
+//!
+//! Checked: only the loaded leader serves (followers answer NOT_COORDINATOR, a leader still
+//! replaying answers COORDINATOR_LOAD_IN_PROGRESS); a commit is answered only after its entry is
+//! committed; after every crash of the leader the new leader's OffsetFetch returns at least the
+//! last offset acknowledged before the crash, and only an offset some client sent; at most one
+//! replica serves as coordinator at a time in this (partition-free) network.
+
+use coordinator::group::{GroupConfig, GroupRequest, GroupResponse, RequestContext};
+use coordinator::topics::MemoryTopics;
+use kafka_protocol::messages::offset_commit_request::{
+    OffsetCommitRequest, OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+};
+use kafka_protocol::messages::{GroupId, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use replication::eraftpb::Message;
+use replication::partition::{NotServing, ReplicatedPartition};
+use replication::{Durable, NodeId, Replica};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+const VOTERS: [NodeId; 3] = [1, 2, 3];
+const STEPS_PER_TICK: u64 = 10;
+/// One simulation step is 10 ms of the coordinator's clock (a 100 ms Raft tick).
+const MS_PER_STEP: i64 = 10;
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+struct Node {
+    part: Option<ReplicatedPartition<u32>>,
+    disk: Durable,
+}
+
+struct Sim {
+    rng: Rng,
+    step: u64,
+    nodes: HashMap<NodeId, Node>,
+    net: Vec<(u64, Message)>,
+    ctx: Arc<RequestContext>,
+    next_req: u64,
+    /// request id → the offset it commits
+    commits: HashMap<u64, i64>,
+    /// answers: request id → error code of the commit
+    answered: HashMap<u64, i16>,
+    /// request id → the term of the leader that took it
+    offsets_sent: Vec<i64>,
+    /// OffsetFetch answers: request id → offset
+    fetched: HashMap<u64, i64>,
+}
+
+fn sb(s: &str) -> StrBytes {
+    StrBytes::from_string(s.to_string())
+}
+
+fn commit_req(offset: i64) -> GroupRequest {
+    let part = OffsetCommitRequestPartition::default()
+        .with_partition_index(0)
+        .with_committed_offset(offset);
+    let topic = OffsetCommitRequestTopic::default()
+        .with_name(TopicName(sb("orders")))
+        .with_partitions(vec![part]);
+    GroupRequest::OffsetCommit(
+        OffsetCommitRequest::default()
+            .with_group_id(GroupId(sb("solo")))
+            .with_member_id(sb(""))
+            .with_generation_id_or_member_epoch(-1)
+            .with_topics(vec![topic]),
+    )
+}
+
+impl Sim {
+    fn new(seed: u64) -> Sim {
+        let topics = MemoryTopics::new(50);
+        topics.create("orders", 1, Default::default()).unwrap();
+        let ctx = Arc::new(RequestContext {
+            client_id: "sim".into(),
+            client_host: "/127.0.0.1".into(),
+            api_version: 8,
+            topics: topics.snapshot(),
+            group_configs: Default::default(),
+            topic_filter: None,
+        });
+        let mut sim = Sim {
+            rng: Rng(seed),
+            step: 0,
+            nodes: HashMap::new(),
+            net: Vec::new(),
+            ctx,
+            next_req: 1,
+            commits: HashMap::new(),
+            answered: HashMap::new(),
+            offsets_sent: Vec::new(),
+            fetched: HashMap::new(),
+        };
+        for id in VOTERS {
+            sim.nodes.insert(
+                id,
+                Node {
+                    part: None,
+                    disk: Durable::default(),
+                },
+            );
+            sim.start(id);
+        }
+        sim
+    }
+
+    fn start(&mut self, id: NodeId) {
+        let n = self.nodes.get_mut(&id).unwrap();
+        let replica = Replica::restart(id, &VOTERS, n.disk.clone()).unwrap();
+        n.part = Some(ReplicatedPartition::new(0, GroupConfig::default(), replica));
+    }
+
+    fn crash(&mut self, id: NodeId) {
+        self.nodes.get_mut(&id).unwrap().part = None;
+        self.net.retain(|(_, m)| m.to != id);
+    }
+
+    fn now(&self) -> i64 {
+        1_000_000 + self.step as i64 * MS_PER_STEP
+    }
+
+    fn send(&mut self, msgs: Vec<Message>) {
+        for m in msgs {
+            let at = self.step + 1 + self.rng.below(3);
+            self.net.push((at, m));
+        }
+    }
+
+    fn answer(&mut self, released: Vec<coordinator::partition_core::Released<u32>>) {
+        for r in released {
+            match r.response {
+                GroupResponse::OffsetCommit(resp) => {
+                    let code = resp.topics[0].partitions[0].error_code;
+                    assert!(
+                        self.answered.insert(r.id, code).is_none(),
+                        "request {} answered twice",
+                        r.id
+                    );
+                }
+                GroupResponse::OffsetFetch(f) => {
+                    assert_eq!(f.error_code, 0, "{f:?}");
+                    self.fetched.insert(r.id, f.partitions[0].2);
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+
+    fn drive(&mut self, id: NodeId) {
+        loop {
+            let Some(part) = self.nodes.get_mut(&id).unwrap().part.as_mut() else {
+                return;
+            };
+            let Some(work) = part.work() else { return };
+            let send_now = work.send_now.clone();
+            let n = self.nodes.get_mut(&id).unwrap();
+            if let Some(first) = work.entries.first() {
+                n.disk.entries.truncate((first.index - 1) as usize);
+                n.disk.entries.extend(work.entries.iter().cloned());
+            }
+            if let Some(hs) = &work.hard_state {
+                n.disk.hard_state = hs.clone();
+            }
+            let progress = n.part.as_mut().unwrap().persisted(work);
+            assert!(
+                progress.refused.is_empty(),
+                "nothing is deferred at this load"
+            );
+            self.send(send_now);
+            self.send(progress.send);
+            self.answer(progress.released);
+        }
+    }
+
+    fn serving(&self) -> Vec<NodeId> {
+        VOTERS
+            .iter()
+            .copied()
+            .filter(|id| {
+                self.nodes[id]
+                    .part
+                    .as_ref()
+                    .is_some_and(|p| p.coordinator().is_some())
+            })
+            .collect()
+    }
+
+    fn run_step(&mut self, commit: bool) {
+        self.step += 1;
+        let now = self.step;
+        let mut due = Vec::new();
+        self.net.retain(|(at, m)| {
+            if *at <= now {
+                due.push(m.clone());
+                false
+            } else {
+                true
+            }
+        });
+        for m in due {
+            if let Some(p) = self.nodes.get_mut(&m.to).unwrap().part.as_mut() {
+                p.replica_mut().step(m).unwrap();
+            }
+        }
+        if now % STEPS_PER_TICK == 0 {
+            let t = self.now();
+            for id in VOTERS {
+                if let Some(p) = self.nodes.get_mut(&id).unwrap().part.as_mut() {
+                    p.replica_mut().tick();
+                    let released = p.tick(t, 0);
+                    self.answer(released);
+                }
+            }
+        }
+        let serving = self.serving();
+        assert!(serving.len() <= 1, "two coordinators at once: {serving:?}");
+        if commit {
+            // Every node gets the request: followers must refuse it, the leader takes it.
+            let offset = self.offsets_sent.len() as i64 + 1;
+            let mut taken = false;
+            for id in VOTERS {
+                let t = self.now();
+                let req_id = self.next_req;
+                let ctx = self.ctx.clone();
+                let Some(p) = self.nodes.get_mut(&id).unwrap().part.as_mut() else {
+                    continue;
+                };
+                let role = p.role();
+                match p.handle(req_id, &ctx, commit_req(offset), t, 0) {
+                    Ok(released) => {
+                        assert!(role.is_leader, "node {id} served while not leader");
+                        taken = true;
+                        self.next_req += 1;
+                        self.commits.insert(req_id, offset);
+                        self.answer(released);
+                    }
+                    Err(NotServing::NotCoordinator { .. }) => {
+                        assert!(!role.is_leader || p.coordinator().is_none())
+                    }
+                    Err(NotServing::Loading) => assert!(role.is_leader),
+                }
+            }
+            if taken {
+                self.offsets_sent.push(offset);
+            }
+        }
+        for id in VOTERS {
+            self.drive(id);
+        }
+    }
+
+    /// The highest offset acknowledged so far.
+    fn acked(&self) -> i64 {
+        self.answered
+            .iter()
+            .filter(|(_, c)| **c == 0)
+            .map(|(id, _)| self.commits[id])
+            .max()
+            .unwrap_or(0)
+    }
+
+    fn fetch(&mut self, id: NodeId) -> i64 {
+        let t = self.now();
+        let req_id = 1_000_000 + self.next_req;
+        self.next_req += 1;
+        let ctx = self.ctx.clone();
+        let p = self.nodes.get_mut(&id).unwrap().part.as_mut().unwrap();
+        let req = GroupRequest::OffsetFetch {
+            group: "solo".into(),
+            topics: Some(vec![("orders".into(), vec![0])]),
+            member_id: None,
+            member_epoch: -1,
+            require_stable: false,
+        };
+        let released = p
+            .handle(req_id, &ctx, req, t, 0)
+            .expect("the loaded leader serves");
+        self.answer(released);
+        // A reply leaves once every record produced before it is committed.
+        for _ in 0..1_000 {
+            if let Some(o) = self.fetched.remove(&req_id) {
+                return o;
+            }
+            self.run_step(false);
+        }
+        panic!("the fetch was not answered");
+    }
+
+    fn run_until_serving(&mut self, max_steps: u64) -> NodeId {
+        for _ in 0..max_steps {
+            self.run_step(false);
+            if let [id] = self.serving()[..] {
+                return id;
+            }
+        }
+        panic!("no coordinator within {max_steps} steps");
+    }
+}
+
+fn run(seed: u64, rounds: usize) -> usize {
+    let mut sim = Sim::new(seed);
+    let mut failovers = 0;
+    for _ in 0..rounds {
+        let leader = sim.run_until_serving(2_000);
+        for _ in 0..200 {
+            let c = sim.rng.below(3) == 0;
+            sim.run_step(c);
+        }
+        let acked = sim.acked();
+        let before = sim.fetch(leader);
+        assert!(
+            before >= acked,
+            "seed {seed}: the leader fetches {before}, {acked} was acknowledged"
+        );
+        // Crash the leader with commits in flight.
+        sim.run_step(true);
+        sim.crash(leader);
+        let acked = sim.acked();
+        let new = sim.run_until_serving(3_000);
+        assert_ne!(new, leader);
+        failovers += 1;
+        let got = sim.fetch(new);
+        assert!(
+            got >= acked,
+            "seed {seed}: after failover {got} < acknowledged {acked}"
+        );
+        assert!(
+            sim.offsets_sent.contains(&got),
+            "seed {seed}: {got} was never sent"
+        );
+        sim.start(leader);
+    }
+    // Every commit was answered one way or another, except those lost with a crashed leader's
+    // memory (their clients time out and retry, as with Kafka).
+    let ok = sim.answered.values().filter(|c| **c == 0).count();
+    assert!(
+        ok > rounds * 20,
+        "seed {seed}: only {ok} commits acknowledged"
+    );
+    let errors: BTreeMap<i16, usize> =
+        sim.answered
+            .values()
+            .filter(|c| **c != 0)
+            .fold(BTreeMap::new(), |mut m, c| {
+                *m.entry(*c).or_default() += 1;
+                m
+            });
+    eprintln!(
+        "seed {seed}: {ok} commits acknowledged, {errors:?} refused, {} sent, {failovers} failovers",
+        sim.offsets_sent.len()
+    );
+    for code in errors.keys() {
+        assert_eq!(
+            *code, 16,
+            "seed {seed}: only NOT_COORDINATOR is expected, got {errors:?}"
+        );
+    }
+    failovers
+}
+
+#[test]
+fn commits_acknowledged_by_the_leader_survive_its_crash() {
+    let seeds: u64 = std::env::var("RINGLEADER_RAFT_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(10);
+    let mut failovers = 0;
+    for seed in 0..seeds {
+        failovers += run(seed, 8);
+    }
+    assert_eq!(failovers, seeds as usize * 8);
+}
