@@ -55,6 +55,12 @@ pub const HEARTBEAT_TICKS: usize = 1;
 pub const MAX_MESSAGE_BYTES: u64 = 1 << 20;
 /// Append messages in flight to one follower: bounds what a slow follower can queue.
 pub const MAX_INFLIGHT_APPENDS: usize = 256;
+/// How long, in ticks after a heartbeat round a majority answered was sent, a leader may act as
+/// the partition's coordinator. A follower that heard from the leader grants no vote for
+/// ELECTION_TICKS of its own ticks (raft-rs's `in_lease` with `check_quorum`), so no other leader
+/// can exist before that; two ticks less covers the two clocks' tick phases. Assumes the nodes'
+/// clocks run at the same rate (ticks of the same length), as every Raft lease does.
+pub const LEASE_TICKS: u64 = ELECTION_TICKS as u64 - 2;
 
 /// The role of this replica, as the coordinator and the data path need it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -210,6 +216,11 @@ pub struct Replica {
     /// The Ready handed out as [`Work`] and not yet reported durable.
     in_flight: Option<raft::Ready>,
     role: Role,
+    /// Ticks since this replica started.
+    ticks: u64,
+    /// While leading: the tick at which the newest heartbeat round a majority answered was
+    /// sent (raft-rs's ReadIndex, with the tick as its context).
+    confirmed_at: Option<u64>,
 }
 
 impl std::fmt::Debug for Replica {
@@ -274,6 +285,8 @@ impl Replica {
             raw,
             in_flight: None,
             role,
+            ticks: 0,
+            confirmed_at: None,
         })
     }
 
@@ -300,9 +313,27 @@ impl Replica {
         self.raw.store()
     }
 
-    /// One tick of the shell's clock.
+    /// One tick of the shell's clock. A leader also starts a ReadIndex round tagged with this
+    /// tick: once a majority answers it, the leader knows none of them will vote for another
+    /// leader until [`LEASE_TICKS`] after it (see [`Replica::holds_lease`]).
     pub fn tick(&mut self) {
+        self.ticks += 1;
         self.raw.tick();
+        if self.raw.raft.state == StateRole::Leader {
+            self.raw.read_index(self.ticks.to_be_bytes().to_vec());
+        }
+    }
+
+    /// This replica leads and may act as the partition's leader now: a majority confirmed its
+    /// leadership less than [`LEASE_TICKS`] ago, so no other replica can have been elected
+    /// since. A leader cut off from the others stops serving when this turns false, before
+    /// any new leader can exist (no split brain for what the coordinator answers from memory,
+    /// like a heartbeat or an offset fetch; writes need a majority anyway).
+    pub fn holds_lease(&self) -> bool {
+        self.raw.raft.state == StateRole::Leader
+            && self
+                .confirmed_at
+                .is_some_and(|at| self.ticks < at + LEASE_TICKS)
     }
 
     /// Stand for election now (a node that should lead a partition it prefers, or a test).
@@ -355,6 +386,16 @@ impl Replica {
             rd.snapshot().is_empty(),
             "snapshots are never sent: the log is not compacted"
         );
+        if self.raw.raft.state == StateRole::Leader {
+            for rs in rd.take_read_states() {
+                if let Ok(b) = <[u8; 8]>::try_from(rs.request_ctx.as_slice()) {
+                    let at = u64::from_be_bytes(b);
+                    self.confirmed_at = Some(self.confirmed_at.map_or(at, |c| c.max(at)));
+                }
+            }
+        } else {
+            self.confirmed_at = None;
+        }
         let mut work = Work {
             send_now: rd.take_messages(),
             entries: rd.take_entries(),
@@ -369,6 +410,10 @@ impl Replica {
                 is_leader: self.raw.raft.state == StateRole::Leader,
             };
             if role != self.role {
+                if role.term != self.role.term || !role.is_leader {
+                    // A lease belongs to one term of leadership.
+                    self.confirmed_at = None;
+                }
                 self.role = role;
                 work.role = Some(role);
             }

@@ -99,7 +99,12 @@ impl<T: Clone> ReplicatedPartition<T> {
         self.replica.role()
     }
 
-    /// The coordinator, while this replica serves as the partition's coordinator.
+    /// This replica answers as the partition's coordinator now: loaded and holding the lease.
+    pub fn serving(&self) -> bool {
+        self.core.is_some() && self.replica.holds_lease()
+    }
+
+    /// The coordinator, while this replica has the partition loaded as its leader.
     pub fn coordinator(&self) -> Option<&Coordinator> {
         self.core.as_ref().map(|c| c.coordinator())
     }
@@ -125,6 +130,11 @@ impl<T: Clone> ReplicatedPartition<T> {
                 }
             });
         };
+        if !self.replica.holds_lease() {
+            // Loaded, but a majority has not confirmed this leadership lately: another replica
+            // may be leader by now. The client looks the coordinator up again.
+            return Err(NotServing::NotCoordinator { leader: None });
+        }
         let mut out = core.handle(id, ctx, req, now, tag);
         out.extend(self.propose());
         Ok(out)
@@ -155,7 +165,10 @@ impl<T: Clone> ReplicatedPartition<T> {
         let encoded = encode_batch(&batch).expect("the coordinator's records encode");
         let mut data = Vec::new();
         // A transaction marker comes as its control record, so every batch holds a record.
-        assert!(!encoded.records.is_empty(), "take_batch hands out only non-empty batches");
+        assert!(
+            !encoded.records.is_empty(),
+            "take_batch hands out only non-empty batches"
+        );
         let pairs: Vec<(Option<&[u8]>, Option<&[u8]>)> = encoded
             .records
             .iter()
