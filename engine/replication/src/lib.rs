@@ -303,6 +303,11 @@ impl Replica {
         self.raw.raft.raft_log.committed
     }
 
+    /// The term raft-rs is in now (a proposal's entry carries it).
+    pub fn term(&self) -> u64 {
+        self.raw.raft.term
+    }
+
     /// The index of the last entry in the log, durable or not.
     pub fn last_index(&self) -> u64 {
         self.raw.raft.raft_log.last_index()

@@ -52,8 +52,9 @@ pub struct ReplicatedPartition<T> {
     core: Option<PartitionCore<T>>,
     /// Leading, not loaded yet: loads once the commit index reaches this index.
     load_at: Option<u64>,
-    /// The batch proposed and not yet committed: (its entry's index, the core's `upto`).
-    in_flight: Option<(u64, u64)>,
+    /// The batch proposed and not yet committed: (its entry's index and term, the core's
+    /// `upto`).
+    in_flight: Option<(u64, u64, u64)>,
     /// The term this replica leads (loading or loaded), if it leads.
     led_term: Option<u64>,
     /// The shell's clock at the last call, for loading and proposing between requests.
@@ -182,7 +183,10 @@ impl<T: Clone> ReplicatedPartition<T> {
         encode_batch_as(0, self.now, producer, &pairs, &mut data);
         match self.replica.propose(data) {
             Ok(index) => {
-                self.in_flight = Some((index, batch.upto));
+                // The entry carries the term raft-rs is in: the term this replica leads.
+                let term = self.replica.term();
+                debug_assert_eq!(Some(term), self.led_term);
+                self.in_flight = Some((index, term, batch.upto));
                 Vec::new()
             }
             Err(ProposeError::NotLeader { .. }) | Err(ProposeError::Dropped) => {
@@ -209,12 +213,13 @@ impl<T: Clone> ReplicatedPartition<T> {
             released: Vec::new(),
             refused: Vec::new(),
         };
-        if let Some(role) = work.role {
-            self.role_changed(role, &mut progress);
-        }
+        // Committed entries first: an entry of ours that committed is acknowledged even if this
+        // replica lost leadership in the same step (it is on a majority). Ours means same index
+        // and same term (Raft's log matching): a later leader may have put another entry at
+        // our index.
         for e in work.committed.iter().chain(committed.iter()) {
-            if let Some((index, upto)) = self.in_flight {
-                if e.index == index {
+            if let Some((index, term, upto)) = self.in_flight {
+                if e.index == index && e.term == term {
                     self.in_flight = None;
                     let core = self
                         .core
@@ -223,6 +228,9 @@ impl<T: Clone> ReplicatedPartition<T> {
                     progress.released.extend(core.batch_durable(upto));
                 }
             }
+        }
+        if let Some(role) = work.role {
+            self.role_changed(role, &mut progress);
         }
         if self
             .load_at
