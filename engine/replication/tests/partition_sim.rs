@@ -62,6 +62,8 @@ struct Sim {
     fetched: HashMap<u64, i64>,
     /// A node cut off from the others.
     isolated: Option<NodeId>,
+    /// Answers to other requests ([`Sim::call`]).
+    others: HashMap<u64, GroupResponse>,
     /// Every request a node served: (step, node, term).
     served: Vec<(u64, NodeId, u64)>,
 }
@@ -111,6 +113,7 @@ impl Sim {
             fetched: HashMap::new(),
             isolated: None,
             served: Vec::new(),
+            others: HashMap::new(),
         };
         for id in VOTERS {
             sim.nodes.insert(
@@ -165,7 +168,9 @@ impl Sim {
                     assert_eq!(f.error_code, 0, "{f:?}");
                     self.fetched.insert(r.id, f.partitions[0].2);
                 }
-                other => panic!("{other:?}"),
+                other => {
+                    self.others.insert(r.id, other);
+                }
             }
         }
     }
@@ -304,6 +309,26 @@ impl Sim {
             self.run_step(false);
         }
         panic!("the fetch was not answered");
+    }
+
+    /// Send `req` to node `id` (which must serve) and run until it is answered.
+    fn call(&mut self, id: NodeId, req: GroupRequest) -> GroupResponse {
+        let t = self.now();
+        let req_id = 2_000_000 + self.next_req;
+        self.next_req += 1;
+        let ctx = self.ctx.clone();
+        let p = self.nodes.get_mut(&id).unwrap().part.as_mut().unwrap();
+        let released = p
+            .handle(req_id, &ctx, req, t, 0)
+            .expect("the coordinator serves");
+        self.answer(released);
+        for _ in 0..1_000 {
+            if let Some(r) = self.others.remove(&req_id) {
+                return r;
+            }
+            self.run_step(false);
+        }
+        panic!("request {req_id} was not answered");
     }
 
     fn run_until_serving(&mut self, max_steps: u64) -> NodeId {
@@ -445,4 +470,53 @@ fn an_isolated_leader_stops_serving_before_a_new_leader_starts() {
         overlap_checked > 0,
         "the old leader never served after the cut: the lease was not exercised"
     );
+}
+
+fn consumer_heartbeat(member: &str, epoch: i32, join: bool) -> GroupRequest {
+    use kafka_protocol::messages::ConsumerGroupHeartbeatRequest;
+    let mut req = ConsumerGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(sb("g-consumer")))
+        .with_member_id(sb(member))
+        .with_member_epoch(epoch);
+    if join {
+        req = req
+            .with_rebalance_timeout_ms(30_000)
+            .with_subscribed_topic_names(Some(vec![TopicName(sb("orders"))]))
+            .with_topic_partitions(Some(vec![]));
+    }
+    GroupRequest::ConsumerHeartbeat(req)
+}
+
+#[test]
+fn a_consumer_group_keeps_its_epochs_across_failovers() {
+    let mut sim = Sim::new(7);
+    let mut leader = sim.run_until_serving(2_000);
+    let member = "member-a-0000000000000";
+    let GroupResponse::ConsumerHeartbeat(r) = sim.call(leader, consumer_heartbeat(member, 0, true))
+    else {
+        panic!()
+    };
+    assert_eq!(r.error_code, 0, "{r:?}");
+    let mut epoch = r.member_epoch;
+    assert!(epoch >= 1, "{r:?}");
+    for round in 0..5 {
+        sim.crash(leader);
+        let new = sim.run_until_serving(3_000);
+        sim.start(leader);
+        leader = new;
+        // The new coordinator knows the member and its epoch: a heartbeat at that epoch is not
+        // fenced (a classic group's members rejoin instead, as with Kafka).
+        let GroupResponse::ConsumerHeartbeat(r) =
+            sim.call(leader, consumer_heartbeat(member, epoch, false))
+        else {
+            panic!()
+        };
+        assert_eq!(r.error_code, 0, "round {round}: {r:?}");
+        assert!(
+            r.member_epoch >= epoch,
+            "round {round}: epoch went back from {epoch} to {}",
+            r.member_epoch
+        );
+        epoch = r.member_epoch;
+    }
 }
