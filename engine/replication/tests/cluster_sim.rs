@@ -11,32 +11,11 @@
 //! - replicas converge: after healing, every node applies the same sequence;
 //! - terms seen by a node never go back, across its restarts.
 
+mod common;
+use common::{persist, Rng, STEPS_PER_TICK, VOTERS};
 use replication::eraftpb::{Entry, Message};
 use replication::{Durable, NodeId, ProposeError, Replica};
 use std::collections::{BTreeMap, HashMap};
-
-/// splitmix64: small, seedable, no dependency.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-    fn chance(&mut self, per_mille: u64) -> bool {
-        self.below(1000) < per_mille
-    }
-}
-
-const VOTERS: [NodeId; 3] = [1, 2, 3];
-/// Simulation steps per Raft tick: messages take a few steps, so many round trips fit in one
-/// tick as on a real network (100 ms ticks, sub-millisecond loopback).
-const STEPS_PER_TICK: u64 = 10;
 
 struct Node {
     replica: Option<Replica>,
@@ -156,18 +135,13 @@ impl Sim {
             }
             let send_now = work.send_now.clone();
             self.send(send_now);
-            // Durable write: entries replace the log's suffix from their first index.
             {
                 let node = self.nodes.get_mut(&id).unwrap();
-                if let Some(first) = work.entries.first() {
-                    node.disk.entries.truncate((first.index - 1) as usize);
-                    node.disk.entries.extend(work.entries.iter().cloned());
-                }
                 if let Some(hs) = &work.hard_state {
                     assert!(hs.term >= node.highest_term, "node {id}'s term went back");
                     node.highest_term = hs.term;
-                    node.disk.hard_state = hs.clone();
                 }
+                persist(&mut node.disk, &work);
             }
             let leader_term = {
                 let r = self.nodes[&id].replica.as_ref().unwrap();

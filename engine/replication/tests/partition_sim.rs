@@ -8,6 +8,8 @@
 //! last offset acknowledged before the crash, and only an offset some client sent; at most one
 //! replica serves as coordinator at a time in this (partition-free) network.
 
+mod common;
+use common::{persist, Rng, STEPS_PER_TICK, VOTERS};
 use coordinator::group::{GroupConfig, GroupRequest, GroupResponse, RequestContext};
 use coordinator::topics::MemoryTopics;
 use kafka_protocol::messages::offset_commit_request::{
@@ -21,24 +23,8 @@ use replication::{Durable, NodeId, Replica};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-const VOTERS: [NodeId; 3] = [1, 2, 3];
-const STEPS_PER_TICK: u64 = 10;
 /// One simulation step is 10 ms of the coordinator's clock (a 100 ms Raft tick).
 const MS_PER_STEP: i64 = 10;
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
 
 struct Node {
     part: Option<ReplicatedPartition<u32>>,
@@ -183,13 +169,7 @@ impl Sim {
             let Some(work) = part.work() else { return };
             let send_now = work.send_now.clone();
             let n = self.nodes.get_mut(&id).unwrap();
-            if let Some(first) = work.entries.first() {
-                n.disk.entries.truncate((first.index - 1) as usize);
-                n.disk.entries.extend(work.entries.iter().cloned());
-            }
-            if let Some(hs) = &work.hard_state {
-                n.disk.hard_state = hs.clone();
-            }
+            persist(&mut n.disk, &work);
             let progress = n.part.as_mut().unwrap().persisted(work);
             assert!(
                 progress.refused.is_empty(),
