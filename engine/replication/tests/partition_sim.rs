@@ -42,10 +42,8 @@ struct Sim {
     commits: HashMap<u64, i64>,
     /// answers: request id → error code of the commit
     answered: HashMap<u64, i16>,
-    /// request id → the term of the leader that took it
+    /// Every offset a serving node took, in order (the offset of a commit is its position).
     offsets_sent: Vec<i64>,
-    /// OffsetFetch answers: request id → offset
-    fetched: HashMap<u64, i64>,
     /// A node cut off from the others.
     isolated: Option<NodeId>,
     /// Answers to other requests ([`Sim::call`]).
@@ -96,7 +94,6 @@ impl Sim {
             commits: HashMap::new(),
             answered: HashMap::new(),
             offsets_sent: Vec::new(),
-            fetched: HashMap::new(),
             isolated: None,
             served: Vec::new(),
             others: HashMap::new(),
@@ -149,10 +146,6 @@ impl Sim {
                         "request {} answered twice",
                         r.id
                     );
-                }
-                GroupResponse::OffsetFetch(f) => {
-                    assert_eq!(f.error_code, 0, "{f:?}");
-                    self.fetched.insert(r.id, f.partitions[0].2);
                 }
                 other => {
                     self.others.insert(r.id, other);
@@ -265,11 +258,6 @@ impl Sim {
     }
 
     fn fetch(&mut self, id: NodeId) -> i64 {
-        let t = self.now();
-        let req_id = 1_000_000 + self.next_req;
-        self.next_req += 1;
-        let ctx = self.ctx.clone();
-        let p = self.nodes.get_mut(&id).unwrap().part.as_mut().unwrap();
         let req = GroupRequest::OffsetFetch {
             group: "solo".into(),
             topics: Some(vec![("orders".into(), vec![0])]),
@@ -277,18 +265,12 @@ impl Sim {
             member_epoch: -1,
             require_stable: false,
         };
-        let released = p
-            .handle(req_id, &ctx, req, t, 0)
-            .expect("the loaded leader serves");
-        self.answer(released);
         // A reply leaves once every record produced before it is committed.
-        for _ in 0..1_000 {
-            if let Some(o) = self.fetched.remove(&req_id) {
-                return o;
-            }
-            self.run_step(false);
-        }
-        panic!("the fetch was not answered");
+        let GroupResponse::OffsetFetch(f) = self.call(id, req) else {
+            panic!()
+        };
+        assert_eq!(f.error_code, 0, "{f:?}");
+        f.partitions[0].2
     }
 
     /// Send `req` to node `id` (which must serve) and run until it is answered.
