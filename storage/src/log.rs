@@ -407,6 +407,81 @@ impl<D: LogDir> PartitionLog<D> {
         Ok(())
     }
 
+    /// Cut the log back so that `offset` is the next offset: the batch starting at `offset` and
+    /// everything after it go, durably (the cut segment is synced, later segments removed and
+    /// the directory synced) before this returns. A replica does this when its leader's log
+    /// conflicts with its own suffix (Raft §5.3, Kafka's follower truncation to the leader's
+    /// epoch end offset). `offset` must be the base offset of a batch or the log's end; a cut
+    /// inside a batch is refused (`InvalidInput`), as is one below the log's first segment.
+    pub async fn truncate_from(&mut self, offset: u64) -> io::Result<()> {
+        let invalid = |why: String| io::Error::new(io::ErrorKind::InvalidInput, why);
+        if offset == self.next_offset {
+            return Ok(());
+        }
+        if offset > self.next_offset {
+            return Err(invalid(format!(
+                "cut at {offset} is past the log's end {}",
+                self.next_offset
+            )));
+        }
+        let Some(idx) = self.segments.iter().rposition(|s| s.base_offset <= offset) else {
+            return Err(invalid(format!(
+                "cut at {offset} is below the log's first segment"
+            )));
+        };
+        // Find the byte position of the batch that starts at `offset` in its segment.
+        let seg = &self.segments[idx];
+        let mut at = None;
+        let mut inside = false;
+        let (_, stop) = scan_batches(
+            &seg.file,
+            seg.size,
+            self.config.read_chunk_bytes,
+            self.config.max_batch_bytes,
+            |pos, h, _| {
+                if h.base_offset == offset {
+                    at = Some(pos);
+                    return Err("found".into());
+                }
+                if h.base_offset < offset && h.last_offset() >= offset {
+                    inside = true;
+                    return Err("inside".into());
+                }
+                Ok(())
+            },
+        )
+        .await?;
+        let pos = match (at, inside) {
+            (Some(pos), _) => pos,
+            (None, true) => return Err(invalid(format!("cut at {offset} falls inside a batch"))),
+            // A segment that starts at `offset` with no batch yet (just rolled): cut it whole.
+            (None, false) if seg.base_offset == offset && seg.size == 0 => 0,
+            (None, false) => {
+                return Err(invalid(format!(
+                    "no batch starts at {offset} ({})",
+                    stop.unwrap_or_else(|| "end of segment".into())
+                )))
+            }
+        };
+        // Later segments first: a crash half-way leaves a log that is still a prefix.
+        let mut removed = false;
+        while self.segments.len() > idx + 1 {
+            let s = self.segments.pop().expect("a later segment");
+            self.dir.remove(&segment_name(s.base_offset)).await?;
+            removed = true;
+        }
+        if removed {
+            self.dir.sync_dir().await?;
+        }
+        let seg = &mut self.segments[idx];
+        seg.file.truncate(pos).await?;
+        seg.file.sync().await?;
+        seg.size = pos;
+        self.next_offset = offset;
+        self.unsynced = false;
+        Ok(())
+    }
+
     /// The file name of the last segment (the one appends go to), if any.
     pub fn active_segment(&self) -> Option<String> {
         self.segments.last().map(|s| segment_name(s.base_offset))
@@ -608,6 +683,61 @@ mod tests {
             max_batch_bytes: 1 << 20,
             read_chunk_bytes: 97,
         }
+    }
+
+    #[test]
+    fn truncate_from_cuts_at_a_batch_durably_and_refuses_inside_one() {
+        let dir = MemDir::new();
+        let (mut log, _, _) = open(&dir, small());
+        // 30 batches of two records: batch i holds offsets 2i and 2i+1, over several segments.
+        for i in 0u64..30 {
+            let k = format!("key-{i}");
+            block_on(log.append(&[(Some(k.as_bytes()), Some(b"v")), (Some(b"t"), None)], 0))
+                .unwrap();
+        }
+        let segments = log.segment_count();
+        assert!(segments > 3);
+        // Inside a batch, past the end: refused, nothing changes.
+        for bad in [41, 61, 100] {
+            let err = block_on(log.truncate_from(bad)).unwrap_err();
+            assert_eq!(err.kind(), io::ErrorKind::InvalidInput, "{bad}: {err}");
+        }
+        assert_eq!(log.next_offset(), 60);
+        // At the end: nothing to do.
+        block_on(log.truncate_from(60)).unwrap();
+        // At batch 20 (offset 40), in an earlier segment: later segments go.
+        block_on(log.truncate_from(40)).unwrap();
+        assert_eq!(log.next_offset(), 40);
+        assert!(log.segment_count() < segments);
+        // Appends continue from the cut, and a crash right after recovers exactly that log.
+        block_on(log.append(&[(Some(b"after"), Some(b"cut"))], 0)).unwrap();
+        block_on(log.sync()).unwrap();
+        dir.crash(|_, unsynced| unsynced);
+        let (log, rep, seen) = open(&dir, small());
+        assert_eq!(rep.truncated, None);
+        assert_eq!(log.next_offset(), 41);
+        assert_eq!(seen.len(), 41);
+        assert!(seen.iter().enumerate().all(|(i, r)| r.0 == i as u64));
+        assert_eq!(seen[39].1.as_deref(), Some(&b"t"[..]));
+        assert_eq!(
+            seen[40],
+            (40, Some(b"after".to_vec()), Some(b"cut".to_vec()))
+        );
+        // A cut is durable when it returns: a crash that loses every unsynced byte right after
+        // it still recovers the cut log.
+        let (mut log, _, _) = open(&dir, small());
+        block_on(log.truncate_from(20)).unwrap();
+        drop(log);
+        dir.crash(|_, _| 0);
+        let (log, _, seen) = open(&dir, small());
+        assert_eq!((log.next_offset(), seen.len()), (20, 20));
+        drop(log);
+        // Back to the very start.
+        let (mut log, _, _) = open(&dir, small());
+        block_on(log.truncate_from(0)).unwrap();
+        drop(log);
+        let (log, _, seen) = open(&dir, small());
+        assert_eq!((log.next_offset(), seen.len()), (0, 0));
     }
 
     #[test]
