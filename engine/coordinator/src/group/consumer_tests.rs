@@ -512,13 +512,7 @@ fn a_burst_of_joins_makes_one_new_target() {
 fn regex_subscription_is_re_resolved_when_topics_appear() {
     let mut k = K::new(K::cfg());
     k.reg.create("orders-a", 2, Default::default()).unwrap();
-    let req = ConsumerGroupHeartbeatRequest::default()
-        .with_group_id(GroupId(sb("g")))
-        .with_member_id(sb("R"))
-        .with_member_epoch(0)
-        .with_rebalance_timeout_ms(30_000)
-        .with_subscribed_topic_regex(Some(sb("orders-.*")))
-        .with_topic_partitions(Some(vec![]));
+    let req = regex_join_req("R", "orders-.*");
     let GroupResponse::ConsumerHeartbeat(r) = k.send(1, GroupRequest::ConsumerHeartbeat(req))
     else {
         panic!()
@@ -538,13 +532,7 @@ fn regex_subscription_is_re_resolved_when_topics_appear() {
         vec!["orders-a".to_string(), "orders-b".to_string()]
     );
     // An invalid expression is refused with INVALID_REGULAR_EXPRESSION.
-    let bad = ConsumerGroupHeartbeatRequest::default()
-        .with_group_id(GroupId(sb("g")))
-        .with_member_id(sb("X"))
-        .with_member_epoch(0)
-        .with_rebalance_timeout_ms(30_000)
-        .with_subscribed_topic_regex(Some(sb("orders-(")))
-        .with_topic_partitions(Some(vec![]));
+    let bad = regex_join_req("X", "orders-(");
     let GroupResponse::ConsumerHeartbeat(r) = k.send(1, GroupRequest::ConsumerHeartbeat(bad))
     else {
         panic!()
@@ -563,13 +551,7 @@ fn regex_resolves_only_to_topics_the_member_may_describe() {
     k.reg
         .create("orders-secret", 3, Default::default())
         .unwrap();
-    let req = ConsumerGroupHeartbeatRequest::default()
-        .with_group_id(GroupId(sb("g")))
-        .with_member_id(sb("R"))
-        .with_member_epoch(0)
-        .with_rebalance_timeout_ms(30_000)
-        .with_subscribed_topic_regex(Some(sb("orders-.*")))
-        .with_topic_partitions(Some(vec![]));
+    let req = regex_join_req("R", "orders-.*");
     let ctx = RequestContext {
         topic_filter: Some(super::TopicFilter(std::sync::Arc::new(|t: &str| {
             !t.ends_with("-secret")
@@ -1531,13 +1513,7 @@ fn the_subscription_hash_memo_never_goes_stale() {
     k.hb("A", 2, None);
     check(&k);
     // A regex member: its resolution (record 16) adds topics as they appear.
-    let re = ConsumerGroupHeartbeatRequest::default()
-        .with_group_id(GroupId(sb("g")))
-        .with_member_id(sb("R"))
-        .with_member_epoch(0)
-        .with_rebalance_timeout_ms(30_000)
-        .with_subscribed_topic_regex(Some(sb("aud.*")))
-        .with_topic_partitions(Some(vec![]));
+    let re = regex_join_req("R", "aud.*");
     k.send(1, GroupRequest::ConsumerHeartbeat(re));
     check(&k);
     let before = epoch(&k);
@@ -1558,4 +1534,15 @@ fn the_subscription_hash_memo_never_goes_stale() {
     k.send(1, GroupRequest::ConsumerHeartbeat(re));
     check(&k);
     k.assert_replay_matches();
+}
+
+/// A member's first heartbeat (epoch 0) to group "g", subscribing by regular expression.
+fn regex_join_req(member: &str, regex: &str) -> ConsumerGroupHeartbeatRequest {
+    ConsumerGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(sb("g")))
+        .with_member_id(sb(member))
+        .with_member_epoch(0)
+        .with_rebalance_timeout_ms(30_000)
+        .with_subscribed_topic_regex(Some(sb(regex)))
+        .with_topic_partitions(Some(vec![]))
 }
