@@ -12,7 +12,7 @@
 //! - terms seen by a node never go back, across its restarts.
 
 mod common;
-use common::{persist, Rng, STEPS_PER_TICK, VOTERS};
+use common::{persist, seeds, Net, Rng, STEPS_PER_TICK, VOTERS};
 use replication::eraftpb::{Entry, Message};
 use replication::{Durable, NodeId, ProposeError, Replica};
 use std::collections::{BTreeMap, HashMap};
@@ -30,11 +30,7 @@ struct Sim {
     rng: Rng,
     step: u64,
     nodes: HashMap<NodeId, Node>,
-    /// (deliver at step, message)
-    net: Vec<(u64, Message)>,
-    /// A node cut off from both others (none when healed).
-    isolated: Option<NodeId>,
-    drop_per_mille: u64,
+    net: Net,
     /// term → the node that led it.
     leaders: HashMap<u64, NodeId>,
     /// index → data of every entry a leader saw committed (acknowledged to a client).
@@ -62,9 +58,7 @@ impl Sim {
             rng: Rng(seed),
             step: 0,
             nodes,
-            net: Vec::new(),
-            isolated: None,
-            drop_per_mille: 0,
+            net: Net::default(),
             leaders: HashMap::new(),
             acked: BTreeMap::new(),
             proposed: HashMap::new(),
@@ -73,19 +67,7 @@ impl Sim {
     }
 
     fn send(&mut self, msgs: Vec<Message>) {
-        for m in msgs {
-            let (from, to) = (m.from, m.to);
-            if self.isolated.is_some_and(|i| i == from || i == to)
-                || self.rng.chance(self.drop_per_mille)
-            {
-                continue;
-            }
-            let at = self.step + 1 + self.rng.below(3);
-            if self.drop_per_mille > 0 && self.rng.chance(20) {
-                self.net.push((at + self.rng.below(5), m.clone())); // a duplicate, later
-            }
-            self.net.push((at, m));
-        }
+        self.net.send(&mut self.rng, self.step, msgs);
     }
 
     fn apply(&mut self, id: NodeId, committed: Vec<Entry>, leader_term: Option<u64>) {
@@ -165,7 +147,7 @@ impl Sim {
     fn crash(&mut self, id: NodeId) {
         let n = self.nodes.get_mut(&id).unwrap();
         n.replica = None;
-        self.net.retain(|(_, m)| m.to != id);
+        self.net.forget_to(id);
     }
 
     fn restart(&mut self, id: NodeId) {
@@ -203,15 +185,7 @@ impl Sim {
     fn run_step(&mut self, propose_per_mille: u64) {
         self.step += 1;
         let now = self.step;
-        let mut due = Vec::new();
-        self.net.retain(|(at, m)| {
-            if *at <= now {
-                due.push(m.clone());
-                false
-            } else {
-                true
-            }
-        });
+        let due = self.net.due(now);
         for m in due {
             let to = m.to;
             if let Some(r) = self.nodes.get_mut(&to).unwrap().replica.as_mut() {
@@ -258,18 +232,18 @@ fn run(seed: u64, steps: u64) -> (usize, usize) {
                 sim.restart(id);
             }
         } else if r < 36 {
-            sim.isolated = Some(VOTERS[sim.rng.below(3) as usize]);
+            sim.net.isolated = Some(VOTERS[sim.rng.below(3) as usize]);
             faults += 1;
         } else if r < 60 {
-            sim.isolated = None;
+            sim.net.isolated = None;
         } else if r < 70 {
-            sim.drop_per_mille = [0, 50, 200][sim.rng.below(3) as usize];
+            sim.net.drop_per_mille = [0, 50, 200][sim.rng.below(3) as usize];
         }
         sim.run_step(300);
     }
     // Heal: everyone up, no faults, and run until the logs agree.
-    sim.isolated = None;
-    sim.drop_per_mille = 0;
+    sim.net.isolated = None;
+    sim.net.drop_per_mille = 0;
     for id in VOTERS {
         if !sim.alive(id) {
             sim.restart(id);
@@ -318,10 +292,7 @@ fn run(seed: u64, steps: u64) -> (usize, usize) {
 
 #[test]
 fn three_nodes_under_faults_keep_every_acknowledged_entry() {
-    let seeds: u64 = std::env::var("RINGLEADER_RAFT_SEEDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(60);
+    let seeds = seeds(60);
     let (mut acked, mut faults) = (0, 0);
     for seed in 0..seeds {
         let (a, f) = run(seed, 4_000);
@@ -374,7 +345,7 @@ fn an_isolated_leader_steps_down_and_a_new_one_is_elected() {
         sim.run_step(100);
     }
     let (&term, &old) = sim.leaders.iter().max_by_key(|(t, _)| **t).unwrap();
-    sim.isolated = Some(old);
+    sim.net.isolated = Some(old);
     // check_quorum: within two election timeouts the old leader knows it is not leader any more.
     for _ in 0..(2 * replication::ELECTION_TICKS as u64 * STEPS_PER_TICK + 20) {
         sim.run_step(100);

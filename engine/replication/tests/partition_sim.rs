@@ -9,7 +9,7 @@
 //! replica serves as coordinator at a time in this (partition-free) network.
 
 mod common;
-use common::{persist, Rng, STEPS_PER_TICK, VOTERS};
+use common::{persist, seeds, Net, Rng, STEPS_PER_TICK, VOTERS};
 use coordinator::group::{GroupConfig, GroupRequest, GroupResponse, RequestContext};
 use coordinator::topics::MemoryTopics;
 use kafka_protocol::messages::offset_commit_request::{
@@ -35,7 +35,7 @@ struct Sim {
     rng: Rng,
     step: u64,
     nodes: HashMap<NodeId, Node>,
-    net: Vec<(u64, Message)>,
+    net: Net,
     ctx: Arc<RequestContext>,
     next_req: u64,
     /// request id → the offset it commits
@@ -44,8 +44,6 @@ struct Sim {
     answered: HashMap<u64, i16>,
     /// Every offset a serving node took, in order (the offset of a commit is its position).
     offsets_sent: Vec<i64>,
-    /// A node cut off from the others.
-    isolated: Option<NodeId>,
     /// Answers to other requests ([`Sim::call`]).
     others: HashMap<u64, GroupResponse>,
     /// Every request a node served: (step, node, term).
@@ -88,13 +86,12 @@ impl Sim {
             rng: Rng(seed),
             step: 0,
             nodes: HashMap::new(),
-            net: Vec::new(),
+            net: Net::default(),
             ctx,
             next_req: 1,
             commits: HashMap::new(),
             answered: HashMap::new(),
             offsets_sent: Vec::new(),
-            isolated: None,
             served: Vec::new(),
             others: HashMap::new(),
         };
@@ -119,7 +116,7 @@ impl Sim {
 
     fn crash(&mut self, id: NodeId) {
         self.nodes.get_mut(&id).unwrap().part = None;
-        self.net.retain(|(_, m)| m.to != id);
+        self.net.forget_to(id);
     }
 
     fn now(&self) -> i64 {
@@ -127,13 +124,7 @@ impl Sim {
     }
 
     fn send(&mut self, msgs: Vec<Message>) {
-        for m in msgs {
-            if self.isolated.is_some_and(|i| i == m.from || i == m.to) {
-                continue;
-            }
-            let at = self.step + 1 + self.rng.below(3);
-            self.net.push((at, m));
-        }
+        self.net.send(&mut self.rng, self.step, msgs);
     }
 
     fn answer(&mut self, released: Vec<coordinator::partition_core::Released<u32>>) {
@@ -185,15 +176,7 @@ impl Sim {
     fn run_step(&mut self, commit: bool) {
         self.step += 1;
         let now = self.step;
-        let mut due = Vec::new();
-        self.net.retain(|(at, m)| {
-            if *at <= now {
-                due.push(m.clone());
-                false
-            } else {
-                true
-            }
-        });
+        let due = self.net.due(now);
         for m in due {
             if let Some(p) = self.nodes.get_mut(&m.to).unwrap().part.as_mut() {
                 p.replica_mut().step(m).unwrap();
@@ -367,10 +350,7 @@ fn run(seed: u64, rounds: usize) -> usize {
 
 #[test]
 fn commits_acknowledged_by_the_leader_survive_its_crash() {
-    let seeds: u64 = std::env::var("RINGLEADER_RAFT_SEEDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(10);
+    let seeds = seeds(10);
     let mut failovers = 0;
     for seed in 0..seeds {
         failovers += run(seed, 8);
@@ -380,10 +360,7 @@ fn commits_acknowledged_by_the_leader_survive_its_crash() {
 
 #[test]
 fn an_isolated_leader_stops_serving_before_a_new_leader_starts() {
-    let seeds: u64 = std::env::var("RINGLEADER_RAFT_SEEDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(10);
+    let seeds = seeds(10);
     let mut overlap_checked = 0;
     for seed in 0..seeds {
         let mut sim = Sim::new(100 + seed);
@@ -393,7 +370,7 @@ fn an_isolated_leader_stops_serving_before_a_new_leader_starts() {
         }
         let acked = sim.acked();
         let cut = sim.step;
-        sim.isolated = Some(old);
+        sim.net.isolated = Some(old);
         // A commit offered to every node at every step: whoever serves, serves it.
         for _ in 0..(6 * replication::ELECTION_TICKS as u64 * STEPS_PER_TICK) {
             sim.run_step(true);

@@ -2,6 +2,7 @@
 //! and the simulated durable write.
 #![allow(dead_code)] // each test binary uses its own part of this
 
+use replication::eraftpb::Message;
 use replication::{Durable, NodeId, Work};
 
 /// splitmix64: small, seedable, no dependency.
@@ -40,5 +41,64 @@ pub fn persist(disk: &mut Durable, work: &Work) {
     }
     if let Some(hs) = &work.hard_state {
         disk.hard_state = hs.clone();
+    }
+}
+
+/// Seeds per simulation test: `RINGLEADER_RAFT_SEEDS`, or `default`.
+pub fn seeds(default: u64) -> u64 {
+    std::env::var("RINGLEADER_RAFT_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+}
+
+/// The simulated network between the nodes: each message arrives 1–3 steps after it is sent,
+/// unless it touches the isolated node or is dropped; while drops are on, some arrive twice.
+#[derive(Default)]
+pub struct Net {
+    /// (deliver at step, message)
+    in_flight: Vec<(u64, Message)>,
+    /// A node cut off from both others (none when healed).
+    pub isolated: Option<NodeId>,
+    pub drop_per_mille: u64,
+}
+
+impl Net {
+    pub fn send(&mut self, rng: &mut Rng, step: u64, msgs: Vec<Message>) {
+        for m in msgs {
+            if self.isolated.is_some_and(|i| i == m.from || i == m.to)
+                || rng.chance(self.drop_per_mille)
+            {
+                continue;
+            }
+            let at = step + 1 + rng.below(3);
+            if self.drop_per_mille > 0 && rng.chance(20) {
+                self.in_flight.push((at + rng.below(5), m.clone())); // a duplicate, later
+            }
+            self.in_flight.push((at, m));
+        }
+    }
+
+    /// The messages due at `step`, taken off the network.
+    pub fn due(&mut self, step: u64) -> Vec<Message> {
+        let mut due = Vec::new();
+        self.in_flight.retain(|(at, m)| {
+            if *at <= step {
+                due.push(m.clone());
+                false
+            } else {
+                true
+            }
+        });
+        due
+    }
+
+    /// A crashed node's incoming messages are lost.
+    pub fn forget_to(&mut self, id: NodeId) {
+        self.in_flight.retain(|(_, m)| m.to != id);
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.in_flight.is_empty()
     }
 }
