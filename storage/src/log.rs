@@ -32,7 +32,9 @@ impl Default for LogConfig {
 /// A record to append: key and value (a `None` value is a tombstone).
 pub type RecordRef<'a> = (Option<&'a [u8]>, Option<&'a [u8]>);
 
-fn pair_refs(records: &[(Vec<u8>, Option<Vec<u8>>)]) -> Vec<RecordRef<'_>> {
+/// Borrow owned (key, value) pairs, as the coordinator's record encoder produces them, as
+/// records to encode.
+pub fn pair_refs(records: &[(Vec<u8>, Option<Vec<u8>>)]) -> Vec<RecordRef<'_>> {
     records
         .iter()
         .map(|(k, v)| (Some(k.as_slice()), v.as_deref()))

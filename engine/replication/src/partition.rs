@@ -21,6 +21,7 @@ use coordinator::group::{Coordinator, GroupConfig, GroupRequest, ReqId, RequestC
 use coordinator::partition_core::{encode_batch, Deferred, PartitionCore, Released};
 use std::sync::Arc;
 use storage::batch::{encode_batch_as, for_each_record, peek_batch, BatchProducer, Peek};
+use storage::log::pair_refs;
 
 /// Why a request cannot run on this replica now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -170,17 +171,18 @@ impl<T: Clone> ReplicatedPartition<T> {
             !encoded.records.is_empty(),
             "take_batch hands out only non-empty batches"
         );
-        let pairs: Vec<(Option<&[u8]>, Option<&[u8]>)> = encoded
-            .records
-            .iter()
-            .map(|(k, v)| (Some(k.as_slice()), v.as_deref()))
-            .collect();
         let producer = BatchProducer::coordinator(
             encoded.attributes,
             encoded.producer_id,
             encoded.producer_epoch,
         );
-        encode_batch_as(0, self.now, producer, &pairs, &mut data);
+        encode_batch_as(
+            0,
+            self.now,
+            producer,
+            &pair_refs(&encoded.records),
+            &mut data,
+        );
         match self.replica.propose(data) {
             Ok(index) => {
                 // The entry carries the term raft-rs is in: the term this replica leads.
