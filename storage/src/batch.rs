@@ -305,6 +305,64 @@ pub fn parse_marker(key: Option<&[u8]>, value: Option<&[u8]>) -> Option<(bool, i
     ))
 }
 
+/// Control record type of a KRaft leader change (`ControlRecordType.java`: LEADER_CHANGE 2).
+pub const CONTROL_LEADER_CHANGE: i16 = 2;
+
+/// Encode a leader change control batch as KRaft's `MemoryRecords.withLeaderChangeMessage`
+/// builds it (`MemoryRecordsBuilder.appendLeaderChangeMessage`): attributes control only (not
+/// transactional), producer id and epoch -1, base sequence -1 (`NO_SEQUENCE`), partition leader
+/// epoch `leader_epoch`, both timestamps `timestamp`, and one record whose key is the control
+/// record key v0 [version i16 = 0, type i16 = 2] and whose value is `LeaderChangeMessage` v0
+/// (`ControlRecordUtils.deserializeLeaderChangeMessage` reads it unprefixed). That message is
+/// flexible from v0 (`LeaderChangeMessage.json`: `"flexibleVersions": "0+"`), so its arrays are
+/// compact (unsigned varint count + 1) and it ends with an empty tagged-field section:
+/// [version i16 = 0, leader id i32, voters = [] (0x01), granting voters = [] (0x01), tags (0x00)].
+/// The voter sets are left empty: Raft's membership lives elsewhere.
+pub fn encode_leader_change(
+    base_offset: u64,
+    timestamp: i64,
+    leader_epoch: i32,
+    leader_id: i32,
+    out: &mut Vec<u8>,
+) {
+    let start = out.len();
+    let mut key = [0u8; 4];
+    key[2..4].copy_from_slice(&CONTROL_LEADER_CHANGE.to_be_bytes());
+    let mut value = Vec::with_capacity(9);
+    value.extend_from_slice(&0i16.to_be_bytes()); // LeaderChangeMessage version
+    value.extend_from_slice(&leader_id.to_be_bytes());
+    value.push(1); // Voters: compact array of 0 elements (length + 1)
+    value.push(1); // GrantingVoters: the same
+    value.push(0); // no tagged fields
+    let producer = BatchProducer {
+        attributes: ATTR_CONTROL,
+        producer_id: -1,
+        producer_epoch: -1,
+        base_sequence: -1,
+    };
+    encode_batch_as(
+        base_offset,
+        timestamp,
+        producer,
+        &[(Some(&key), Some(&value))],
+        out,
+    );
+    // The partition leader epoch lies before the CRC's range: no CRC to redo.
+    out[start + 12..start + 16].copy_from_slice(&leader_epoch.to_be_bytes());
+}
+
+/// Whether a control record's key is a leader change (version >= 0, type 2), as Kafka's
+/// `ControlRecordType.parse` reads a key: at least 4 bytes.
+pub fn is_leader_change(key: Option<&[u8]>) -> bool {
+    match key {
+        Some(k) if k.len() >= 4 => {
+            i16::from_be_bytes([k[0], k[1]]) >= 0
+                && i16::from_be_bytes([k[2], k[3]]) == CONTROL_LEADER_CHANGE
+        }
+        _ => false,
+    }
+}
+
 /// The header fields of a batch that readers need.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BatchHeader {
@@ -813,6 +871,50 @@ mod tests {
             parse_marker(Some(&[0, 0, 0, 1]), Some(&[0, 1, 0, 0, 0, 9, 7])),
             Some((true, 9))
         );
+    }
+
+    #[test]
+    fn a_leader_change_is_krafts_control_batch() {
+        // What `MemoryRecords.withLeaderChangeMessage(offset 5, ts, leader epoch 7, buffer,
+        // new LeaderChangeMessage().setLeaderId(3))` writes, field by field.
+        let mut out = Vec::new();
+        encode_leader_change(5, 1_700_000_000_456, 7, 3, &mut out);
+        let mut want = Vec::new();
+        want.extend_from_slice(&5i64.to_be_bytes());
+        want.extend_from_slice(&69i32.to_be_bytes()); // 81 - 12
+        want.extend_from_slice(&7i32.to_be_bytes());
+        want.push(2);
+        want.extend_from_slice(&[0; 4]); // crc
+        want.extend_from_slice(&0x20i16.to_be_bytes()); // control, not transactional
+        want.extend_from_slice(&0i32.to_be_bytes());
+        want.extend_from_slice(&1_700_000_000_456i64.to_be_bytes());
+        want.extend_from_slice(&1_700_000_000_456i64.to_be_bytes());
+        want.extend_from_slice(&(-1i64).to_be_bytes());
+        want.extend_from_slice(&(-1i16).to_be_bytes());
+        want.extend_from_slice(&(-1i32).to_be_bytes());
+        want.extend_from_slice(&1i32.to_be_bytes());
+        // Record: length 19 (zig-zag 38), attributes 0, deltas 0, key length 4 (8) [0 0 0 2],
+        // value length 9 (18) [0 0 | 0 0 0 3 | 1 | 1 | 0], no headers.
+        want.extend_from_slice(&[38, 0, 0, 0, 8, 0, 0, 0, 2, 18, 0, 0, 0, 0, 0, 3, 1, 1, 0, 0]);
+        let crc = crc32c::crc32c(&want[CRC_START..]);
+        want[17..21].copy_from_slice(&crc.to_be_bytes());
+        assert_eq!(out, want);
+        let Peek::Batch(h) = peek_batch(&out, 0, 1 << 20).unwrap() else {
+            panic!()
+        };
+        assert!(h.is_control() && !h.is_transactional());
+        let recs = decode_records(&out, &h, 0).unwrap();
+        assert_eq!(recs.len(), 1);
+        assert!(is_leader_change(recs[0].key.as_deref()));
+        // Not a transaction marker, and a marker is not a leader change.
+        assert_eq!(
+            parse_marker(recs[0].key.as_deref(), recs[0].value.as_deref()),
+            None
+        );
+        assert!(!is_leader_change(Some(&[0, 0, 0, 1])));
+        assert!(!is_leader_change(Some(&[0, 0, 0])));
+        assert!(!is_leader_change(Some(&[0xff, 0xff, 0, 2])));
+        assert!(!is_leader_change(None));
     }
 
     #[test]
