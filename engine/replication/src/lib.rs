@@ -213,8 +213,9 @@ impl Storage for Log {
 /// One replica of one partition.
 pub struct Replica {
     raw: RawNode<Log>,
-    /// The Ready handed out as [`Work`] and not yet reported durable.
-    in_flight: Option<raft::Ready>,
+    /// The Ready handed out as [`Work`] and not yet reported durable: its number, and the
+    /// messages that may leave only once it is durable (votes, append acknowledgements).
+    in_flight: Option<(u64, Vec<Message>)>,
     role: Role,
     /// Ticks since this replica started.
     ticks: u64,
@@ -401,11 +402,12 @@ impl Replica {
         } else {
             self.confirmed_at = None;
         }
+        let committed = rd.take_committed_entries();
         let mut work = Work {
             send_now: rd.take_messages(),
             entries: rd.take_entries(),
             hard_state: rd.hs().cloned(),
-            committed: only_data(rd.take_committed_entries()),
+            committed: only_data(committed.clone()),
             role: None,
         };
         if rd.ss().is_some() || self.raw.raft.term != self.role.term {
@@ -423,36 +425,42 @@ impl Replica {
                 work.role = Some(role);
             }
         }
-        self.in_flight = Some(rd);
-        Some(work)
-    }
-
-    /// The shell made the in-flight [`Work`]'s entries and hard state durable. Panics if no
-    /// work is in flight (a shell bug).
-    pub fn persisted(&mut self, work: &Work) -> AfterPersist {
-        let mut rd = self
-            .in_flight
-            .take()
-            .expect("persisted() without work in flight");
+        // raft-rs's asynchronous protocol (`advance_append_async`, then `on_persist_ready` once
+        // durable): the shell keeps stepping messages, ticking and proposing while its write is
+        // under way, which the synchronous `advance` forbids. raft-rs reads the entries back
+        // from our `Storage` before they are durable (to send them), so they go in now; what it
+        // counts as persisted, and so what it may commit on this replica's behalf or hand out as
+        // committed, moves only in `persisted`.
         let store = self.raw.mut_store();
         store.append(&work.entries);
         if let Some(hs) = &work.hard_state {
             store.hard_state = hs.clone();
         }
-        let mut after = AfterPersist {
-            send: rd.take_persisted_messages(),
-            committed: Vec::new(),
-        };
-        let mut light = self.raw.advance(rd);
-        if let Some(c) = light.commit_index() {
-            // Kept in memory only: a commit index lost in a crash is learnt again from the
-            // leader, and raft-rs persists it with the next hard state.
-            self.raw.mut_store().hard_state.commit = c;
+        let number = rd.number();
+        let after = rd.take_persisted_messages();
+        self.raw.advance_append_async(rd);
+        // Committed entries are applied by the shell from this Work on; raft-rs hands out only
+        // entries this replica has persisted (`RaftLog::next_entries_since`).
+        if let Some(last) = committed.last() {
+            self.raw.advance_apply_to(last.index);
         }
-        after.send.extend(light.take_messages());
-        after.committed = only_data(light.take_committed_entries());
-        self.raw.advance_apply();
-        after
+        self.in_flight = Some((number, after));
+        Some(work)
+    }
+
+    /// The shell made the in-flight [`Work`]'s entries and hard state durable. Panics if no
+    /// work is in flight (a shell bug).
+    pub fn persisted(&mut self, _work: &Work) -> AfterPersist {
+        let (number, send) = self
+            .in_flight
+            .take()
+            .expect("persisted() without work in flight");
+        self.raw.on_persist_ready(number);
+        // Entries this made committed come out of the next `work`.
+        AfterPersist {
+            send,
+            committed: Vec::new(),
+        }
     }
 }
 

@@ -14,7 +14,7 @@
 mod common;
 use common::{persist, seeds, Net, Rng, STEPS_PER_TICK, VOTERS};
 use replication::eraftpb::{Entry, Message};
-use replication::{Durable, NodeId, ProposeError, Replica};
+use replication::{Durable, NodeId, ProposeError, Replica, Work};
 use std::collections::{BTreeMap, HashMap};
 
 struct Node {
@@ -24,6 +24,10 @@ struct Node {
     /// What its state machine applied since its last start: index → data.
     applied: BTreeMap<u64, Vec<u8>>,
     highest_term: u64,
+    /// Work whose durable write is under way, done at the given step: the broker writes
+    /// asynchronously, so messages, ticks and proposals keep arriving meanwhile. A crash loses
+    /// it.
+    writing: Option<(Work, u64)>,
 }
 
 struct Sim {
@@ -50,6 +54,7 @@ impl Sim {
                     disk: Durable::default(),
                     applied: BTreeMap::new(),
                     highest_term: 0,
+                    writing: None,
                 };
                 (id, n)
             })
@@ -101,13 +106,25 @@ impl Sim {
         }
     }
 
-    /// Run a node's work to completion: persist (to its simulated disk), send, apply.
+    /// Run a node's work: send what may leave at once, then persist (to its simulated disk)
+    /// 0–3 steps later, as an asynchronous write does, then send and apply what waited for it.
     fn drive(&mut self, id: NodeId) {
         loop {
-            let Some(r) = self.nodes.get_mut(&id).unwrap().replica.as_mut() else {
+            let node = self.nodes.get_mut(&id).unwrap();
+            if node.replica.is_none() {
+                return;
+            }
+            if let Some((_, due)) = &node.writing {
+                if *due > self.step {
+                    return;
+                }
+                let (work, _) = node.writing.take().unwrap();
+                self.finish(id, work);
+                continue;
+            }
+            let Some(work) = node.replica.as_mut().unwrap().work() else {
                 return;
             };
-            let Some(work) = r.work() else { return };
             if let Some(role) = work.role {
                 if role.is_leader {
                     if let Some(prev) = self.leaders.insert(role.term, id) {
@@ -117,36 +134,42 @@ impl Sim {
             }
             let send_now = work.send_now.clone();
             self.send(send_now);
-            {
-                let node = self.nodes.get_mut(&id).unwrap();
-                if let Some(hs) = &work.hard_state {
-                    assert!(hs.term >= node.highest_term, "node {id}'s term went back");
-                    node.highest_term = hs.term;
-                }
-                persist(&mut node.disk, &work);
-            }
-            let leader_term = {
-                let r = self.nodes[&id].replica.as_ref().unwrap();
-                r.role().is_leader.then_some(r.role().term)
-            };
-            let committed = work.committed.clone();
-            self.apply(id, committed, leader_term);
-            let after = self
-                .nodes
-                .get_mut(&id)
-                .unwrap()
-                .replica
-                .as_mut()
-                .unwrap()
-                .persisted(&work);
-            self.send(after.send);
-            self.apply(id, after.committed, leader_term);
+            let due = self.step + self.rng.below(4);
+            self.nodes.get_mut(&id).unwrap().writing = Some((work, due));
         }
+    }
+
+    fn finish(&mut self, id: NodeId, work: Work) {
+        {
+            let node = self.nodes.get_mut(&id).unwrap();
+            if let Some(hs) = &work.hard_state {
+                assert!(hs.term >= node.highest_term, "node {id}'s term went back");
+                node.highest_term = hs.term;
+            }
+            persist(&mut node.disk, &work);
+        }
+        let leader_term = {
+            let r = self.nodes[&id].replica.as_ref().unwrap();
+            r.role().is_leader.then_some(r.role().term)
+        };
+        let committed = work.committed.clone();
+        self.apply(id, committed, leader_term);
+        let after = self
+            .nodes
+            .get_mut(&id)
+            .unwrap()
+            .replica
+            .as_mut()
+            .unwrap()
+            .persisted(&work);
+        self.send(after.send);
+        self.apply(id, after.committed, leader_term);
     }
 
     fn crash(&mut self, id: NodeId) {
         let n = self.nodes.get_mut(&id).unwrap();
         n.replica = None;
+        n.writing = None; // the write under way never reached the disk
         self.net.forget_to(id);
     }
 
