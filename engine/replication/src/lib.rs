@@ -382,6 +382,12 @@ impl Replica {
         }
     }
 
+    /// [`Replica::work`] would give something now (the shell need not wake its writer
+    /// otherwise).
+    pub fn has_work(&self) -> bool {
+        self.in_flight.is_none() && self.raw.has_ready()
+    }
+
     /// The next piece of work, if there is any and none is in flight.
     pub fn work(&mut self) -> Option<Work> {
         if self.in_flight.is_some() || !self.raw.has_ready() {

@@ -148,6 +148,9 @@ impl<T: Clone> ReplicatedPartition<T> {
         let Some(core) = self.core.as_mut() else {
             return Vec::new();
         };
+        if core.next_deadline().is_none_or(|d| d > now) {
+            return Vec::new();
+        }
         let mut out = core.tick(now, tag);
         out.extend(self.propose());
         out
