@@ -39,4 +39,7 @@ pub struct Broker {
     /// The ACLs, when `authorizer.class.name` names the standard authorizer; None authorizes
     /// everything (Kafka without an authorizer).
     pub acls: Option<std::sync::Arc<crate::acls::AclStore>>,
+    /// The cluster this node is one voter of (`controller.quorum.voters` naming other nodes);
+    /// None for a single node, which replicates nothing.
+    pub cluster: Option<std::sync::Arc<crate::cluster::Cluster>>,
 }

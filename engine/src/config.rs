@@ -1569,24 +1569,30 @@ impl Config {
     }
 
     /// `controller.quorum.voters` naming this node alone describes the single node this broker
-    /// is; naming others asks for a replicated cluster, which is refused rather than started as
-    /// a lone node that would quietly keep the only copy of every commit.
+    /// is; naming others too makes this node one voter of a cluster, whose `__consumer_offsets`
+    /// partitions are replicated over every voter (docs/replication.md). A list of other nodes
+    /// without this one is refused: this node would hold a replica of nothing.
     fn check_quorum_voters(&self) -> Result<(), ConfigError> {
-        let voters = parse_quorum_voters(&self.controller_quorum_voters)
+        let voters = self
+            .quorum_voters()
             .expect("checked when the key was applied");
         let this = i64::from(self.node_id);
-        if voters.iter().all(|v| v.id == this) {
+        if voters.is_empty() || voters.iter().any(|v| v.id == this) {
             return Ok(());
         }
         let ids: Vec<String> = voters.iter().map(|v| v.id.to_string()).collect();
         Err(ConfigError::Inconsistent {
             reason: format!(
-                "controller.quorum.voters names nodes {} but Ringleader does not run as a replicated \
-                 cluster yet: one node keeps the only replica of every partition (node.id={this}). \
-                 Leave controller.quorum.voters out, or list only this node",
+                "controller.quorum.voters names nodes {} but not this node (node.id={this}): \
+                 every node of a Ringleader cluster is a voter, so list this node too",
                 ids.join(", ")
             ),
         })
+    }
+
+    /// `controller.quorum.voters`, parsed.
+    pub fn quorum_voters(&self) -> Result<Vec<QuorumVoter>, String> {
+        parse_quorum_voters(&self.controller_quorum_voters)
     }
 
     /// Every known key (aliases included) with its current value, sorted by
@@ -1672,6 +1678,11 @@ impl Config {
                 source_desc: origin.to_string(),
             })?;
             self.controller_quorum_voters = value.to_string();
+            // It has an effect: the voters are the cluster's nodes (docs/replication.md).
+            if let Some(def) = lookup(key) {
+                self.set_known(def, key, value, origin)?;
+            }
+            return Ok(());
         }
         if let Some(reason) = lookup_reason(NO_EFFECT, key) {
             // Kept in the table too (DescribeConfigs reports it) when this broker has the key.
@@ -2784,7 +2795,7 @@ mod tests {
     }
 
     #[test]
-    fn quorum_voters_of_this_node_alone_are_a_single_node_and_others_are_refused() {
+    fn quorum_voters_name_a_cluster_this_node_must_be_in() {
         // Kafka's syntax, IPv6 in brackets.
         let v = parse_quorum_voters("1@127.0.0.1:19001, 2@[::1]:19002,3@node-3:19003").unwrap();
         assert_eq!(v.iter().map(|v| v.id).collect::<Vec<_>>(), vec![1, 2, 3]);
@@ -2806,13 +2817,24 @@ mod tests {
         set(&mut c, "node.id=2");
         set(&mut c, "controller.quorum.voters=2@127.0.0.1:19002");
         c.validate().unwrap();
-        // Three nodes: a cluster, which is refused rather than run as a lone node.
+        // Three nodes with this one among them: a cluster.
         set(
             &mut c,
             "controller.quorum.voters=1@127.0.0.1:19001,2@127.0.0.1:19002,3@127.0.0.1:19003",
         );
+        c.validate().unwrap();
+        assert_eq!(c.quorum_voters().unwrap().len(), 3);
+        // Other nodes only: this node would replicate nothing, refused.
+        set(
+            &mut c,
+            "controller.quorum.voters=1@127.0.0.1:19001,3@127.0.0.1:19003",
+        );
         let err = c.validate().unwrap_err();
         assert!(matches!(err, ConfigError::Inconsistent { .. }), "{err}");
-        assert!(err.to_string().contains("names nodes 1, 2, 3"), "{err}");
+        assert!(
+            err.to_string()
+                .contains("names nodes 1, 3 but not this node"),
+            "{err}"
+        );
     }
 }

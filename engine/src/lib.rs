@@ -30,6 +30,7 @@ pub use coordinator::{group, partition_core, snapshot_build, txn};
 pub mod acls;
 pub mod broker;
 pub mod clock;
+pub mod cluster;
 pub mod config;
 pub mod features;
 pub mod group_configs;
@@ -97,6 +98,15 @@ pub fn open_broker_with(
         listeners[0].advertised_host.clone(),
         listeners[0].advertised_port,
     );
+    let endpoints = listeners
+        .iter()
+        .map(|l| cluster::Endpoint {
+            listener: l.name.clone(),
+            host: l.advertised_host.clone(),
+            port: l.advertised_port,
+        })
+        .collect();
+    let cluster = cluster_of(&config, endpoints)?;
     Ok(Arc::new(broker::Broker {
         versions: wire::Versions::default(),
         topics,
@@ -116,6 +126,45 @@ pub fn open_broker_with(
         connections: Default::default(),
         scram: scram_store::ScramStore::open(data_dir)
             .map_err(|e| anyhow::anyhow!("cannot read the SCRAM credentials: {e}"))?,
+        cluster,
         acls,
     }))
+}
+
+/// The cluster this node belongs to, when `controller.quorum.voters` names other nodes too.
+fn cluster_of(
+    config: &config::Config,
+    endpoints: Vec<cluster::Endpoint>,
+) -> anyhow::Result<Option<Arc<cluster::Cluster>>> {
+    let voters = config
+        .quorum_voters()
+        .map_err(|e| anyhow::anyhow!("controller.quorum.voters: {e}"))?;
+    if voters.iter().all(|v| v.id == i64::from(config.node_id)) {
+        return Ok(None);
+    }
+    // Kafka formats every node's storage with one cluster id; here it is configured, and the
+    // nodes check it when they connect (runtime::peers).
+    anyhow::ensure!(
+        !config.cluster_id.is_empty(),
+        "a node of a cluster (controller.quorum.voters names other nodes) needs cluster.id, \
+         the same on every node"
+    );
+    let voters = voters
+        .into_iter()
+        .map(|v| cluster::Voter {
+            id: v.id as u64,
+            addr: if v.host.contains(':') {
+                format!("[{}]:{}", v.host, v.port)
+            } else {
+                format!("{}:{}", v.host, v.port)
+            },
+        })
+        .collect();
+    Ok(Some(Arc::new(cluster::Cluster::new(
+        config.node_id as u64,
+        config.cluster_id.clone(),
+        voters,
+        config.offsets_topic_num_partitions,
+        endpoints,
+    ))))
 }

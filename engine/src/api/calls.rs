@@ -62,6 +62,7 @@ pub(crate) fn group_result(reply: PartitionReply) -> Result<GroupResponse, i16> 
     match reply {
         PartitionReply::Group(r) => Ok(r),
         PartitionReply::Loading => Err(ResponseError::CoordinatorLoadInProgress.code()),
+        PartitionReply::NotCoordinator => Err(ResponseError::NotCoordinator.code()),
         _ => Err(not_available()),
     }
 }

@@ -1,4 +1,5 @@
-//! FindCoordinator: this broker coordinates every group and transactional id.
+//! FindCoordinator: a single node coordinates every group and transactional id; on a node of a
+//! cluster a group's coordinator is the leader of its `__consumer_offsets` partition.
 
 use super::auth::{self, Op, Rt};
 use super::common::{code, s};
@@ -9,8 +10,12 @@ use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
-/// FindCoordinator v0–v6. One broker owns every partition, so every group's and every
-/// transactional id's coordinator is us.
+/// FindCoordinator v0–v6. A single node owns every partition, so every group's and every
+/// transactional id's coordinator is us. On a node of a cluster, a group's coordinator is the
+/// node this node's replica of the group's partition knows as leader, at that node's endpoint on
+/// the listener the request came in on (Kafka answers from its metadata cache the same way:
+/// `KafkaApis.getCoordinator`); no known leader is COORDINATOR_NOT_AVAILABLE, which clients
+/// retry.
 pub(super) fn handle(
     broker: &Broker,
     caller: &Caller,
@@ -33,30 +38,70 @@ pub(super) fn handle(
         if let Some(e) = refused {
             return (code(e), Some(e.to_string()));
         }
-        match key_type {
-            0 | 1 => (0, None),
-            2 if version < 6 => (
-                code(ResponseError::InvalidRequest),
-                Some("Share keys need FindCoordinator v6".into()),
-            ),
-            2 => (
+        match (key_type, &broker.cluster) {
+            (0 | 1, None) => (0, None),
+            (0, Some(_)) => (0, None),
+            (1, Some(_)) => (
                 code(ResponseError::CoordinatorNotAvailable),
-                Some(format!("Share groups are not supported: {key}")),
+                Some("Transactions are not replicated on a cluster yet".into()),
             ),
-            other => (
-                code(ResponseError::InvalidRequest),
-                Some(format!("Unknown key type {other}")),
-            ),
+            _ => match key_type {
+                2 if version < 6 => (
+                    code(ResponseError::InvalidRequest),
+                    Some("Share keys need FindCoordinator v6".into()),
+                ),
+                2 => (
+                    code(ResponseError::CoordinatorNotAvailable),
+                    Some(format!("Share groups are not supported: {key}")),
+                ),
+                other => (
+                    code(ResponseError::InvalidRequest),
+                    Some(format!("Unknown key type {other}")),
+                ),
+            },
+        }
+    };
+    // Where the coordinator of `key` is: (node, host, port), or why it is not known.
+    let locate = |key: &StrBytes| -> Result<(i32, String, i32), (i16, String)> {
+        let Some(cluster) = &broker.cluster else {
+            return Ok((
+                broker.node_id,
+                listener.advertised_host.clone(),
+                listener.advertised_port,
+            ));
+        };
+        let partition =
+            wire::partition_for(key.as_str(), broker.config.offsets_topic_num_partitions);
+        let unknown = |why: String| (code(ResponseError::CoordinatorNotAvailable), why);
+        let leader = cluster
+            .leader(partition)
+            .ok_or_else(|| unknown(format!("__consumer_offsets-{partition} has no leader now")))?;
+        let ep = cluster.endpoint(leader, &listener.name).ok_or_else(|| {
+            unknown(format!(
+                "node {leader} leads __consumer_offsets-{partition} but its {} endpoint is not known yet",
+                listener.name
+            ))
+        })?;
+        Ok((leader as i32, ep.host, ep.port))
+    };
+    let answer = |key: &StrBytes| -> (i16, Option<String>, i32, String, i32) {
+        let (err, msg) = answer(key);
+        if err != 0 {
+            return (err, msg, -1, String::new(), -1);
+        }
+        match locate(key) {
+            Ok((node, host, port)) => (0, None, node, host, port),
+            Err((err, msg)) => (err, Some(msg), -1, String::new(), -1),
         }
     };
     let mut resp = FindCoordinatorResponse::default();
     if version < 4 {
-        let (err, msg) = answer(&req.key);
+        let (err, msg, node, host, port) = answer(&req.key);
         resp.error_code = err;
         if err == 0 {
-            resp.node_id = BrokerId(broker.node_id);
-            resp.host = s(listener.advertised_host.clone());
-            resp.port = listener.advertised_port;
+            resp.node_id = BrokerId(node);
+            resp.host = s(host);
+            resp.port = port;
         } else {
             resp.node_id = BrokerId(-1);
             resp.host = s("");
@@ -69,14 +114,14 @@ pub(super) fn handle(
         .coordinator_keys
         .iter()
         .map(|key| {
-            let (err, msg) = answer(key);
+            let (err, msg, node, host, port) = answer(key);
             let c = Coordinator::default()
                 .with_key(key.clone())
                 .with_error_code(err);
             if err == 0 {
-                c.with_node_id(BrokerId(broker.node_id))
-                    .with_host(s(listener.advertised_host.clone()))
-                    .with_port(listener.advertised_port)
+                c.with_node_id(BrokerId(node))
+                    .with_host(s(host))
+                    .with_port(port)
             } else {
                 c.with_node_id(BrokerId(-1))
                     .with_host(s(""))

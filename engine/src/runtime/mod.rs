@@ -9,6 +9,9 @@
 //! - `router`: calls between shards, by typed route, with a bound on waiting for a stalled shard.
 //! - `partition`: the glommio shell around each `__consumer_offsets` partition's sans-IO core
 //!   (`coordinator::partition_core`): its log writer, snapshots, compaction and reloads.
+//! - `replicated` and `peers`: on a node of a cluster (`controller.quorum.voters`), the shell
+//!   around each `__consumer_offsets` partition's Raft replica (`replication`), and the
+//!   node-to-node links its messages travel.
 //! - `txn`: the glommio shell around each `__transaction_state` partition's transaction
 //!   coordinator (`coordinator::txn`): its log writer and compaction, reloads, and the markers a
 //!   transaction's end sends to data partitions and group coordinators.
@@ -19,6 +22,8 @@
 pub mod conn;
 pub mod journal;
 pub mod partition;
+pub mod peers;
+pub mod replicated;
 pub mod router;
 pub mod server;
 pub mod shard;

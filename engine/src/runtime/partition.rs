@@ -37,6 +37,8 @@ pub enum PartitionOp {
         ctx: Arc<RequestContext>,
         req: GroupRequest,
     },
+    /// A Raft message from a peer node for this partition's replica (a node of a cluster).
+    Raft(Vec<u8>),
 }
 
 /// A partition operation under way: answered already, waiting for the partition (a parked
@@ -89,6 +91,11 @@ pub enum PartitionReply {
     Unavailable,
     /// The partition is still loading its log: COORDINATOR_LOAD_IN_PROGRESS.
     Loading,
+    /// Another node leads the partition (a node of a cluster): NOT_COORDINATOR, and the client
+    /// looks the coordinator up again.
+    NotCoordinator,
+    /// A Raft message was taken (or refused and counted): nothing to answer.
+    Accepted,
 }
 
 /// Records kept in memory when the broker runs without a data directory (in-process tests):
@@ -375,6 +382,8 @@ impl PartitionTable {
             return ready(PartitionReply::Unavailable);
         };
         match op {
+            // A single node has no peers; a message from one is dropped.
+            PartitionOp::Raft(_) => ready(PartitionReply::Accepted),
             PartitionOp::Status => {
                 let ops_served = self.slots[idx].borrow_mut().core.count_op();
                 ready(PartitionReply::Status {

@@ -296,8 +296,27 @@ pub fn start(
             offsets_log_config(&broker),
         )?;
     }
+    // A node of a cluster accepts its peers on its own voter address (shard 0 does).
+    let mut peer_listener = match &broker.cluster {
+        Some(c) => {
+            let me = c
+                .voters
+                .iter()
+                .find(|v| v.id == c.node_id)
+                .expect("this node is a voter");
+            let addr: SocketAddr = std::net::ToSocketAddrs::to_socket_addrs(&me.addr)
+                .map_err(|e| anyhow::anyhow!("controller.quorum.voters: {}: {e}", me.addr))?
+                .next()
+                .ok_or_else(|| anyhow::anyhow!("{} resolves to no address", me.addr))?;
+            Some(bind_shard_socket(addr).map_err(|e| {
+                anyhow::anyhow!("cannot listen for peers on {addr} (controller.quorum.voters): {e}")
+            })?)
+        }
+        None => None,
+    };
     let mut shards = Vec::with_capacity(cores);
     for (i, listener) in per_shard.into_iter().enumerate() {
+        let peer_listener = peer_listener.take();
         let broker = broker.clone();
         let shutdown = shutdown.clone();
         let mesh = mesh.clone();
@@ -307,7 +326,14 @@ pub fn start(
             .io_memory(IO_MEMORY_PER_SHARD)
             .spawn(move || async move {
                 if let Err(e) = run_shard(
-                    broker, listener, mesh, partitions, shutdown, handler, &ready_tx,
+                    broker,
+                    listener,
+                    peer_listener,
+                    mesh,
+                    partitions,
+                    shutdown,
+                    handler,
+                    &ready_tx,
                 )
                 .await
                 {
@@ -338,9 +364,11 @@ pub fn start(
     })
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn run_shard(
     broker: Arc<Broker>,
     listeners: Vec<OwnedFd>,
+    peer_listener: Option<OwnedFd>,
     mesh: Option<router::Mesh>,
     partitions: i32,
     shutdown: Shutdown,
@@ -355,12 +383,20 @@ async fn run_shard(
         let configs_broker = exec_broker.clone();
         table.set_group_configs(Rc::new(move || configs_broker.group_configs.snapshot()));
         let txns = TxnTable::new(exec_broker.clone(), shard, shards);
+        let replicas = exec_broker.cluster.as_ref().map(|_| RefCell::new(None));
         let store = DataStore::new(exec_broker, shard);
-        built = Some((table.clone(), store.clone(), txns.clone()));
-        Rc::new(ShardExec { table, store, txns })
+        let exec = Rc::new(ShardExec {
+            table,
+            store,
+            txns,
+            replicas,
+        });
+        built = Some(exec.clone());
+        exec
     })
     .await?;
-    let (table, store, txns) = built.expect("join built the shard's state");
+    let exec = built.expect("join built the shard's state");
+    let (table, store, txns) = (exec.table.clone(), exec.store.clone(), exec.txns.clone());
     txns.set_router(&router);
     if router.shard() == 0 {
         if let Some(dir) = &broker.data_dir {
@@ -381,7 +417,7 @@ async fn run_shard(
     // COORDINATOR_LOAD_IN_PROGRESS for a group whose partition is not loaded yet, and retries.
     // "listening on" (the shard's readiness) is reported once every partition is loaded.
     let data_dir = broker.data_dir.clone();
-    if data_dir.is_some() {
+    if data_dir.is_some() && broker.cluster.is_none() {
         table.begin_loading();
     }
     // Deadlines (sessions, join/sync phases, retention) fire from here. Group timers are in
@@ -451,7 +487,16 @@ async fn run_shard(
             std::future::ready(())
         });
     }
-    {
+    if let Some(cluster) = shard.broker.cluster.clone() {
+        start_replicas(
+            &shard,
+            &exec,
+            cluster,
+            peer_listener,
+            &shutdown,
+            ready.clone(),
+        );
+    } else {
         let table = table.clone();
         let ready = ready.clone();
         let broker = shard.broker.clone();
@@ -491,6 +536,105 @@ async fn run_shard(
     txns.close();
     table.close_journal().await;
     Ok(())
+}
+
+/// A node of a cluster: open this shard's replicated `__consumer_offsets` partitions, start its
+/// links to the peers and the ticks, and (shard 0) accept the peers' links.
+fn start_replicas(
+    shard: &Rc<Shard>,
+    exec: &Rc<ShardExec>,
+    cluster: Arc<crate::cluster::Cluster>,
+    peer_listener: Option<OwnedFd>,
+    shutdown: &Shutdown,
+    ready: mpsc::Sender<anyhow::Result<()>>,
+) {
+    use crate::runtime::replicated::{ReplicaSet, RAFT_TICK};
+    let broker = shard.broker.clone();
+    let partitions = broker.config.offsets_topic_num_partitions;
+    let endpoints: Vec<crate::cluster::Endpoint> = broker
+        .listeners
+        .iter()
+        .map(|l| crate::cluster::Endpoint {
+            listener: l.name.clone(),
+            host: l.advertised_host.clone(),
+            port: l.advertised_port,
+        })
+        .collect();
+    let hello = crate::runtime::peers::hello(&crate::runtime::peers::Hello {
+        node: cluster.node_id,
+        cluster_id: cluster.cluster_id.clone(),
+        partitions,
+        endpoints,
+    });
+    let links = crate::runtime::peers::Links::start(&cluster, hello, shutdown.clone());
+    if let Some(fd) = peer_listener {
+        // SAFETY: the fd is a bound, listening TCP socket (bind_shard_socket) whose ownership
+        // moves to the glommio listener (into_raw_fd gives it up).
+        let listener = unsafe { glommio::net::TcpListener::from_raw_fd(fd.into_raw_fd()) };
+        shard.tasks.spawn(
+            "node-to-node listener",
+            crate::runtime::peers::serve(
+                listener,
+                cluster.clone(),
+                shard.router.clone(),
+                partitions,
+                shutdown.clone(),
+            ),
+        );
+    }
+    let exec_open = exec.clone();
+    let (shard_id, shards) = (shard.router.shard(), shard.router.shards());
+    shard.tasks.spawn("open replicas", async move {
+        let opened = match &broker.data_dir {
+            None => Err(anyhow::anyhow!(
+                "a node of a cluster needs a data directory"
+            )),
+            Some(dir) => {
+                ReplicaSet::open(
+                    shard_id,
+                    shards,
+                    partitions,
+                    crate::config::group_config(&broker.config),
+                    cluster,
+                    links,
+                    dir,
+                    offsets_log_config(&broker),
+                )
+                .await
+            }
+        };
+        match opened {
+            Ok(set) => {
+                tracing::info!(
+                    shard = shard_id,
+                    "replicated __consumer_offsets partitions open"
+                );
+                *exec_open
+                    .replicas
+                    .as_ref()
+                    .expect("a cluster node has replicas")
+                    .borrow_mut() = Some(set);
+                let _ = ready.send(Ok(()));
+            }
+            Err(e) => {
+                let _ = ready.send(Err(e));
+            }
+        }
+    });
+    let replicas = exec.clone();
+    shard.tasks.every("raft ticks", RAFT_TICK, move || {
+        if let Some(set) = replicas.replicas.as_ref().and_then(|r| r.borrow().clone()) {
+            set.raft_tick();
+        }
+        std::future::ready(())
+    });
+    let replicas = exec.clone();
+    shard.tasks.every("replica deadlines", TICK, move || {
+        if let Some(set) = replicas.replicas.as_ref().and_then(|r| r.borrow().clone()) {
+            set.tick(crate::clock::wall_clock_ms());
+        }
+        std::future::ready(())
+    });
 }
 
 /// Accept connections on one listener until shutdown.

@@ -170,11 +170,23 @@ pub struct ShardExec {
     pub table: Rc<PartitionTable>,
     pub store: Rc<DataStore>,
     pub txns: Rc<TxnTable>,
+    /// A node of a cluster: its replicated `__consumer_offsets` partitions, once opened (the
+    /// table above is then unused). None on a single node.
+    pub replicas: Option<RefCell<Option<Rc<crate::runtime::replicated::ReplicaSet>>>>,
 }
 
 impl Executor for ShardExec {
     fn partition(&self, partition: i32, op: PartitionOp) -> PartitionCall {
-        self.table.execute(partition, op)
+        match &self.replicas {
+            None => self.table.execute(partition, op),
+            Some(set) => match set.borrow().as_ref() {
+                Some(set) => set.execute(partition, op),
+                // Still opening the partitions' logs: the client retries.
+                None => {
+                    PartitionCall::Ready(Some(crate::runtime::partition::PartitionReply::Loading))
+                }
+            },
+        }
     }
 
     fn data(&self, op: DataOp) -> Pin<Box<dyn Future<Output = DataReply>>> {

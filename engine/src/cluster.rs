@@ -1,0 +1,199 @@
+//! What one node knows of the cluster it belongs to (`controller.quorum.voters` with other
+//! nodes in it): the voters and their node-to-node addresses, where each node's clients connect
+//! (learned from the node's own handshake), and which node leads each `__consumer_offsets`
+//! partition as far as this node's replica of it knows.
+//!
+//! Shared by every shard (read by FindCoordinator and Metadata on any shard, written by the
+//! shard that owns a partition when its replica's role changes, and by the node-to-node
+//! listener when a peer introduces itself): plain atomics and an `ArcSwap`, no lock held while
+//! anything else runs.
+//!
+//! Must not: decide leadership (the partition's Raft replica does, on its shard), or hold
+//! anything a client's answer could be wrong about for longer than one read: a leader read here
+//! is a hint that the leader's own partition confirms (it answers NOT_COORDINATOR otherwise).
+
+use arc_swap::ArcSwap;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// A node, as `node.id` and `controller.quorum.voters` number it.
+pub type NodeId = u64;
+
+/// One endpoint a node serves clients on: its listener's name and advertised address.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Endpoint {
+    pub listener: String,
+    pub host: String,
+    pub port: i32,
+}
+
+/// A voter of the quorum: its id and node-to-node address (`host:port`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Voter {
+    pub id: NodeId,
+    pub addr: String,
+}
+
+pub struct Cluster {
+    pub node_id: NodeId,
+    /// `cluster.id`: every node of a cluster is configured with the same one, and peers whose
+    /// hello names another are refused.
+    pub cluster_id: String,
+    /// Every voter, this node among them, in `controller.quorum.voters` order.
+    pub voters: Vec<Voter>,
+    /// Per `__consumer_offsets` partition: the leader this node's replica knows of, 0 = none.
+    leaders: Vec<AtomicU64>,
+    /// Where each node serves clients (this node's own from the start, peers' once they
+    /// introduced themselves).
+    endpoints: ArcSwap<BTreeMap<NodeId, Vec<Endpoint>>>,
+}
+
+impl std::fmt::Debug for Cluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cluster")
+            .field("node_id", &self.node_id)
+            .field("voters", &self.voters)
+            .finish()
+    }
+}
+
+impl Cluster {
+    pub fn new(
+        node_id: NodeId,
+        cluster_id: String,
+        voters: Vec<Voter>,
+        partitions: i32,
+        own: Vec<Endpoint>,
+    ) -> Self {
+        assert!(
+            voters.iter().any(|v| v.id == node_id),
+            "node {node_id} is one of the voters"
+        );
+        let mut endpoints = BTreeMap::new();
+        endpoints.insert(node_id, own);
+        Cluster {
+            node_id,
+            cluster_id,
+            voters,
+            leaders: (0..partitions.max(0)).map(|_| AtomicU64::new(0)).collect(),
+            endpoints: ArcSwap::from_pointee(endpoints),
+        }
+    }
+
+    pub fn voter_ids(&self) -> Vec<NodeId> {
+        self.voters.iter().map(|v| v.id).collect()
+    }
+
+    /// The other voters.
+    pub fn peers(&self) -> impl Iterator<Item = &Voter> {
+        self.voters.iter().filter(move |v| v.id != self.node_id)
+    }
+
+    /// The node `partition`'s replica here knows as leader.
+    pub fn leader(&self, partition: i32) -> Option<NodeId> {
+        let l = self.leaders.get(usize::try_from(partition).ok()?)?;
+        match l.load(Ordering::Acquire) {
+            0 => None,
+            id => Some(id),
+        }
+    }
+
+    /// Called by the shard that owns `partition` when its replica's role changes.
+    pub fn set_leader(&self, partition: i32, leader: Option<NodeId>) {
+        if let Some(l) = usize::try_from(partition)
+            .ok()
+            .and_then(|p| self.leaders.get(p))
+        {
+            l.store(leader.unwrap_or(0), Ordering::Release);
+        }
+    }
+
+    /// How many `__consumer_offsets` partitions this node leads (logs, tests).
+    pub fn led_here(&self) -> usize {
+        self.leaders
+            .iter()
+            .filter(|l| l.load(Ordering::Acquire) == self.node_id)
+            .count()
+    }
+
+    /// A peer introduced itself with where it serves clients.
+    pub fn set_endpoints(&self, node: NodeId, endpoints: Vec<Endpoint>) {
+        if node == self.node_id {
+            return;
+        }
+        self.endpoints.rcu(|m| {
+            let mut m = BTreeMap::clone(m);
+            m.insert(node, endpoints.clone());
+            m
+        });
+    }
+
+    /// Where `node` serves clients on the listener named `listener`, if known.
+    pub fn endpoint(&self, node: NodeId, listener: &str) -> Option<Endpoint> {
+        self.endpoints
+            .load()
+            .get(&node)?
+            .iter()
+            .find(|e| e.listener == listener)
+            .cloned()
+    }
+
+    /// Every node whose endpoint on `listener` is known, by id.
+    pub fn nodes_on(&self, listener: &str) -> Vec<(NodeId, Endpoint)> {
+        self.endpoints
+            .load()
+            .iter()
+            .filter_map(|(id, eps)| {
+                eps.iter()
+                    .find(|e| e.listener == listener)
+                    .map(|e| (*id, e.clone()))
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ep(port: i32) -> Vec<Endpoint> {
+        vec![Endpoint {
+            listener: "PLAINTEXT".into(),
+            host: "127.0.0.1".into(),
+            port,
+        }]
+    }
+
+    #[test]
+    fn leaders_and_endpoints_are_what_was_last_set() {
+        let voters = (1..=3)
+            .map(|id| Voter {
+                id,
+                addr: format!("127.0.0.1:1900{id}"),
+            })
+            .collect();
+        let c = Cluster::new(2, "c1".into(), voters, 4, ep(9092));
+        assert_eq!(c.peers().map(|v| v.id).collect::<Vec<_>>(), vec![1, 3]);
+        assert_eq!(c.leader(1), None);
+        c.set_leader(1, Some(3));
+        c.set_leader(2, Some(2));
+        assert_eq!(c.leader(1), Some(3));
+        assert_eq!(c.leader(7), None, "a partition out of range has no leader");
+        assert_eq!(c.led_here(), 1);
+        c.set_leader(1, None);
+        assert_eq!(c.leader(1), None);
+        assert_eq!(c.endpoint(3, "PLAINTEXT"), None);
+        c.set_endpoints(3, ep(9094));
+        c.set_endpoints(2, ep(1)); // a peer cannot overwrite this node's own endpoints
+        assert_eq!(c.endpoint(3, "PLAINTEXT").unwrap().port, 9094);
+        assert_eq!(c.endpoint(2, "PLAINTEXT").unwrap().port, 9092);
+        assert_eq!(c.endpoint(3, "SSL"), None);
+        assert_eq!(
+            c.nodes_on("PLAINTEXT")
+                .iter()
+                .map(|(id, e)| (*id, e.port))
+                .collect::<Vec<_>>(),
+            vec![(2, 9092), (3, 9094)]
+        );
+    }
+}

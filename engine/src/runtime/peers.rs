@@ -1,0 +1,443 @@
+//! The node-to-node link: Raft messages of the replicated `__consumer_offsets` partitions between
+//! the nodes `controller.quorum.voters` names (each entry's address is that node's node-to-node
+//! listener, as a KRaft controller listener is).
+//!
+//! Outgoing: every shard keeps one connection to each peer node for the messages of the
+//! partitions it owns ([`Links`]). What a shard's replicas send between two writes goes out as
+//! one write (batched per destination node and shard). A link that is down drops what it was
+//! given: Raft resends what matters (appends are retried from the follower's match index,
+//! heartbeats and votes are repeated every tick), so a queue that waits for a dead node would
+//! only hold memory. The queue is bounded ([`LINK_QUEUE_BYTES`]); past it, messages are dropped
+//! and counted.
+//!
+//! Incoming: shard 0 accepts on this node's voter address ([`serve`]) and hands every message to
+//! the shard that owns its partition through the router (`PartitionOp::Raft`).
+//!
+//! Wire format, big-endian: frames of `u32 length | i32 partition | payload`. The first frame of
+//! a connection is the connector's hello (partition −1): [`HELLO_MAGIC`], its node id (u64), its
+//! `cluster.id` (u16-length string, must equal ours), the number of `__consumer_offsets`
+//! partitions it runs (i32, must equal ours, or messages would reach the wrong partition), then
+//! its client endpoints (u16 count, each a u16-length listener
+//! name, a u16-length host and an i32 port) so FindCoordinator here can name it. Every later
+//! payload is one raft-rs message (`replication::encode`). A frame longer than
+//! [`MAX_FRAME_BYTES`], a bad hello or a partition out of range closes the connection.
+//!
+//! Must not: interpret a Raft message (the partition's replica does), or block a shard on a peer:
+//! a send never waits, and a slow or dead peer costs only its own bounded queue.
+
+use crate::cluster::{Cluster, Endpoint, NodeId};
+use crate::runtime::partition::PartitionOp;
+use crate::runtime::router::Router;
+use crate::runtime::tasks::Shutdown;
+use futures_lite::{AsyncReadExt, AsyncWriteExt};
+use glommio::channels::local_channel::{self, LocalSender};
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub const HELLO_MAGIC: &[u8; 8] = b"RLRAFT01";
+/// The largest frame: one append message (`replication::MAX_MESSAGE_BYTES` of entries) plus its
+/// envelope.
+pub const MAX_FRAME_BYTES: usize = replication::MAX_MESSAGE_BYTES as usize + (64 << 10);
+/// Bytes one shard queues for one peer before it drops messages to it.
+pub const LINK_QUEUE_BYTES: usize = 16 << 20;
+/// Between two connection attempts to a peer that refused.
+const RECONNECT: Duration = Duration::from_millis(200);
+/// Messages from one connection handed to other shards and not answered yet, before the reader
+/// waits for them (the router's channels are bounded too).
+const MAX_FORWARDS: usize = 256;
+
+/// One shard's connections to the peer nodes.
+pub struct Links {
+    links: BTreeMap<NodeId, Rc<Link>>,
+}
+
+struct Link {
+    /// Frames waiting for the writer.
+    queue: RefCell<Vec<u8>>,
+    doorbell: LocalSender<()>,
+    connected: Cell<bool>,
+    dropped: Cell<u64>,
+}
+
+impl Links {
+    /// Start a writer task per peer. `hello` is this node's hello frame ([`hello`]).
+    pub fn start(cluster: &Arc<Cluster>, hello: Vec<u8>, shutdown: Shutdown) -> Rc<Links> {
+        let mut links = BTreeMap::new();
+        for peer in cluster.peers() {
+            let (tx, rx) = local_channel::new_bounded(1);
+            let link = Rc::new(Link {
+                queue: RefCell::new(Vec::new()),
+                doorbell: tx,
+                connected: Cell::new(false),
+                dropped: Cell::new(0),
+            });
+            glommio::spawn_local(write_loop(
+                link.clone(),
+                peer.id,
+                peer.addr.clone(),
+                hello.clone(),
+                rx,
+                shutdown.clone(),
+            ))
+            .detach();
+            links.insert(peer.id, link);
+        }
+        Rc::new(Links { links })
+    }
+
+    /// Queue `msg` (raft-rs's encoding) of `partition` for node `to`. Never waits: a link that is
+    /// down or full drops it (Raft resends).
+    pub fn send(&self, to: NodeId, partition: i32, msg: &[u8]) {
+        let Some(link) = self.links.get(&to) else {
+            return; // not a peer (a replica never addresses anyone else)
+        };
+        let mut q = link.queue.borrow_mut();
+        if !link.connected.get() || q.len() + msg.len() + 8 > LINK_QUEUE_BYTES {
+            link.dropped.set(link.dropped.get() + 1);
+            return;
+        }
+        let was_empty = q.is_empty();
+        q.extend_from_slice(&(msg.len() as u32 + 4).to_be_bytes());
+        q.extend_from_slice(&partition.to_be_bytes());
+        q.extend_from_slice(msg);
+        drop(q);
+        if was_empty {
+            let _ = link.doorbell.try_send(()); // full = the writer is due to look already
+        }
+    }
+
+    /// Messages dropped so far (link down or full), over every peer.
+    pub fn dropped(&self) -> u64 {
+        self.links.values().map(|l| l.dropped.get()).sum()
+    }
+}
+
+/// What a peer says of itself when it connects.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hello {
+    pub node: NodeId,
+    pub cluster_id: String,
+    pub partitions: i32,
+    pub endpoints: Vec<Endpoint>,
+}
+
+/// This node's hello frame.
+pub fn hello(h: &Hello) -> Vec<u8> {
+    let mut p = Vec::new();
+    p.extend_from_slice(HELLO_MAGIC);
+    p.extend_from_slice(&h.node.to_be_bytes());
+    p.extend_from_slice(&(h.cluster_id.len() as u16).to_be_bytes());
+    p.extend_from_slice(h.cluster_id.as_bytes());
+    let (partitions, endpoints) = (h.partitions, &h.endpoints);
+    p.extend_from_slice(&partitions.to_be_bytes());
+    p.extend_from_slice(&(endpoints.len() as u16).to_be_bytes());
+    for e in endpoints {
+        for s in [&e.listener, &e.host] {
+            p.extend_from_slice(&(s.len() as u16).to_be_bytes());
+            p.extend_from_slice(s.as_bytes());
+        }
+        p.extend_from_slice(&e.port.to_be_bytes());
+    }
+    let mut f = Vec::with_capacity(p.len() + 8);
+    f.extend_from_slice(&(p.len() as u32 + 4).to_be_bytes());
+    f.extend_from_slice(&(-1i32).to_be_bytes());
+    f.extend_from_slice(&p);
+    f
+}
+
+/// A hello's payload, or why it is not one.
+pub fn parse_hello(p: &[u8]) -> Result<Hello, String> {
+    struct R<'a>(&'a [u8]);
+    impl R<'_> {
+        fn take(&mut self, n: usize) -> Result<&[u8], String> {
+            if self.0.len() < n {
+                return Err("hello is cut short".into());
+            }
+            let (a, b) = self.0.split_at(n);
+            self.0 = b;
+            Ok(a)
+        }
+        fn u16(&mut self) -> Result<u16, String> {
+            Ok(u16::from_be_bytes(self.take(2)?.try_into().unwrap()))
+        }
+        fn i32(&mut self) -> Result<i32, String> {
+            Ok(i32::from_be_bytes(self.take(4)?.try_into().unwrap()))
+        }
+        fn str(&mut self) -> Result<String, String> {
+            let n = self.u16()? as usize;
+            String::from_utf8(self.take(n)?.to_vec()).map_err(|_| "hello holds bad UTF-8".into())
+        }
+    }
+    let mut r = R(p);
+    if r.take(8)? != HELLO_MAGIC {
+        return Err("not a Ringleader node-to-node hello".into());
+    }
+    let node = u64::from_be_bytes(r.take(8)?.try_into().unwrap());
+    let cluster_id = r.str()?;
+    let partitions = r.i32()?;
+    let n = r.u16()?;
+    let mut eps = Vec::with_capacity(n as usize);
+    for _ in 0..n {
+        let listener = r.str()?;
+        let host = r.str()?;
+        let port = r.i32()?;
+        eps.push(Endpoint {
+            listener,
+            host,
+            port,
+        });
+    }
+    if !r.0.is_empty() {
+        return Err("hello has trailing bytes".into());
+    }
+    Ok(Hello {
+        node,
+        cluster_id,
+        partitions,
+        endpoints: eps,
+    })
+}
+
+async fn write_loop(
+    link: Rc<Link>,
+    peer: NodeId,
+    addr: String,
+    hello: Vec<u8>,
+    doorbell: local_channel::LocalReceiver<()>,
+    shutdown: Shutdown,
+) {
+    let mut logged_down = false;
+    while !shutdown.is_triggered() {
+        let mut stream = match connect(&addr).await {
+            Ok(s) => s,
+            Err(e) => {
+                if !logged_down {
+                    tracing::info!(peer, %addr, error = %e, "node-to-node link down; retrying");
+                    logged_down = true;
+                }
+                glommio::timer::sleep(RECONNECT).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        if stream.write_all(&hello).await.is_err() {
+            glommio::timer::sleep(RECONNECT).await;
+            continue;
+        }
+        tracing::info!(peer, %addr, "node-to-node link up");
+        logged_down = false;
+        link.connected.set(true);
+        loop {
+            let batch = std::mem::take(&mut *link.queue.borrow_mut());
+            if batch.is_empty() {
+                let stop = async {
+                    while !shutdown.is_triggered() {
+                        glommio::timer::sleep(Duration::from_millis(100)).await;
+                    }
+                    None
+                };
+                if futures_lite::future::or(doorbell.recv(), stop)
+                    .await
+                    .is_none()
+                {
+                    link.connected.set(false);
+                    return; // shutting down
+                }
+                continue;
+            }
+            if stream.write_all(&batch).await.is_err() {
+                break;
+            }
+        }
+        link.connected.set(false);
+        link.queue.borrow_mut().clear();
+        tracing::info!(peer, %addr, "node-to-node link lost; reconnecting");
+    }
+}
+
+async fn connect(addr: &str) -> std::io::Result<glommio::net::TcpStream> {
+    use std::net::ToSocketAddrs;
+    let a = addr
+        .to_socket_addrs()?
+        .next()
+        .ok_or_else(|| std::io::Error::other(format!("{addr} resolves to no address")))?;
+    glommio::net::TcpStream::connect(a)
+        .await
+        .map_err(std::io::Error::from)
+}
+
+/// Accept peers on this node's voter address until shutdown (runs on shard 0).
+pub async fn serve(
+    listener: glommio::net::TcpListener,
+    cluster: Arc<Cluster>,
+    router: Rc<Router>,
+    partitions: i32,
+    shutdown: Shutdown,
+) {
+    enum Event {
+        Conn(glommio::Result<glommio::net::TcpStream, ()>),
+        Stop,
+    }
+    loop {
+        let stop = async {
+            while !shutdown.is_triggered() {
+                glommio::timer::sleep(Duration::from_millis(100)).await;
+            }
+            Event::Stop
+        };
+        match futures_lite::future::or(async { Event::Conn(listener.accept().await) }, stop).await {
+            Event::Conn(Ok(stream)) => {
+                let cluster = cluster.clone();
+                let router = router.clone();
+                let shutdown = shutdown.clone();
+                glommio::spawn_local(async move {
+                    let peer = stream.peer_addr().ok();
+                    if let Err(e) =
+                        read_loop(stream, &cluster, &router, partitions, &shutdown).await
+                    {
+                        tracing::info!(?peer, error = %e, "node-to-node connection closed");
+                    }
+                })
+                .detach();
+            }
+            Event::Conn(Err(e)) => {
+                tracing::warn!(error = %e, "node-to-node accept failed");
+                glommio::timer::sleep(Duration::from_millis(10)).await;
+            }
+            Event::Stop => break,
+        }
+    }
+}
+
+async fn read_frame(
+    stream: &mut glommio::net::TcpStream,
+    buf: &mut Vec<u8>,
+) -> Result<i32, String> {
+    let mut len = [0u8; 4];
+    stream
+        .read_exact(&mut len)
+        .await
+        .map_err(|e| e.to_string())?;
+    let len = u32::from_be_bytes(len) as usize;
+    if !(4..=MAX_FRAME_BYTES).contains(&len) {
+        return Err(format!("frame of {len} bytes (at most {MAX_FRAME_BYTES})"));
+    }
+    buf.resize(len, 0);
+    stream.read_exact(buf).await.map_err(|e| e.to_string())?;
+    let partition = i32::from_be_bytes(buf[..4].try_into().unwrap());
+    buf.drain(..4);
+    Ok(partition)
+}
+
+async fn read_loop(
+    mut stream: glommio::net::TcpStream,
+    cluster: &Arc<Cluster>,
+    router: &Rc<Router>,
+    partitions: i32,
+    shutdown: &Shutdown,
+) -> Result<(), String> {
+    let mut buf = Vec::new();
+    if read_frame(&mut stream, &mut buf).await? != -1 {
+        return Err("the first frame is not a hello".into());
+    }
+    let Hello {
+        node,
+        cluster_id,
+        partitions: theirs,
+        endpoints,
+    } = parse_hello(&buf)?;
+    if cluster_id != cluster.cluster_id {
+        return Err(format!(
+            "node {node} belongs to cluster {cluster_id:?}, this node to {:?}: set the same \
+             cluster.id on every node",
+            cluster.cluster_id
+        ));
+    }
+    if node == cluster.node_id || !cluster.voters.iter().any(|v| v.id == node) {
+        return Err(format!(
+            "node {node} is not a peer of node {} (voters {:?})",
+            cluster.node_id,
+            cluster.voter_ids()
+        ));
+    }
+    if theirs != partitions {
+        return Err(format!(
+            "node {node} runs {theirs} __consumer_offsets partitions, this node {partitions}: \
+             offsets.topic.num.partitions must be the same on every node"
+        ));
+    }
+    cluster.set_endpoints(node, endpoints);
+    let outstanding = Rc::new(Cell::new(0usize));
+    while !shutdown.is_triggered() {
+        let partition = read_frame(&mut stream, &mut buf).await?;
+        if !(0..partitions).contains(&partition) {
+            return Err(format!(
+                "node {node} sent a message for partition {partition}"
+            ));
+        }
+        let op = PartitionOp::Raft(std::mem::take(&mut buf));
+        let mut call = router.partition(partition, op);
+        if call.ready().is_some() {
+            continue; // stepped on this shard
+        }
+        // Owned by another shard: let the router carry it while this connection reads on, up to
+        // a bound.
+        while outstanding.get() >= MAX_FORWARDS {
+            glommio::timer::sleep(Duration::from_millis(1)).await;
+        }
+        outstanding.set(outstanding.get() + 1);
+        let outstanding = outstanding.clone();
+        glommio::spawn_local(async move {
+            let _ = call.await;
+            outstanding.set(outstanding.get() - 1);
+        })
+        .detach();
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_hello_reads_back_and_garbage_is_refused() {
+        let eps = vec![
+            Endpoint {
+                listener: "PLAINTEXT".into(),
+                host: "127.0.0.1".into(),
+                port: 9092,
+            },
+            Endpoint {
+                listener: "SASL_SSL".into(),
+                host: "node-2.example".into(),
+                port: 9093,
+            },
+        ];
+        let h = Hello {
+            node: 7,
+            cluster_id: "Xv4QfwMXThSzZgdeBdgXBA".into(),
+            partitions: 50,
+            endpoints: eps,
+        };
+        let f = hello(&h);
+        assert_eq!(
+            u32::from_be_bytes(f[..4].try_into().unwrap()) as usize,
+            f.len() - 4
+        );
+        assert_eq!(i32::from_be_bytes(f[4..8].try_into().unwrap()), -1);
+        assert_eq!(parse_hello(&f[8..]).unwrap(), h);
+        for cut in 0..f.len() - 8 {
+            assert!(parse_hello(&f[8..8 + cut]).is_err(), "a hello cut at {cut}");
+        }
+        let mut bad = f[8..].to_vec();
+        bad[0] = b'X';
+        assert!(parse_hello(&bad).unwrap_err().contains("not a Ringleader"));
+        let mut long = f[8..].to_vec();
+        long.push(0);
+        assert!(parse_hello(&long).unwrap_err().contains("trailing"));
+    }
+}
