@@ -163,3 +163,63 @@ def test_commits_survive_killing_the_coordinator(cluster):
     log.warning("failover rounds=%d coordinators=%s kill-to-commit p50=%.0f ms max=%.0f ms",
                 ROUNDS, coordinators, p50 * 1000, max(recovery) * 1000)
     assert max(recovery) < 30
+
+
+def test_a_subscribed_consumer_keeps_its_group_through_coordinator_kills(cluster):
+    """A classic-protocol member (librdkafka) keeps its member id and its three partitions while
+    its coordinator's node is killed: the new coordinator loads the group from the replicated log
+    (members and assignment, as Kafka's loader does), the member's next heartbeat is accepted,
+    and its commits (at its generation) go on being acknowledged."""
+    from confluent_kafka import ConsumerGroupState
+
+    nodes = cluster
+    bootstrap = ",".join(n.bootstrap for n in nodes)
+    for n in nodes:
+        assert confluent_create(confluent_admin(n), TOPIC, partitions=3) is None
+    c = consumer(bootstrap)
+    c.subscribe([TOPIC])
+    deadline = time.monotonic() + 30
+    while len(c.assignment()) < 3:
+        assert time.monotonic() < deadline, "never assigned the topic's 3 partitions"
+        c.poll(0.1)
+    member = c.memberid()
+    generation = None
+
+    def describe():
+        live = [n for n in nodes if n.alive()]
+        admin = confluent_admin(live[0], **{"bootstrap.servers": ",".join(n.bootstrap for n in live)})
+        return admin.describe_consumer_groups([GROUP])[GROUP].result(timeout=10)
+
+    offset = 0
+    for r in range(min(ROUNDS, 3)):
+        offset += 1
+        deadline = time.monotonic() + 30
+        while True:
+            c.poll(0.05)
+            try:
+                c.commit(offsets=[TopicPartition(TOPIC, p, offset) for p in range(3)], asynchronous=False)
+                break
+            except KafkaException as e:
+                assert e.args[0].retriable() or e.args[0].code() in (-185, -187, -195, -180, 14, 15, 16, 27, 22), e
+                assert time.monotonic() < deadline, f"round {r}: commit {offset} never acknowledged: {e}"
+        leader = coordinator(nodes)
+        nodes[leader - 1].kill()
+        # The member goes on: a commit at its generation is acknowledged by the new coordinator.
+        offset += 1
+        deadline = time.monotonic() + 30
+        while True:
+            c.poll(0.05)
+            try:
+                c.commit(offsets=[TopicPartition(TOPIC, p, offset) for p in range(3)], asynchronous=False)
+                break
+            except KafkaException as e:
+                assert time.monotonic() < deadline, f"round {r}: no commit after the kill: {e}"
+        assert c.memberid() == member, f"round {r}: the member rejoined as {c.memberid()}"
+        assert len(c.assignment()) == 3
+        d = describe()
+        assert d.state == ConsumerGroupState.STABLE, d.state
+        assert [m.member_id for m in d.members] == [member]
+        assert d.coordinator.id != leader
+        nodes[leader - 1].start()
+    c.close()
+    assert committed(bootstrap) == offset

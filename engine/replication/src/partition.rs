@@ -310,7 +310,10 @@ impl<T: Clone> ReplicatedPartition<T> {
             })
             .expect("a committed batch is whole");
         }
-        c.start(self.now);
+        // As a single node's load ends: every loaded member's session starts now (Kafka's
+        // `onLoaded`), or a member whose client died with the old leader would keep its
+        // partitions forever.
+        c.on_loaded(self.now);
         self.core = Some(PartitionCore::recovered(c, records));
     }
 }

@@ -459,3 +459,39 @@ fn a_consumer_group_keeps_its_epochs_across_failovers() {
         epoch = r.member_epoch;
     }
 }
+
+#[test]
+fn a_member_silent_after_a_failover_expires_on_the_new_coordinator() {
+    // The new leader starts every loaded member's session when it loads (Kafka's `onLoaded`):
+    // a member whose client died with the old leader must not keep its partitions forever.
+    let mut sim = Sim::new(11);
+    let leader = sim.run_until_serving(2_000);
+    let member = "member-b-0000000000000";
+    let GroupResponse::ConsumerHeartbeat(r) = sim.call(leader, consumer_heartbeat(member, 0, true))
+    else {
+        panic!()
+    };
+    assert_eq!(r.error_code, 0, "{r:?}");
+    let epoch = r.member_epoch;
+    sim.crash(leader);
+    let new = sim.run_until_serving(3_000);
+    sim.start(leader);
+    // Silent for longer than the consumer session timeout (45 s by default).
+    let session_ms = GroupConfig::default().consumer_session_timeout_ms as i64;
+    let steps = (session_ms + 5_000) / MS_PER_STEP;
+    for _ in 0..steps as u64 {
+        sim.run_step(false);
+    }
+    let now_leader = sim.run_until_serving(3_000);
+    assert_eq!(now_leader, new, "no further failover in this run");
+    let GroupResponse::ConsumerHeartbeat(r) =
+        sim.call(new, consumer_heartbeat(member, epoch, false))
+    else {
+        panic!()
+    };
+    assert_eq!(
+        r.error_code,
+        kafka_protocol::ResponseError::UnknownMemberId.code(),
+        "the silent member was not expired: {r:?}"
+    );
+}
