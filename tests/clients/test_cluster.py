@@ -11,7 +11,11 @@ node-to-node port, all three given the same `controller.quorum.voters` and `clus
   afterwards, the group answers again on a new coordinator, and the time from the kill to the
   first acknowledged commit is reported (p50 / max);
 * after the rounds every node is up again and a fresh consumer reads the last acknowledged
-  offset whichever node coordinates.
+  offset whichever node coordinates;
+* a classic member (librdkafka, subscribed) keeps its member id and partitions through kills;
+* the coordinator's node cut off from its peers (a failpoint drops its Raft messages while its
+  clients still reach it): its last OffsetFetch answer comes before any other node's first one,
+  so two coordinators never answer at once (the leader lease, docs/replication.md).
 
 Rounds: `RINGLEADER_FAILOVER_ROUNDS` (5 in the suite; `scripts/failover.sh` runs many more).
 Topics are not replicated yet (each node keeps its own registry, docs/replication.md), so the
@@ -28,7 +32,8 @@ import time
 import pytest
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from harness import Broker, confluent_admin, confluent_create, free_port
+from harness import (Broker, Reader, confluent_admin, confluent_create, connect, free_port, kstring,
+                     recv_frame, request_frame)
 
 TOPIC = "orders"
 GROUP = "failover"
@@ -38,7 +43,9 @@ log = logging.getLogger(__name__)
 
 
 @pytest.fixture
-def cluster(tmp_path):
+def cluster(tmp_path, monkeypatch):
+    # Every node reads the isolation failpoint's directory (see engine/src/runtime/peers.rs).
+    monkeypatch.setenv("RINGLEADER_FAILPOINT_ISOLATE_DIR", str(tmp_path))
     # Six distinct ports, chosen together: three client listeners, three node-to-node ones.
     ports = []
     while len(ports) < 6:
@@ -223,3 +230,82 @@ def test_a_subscribed_consumer_keeps_its_group_through_coordinator_kills(cluster
         nodes[leader - 1].start()
     c.close()
     assert committed(bootstrap) == offset
+
+
+def offset_fetch(sock, correlation_id: int) -> tuple[int, int | None]:
+    """OffsetFetch v3 of GROUP, every topic, on `sock`: (error code, committed offset of
+    TOPIC-0 or None)."""
+    sock.sendall(request_frame(9, 3, correlation_id, kstring(GROUP) + b"\xff\xff\xff\xff"))
+    r = Reader(recv_frame(sock))
+    assert r.take(">i") == correlation_id
+    r.take(">i")  # throttle_time_ms
+    found = None
+    for _ in range(r.take(">i")):
+        name = r.string()
+        for _ in range(r.take(">i")):
+            partition, offset = r.take(">iq")
+            r.string()
+            err = r.take(">h")
+            if name == TOPIC and partition == 0 and err == 0:
+                found = offset
+    return r.take(">h"), found
+
+
+def test_an_isolated_coordinator_stops_answering_before_another_starts(cluster, tmp_path):
+    nodes = cluster
+    bootstrap = ",".join(n.bootstrap for n in nodes)
+    for n in nodes:
+        assert confluent_create(confluent_admin(n), TOPIC, partitions=1) is None
+    c = consumer(bootstrap)
+    commit_until_acked(c, 5)
+    c.close()
+    leader = coordinator(nodes)
+    socks = {i + 1: connect(n.bootstrap) for i, n in enumerate(nodes)}
+    cid = 0
+
+    def fetch(node):
+        nonlocal cid
+        cid += 1
+        return offset_fetch(socks[node], cid)
+
+    assert fetch(leader) == (0, 5)
+    (tmp_path / f"isolate-{leader}").touch()
+    cut_at = time.monotonic()
+    old_answers, new_answers = [], []  # (time, node) of every successful answer after the cut
+    deadline = cut_at + 15
+    while time.monotonic() < deadline:
+        for node in socks:
+            err, offset = fetch(node)
+            t = time.monotonic()
+            if err == 0:
+                assert offset == 5, f"node {node} answered offset {offset}"
+                (old_answers if node == leader else new_answers).append((t, node))
+            else:
+                # NOT_COORDINATOR, or COORDINATOR_LOAD_IN_PROGRESS while a new leader loads
+                assert err in (14, 16), f"node {node}: error {err}"
+        if new_answers and t - new_answers[0][0] > 1:
+            break
+    assert old_answers, "the isolated leader never answered after the cut: the lease was not exercised"
+    assert new_answers, "no other node became coordinator within 15 s"
+    last_old, first_new = old_answers[-1][0], new_answers[0][0]
+    log.warning("isolated leader %d answered until %.0f ms after the cut; node %d from %.0f ms",
+                leader, (last_old - cut_at) * 1000, new_answers[0][1], (first_new - cut_at) * 1000)
+    assert last_old < first_new, (
+        f"split brain: node {leader} answered at {last_old - cut_at:.3f}s, after node "
+        f"{new_answers[0][1]} started at {first_new - cut_at:.3f}s")
+    # And by a margin: the lease ends 2 ticks (200 ms) before a follower that heard from the
+    # leader may vote, less up to a tick of phase between two nodes' clocks. Without the lease
+    # check the old leader answered until 1-46 ms before the new one (it stops only when
+    # check_quorum steps it down, about when the followers may vote).
+    assert first_new - last_old > 0.05, (
+        f"node {leader} answered until {(first_new - last_old) * 1000:.0f} ms before node "
+        f"{new_answers[0][1]} started: the lease did not end it early")
+    assert len({n for _, n in new_answers}) == 1, f"two new coordinators: {new_answers}"
+    # Healed: the old leader rejoins as a follower and the group keeps its commit.
+    (tmp_path / f"isolate-{leader}").unlink()
+    for s in socks.values():
+        s.close()
+    c = consumer(bootstrap)
+    commit_until_acked(c, 6)
+    c.close()
+    assert committed(bootstrap) == 6

@@ -61,6 +61,13 @@ pub const MAX_INFLIGHT_APPENDS: usize = 256;
 /// can exist before that; two ticks less covers the two clocks' tick phases. Assumes the nodes'
 /// clocks run at the same rate (ticks of the same length), as every Raft lease does.
 pub const LEASE_TICKS: u64 = ELECTION_TICKS as u64 - 2;
+/// How long one tick is: the shell ticks every `TICK_MS` (and a late timer only makes ticks
+/// longer). The lease is measured on the shell's clock, not in ticks: a leader whose thread
+/// stalls counts no ticks while it stalls, and a lease counted in its own ticks would outlive
+/// the followers' promise (they count theirs).
+pub const TICK_MS: i64 = 100;
+/// [`LEASE_TICKS`] on the shell's clock.
+pub const LEASE_MS: i64 = LEASE_TICKS as i64 * TICK_MS;
 
 /// The role of this replica, as the coordinator and the data path need it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -219,9 +226,12 @@ pub struct Replica {
     role: Role,
     /// Ticks since this replica started.
     ticks: u64,
-    /// While leading: the tick at which the newest heartbeat round a majority answered was
-    /// sent (raft-rs's ReadIndex, with the tick as its context).
-    confirmed_at: Option<u64>,
+    /// While leading: when (the shell's clock, ms) the newest heartbeat round a majority
+    /// answered was sent (raft-rs's ReadIndex, with the tick as its context).
+    confirmed_at: Option<i64>,
+    /// While leading: the rounds sent and not yet answered, (tick, when), oldest first; bounded
+    /// (a round older than the lease is worth nothing).
+    rounds: std::collections::VecDeque<(u64, i64)>,
 }
 
 impl std::fmt::Debug for Replica {
@@ -288,6 +298,7 @@ impl Replica {
             role,
             ticks: 0,
             confirmed_at: None,
+            rounds: Default::default(),
         })
     }
 
@@ -319,27 +330,41 @@ impl Replica {
         self.raw.store()
     }
 
-    /// One tick of the shell's clock. A leader also starts a ReadIndex round tagged with this
-    /// tick: once a majority answers it, the leader knows none of them will vote for another
-    /// leader until [`LEASE_TICKS`] after it (see [`Replica::holds_lease`]).
-    pub fn tick(&mut self) {
+    /// One tick of the shell's clock, at `now_ms` (every [`TICK_MS`]). A leader also starts a
+    /// ReadIndex round tagged with this tick: once a majority answers it, the leader knows none
+    /// of them will vote for another leader for an election timeout of their ticks after they
+    /// heard it, so it holds the lease until [`LEASE_MS`] after `now_ms` (see
+    /// [`Replica::holds_lease`]).
+    pub fn tick(&mut self, now_ms: i64) {
         self.ticks += 1;
         self.raw.tick();
         if self.raw.raft.state == StateRole::Leader {
             self.raw.read_index(self.ticks.to_be_bytes().to_vec());
+            while self
+                .rounds
+                .front()
+                .is_some_and(|(_, at)| *at + LEASE_MS <= now_ms)
+            {
+                self.rounds.pop_front();
+            }
+            if self.rounds.len() >= 4 * ELECTION_TICKS {
+                self.rounds.pop_front(); // a clock that stopped: still bounded
+            }
+            self.rounds.push_back((self.ticks, now_ms));
+        } else {
+            self.rounds.clear();
         }
     }
 
-    /// This replica leads and may act as the partition's leader now: a majority confirmed its
-    /// leadership less than [`LEASE_TICKS`] ago, so no other replica can have been elected
-    /// since. A leader cut off from the others stops serving when this turns false, before
-    /// any new leader can exist (no split brain for what the coordinator answers from memory,
-    /// like a heartbeat or an offset fetch; writes need a majority anyway).
-    pub fn holds_lease(&self) -> bool {
+    /// This replica leads and may act as the partition's leader at `now_ms`: a majority
+    /// confirmed its leadership in a round sent less than [`LEASE_MS`] ago, so no other replica
+    /// can have been elected since. A leader cut off from the others (or whose thread stalled)
+    /// stops serving when this turns false, before any new leader can exist (no split brain for
+    /// what the coordinator answers from memory, like a heartbeat or an offset fetch; writes
+    /// need a majority anyway).
+    pub fn holds_lease(&self, now_ms: i64) -> bool {
         self.raw.raft.state == StateRole::Leader
-            && self
-                .confirmed_at
-                .is_some_and(|at| self.ticks < at + LEASE_TICKS)
+            && self.confirmed_at.is_some_and(|at| now_ms < at + LEASE_MS)
     }
 
     /// Stand for election now (a node that should lead a partition it prefers, or a test).
@@ -402,7 +427,11 @@ impl Replica {
             for rs in rd.take_read_states() {
                 if let Ok(b) = <[u8; 8]>::try_from(rs.request_ctx.as_slice()) {
                     let at = u64::from_be_bytes(b);
-                    self.confirmed_at = Some(self.confirmed_at.map_or(at, |c| c.max(at)));
+                    // When that round was sent; a round no longer listed is older than the
+                    // lease and confirms nothing.
+                    if let Some(&(_, sent)) = self.rounds.iter().find(|(t, _)| *t == at) {
+                        self.confirmed_at = Some(self.confirmed_at.map_or(sent, |c| c.max(sent)));
+                    }
                 }
             }
         } else {

@@ -101,9 +101,10 @@ impl<T: Clone> ReplicatedPartition<T> {
         self.replica.role()
     }
 
-    /// This replica answers as the partition's coordinator now: loaded and holding the lease.
-    pub fn serving(&self) -> bool {
-        self.core.is_some() && self.replica.holds_lease()
+    /// This replica answers as the partition's coordinator at `mono` (see
+    /// [`ReplicatedPartition::handle`]): loaded and holding the lease.
+    pub fn serving(&self, mono: i64) -> bool {
+        self.core.is_some() && self.replica.holds_lease(mono)
     }
 
     /// The coordinator, while this replica has the partition loaded as its leader.
@@ -111,15 +112,18 @@ impl<T: Clone> ReplicatedPartition<T> {
         self.core.as_ref().map(|c| c.coordinator())
     }
 
-    /// Run a group request, if this replica is the partition's loaded leader. Replies that
-    /// may leave now are returned; the others leave from [`ReplicatedPartition::persisted`] once
-    /// their records are committed.
+    /// Run a group request, if this replica is the partition's loaded leader holding its lease
+    /// at `mono` (the clock [`Replica::tick`] is given: monotonic, in ms). `now` is the
+    /// coordinator's clock (wall-clock ms, Kafka's timestamps). Replies that may leave now are
+    /// returned; the others leave from [`ReplicatedPartition::persisted`] once their records are
+    /// committed.
     pub fn handle(
         &mut self,
         id: ReqId,
         ctx: &Arc<RequestContext>,
         req: GroupRequest,
         now: i64,
+        mono: i64,
         tag: T,
     ) -> Result<Vec<Released<T>>, NotServing> {
         self.now = now;
@@ -132,7 +136,7 @@ impl<T: Clone> ReplicatedPartition<T> {
                 }
             });
         };
-        if !self.replica.holds_lease() {
+        if !self.replica.holds_lease(mono) {
             // Loaded, but a majority has not confirmed this leadership lately: another replica
             // may be leader by now. The client looks the coordinator up again.
             return Err(NotServing::NotCoordinator { leader: None });

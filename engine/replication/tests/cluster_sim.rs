@@ -219,7 +219,7 @@ impl Sim {
             // (not is_multiple_of: the workspace's rust-version is 1.85)
             for id in VOTERS {
                 if let Some(r) = self.nodes.get_mut(&id).unwrap().replica.as_mut() {
-                    r.tick();
+                    r.tick((now * 10) as i64); // 10 ms a step
                 }
             }
         }

@@ -48,6 +48,9 @@ struct Sim {
     others: HashMap<u64, GroupResponse>,
     /// Every request a node served: (step, node, term).
     served: Vec<(u64, NodeId, u64)>,
+    /// A node whose thread is stopped: it gets no ticks and runs nothing, and what is sent to
+    /// it is lost, while time goes on.
+    stalled: Option<NodeId>,
 }
 
 fn sb(s: &str) -> StrBytes {
@@ -93,6 +96,7 @@ impl Sim {
             answered: HashMap::new(),
             offsets_sent: Vec::new(),
             served: Vec::new(),
+            stalled: None,
             others: HashMap::new(),
         };
         for id in VOTERS {
@@ -169,7 +173,12 @@ impl Sim {
         VOTERS
             .iter()
             .copied()
-            .filter(|id| self.nodes[id].part.as_ref().is_some_and(|p| p.serving()))
+            .filter(|id| {
+                self.nodes[id]
+                    .part
+                    .as_ref()
+                    .is_some_and(|p| p.serving(self.now()))
+            })
             .collect()
     }
 
@@ -178,6 +187,9 @@ impl Sim {
         let now = self.step;
         let due = self.net.due(now);
         for m in due {
+            if Some(m.to) == self.stalled {
+                continue;
+            }
             if let Some(p) = self.nodes.get_mut(&m.to).unwrap().part.as_mut() {
                 p.replica_mut().step(m).unwrap();
             }
@@ -185,8 +197,11 @@ impl Sim {
         if now % STEPS_PER_TICK == 0 {
             let t = self.now();
             for id in VOTERS {
+                if Some(id) == self.stalled {
+                    continue;
+                }
                 if let Some(p) = self.nodes.get_mut(&id).unwrap().part.as_mut() {
-                    p.replica_mut().tick();
+                    p.replica_mut().tick(t);
                     let released = p.tick(t, 0);
                     self.answer(released);
                 }
@@ -199,6 +214,9 @@ impl Sim {
             let offset = self.offsets_sent.len() as i64 + 1;
             let mut taken = false;
             for id in VOTERS {
+                if Some(id) == self.stalled {
+                    continue;
+                }
                 let t = self.now();
                 let req_id = self.next_req;
                 let ctx = self.ctx.clone();
@@ -206,7 +224,7 @@ impl Sim {
                     continue;
                 };
                 let role = p.role();
-                match p.handle(req_id, &ctx, commit_req(offset), t, 0) {
+                match p.handle(req_id, &ctx, commit_req(offset), t, t, 0) {
                     Ok(released) => {
                         assert!(role.is_leader, "node {id} served while not leader");
                         self.served.push((self.step, id, role.term));
@@ -216,7 +234,7 @@ impl Sim {
                         self.answer(released);
                     }
                     Err(NotServing::NotCoordinator { .. }) => {
-                        assert!(!role.is_leader || !p.serving())
+                        assert!(!role.is_leader || !p.serving(t))
                     }
                     Err(NotServing::Loading) => assert!(role.is_leader),
                 }
@@ -226,7 +244,9 @@ impl Sim {
             }
         }
         for id in VOTERS {
-            self.drive(id);
+            if Some(id) != self.stalled {
+                self.drive(id);
+            }
         }
     }
 
@@ -264,7 +284,7 @@ impl Sim {
         let ctx = self.ctx.clone();
         let p = self.nodes.get_mut(&id).unwrap().part.as_mut().unwrap();
         let released = p
-            .handle(req_id, &ctx, req, t, 0)
+            .handle(req_id, &ctx, req, t, t, 0)
             .expect("the coordinator serves");
         self.answer(released);
         for _ in 0..1_000 {
@@ -494,4 +514,40 @@ fn a_member_silent_after_a_failover_expires_on_the_new_coordinator() {
         kafka_protocol::ResponseError::UnknownMemberId.code(),
         "the silent member was not expired: {r:?}"
     );
+}
+
+#[test]
+fn a_leader_whose_thread_stalled_does_not_answer_once_another_may_lead() {
+    // The lease is measured on the clock, not in the leader's own ticks: a leader that counted
+    // no ticks while its thread was stopped would otherwise wake up believing in a lease the
+    // followers stopped promising long ago, and answer next to the new coordinator.
+    let mut sim = Sim::new(5);
+    let old = sim.run_until_serving(2_000);
+    sim.stalled = Some(old);
+    // Stopped for a lease and a tick: by the clock its lease is over.
+    let steps = (replication::LEASE_MS + replication::TICK_MS) / MS_PER_STEP;
+    for _ in 0..steps as u64 {
+        sim.run_step(false);
+    }
+    assert!(
+        sim.serving().is_empty(),
+        "{:?} serve while no lease can hold",
+        sim.serving()
+    );
+    let new = sim.run_until_serving(5_000);
+    assert_ne!(new, old, "the stalled leader still counted as serving");
+    // It resumes: before it has heard anything, a client asks it.
+    sim.stalled = None;
+    let t = sim.now();
+    let ctx = sim.ctx.clone();
+    let p = sim.nodes.get_mut(&old).unwrap().part.as_mut().unwrap();
+    assert!(p.role().is_leader, "it has not heard of the new leader yet");
+    assert!(!p.serving(t));
+    match p.handle(9_999_999, &ctx, commit_req(1), t, t, 0) {
+        Err(NotServing::NotCoordinator { .. }) => {}
+        other => panic!("the stalled leader answered: {other:?}"),
+    }
+    // Once it hears from the others it follows the new leader.
+    let now_serving = sim.run_until_serving(3_000);
+    assert_eq!(now_serving, new);
 }

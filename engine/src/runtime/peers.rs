@@ -49,8 +49,21 @@ const RECONNECT: Duration = Duration::from_millis(200);
 /// waits for them (the router's channels are bounded too).
 const MAX_FORWARDS: usize = 256;
 
+/// A test failpoint: with `RINGLEADER_FAILPOINT_ISOLATE_DIR=D` set, a node drops every Raft
+/// message it would send or receive while the file `D/isolate-<node.id>` exists, as if the network
+/// between it and its peers were cut while its clients still reach it
+/// (`tests/clients/test_cluster.py` checks that an isolated leader stops answering as coordinator
+/// before another node starts). Read once; unset in production, where this costs one branch.
+fn isolated(node: NodeId) -> bool {
+    static DIR: std::sync::OnceLock<Option<std::path::PathBuf>> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| std::env::var_os("RINGLEADER_FAILPOINT_ISOLATE_DIR").map(Into::into))
+        .as_ref()
+        .is_some_and(|d| d.join(format!("isolate-{node}")).exists())
+}
+
 /// One shard's connections to the peer nodes.
 pub struct Links {
+    node: NodeId,
     links: BTreeMap<NodeId, Rc<Link>>,
 }
 
@@ -85,7 +98,10 @@ impl Links {
             .detach();
             links.insert(peer.id, link);
         }
-        Rc::new(Links { links })
+        Rc::new(Links {
+            node: cluster.node_id,
+            links,
+        })
     }
 
     /// Queue `msg` (raft-rs's encoding) of `partition` for node `to`. Never waits: a link that is
@@ -94,6 +110,9 @@ impl Links {
         let Some(link) = self.links.get(&to) else {
             return; // not a peer (a replica never addresses anyone else)
         };
+        if isolated(self.node) {
+            return;
+        }
         let mut q = link.queue.borrow_mut();
         if !link.connected.get() || q.len() + msg.len() + 8 > LINK_QUEUE_BYTES {
             link.dropped.set(link.dropped.get() + 1);

@@ -40,7 +40,14 @@ use storage::raft_log::{self, RaftLog};
 
 /// One Raft tick: `replication::ELECTION_TICKS` of them (1 s) without a leader start an
 /// election, as Kafka's `controller.quorum.election.timeout.ms` default.
-pub const RAFT_TICK: Duration = Duration::from_millis(100);
+pub const RAFT_TICK: Duration = Duration::from_millis(replication::TICK_MS as u64);
+
+/// The lease's clock: monotonic milliseconds (a wall clock stepped back by NTP would stretch a
+/// lease past the followers' promise).
+fn mono_ms() -> i64 {
+    static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    START.get_or_init(Instant::now).elapsed().as_millis() as i64
+}
 
 struct Slot {
     partition: i32,
@@ -199,10 +206,10 @@ impl ReplicaSet {
                 let id = self.next_req.get();
                 self.next_req.set(id + 1);
                 let now = (self.clock)();
-                let handled = slot
-                    .part
-                    .borrow_mut()
-                    .handle(id, &ctx, req, now, Instant::now());
+                let handled =
+                    slot.part
+                        .borrow_mut()
+                        .handle(id, &ctx, req, now, mono_ms(), Instant::now());
                 let mut released = match handled {
                     Ok(r) => r,
                     Err(NotServing::Loading) => return ready(PartitionReply::Loading),
@@ -279,8 +286,9 @@ impl ReplicaSet {
 
     /// One Raft tick for every partition (elections, heartbeats, the lease).
     pub fn raft_tick(&self) {
+        let now = mono_ms();
         for idx in 0..self.slots.len() {
-            self.slots[idx].part.borrow_mut().replica_mut().tick();
+            self.slots[idx].part.borrow_mut().replica_mut().tick(now);
             self.ring_if_work(idx);
         }
     }
