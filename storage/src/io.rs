@@ -165,7 +165,15 @@ impl LogDir for GlommioDir {
         if !fsync_enabled() {
             return Ok(());
         }
-        std::fs::File::open(&self.path)?.sync_all()
+        // Through glommio (io_uring), not std's blocking fsync: a directory sync waits for a
+        // journal commit, which on a busy disk takes long enough to stall the shard's every
+        // other task (a replicated partition creates its files and segments at start-up).
+        let d = glommio::io::Directory::open(&self.path)
+            .await
+            .map_err(gio)?;
+        let synced = d.sync().await.map_err(gio);
+        let _ = d.close().await;
+        synced
     }
     async fn sync_file(&self, name: &str) -> io::Result<()> {
         if !fsync_enabled() {
