@@ -204,6 +204,7 @@ fn serve(
         }
     };
     let served = listeners.resolve(None);
+    let opening = std::time::Instant::now();
     let broker = match engine::open_broker_with(config, &data_dir, served) {
         Ok(b) => b,
         Err(e) => {
@@ -211,6 +212,13 @@ fn serve(
             return ExitCode::FAILURE;
         }
     };
+    // Start-up in phases, so a slow start says where it spent its time (the shards log
+    // "listening on" once every partition is loaded).
+    tracing::info!(
+        millis = opening.elapsed().as_millis() as u64,
+        data_dir = %data_dir.display(),
+        "data directory opened; starting the shards"
+    );
     // Register signal handling before serving so a signal during start-up is not lost.
     let mut signals = match signal_hook::iterator::Signals::new([
         signal_hook::consts::SIGINT,
