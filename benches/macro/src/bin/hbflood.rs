@@ -22,8 +22,16 @@
 //! the broker says so: after fdatasync on Ringleader (by default), from the page cache on a
 //! one-node Kafka.
 //!
+//! `--find-coordinator` (clusters, where groups are coordinated by different nodes): each
+//! connection goes to the broker FindCoordinator (asked of `--target`) names for its group, and
+//! after a NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE answer it finds the coordinator again and
+//! reconnects (the requests still in flight on the old connection are counted as errors). With
+//! `--request commit` the topic is created on every broker connected to (a Ringleader cluster
+//! keeps one topic registry per node) and every connection's own group is probed until a commit
+//! succeeds. Without it every connection goes to `--target`, as on one broker.
+//!
 //! One mio (epoll) thread; pin it with `taskset`. `--server-pid` samples the server's CPU time
-//! (/proc) over each measured window. Results: a table on stderr and JSON (`--json PATH`, or
+//! (/proc) over each measured window (comma-separated pids: their sum, e.g. a cluster's nodes). Results: a table on stderr and JSON (`--json PATH`, or
 //! stdout). Exit 1 when more than 1% of heartbeats failed.
 
 use anyhow::{bail, Context};
@@ -100,9 +108,10 @@ struct Args {
     /// Give up on joining after this many seconds.
     #[arg(long, default_value_t = 120)]
     join_timeout_secs: u64,
-    /// Server process to sample CPU time from (/proc/PID/stat) over each measured window.
-    #[arg(long)]
-    server_pid: Option<u32>,
+    /// Server process(es) to sample CPU time from (/proc/PID/stat) over each measured window;
+    /// comma-separated pids are summed (a cluster's nodes).
+    #[arg(long, value_delimiter = ',')]
+    server_pid: Vec<u32>,
     /// A label copied into the JSON.
     #[arg(long, default_value = "")]
     label: String,
@@ -118,6 +127,10 @@ struct Args {
     /// The topic `--request commit` commits to (created if missing, 1 partition).
     #[arg(long, default_value = "hbflood-commits")]
     topic: String,
+    /// Connect each group's connection to the coordinator FindCoordinator names for it (asked of
+    /// --target), and find it again on NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE (clusters).
+    #[arg(long)]
+    find_coordinator: bool,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -303,6 +316,49 @@ fn commit_code(resp: &Response) -> anyhow::Result<i16> {
 /// `--request commit`: create the topic (already existing is fine) and wait until a commit to
 /// it succeeds (Kafka elects the new partition's leader a moment after answering CreateTopics).
 fn prepare_commits(args: &Args, st: &mut TcpStream, run: &str) -> anyhow::Result<()> {
+    create_topic(args, st)?;
+    let deadline = Instant::now() + Duration::from_secs(args.join_timeout_secs);
+    let group = format!("{}{run}-probe", args.group_prefix);
+    for corr in 2.. {
+        let code = commit_once(args, st, &group, corr)?;
+        if code == 0 {
+            return Ok(());
+        }
+        // 14/15/16 COORDINATOR_LOAD_IN_PROGRESS / NOT_AVAILABLE / NOT_COORDINATOR: Kafka creates
+        // `__consumer_offsets` on the first FindCoordinator, and loads it a moment later.
+        if (14..=16).contains(&code) {
+            use kafka_protocol::messages::FindCoordinatorRequest;
+            let find =
+                Request::FindCoordinator(FindCoordinatorRequest::default().with_key(s(&group)));
+            st.write_all(&frame(&args.client_id, 10, 3, corr + 1_000_000, &find))?;
+            read_frame(st, MAX_RESPONSE)?;
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "commits to {} still fail: error {code}",
+            args.topic
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    unreachable!()
+}
+
+/// One blocking OffsetCommit (offset 0) for `group` on `st`: its error code.
+fn commit_once(args: &Args, st: &mut TcpStream, group: &str, corr: i32) -> anyhow::Result<i16> {
+    let req = commit_request(group, &args.topic, 0);
+    st.write_all(&frame(
+        &args.client_id,
+        COMMIT_KEY,
+        COMMIT_VERSION,
+        corr,
+        &req,
+    ))?;
+    let (_, resp) = decode_response(COMMIT_KEY, COMMIT_VERSION, &read_frame(st, MAX_RESPONSE)?)?;
+    commit_code(&resp)
+}
+
+/// CreateTopics for `--topic` (1 partition) on `st`; TOPIC_ALREADY_EXISTS is fine.
+fn create_topic(args: &Args, st: &mut TcpStream) -> anyhow::Result<()> {
     use kafka_protocol::messages::create_topics_request::CreatableTopic;
     use kafka_protocol::messages::{CreateTopicsRequest, TopicName};
     let create = Request::CreateTopics(
@@ -334,40 +390,93 @@ fn prepare_commits(args: &Args, st: &mut TcpStream, run: &str) -> anyhow::Result
             args.topic
         );
     }
-    let deadline = Instant::now() + Duration::from_secs(args.join_timeout_secs);
-    let group = format!("{}{run}-probe", args.group_prefix);
-    for corr in 2.. {
-        let req = commit_request(&group, &args.topic, 0);
-        st.write_all(&frame(
-            &args.client_id,
-            COMMIT_KEY,
-            COMMIT_VERSION,
-            corr,
-            &req,
-        ))?;
-        let (_, resp) =
-            decode_response(COMMIT_KEY, COMMIT_VERSION, &read_frame(st, MAX_RESPONSE)?)?;
-        let code = commit_code(&resp)?;
-        if code == 0 {
-            return Ok(());
-        }
-        // 14/15/16 COORDINATOR_LOAD_IN_PROGRESS / NOT_AVAILABLE / NOT_COORDINATOR: Kafka creates
-        // `__consumer_offsets` on the first FindCoordinator, and loads it a moment later.
-        if (14..=16).contains(&code) {
-            use kafka_protocol::messages::FindCoordinatorRequest;
-            let find =
-                Request::FindCoordinator(FindCoordinatorRequest::default().with_key(s(&group)));
-            st.write_all(&frame(&args.client_id, 10, 3, corr + 1_000_000, &find))?;
-            read_frame(st, MAX_RESPONSE)?;
+    Ok(())
+}
+
+const FIND_KEY: i16 = 10;
+const FIND_VERSION: i16 = 3;
+
+/// A blocking connection to `addr` (host:port), as every setup connection is made.
+fn connect(addr: &str, read_timeout: Duration) -> anyhow::Result<TcpStream> {
+    let a: SocketAddr = std::net::ToSocketAddrs::to_socket_addrs(addr)?
+        .next()
+        .with_context(|| format!("{addr} does not resolve"))?;
+    let st = TcpStream::connect(a).with_context(|| format!("connect to {addr}"))?;
+    st.set_nodelay(true)?;
+    st.set_read_timeout(Some(read_timeout))?;
+    Ok(st)
+}
+
+/// FindCoordinator v3 (a group key) asked on `st`: the coordinator's `host:port`. The not-yet
+/// codes (a cluster still electing a leader, Kafka creating `__consumer_offsets`) are asked
+/// again until `deadline`.
+fn find_coordinator(
+    client_id: &str,
+    st: &mut TcpStream,
+    group: &str,
+    deadline: Instant,
+) -> anyhow::Result<String> {
+    use kafka_protocol::messages::FindCoordinatorRequest;
+    for corr in 1.. {
+        let find = Request::FindCoordinator(
+            FindCoordinatorRequest::default()
+                .with_key(s(group))
+                .with_key_type(0),
+        );
+        st.write_all(&frame(client_id, FIND_KEY, FIND_VERSION, corr, &find))?;
+        let (_, resp) = decode_response(FIND_KEY, FIND_VERSION, &read_frame(st, MAX_RESPONSE)?)?;
+        let Response::FindCoordinator(r) = resp else {
+            bail!("not a FindCoordinator response")
+        };
+        if r.error_code == 0 {
+            return Ok(format!("{}:{}", r.host, r.port));
         }
         anyhow::ensure!(
-            Instant::now() < deadline,
-            "commits to {} still fail: error {code}",
-            args.topic
+            NOT_YET.contains(&r.error_code) && Instant::now() < deadline,
+            "FindCoordinator {group}: error {}",
+            r.error_code
         );
         std::thread::sleep(Duration::from_millis(100));
     }
     unreachable!()
+}
+
+/// `--find-coordinator --request commit`: the topic on every broker connected to, then a commit
+/// for each connection's own group until one succeeds, finding the coordinator again (and
+/// reconnecting) after a not-yet answer.
+fn prepare_group_commits(
+    args: &Args,
+    streams: &mut [TcpStream],
+    addrs: &mut [String],
+    groups: &[String],
+) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(args.join_timeout_secs);
+    let timeout = Duration::from_secs(args.join_timeout_secs);
+    let mut created = std::collections::BTreeSet::new();
+    for i in 0..streams.len() {
+        for corr in 1.. {
+            if created.insert(addrs[i].clone()) {
+                create_topic(args, &mut streams[i])?;
+            }
+            let code = commit_once(args, &mut streams[i], &groups[i], corr)?;
+            if code == 0 {
+                break;
+            }
+            anyhow::ensure!(
+                Instant::now() < deadline,
+                "commits for {} to {} still fail: error {code}",
+                groups[i],
+                args.topic
+            );
+            if NOT_YET.contains(&code) {
+                let mut b = connect(&args.target, timeout)?;
+                addrs[i] = find_coordinator(&args.client_id, &mut b, &groups[i], deadline)?;
+                streams[i] = connect(&addrs[i], timeout)?;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    Ok(())
 }
 
 struct Conn {
@@ -382,6 +491,11 @@ struct Conn {
     /// (correlation id, start time ns): send time (closed loop) or intended time (open loop).
     inflight: VecDeque<(i32, u64)>,
     broken: bool,
+    /// The broker this connection goes to (`host:port`).
+    addr: String,
+    /// `--find-coordinator`: answered NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE; find the
+    /// coordinator again and reconnect before sending more.
+    refind: bool,
 }
 
 impl Conn {
@@ -453,7 +567,13 @@ struct Runner {
     events: Events,
     conns: Vec<Conn>,
     clock: Clock,
-    server_pid: Option<u32>,
+    server_pid: Vec<u32>,
+    /// Each connection's group.
+    groups: Vec<String>,
+    /// `--find-coordinator`: (bootstrap `host:port`, client id) to find coordinators again.
+    find: Option<(String, String)>,
+    /// Reconnections to a new coordinator in the current phase.
+    relocations: u64,
 }
 
 enum Mode {
@@ -466,6 +586,41 @@ impl Runner {
         self.conns.iter().map(|c| c.inflight.len()).sum()
     }
 
+    /// `--find-coordinator`: connection `i`'s group answered that it moved. Find its coordinator
+    /// again (blocking: this only happens while leadership moves) and reconnect; the requests
+    /// still in flight on the old connection are dropped and returned.
+    fn relocate(&mut self, i: usize) -> anyhow::Result<VecDeque<(i32, u64)>> {
+        let (target, client_id) = self
+            .find
+            .clone()
+            .context("relocate without --find-coordinator")?;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut b = connect(&target, Duration::from_secs(30))?;
+        let addr = find_coordinator(&client_id, &mut b, &self.groups[i], deadline)?;
+        if addr == self.conns[i].addr {
+            // The node that refused is still named: let the leadership settle a little.
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let st = connect(&addr, Duration::from_secs(30))?;
+        st.set_nonblocking(true)?;
+        let mut stream = MioStream::from_std(st);
+        let c = &mut self.conns[i];
+        self.poll.registry().deregister(&mut c.stream)?;
+        self.poll.registry().register(
+            &mut stream,
+            Token(i),
+            Interest::READABLE | Interest::WRITABLE,
+        )?;
+        c.stream = stream;
+        c.addr = addr;
+        c.wbuf.clear();
+        c.wpos = 0;
+        c.filled = 0;
+        c.refind = false;
+        self.relocations += 1;
+        Ok(std::mem::take(&mut c.inflight))
+    }
+
     /// Read what is there on connection `i`; record responses whose start time is in
     /// [from, to); in closed loop, send a replacement for each response while `refill`.
     fn on_readable(
@@ -476,6 +631,7 @@ impl Runner {
         window: (u64, u64),
         refill: bool,
     ) -> anyhow::Result<()> {
+        let find = self.find.is_some();
         let c = &mut self.conns[i];
         loop {
             if c.filled == c.rbuf.len() {
@@ -519,6 +675,10 @@ impl Runner {
                 bail!("response with correlation id {corr} but nothing in flight");
             };
             anyhow::ensure!(want == corr, "correlation id {corr}, expected {want}");
+            // 15 COORDINATOR_NOT_AVAILABLE, 16 NOT_COORDINATOR: the group moved.
+            if find && (code == 15 || code == 16) {
+                c.refind = true;
+            }
             if start >= window.0 && start < window.1 {
                 tally.responses += 1;
                 let _ = hist.record(now.saturating_sub(start).max(1));
@@ -532,7 +692,7 @@ impl Runner {
         }
         c.rbuf.copy_within(pos..c.filled, 0);
         c.filled -= pos;
-        if refill && got > 0 {
+        if refill && got > 0 && !c.refind {
             let t = self.clock.ns();
             for _ in 0..got {
                 c.queue(t);
@@ -574,7 +734,15 @@ impl Runner {
         let to = from + (secs * 1e9) as u64;
         let mut cpu0: Option<(f64, Option<f64>)> = None;
         let mut cpu1: Option<(f64, Option<f64>)> = None;
-        let sample = |pid: Option<u32>| (self_cpu_secs(), pid.and_then(proc_cpu_secs));
+        let sample = |pids: &[u32]| {
+            let server = if pids.is_empty() {
+                None
+            } else {
+                pids.iter().map(|&p| proc_cpu_secs(p)).sum::<Option<f64>>()
+            };
+            (self_cpu_secs(), server)
+        };
+        self.relocations = 0;
         let n = self.conns.len();
         let (mut slot, interval_ns) = match mode {
             Mode::Saturate { pipeline, .. } => {
@@ -598,10 +766,10 @@ impl Runner {
         loop {
             let now = self.clock.ns();
             if cpu0.is_none() && now >= from {
-                cpu0 = Some(sample(self.server_pid));
+                cpu0 = Some(sample(&self.server_pid));
             }
             if cpu1.is_none() && now >= to {
-                cpu1 = Some(sample(self.server_pid));
+                cpu1 = Some(sample(&self.server_pid));
             }
             let sending = now < to;
             if !sending && self.inflight() == 0 {
@@ -643,6 +811,26 @@ impl Runner {
                 if r {
                     let refill = matches!(mode, Mode::Saturate { .. }) && self.clock.ns() < to;
                     self.on_readable(i, &mut hist, &mut tally, (from, to), refill)?;
+                    if self.conns[i].refind {
+                        // In flight on the old connection: counted as errors (code -1).
+                        for (_, start) in self.relocate(i)? {
+                            if start >= from && start < to {
+                                tally.responses += 1;
+                                tally.errors += 1;
+                                *tally.codes.entry(-1).or_default() += 1;
+                            }
+                        }
+                        if let Mode::Saturate { pipeline, .. } = mode {
+                            let t = self.clock.ns();
+                            if t < to {
+                                for _ in 0..*pipeline {
+                                    self.conns[i].queue(t);
+                                }
+                                self.conns[i].flush()?;
+                            }
+                        }
+                        continue;
+                    }
                 }
                 if w && !self.conns[i].wbuf.is_empty() {
                     self.conns[i].flush()?;
@@ -664,6 +852,9 @@ impl Runner {
             "client_cpu": (c1 - c0) / secs,
             "seconds": secs,
         });
+        if self.find.is_some() {
+            v["relocations"] = json!(self.relocations);
+        }
         if let (Some(a), Some(b)) = (s0, s1) {
             v["server_cpu"] = json!((b - a) / secs);
         }
@@ -713,20 +904,46 @@ fn main() -> anyhow::Result<()> {
             .as_millis()
             % 0xffff_ffff
     );
+    let groups: Vec<String> = (0..args.connections)
+        .map(|i| format!("{}{run}-{i}", args.group_prefix))
+        .collect();
+    let timeout = Duration::from_secs(args.join_timeout_secs);
     let mut streams = Vec::with_capacity(args.connections);
-    for i in 0..args.connections {
-        let st = TcpStream::connect(addr).with_context(|| format!("connect #{i} to {addr}"))?;
-        st.set_nodelay(true)?;
-        st.set_read_timeout(Some(Duration::from_secs(args.join_timeout_secs)))?;
-        streams.push(st);
+    let mut addrs = Vec::with_capacity(args.connections);
+    if args.find_coordinator {
+        // Each group's connection goes to its coordinator, as a client's would.
+        let mut bootstrap = connect(&args.target, timeout)?;
+        let deadline = Instant::now() + timeout;
+        for g in &groups {
+            let a = find_coordinator(&args.client_id, &mut bootstrap, g, deadline)?;
+            streams.push(connect(&a, timeout).with_context(|| format!("coordinator of {g}"))?);
+            addrs.push(a);
+        }
+    } else {
+        for i in 0..args.connections {
+            let st = TcpStream::connect(addr).with_context(|| format!("connect #{i} to {addr}"))?;
+            st.set_nodelay(true)?;
+            st.set_read_timeout(Some(timeout))?;
+            streams.push(st);
+            addrs.push(args.target.clone());
+        }
     }
     let commits = args.request == RequestKind::Commit;
     anyhow::ensure!(
         !(commits && args.join),
         "--request commit uses group-less commits: no --join"
     );
-    if commits {
+    if commits && args.find_coordinator {
+        prepare_group_commits(&args, &mut streams, &mut addrs, &groups)?;
+    } else if commits {
         prepare_commits(&args, &mut streams[0], &run)?;
+    }
+    let mut coordinators = BTreeMap::<String, usize>::new();
+    for a in &addrs {
+        *coordinators.entry(a.clone()).or_default() += 1;
+    }
+    if args.find_coordinator {
+        eprintln!("hbflood: connections per coordinator: {coordinators:?}");
     }
     let t_join = Instant::now();
     let members = if args.join {
@@ -750,7 +967,7 @@ fn main() -> anyhow::Result<()> {
     }
     let poll = Poll::new()?;
     let mut conns = Vec::with_capacity(streams.len());
-    for (i, (st, m)) in streams.into_iter().zip(&members).enumerate() {
+    for (i, ((st, m), a)) in streams.into_iter().zip(&members).zip(addrs).enumerate() {
         st.set_nonblocking(true)?;
         let mut stream = MioStream::from_std(st);
         poll.registry().register(
@@ -791,6 +1008,8 @@ fn main() -> anyhow::Result<()> {
             filled: 0,
             inflight: VecDeque::new(),
             broken: false,
+            addr: a,
+            refind: false,
         });
     }
     let frame_bytes = conns[0].hb.len();
@@ -804,7 +1023,12 @@ fn main() -> anyhow::Result<()> {
         events: Events::with_capacity(4096),
         conns,
         clock: Clock(Instant::now()),
-        server_pid: args.server_pid,
+        server_pid: args.server_pid.clone(),
+        groups,
+        find: args
+            .find_coordinator
+            .then(|| (args.target.clone(), args.client_id.clone())),
+        relocations: 0,
     };
     let mut phases = Vec::new();
     let mut failed = false;
@@ -887,6 +1111,8 @@ fn main() -> anyhow::Result<()> {
         "joined": args.join,
         "join_ms": join_ms,
         "request": if commits { "commit" } else { "heartbeat" },
+        "find_coordinator": args.find_coordinator,
+        "connections_per_broker": coordinators,
         "heartbeat_frame_bytes": frame_bytes,
         "phases": phases,
         "passed": !failed,
