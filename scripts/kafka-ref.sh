@@ -8,6 +8,9 @@
 #                                                prints the bootstrap address
 #   scripts/kafka-ref.sh start --dir DIR --keep-data   restart on DIR's data and server.properties (same ports)
 #   scripts/kafka-ref.sh stop [--dir DIR]
+#   scripts/kafka-ref.sh start-cluster [--dir DIR] [--nodes N] [--set key=value]...
+#                                                N KRaft nodes (3), prints the bootstrap list
+#   scripts/kafka-ref.sh stop-cluster [--dir DIR]
 #   scripts/kafka-ref.sh tool NAME [args...]     NAME: consumer-groups, dump-log, storage, topics, configs,
 #                                                transactions, acls
 #   scripts/kafka-ref.sh classpath               resolves the jars (once) and prints the classpath
@@ -27,6 +30,17 @@
 # The listener's own settings (ssl.*, sasl.enabled.mechanisms, listener.name.<name>.<mechanism>.sasl.jaas.config)
 # come with --set. The security tests run the reference broker this way.
 #
+# `start-cluster` runs N nodes (default 3) of one KRaft cluster on loopback, each broker + controller, in
+# DIR/node1 .. DIR/nodeN (DIR default target/kafka-ref-cluster): one cluster id, `controller.quorum.voters` naming
+# every node's controller port, and replication at N: offsets.topic.replication.factor, default.replication.factor
+# and the transaction / share state topics at N, min.insync.replicas (and the state topics' min ISR) at 2 (1 when
+# N < 3). Ports are picked free below the ephemeral range, so a node restarted on its ports does not find one taken
+# by an outgoing connection. Every node starts at once (none finishes starting before a quorum of controllers
+# is up), then the script waits for all. Each DIR/nodeK is an ordinary DIR: `stop --dir DIR/nodeK` and
+# `start --dir DIR/nodeK --keep-data` stop and restart one node (its peers keep running). DIR/bootstrap holds the
+# bootstrap list. `stop-cluster` stops every node. Same JVM settings as `start` (KAFKA_REF_HEAP_OPTS applies to
+# each node).
+#
 # JVM settings: the broker runs with -Xms256m -Xmx768m and Kafka's own GC flags from bin/kafka-run-class.sh
 # (G1, MaxGCPauseMillis=20, InitiatingHeapOccupancyPercent=35, ExplicitGCInvokesConcurrent); Kafka's default heap
 # is 1 GiB, 768 MiB leaves room for Ringleader, a client JVM and the tests on a 2-core, 24 GiB machine. Tools run
@@ -41,7 +55,12 @@ M2="${RINGLEADER_MAVEN_REPO:-$REPO/.cache/maven}"
 CACHE="$REPO/.cache/kafka-ref"
 LOG4J="$REPO/tests/reference/log4j2.properties"
 
-die() { echo "kafka-ref: $*" >&2; exit 1; }
+# A node of start-cluster that fails to start stops the ones already launched (CLUSTER_STARTING=1).
+die() {
+  echo "kafka-ref: $*" >&2
+  if [[ ${CLUSTER_STARTING:-0} -eq 1 ]]; then CLUSTER_STARTING=0; stop_cluster_nodes; fi
+  exit 1
+}
 
 java_bin() {
   if [[ -n "${JAVA_HOME:-}" && -x "$JAVA_HOME/bin/java" ]]; then echo "$JAVA_HOME/bin/java"; else command -v java || die "java not found"; fi
@@ -196,6 +215,12 @@ start() {
 
 # launch CLASSPATH JAVA JVM_FLAGS...: start the broker of $DIR on $PORT and wait until it has started.
 launch() {
+  launch_bg "$@"
+  wait_started
+}
+
+# launch_bg CLASSPATH JAVA JVM_FLAGS...: start the broker of $DIR, without waiting.
+launch_bg() {
   local cp=$1 java=$2; shift 2
   local jvm_common=("$@")
   # shellcheck disable=SC2086
@@ -203,7 +228,10 @@ launch() {
     -XX:InitiatingHeapOccupancyPercent=35 -XX:+ExplicitGCInvokesConcurrent ${KAFKA_REF_JVM_OPTS:-} \
     "${jvm_common[@]}" -cp "$cp" kafka.Kafka "$DIR/server.properties" >"$DIR/broker.log" 2>&1 </dev/null &
   echo $! > "$DIR/pid"
+}
 
+# wait_started: until the broker of $DIR logs that it has started (120 s), then print its address.
+wait_started() {
   local deadline=$((SECONDS + 120))
   until grep -q "Kafka Server started" "$DIR/broker.log" 2>/dev/null; do
     if ! is_running; then
@@ -240,6 +268,131 @@ stop() {
   stop_dir
 }
 
+# A free loopback port in 20000-32767 (below the ephemeral range) that is not in $USED_PORTS.
+free_low_port() {
+  python3 - "${USED_PORTS:-}" <<'PY'
+import random, socket, sys
+used = set(sys.argv[1].split())
+for _ in range(500):
+    p = random.randrange(20000, 32768)
+    if str(p) in used:
+        continue
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", p))
+        except OSError:
+            continue
+    print(p)
+    break
+else:
+    sys.exit("no free port")
+PY
+}
+
+parse_cluster_args() {
+  CDIR="$REPO/target/kafka-ref-cluster"
+  NODES=3
+  SETS=()
+  while [[ $# -gt 0 ]]; do
+    case "$1" in
+      --dir) CDIR="$2"; shift ;;
+      --nodes) [[ "$2" =~ ^[1-9][0-9]?$ ]] || die "--nodes wants a count, got '$2'"; NODES="$2"; shift ;;
+      --set) [[ "$2" == *=* ]] || die "--set wants key=value, got '$2'"; SETS+=("$2"); shift ;;
+      *) die "unknown argument: $1" ;;
+    esac
+    shift
+  done
+  mkdir -p "$CDIR"
+  CDIR="$(cd "$CDIR" && pwd)"
+}
+
+start_cluster() {
+  parse_cluster_args "$@"
+  local k
+  for ((k = 1; k <= NODES; k++)); do
+    DIR="$CDIR/node$k"
+    if is_running; then die "node $k already runs from $DIR (pid $(cat "$DIR/pid")); stop-cluster first"; fi
+  done
+  local cp java
+  cp=$(classpath)
+  java=$(java_bin)
+  local jvm_common=(-Djava.awt.headless=true -Dlog4j2.configurationFile="$LOG4J")
+  local ports=() cports=() p
+  USED_PORTS=""
+  for ((k = 1; k <= NODES; k++)); do
+    p=$(free_low_port); USED_PORTS+=" $p"; ports+=("$p")
+    p=$(free_low_port); USED_PORTS+=" $p"; cports+=("$p")
+  done
+  local voters="" bootstrap=""
+  for ((k = 1; k <= NODES; k++)); do
+    voters+="${voters:+,}$k@127.0.0.1:${cports[k - 1]}"
+    bootstrap+="${bootstrap:+,}127.0.0.1:${ports[k - 1]}"
+  done
+  local rf=$NODES isr=2
+  [[ $NODES -ge 3 ]] || isr=1
+  local cluster_id
+  cluster_id=$("$java" -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 "${jvm_common[@]}" -Dkafka.ref.log.level=WARN \
+    -cp "$cp" kafka.tools.StorageTool random-uuid)
+  for ((k = 1; k <= NODES; k++)); do
+    DIR="$CDIR/node$k"
+    mkdir -p "$DIR"
+    rm -rf "$DIR/data" "$DIR/broker.log" "$DIR/broker-prev.log" "$DIR/port" "$DIR/listeners"
+    {
+      echo "process.roles=broker,controller"
+      echo "node.id=$k"
+      echo "controller.quorum.voters=$voters"
+      echo "listeners=PLAINTEXT://127.0.0.1:${ports[k - 1]},CONTROLLER://127.0.0.1:${cports[k - 1]}"
+      echo "advertised.listeners=PLAINTEXT://127.0.0.1:${ports[k - 1]}"
+      echo "controller.listener.names=CONTROLLER"
+      echo "inter.broker.listener.name=PLAINTEXT"
+      echo "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT"
+      echo "log.dirs=$DIR/data"
+      echo "num.partitions=1"
+      echo "offsets.topic.replication.factor=$rf"
+      echo "default.replication.factor=$rf"
+      echo "min.insync.replicas=$isr"
+      echo "transaction.state.log.replication.factor=$rf"
+      echo "transaction.state.log.min.isr=$isr"
+      echo "share.coordinator.state.topic.replication.factor=$rf"
+      echo "share.coordinator.state.topic.min.isr=$isr"
+      echo "group.initial.rebalance.delay.ms=3000"
+      local kv
+      for kv in "${SETS[@]+"${SETS[@]}"}"; do echo "$kv"; done
+    } > "$DIR/server.properties"
+    "$java" -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 "${jvm_common[@]}" -Dkafka.ref.log.level=WARN \
+      -cp "$cp" kafka.tools.StorageTool format -t "$cluster_id" -c "$DIR/server.properties" >"$DIR/format.log" 2>&1 \
+      || { cat "$DIR/format.log" >&2; die "kafka-storage format failed for node $k"; }
+  done
+  CLUSTER_STARTING=1
+  for ((k = 1; k <= NODES; k++)); do
+    DIR="$CDIR/node$k"
+    PORT=${ports[k - 1]}
+    launch_bg "$cp" "$java" "${jvm_common[@]}"
+  done
+  for ((k = 1; k <= NODES; k++)); do
+    DIR="$CDIR/node$k"
+    PORT=${ports[k - 1]}
+    wait_started >/dev/null
+  done
+  CLUSTER_STARTING=0
+  echo "$bootstrap" > "$CDIR/bootstrap"
+  echo "$bootstrap"
+}
+
+stop_cluster_nodes() {
+  local d
+  for d in "$CDIR"/node*; do
+    [[ -d "$d" ]] || continue
+    DIR=$d
+    stop_dir
+  done
+}
+
+stop_cluster() {
+  parse_cluster_args "$@"
+  stop_cluster_nodes
+}
+
 cmd="${1:-}"
 [[ $# -gt 0 ]] && shift
 case "$cmd" in
@@ -247,6 +400,8 @@ case "$cmd" in
   stop) stop "$@" ;;
   tool) [[ $# -gt 0 ]] || die "tool wants a name"; run_tool "$@" ;;
   classpath) classpath ;;
-  -h|--help|"") sed -n '2,27p' "$0" ;;
-  *) die "unknown command '$cmd' (start, stop, tool, classpath)" ;;
+  start-cluster) start_cluster "$@" ;;
+  stop-cluster) stop_cluster "$@" ;;
+  -h|--help|"") sed -n '2,48p' "$0" ;;
+  *) die "unknown command '$cmd' (start, stop, start-cluster, stop-cluster, tool, classpath)" ;;
 esac
