@@ -496,6 +496,8 @@ struct Conn {
     /// `--find-coordinator`: answered NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE; find the
     /// coordinator again and reconnect before sending more.
     refind: bool,
+    /// The slowest round trip recorded on this connection in the current phase, ns.
+    max_ns: u64,
 }
 
 impl Conn {
@@ -681,7 +683,9 @@ impl Runner {
             }
             if start >= window.0 && start < window.1 {
                 tally.responses += 1;
-                let _ = hist.record(now.saturating_sub(start).max(1));
+                let rtt = now.saturating_sub(start).max(1);
+                let _ = hist.record(rtt);
+                c.max_ns = c.max_ns.max(rtt);
                 if code != 0 {
                     tally.errors += 1;
                     *tally.codes.entry(code).or_default() += 1;
@@ -743,6 +747,9 @@ impl Runner {
             (self_cpu_secs(), server)
         };
         self.relocations = 0;
+        for c in self.conns.iter_mut() {
+            c.max_ns = 0;
+        }
         let n = self.conns.len();
         let (mut slot, interval_ns) = match mode {
             Mode::Saturate { pipeline, .. } => {
@@ -855,6 +862,20 @@ impl Runner {
         if self.find.is_some() {
             v["relocations"] = json!(self.relocations);
         }
+        // Where the tail is: the three connections with the slowest round trip (their group and
+        // broker), so a stall can be told apart from an evenly slow broker.
+        let mut slow: Vec<usize> = (0..n).collect();
+        slow.sort_by_key(|&i| std::cmp::Reverse(self.conns[i].max_ns));
+        v["slowest_connections"] = json!(slow
+            .iter()
+            .take(3)
+            .map(|&i| json!({
+                "connection": i,
+                "group": self.groups[i],
+                "broker": self.conns[i].addr,
+                "max_ms": self.conns[i].max_ns as f64 / 1e6,
+            }))
+            .collect::<Vec<_>>());
         if let (Some(a), Some(b)) = (s0, s1) {
             v["server_cpu"] = json!((b - a) / secs);
         }
@@ -1010,6 +1031,7 @@ fn main() -> anyhow::Result<()> {
             broken: false,
             addr: a,
             refind: false,
+            max_ns: 0,
         });
     }
     let frame_bytes = conns[0].hb.len();
