@@ -1,4 +1,5 @@
-//! DescribeCluster: this one broker as the whole cluster, and its controller.
+//! DescribeCluster: every node (this one alone, or each node of a cluster whose endpoint is
+//! known), and this node as the controller.
 
 use super::auth::{self, Op, Rt};
 use super::common::{code, s, AUTHORIZED_OPS_OMITTED, CLUSTER_AUTHORIZED_OPS};
@@ -8,7 +9,7 @@ use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use kafka_protocol::messages::*;
 use kafka_protocol::ResponseError;
 
-/// DescribeCluster v0–v2: this one broker, which is also the controller.
+/// DescribeCluster v0–v2: the nodes `Broker::nodes_on` lists, this one named controller.
 pub(super) fn handle(
     broker: &Broker,
     caller: &Caller,
@@ -43,9 +44,15 @@ pub(super) fn handle(
         resp.error_message = Some(s(format!("Unsupported endpoint type {endpoint_type}")));
         return resp;
     }
-    resp.brokers = vec![DescribeClusterBroker::default()
-        .with_broker_id(BrokerId(broker.node_id))
-        .with_host(s(listener.advertised_host.clone()))
-        .with_port(listener.advertised_port)];
+    resp.brokers = broker
+        .nodes_on(listener)
+        .into_iter()
+        .map(|(id, host, port)| {
+            DescribeClusterBroker::default()
+                .with_broker_id(BrokerId(id))
+                .with_host(s(host))
+                .with_port(port)
+        })
+        .collect();
     resp
 }

@@ -79,10 +79,40 @@ impl Broker {
         &self,
         listener: &crate::listeners::Listener,
     ) -> Vec<MetadataResponseBroker> {
-        vec![MetadataResponseBroker::default()
-            .with_node_id(BrokerId(self.node_id))
-            .with_host(s(listener.advertised_host.clone()))
-            .with_port(listener.advertised_port)]
+        self.nodes_on(listener)
+            .into_iter()
+            .map(|(id, host, port)| {
+                MetadataResponseBroker::default()
+                    .with_node_id(BrokerId(id))
+                    .with_host(s(host))
+                    .with_port(port)
+            })
+            .collect()
+    }
+
+    /// Every node a client of `listener` can reach, by id, as (node id, host, port): this node
+    /// alone, or on a cluster every node whose endpoint on a listener of that name is known
+    /// (peers tell theirs in their node-to-node hello, `runtime/peers.rs`). A node that is
+    /// down stays listed, as its last endpoint: clients only connect to it if it leads
+    /// something or coordinates a group, which a dead node does not once another leads.
+    pub(crate) fn nodes_on(&self, listener: &crate::listeners::Listener) -> Vec<(i32, String, i32)> {
+        let own = (
+            self.node_id,
+            listener.advertised_host.clone(),
+            listener.advertised_port,
+        );
+        let Some(cluster) = &self.cluster else {
+            return vec![own];
+        };
+        let mut out: Vec<(i32, String, i32)> = cluster
+            .nodes_on(&listener.name)
+            .into_iter()
+            .filter(|(id, _)| *id as i32 != self.node_id)
+            .map(|(id, e)| (id as i32, e.host, e.port))
+            .collect();
+        out.push(own);
+        out.sort_by_key(|n| n.0);
+        out
     }
 }
 
