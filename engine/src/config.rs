@@ -144,9 +144,14 @@ pub enum ConfigError {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NoEffect {
     pub key: String,
+    pub value: String,
     pub source_desc: String,
     pub reason: &'static str,
 }
+
+/// Keys that have no effect on a single node but do on a cluster (checked by
+/// `check_cluster_replication`, so not announced as without effect there).
+const CLUSTER_EFFECT: &[&str] = &["offsets.topic.replication.factor", "min.insync.replicas"];
 
 /// Every key Kafka 4.4's broker defines (`KafkaConfig.configDef().names()`, printed from the
 /// `kafka_2.13` 4.4.0 jar), so that a Kafka key this broker does not implement is told apart
@@ -1551,6 +1556,7 @@ impl Config {
             self.require(a, rel, b)?;
         }
         self.check_quorum_voters()?;
+        self.check_cluster_replication()?;
         // Ringleader's short interval for reconciling members is never the longer one. Checked
         // only when given: its default (100) must not refuse a broker whose heartbeat interval
         // was set below it; there it gives way to the interval (as it does to a group's own
@@ -1588,6 +1594,49 @@ impl Config {
                 ids.join(", ")
             ),
         })
+    }
+
+    /// On a cluster every `__consumer_offsets` partition has a replica on every voter, and a
+    /// commit is acknowledged once a majority of them holds it (docs/replication.md). So
+    /// `offsets.topic.replication.factor`, when set, must be the number of voters, and
+    /// `min.insync.replicas` at most a majority: a value asking for another placement or for
+    /// more copies before the acknowledgement than are waited for is refused, not ignored.
+    fn check_cluster_replication(&self) -> Result<(), ConfigError> {
+        let voters = self.quorum_voters().map(|v| v.len()).unwrap_or(0);
+        if voters <= 1 {
+            return Ok(());
+        }
+        let majority = voters / 2 + 1;
+        if self.origins.contains_key("offsets.topic.replication.factor")
+            && usize::try_from(self.offsets_topic_replication_factor).ok() != Some(voters)
+        {
+            return Err(ConfigError::Inconsistent {
+                reason: format!(
+                    "offsets.topic.replication.factor={} but every __consumer_offsets partition of a \
+                     Ringleader cluster has a replica on each of its {voters} voters \
+                     (controller.quorum.voters): set it to {voters} or leave it out",
+                    self.offsets_topic_replication_factor
+                ),
+            });
+        }
+        if let Some(n) = self.no_effect.iter().find(|n| n.key == "min.insync.replicas") {
+            let v: i64 = n.value.trim().parse().map_err(|_| ConfigError::BadValue {
+                key: n.key.clone(),
+                value: n.value.clone(),
+                reason: "not an integer".into(),
+                source_desc: n.source_desc.clone(),
+            })?;
+            if v < 1 || v as usize > majority {
+                return Err(ConfigError::Inconsistent {
+                    reason: format!(
+                        "min.insync.replicas={v} but a commit on a Ringleader cluster of {voters} \
+                         voters is acknowledged once a majority ({majority}) holds it: set it \
+                         between 1 and {majority}"
+                    ),
+                });
+            }
+        }
+        Ok(())
     }
 
     /// `controller.quorum.voters`, parsed.
@@ -1659,8 +1708,12 @@ impl Config {
     }
 
     /// Kafka keys accepted without effect (the broker logs each once at start-up).
-    pub fn accepted_without_effect(&self) -> &[NoEffect] {
-        &self.no_effect
+    pub fn accepted_without_effect(&self) -> Vec<&NoEffect> {
+        let cluster = self.quorum_voters().is_ok_and(|v| v.len() > 1);
+        self.no_effect
+            .iter()
+            .filter(|n| !(cluster && CLUSTER_EFFECT.contains(&n.key.as_str())))
+            .collect()
     }
 
     fn apply_one(&mut self, key: &str, value: &str, origin: &str) -> Result<(), ConfigError> {
@@ -1692,6 +1745,7 @@ impl Config {
             self.no_effect.retain(|n| n.key != key);
             self.no_effect.push(NoEffect {
                 key: key.to_string(),
+                value: value.to_string(),
                 source_desc: origin.to_string(),
                 reason,
             });
@@ -2824,6 +2878,25 @@ mod tests {
         );
         c.validate().unwrap();
         assert_eq!(c.quorum_voters().unwrap().len(), 3);
+        // Replication keys have an effect on a cluster: the voters' count and a majority.
+        assert!(c.accepted_without_effect().is_empty());
+        for (kv, ok) in [
+            ("offsets.topic.replication.factor=3", true),
+            ("min.insync.replicas=2", true),
+            ("min.insync.replicas=1", true),
+            ("offsets.topic.replication.factor=1", false),
+            ("min.insync.replicas=3", false),
+        ] {
+            let mut c = c.clone();
+            set(&mut c, kv);
+            assert_eq!(c.validate().is_ok(), ok, "{kv}: {:?}", c.validate());
+            assert!(c.accepted_without_effect().is_empty(), "{kv} announced as without effect");
+        }
+        // The same keys on one node: accepted and announced.
+        let mut one = Config::default();
+        set(&mut one, "min.insync.replicas=3");
+        one.validate().unwrap();
+        assert_eq!(one.accepted_without_effect()[0].key, "min.insync.replicas");
         // Other nodes only: this node would replicate nothing, refused.
         set(
             &mut c,
