@@ -166,6 +166,12 @@ public final class RingleaderBroker implements Broker {
 
     /** SIGKILL (no shutdown at all) and a start on the same port and data directory. */
     public void crashAndRestart() {
+        kill();
+        launch();
+    }
+
+    /** SIGKILL (no shutdown at all) and wait for the process to be gone. */
+    public void kill() {
         if (process != null) {
             process.destroyForcibly();
             try {
@@ -176,7 +182,18 @@ public final class RingleaderBroker implements Broker {
             }
             process = null;
         }
+    }
+
+    /** Starts a broker stopped by {@link #kill()} again, on the same port and data directory. */
+    public void startAgain() {
+        if (process != null && process.isAlive()) {
+            throw new IllegalStateException(this + " is still running");
+        }
         launch();
+    }
+
+    public boolean alive() {
+        return process != null && process.isAlive();
     }
 
     /** A clean stop (exit code 0 is required) and a start on the same port and data directory. */
