@@ -16,6 +16,7 @@
 #   --kafka-heap H       each Kafka node's heap options ("-Xms256m -Xmx512m")
 #   --skip-build         use the binaries already in target/release
 #   --out DIR            results directory (default target/bench-cluster)
+#   BENCH_RINGLEADER=P   (environment) the ringleader binary to run instead of target/release/ringleader
 #
 # Setup: every broker process is pinned to core 0 (`taskset -c 0`): a cluster's three nodes share that core, as
 # they share the machine; every client (hbflood, failover.py) is pinned to core 1. Ringleader: `--cores 1` per
@@ -112,7 +113,8 @@ if [[ $BUILD -eq 1 ]]; then
   say "cargo build --release (ringleader, hbflood)"
   nice cargo build --release -q -p ringleader-engine --bin ringleader -p ringleader-macro-bench --bin hbflood
 fi
-RL="$BIN/ringleader"
+# BENCH_RINGLEADER=PATH measures another build of the broker (an A/B of one change, same run conditions).
+RL="${BENCH_RINGLEADER:-$BIN/ringleader}"
 HB="$BIN/hbflood"
 for b in "$RL" "$HB"; do [[ -x "$b" ]] || { echo "missing $b (build first)" >&2; exit 1; }; done
 mkdir -p "$OUT"

@@ -10,8 +10,17 @@
 //! with its base offset and leader epoch rewritten; an empty entry (a new leader's no-op) is
 //! stored as a KRaft LeaderChange control batch ([`crate::batch::encode_leader_change`]). A
 //! conflicting suffix is cut with [`PartitionLog::truncate_from`]. The hard state lives in
-//! [`STATE_FILE`], two checksummed slots written alternately in place, so an update never
-//! destroys the previous durable value.
+//! [`STATE_FILE`], two checksummed slots written in place, never over the last durable one, so an
+//! update never destroys the previous durable value.
+//!
+//! Only the term and the vote must be durable before Raft acts on them (a node must never vote
+//! twice in a term or forget a term it took part in); the commit index is volatile state in Raft
+//! (Ongaro's thesis, Figure 3.1: commitIndex is re-learnt from the leader). So a hard state that
+//! changes only the commit index is written without making the next [`RaftLog::sync`] fdatasync
+//! the state file: most writes of a busy partition (a follower's append advances its commit
+//! index every time) then cost one fdatasync, of the log, instead of two. Such a write goes to
+//! the slot that does not hold the last *synced* state, so whatever survives a crash is either
+//! that synced state or a newer one with the same term and vote.
 //!
 //! Must not: decide what is committed, what is acknowledged, who leads or whom to vote for (the
 //! caller's Raft does); talk to the network; read a clock (the caller passes `now_ms`); know the
@@ -65,6 +74,8 @@ pub struct RaftLog<D: LogDir> {
     /// none written yet).
     hard_state: HardState,
     seq: u64,
+    /// The slot holding the last hard state known durable: every write goes to the other one.
+    durable_slot: u64,
     log_unsynced: bool,
     state_unsynced: bool,
 }
@@ -122,15 +133,16 @@ fn decode_slot(b: &[u8]) -> Option<(u64, HardState)> {
     Some((word(0), hs))
 }
 
-/// The valid slot with the higher sequence number; (0, zeros) when neither is valid (a new
-/// file, or only a first write that never became whole).
-async fn read_state<F: LogFile>(file: &F) -> io::Result<(u64, HardState)> {
-    let mut best = (0, HardState::default());
+/// The valid slot with the higher sequence number: (seq, hard state, slot); (0, zeros, 1) when
+/// neither is valid (a new file, or only a first write that never became whole), so the first
+/// write goes to slot 0.
+async fn read_state<F: LogFile>(file: &F) -> io::Result<(u64, HardState, u64)> {
+    let mut best = (0, HardState::default(), 1);
     for slot in 0..2 {
         let bytes = file.read_at(slot * SLOT_SIZE, SLOT_BYTES).await?;
         if let Some((seq, hs)) = decode_slot(&bytes) {
             if seq > best.0 {
-                best = (seq, hs);
+                best = (seq, hs, slot);
             }
         }
     }
@@ -159,7 +171,7 @@ impl<D: LogDir> RaftLog<D> {
             // Possibly created just now: its directory entry must survive a power loss.
             dir.sync_dir().await?;
         }
-        let (seq, hard_state) = read_state(&state).await?;
+        let (seq, hard_state, durable_slot) = read_state(&state).await?;
         let (mut log, _) =
             PartitionLog::open_from_batches(dir, config, 0, |_, _, _, _, _| {}).await?;
         let mut entries: Vec<StoredEntry> = Vec::new();
@@ -226,6 +238,7 @@ impl<D: LogDir> RaftLog<D> {
                 state,
                 hard_state,
                 seq,
+                durable_slot,
                 log_unsynced: false,
                 state_unsynced: false,
             },
@@ -387,28 +400,37 @@ impl<D: LogDir> RaftLog<D> {
         Ok(())
     }
 
-    /// Write the hard state into the slot not holding the last one (unsynced until
-    /// [`Self::sync`]); nothing is written when it has not changed.
+    /// Write the hard state into the slot not holding the last durable one; nothing is written
+    /// when it has not changed. A new term or vote is durable after the next [`Self::sync`]; a
+    /// change of the commit index alone does not make that sync touch the state file (see the
+    /// module documentation): it reaches the disk with the next term or vote, or whenever the
+    /// kernel writes the page back.
     pub async fn set_hard_state(&mut self, hs: HardState) -> io::Result<()> {
         if hs == self.hard_state {
             return Ok(());
         }
         let seq = self.seq + 1;
-        self.state_unsynced = true;
-        // A failed write leaves `seq` as it was: the next one goes to the same slot again, never
-        // over the other, which holds the last whole value.
+        if (hs.term, hs.vote) != (self.hard_state.term, self.hard_state.vote) {
+            self.state_unsynced = true;
+        }
+        // Never over `durable_slot`: a commit-only write there, torn by a crash, would leave
+        // only the other slot, which may hold an older term. A failed write leaves `seq` as it
+        // was, and the next write goes to the same slot again.
+        let slot = 1 - self.durable_slot;
         self.state
-            .write_at(((seq - 1) % 2) * SLOT_SIZE, encode_slot(seq, hs))
+            .write_at(slot * SLOT_SIZE, encode_slot(seq, hs))
             .await?;
         self.seq = seq;
         self.hard_state = hs;
         Ok(())
     }
 
-    /// Make everything written so far durable: one fdatasync of the active segment and one of
-    /// the state file, each only if it has unsynced writes. The log goes first, so a commit
-    /// index in the hard state never points past the durable log, even if a crash falls
-    /// between the two.
+    /// Make the entries and the term and vote written so far durable: one fdatasync of the
+    /// active segment and one of the state file, each only if it has unsynced writes (a
+    /// commit-only hard state is not one). The log goes first. A commit index found after a
+    /// crash can still point past the surviving log (a commit-only write reached the disk
+    /// before the entries did); the caller clamps it to the last index on restart, which is
+    /// safe: the entries were committed by a majority, and the leader tells this node again.
     pub async fn sync(&mut self) -> io::Result<()> {
         if self.log_unsynced {
             self.log.sync().await?;
@@ -417,6 +439,8 @@ impl<D: LogDir> RaftLog<D> {
         if self.state_unsynced {
             self.state.sync().await?;
             self.state_unsynced = false;
+            // The slot written last now holds the newest term and vote, durably.
+            self.durable_slot = 1 - self.durable_slot;
         }
         Ok(())
     }
@@ -801,11 +825,11 @@ mod tests {
     fn a_torn_slot_falls_back_to_the_other_one() {
         let dir = MemDir::new();
         let (mut log, _, _) = open(&dir);
-        // seq 1 → slot 0, seq 2 → slot 1, seq 3 → slot 0.
+        // Each synced: seq 1 → slot 0, seq 2 → slot 1, seq 3 → slot 0.
         for s in [hs(1, 1, 0), hs(2, 2, 0), hs(3, 3, 1)] {
             block_on(log.set_hard_state(s)).unwrap();
+            block_on(log.sync()).unwrap();
         }
-        block_on(log.sync()).unwrap();
         drop(log);
         // The write of seq 3 tore: its slot's tail never reached the disk.
         dir.with_file(STATE_FILE, |b| b[20..36].fill(0)).unwrap();
@@ -825,6 +849,48 @@ mod tests {
         dir.with_file(STATE_FILE, |b| b[9] ^= 1).unwrap();
         let (_, hard, _) = open(&dir);
         assert_eq!(hard, hs(2, 2, 0));
+    }
+
+    #[test]
+    fn a_commit_only_hard_state_is_not_synced_and_never_costs_the_term() {
+        let slot = |dir: &MemDir, i: usize| {
+            dir.with_file(STATE_FILE, |b| decode_slot(&b[i * 4096..]))
+                .unwrap()
+        };
+        let dir = MemDir::new();
+        let (mut log, _, _) = open(&dir);
+        block_on(log.set_hard_state(hs(3, 2, 0))).unwrap();
+        block_on(log.sync()).unwrap();
+        // Only the commit index moves: the sync leaves the state file alone, so a power loss
+        // takes the new commit index (the model loses unsynced overwrites whole) and keeps the
+        // term and vote.
+        block_on(log.set_hard_state(hs(3, 2, 5))).unwrap();
+        block_on(log.sync()).unwrap();
+        assert_eq!(log.hard_state(), hs(3, 2, 5));
+        dir.crash(|_, _| 0);
+        let (mut log, hard, _) = open(&dir);
+        assert_eq!(hard, hs(3, 2, 0));
+        // Commit-only writes go over the other slot, never the durable one; the kernel writing
+        // them back (made durable here by hand) brings the newer commit index back.
+        for c in [6, 7, 8] {
+            block_on(log.set_hard_state(hs(3, 2, c))).unwrap();
+            block_on(log.sync()).unwrap();
+        }
+        drop(log);
+        dir.with_file(STATE_FILE, |_| ()).unwrap();
+        assert_eq!(slot(&dir, 0), Some((1, hs(3, 2, 0))));
+        assert_eq!(slot(&dir, 1), Some((4, hs(3, 2, 8))));
+        let (mut log, hard, _) = open(&dir);
+        assert_eq!(hard, hs(3, 2, 8));
+        // A new term is synced; the next commit-only write then goes over the older slot.
+        block_on(log.set_hard_state(hs(4, 0, 8))).unwrap();
+        block_on(log.sync()).unwrap();
+        block_on(log.set_hard_state(hs(4, 0, 9))).unwrap();
+        block_on(log.sync()).unwrap();
+        drop(log);
+        dir.crash(|_, _| 0);
+        let (_, hard, _) = open(&dir);
+        assert_eq!(hard, hs(4, 0, 8));
     }
 
     #[test]

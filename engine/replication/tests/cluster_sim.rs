@@ -12,7 +12,7 @@
 //! - terms seen by a node never go back, across its restarts.
 
 mod common;
-use common::{persist, seeds, Net, Rng, STEPS_PER_TICK, VOTERS};
+use common::{lose_commit, persist, seeds, Net, Rng, STEPS_PER_TICK, VOTERS};
 use replication::eraftpb::{Entry, Message};
 use replication::{Durable, NodeId, ProposeError, Replica, Work};
 use std::collections::{BTreeMap, HashMap};
@@ -170,6 +170,7 @@ impl Sim {
         let n = self.nodes.get_mut(&id).unwrap();
         n.replica = None;
         n.writing = None; // the write under way never reached the disk
+        lose_commit(&mut n.disk, &mut self.rng);
         self.net.forget_to(id);
     }
 

@@ -9,7 +9,7 @@
 //! replica serves as coordinator at a time in this (partition-free) network.
 
 mod common;
-use common::{persist, seeds, Net, Rng, STEPS_PER_TICK, VOTERS};
+use common::{lose_commit, persist, seeds, Net, Rng, STEPS_PER_TICK, VOTERS};
 use coordinator::group::{GroupConfig, GroupRequest, GroupResponse, RequestContext};
 use coordinator::topics::MemoryTopics;
 use kafka_protocol::messages::offset_commit_request::{
@@ -119,7 +119,9 @@ impl Sim {
     }
 
     fn crash(&mut self, id: NodeId) {
-        self.nodes.get_mut(&id).unwrap().part = None;
+        let n = self.nodes.get_mut(&id).unwrap();
+        n.part = None;
+        lose_commit(&mut n.disk, &mut self.rng);
         self.net.forget_to(id);
     }
 

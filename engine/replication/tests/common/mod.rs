@@ -44,6 +44,13 @@ pub fn persist(disk: &mut Durable, work: &Work) {
     }
 }
 
+/// A crash's effect on the hard state's commit index: the broker's `RaftLog` writes a change of
+/// the commit index alone without syncing it (Raft's commitIndex is volatile), so what survives
+/// may be any earlier commit index. Any lower value is a superset of what the disk can hold.
+pub fn lose_commit(disk: &mut Durable, rng: &mut Rng) {
+    disk.hard_state.commit = rng.below(disk.hard_state.commit + 1);
+}
+
 /// Seeds per simulation test: `RINGLEADER_RAFT_SEEDS`, or `default`.
 pub fn seeds(default: u64) -> u64 {
     std::env::var("RINGLEADER_RAFT_SEEDS")
