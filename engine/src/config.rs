@@ -1607,7 +1607,9 @@ impl Config {
             return Ok(());
         }
         let majority = voters / 2 + 1;
-        if self.origins.contains_key("offsets.topic.replication.factor")
+        if self
+            .origins
+            .contains_key("offsets.topic.replication.factor")
             && usize::try_from(self.offsets_topic_replication_factor).ok() != Some(voters)
         {
             return Err(ConfigError::Inconsistent {
@@ -1619,7 +1621,11 @@ impl Config {
                 ),
             });
         }
-        if let Some(n) = self.no_effect.iter().find(|n| n.key == "min.insync.replicas") {
+        if let Some(n) = self
+            .no_effect
+            .iter()
+            .find(|n| n.key == "min.insync.replicas")
+        {
             let v: i64 = n.value.trim().parse().map_err(|_| ConfigError::BadValue {
                 key: n.key.clone(),
                 value: n.value.clone(),
@@ -2890,7 +2896,10 @@ mod tests {
             let mut c = c.clone();
             set(&mut c, kv);
             assert_eq!(c.validate().is_ok(), ok, "{kv}: {:?}", c.validate());
-            assert!(c.accepted_without_effect().is_empty(), "{kv} announced as without effect");
+            assert!(
+                c.accepted_without_effect().is_empty(),
+                "{kv} announced as without effect"
+            );
         }
         // The same keys on one node: accepted and announced.
         let mut one = Config::default();

@@ -95,7 +95,10 @@ impl Broker {
     /// (peers tell theirs in their node-to-node hello, `runtime/peers.rs`). A node that is
     /// down stays listed, as its last endpoint: clients only connect to it if it leads
     /// something or coordinates a group, which a dead node does not once another leads.
-    pub(crate) fn nodes_on(&self, listener: &crate::listeners::Listener) -> Vec<(i32, String, i32)> {
+    pub(crate) fn nodes_on(
+        &self,
+        listener: &crate::listeners::Listener,
+    ) -> Vec<(i32, String, i32)> {
         let own = (
             self.node_id,
             listener.advertised_host.clone(),
