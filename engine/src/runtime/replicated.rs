@@ -8,7 +8,8 @@
 //! replica what arrives (peer messages through `PartitionOp::Raft`, group requests, a Raft tick
 //! every [`RAFT_TICK`], the coordinator's deadlines), and one writer task per partition carries
 //! out what the replica asks for, in order: send the messages that may leave at once, append the
-//! entries and store the hard state with one fdatasync, then send what waited for that and
+//! entries and store the hard state (`storage::raft_log` syncs a new term or vote, not a moved
+//! commit index), then send what waited for that and
 //! release the replies whose records a majority now holds (Kafka's high-watermark rule). A
 //! write that fails stops the node: a replica that may have lost what it told a leader it had
 //! must not vote or acknowledge again.
