@@ -49,8 +49,12 @@ pub type NodeId = u64;
 /// randomizes in `[ELECTION_TICKS, 2 × ELECTION_TICKS)`). With a 100 ms tick: 1–2 s, Kafka's
 /// `controller.quorum.election.timeout.ms` default is 1 s.
 pub const ELECTION_TICKS: usize = 10;
-/// A leader sends heartbeats every tick.
-pub const HEARTBEAT_TICKS: usize = 1;
+/// A leader sends raft-rs's own heartbeats every other tick. Its lease rounds
+/// ([`Replica::tick`]) already send a heartbeat to every follower each tick once it has
+/// committed an entry of its term (raft-rs holds a ReadIndex back until then), and followers
+/// reset their election timer on either; the plain heartbeat is what keeps followers quiet in
+/// that first window, and every other tick is 5x inside the election timeout.
+pub const HEARTBEAT_TICKS: usize = 2;
 /// The largest append message: bounds what one message from a leader carries.
 pub const MAX_MESSAGE_BYTES: u64 = 1 << 20;
 /// Append messages in flight to one follower: bounds what a slow follower can queue.
