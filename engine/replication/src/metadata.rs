@@ -1,0 +1,588 @@
+//! The cluster's metadata log as a state machine: the topics every node of a cluster must agree
+//! on (names, ids, partition counts, configs) and which node leads each topic partition. It is
+//! the first piece of the replicated topic registry (docs/replication.md, "Not built yet", item
+//! 1): one more Raft group whose entries are [`Proposal`]s; every node applies the committed ones
+//! in log order with [`MetadataState::apply`] and so holds the same registry, with the same
+//! topic ids. Not driven by the broker yet: the broker's registry is still per node
+//! (`engine::topics`).
+//!
+//! KRaft's metadata log in spirit. Kafka's controller validates a CreateTopics request and
+//! places its replicas before it writes the records
+//! (`metadata/src/main/java/org/apache/kafka/controller/ReplicationControlManager.java`); here
+//! the proposer chooses what needs randomness (the topic id, the node that leads partition 0)
+//! and puts it in the command, and every node validates at apply time. So two nodes racing to
+//! create one name agree which one won without asking a controller: the first in the log.
+//!
+//! Owns: the command encoding, validation at apply time, partition placement. Must not: touch a
+//! disk, a socket or a clock; draw random numbers (applying must give every node the same
+//! result); decide what is committed (Raft does).
+
+use crate::NodeId;
+use coordinator::topics::{validate_name, Topic, TopicsSnapshot, CONSUMER_OFFSETS};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+use uuid::Uuid;
+
+/// The encoding's version, the first byte of an entry: a node that reads a version it does not
+/// know refuses the entry rather than guess (every node refuses it alike).
+const VERSION: u8 = 1;
+/// The largest proposal: bounds an entry of the metadata log (a topic's configs are the only
+/// part a client sizes).
+pub const MAX_PROPOSAL_BYTES: usize = 1 << 20;
+/// The most partitions one topic may have, as the broker bounds one CreateTopics or
+/// CreatePartitions request (`engine::api::create_partitions::MAX_PARTITIONS_PER_REQUEST`).
+pub const MAX_PARTITIONS_PER_TOPIC: i32 = 10_000;
+
+/// One change to the cluster's metadata.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type")]
+pub enum Command {
+    /// A new topic. `first_leader` is an index into the voters: partition *p* is led by voter
+    /// `(first_leader + p) % n` (Kafka starts its round-robin placement at a random broker too,
+    /// `StripedReplicaPlacer`).
+    CreateTopic {
+        name: String,
+        id: Uuid,
+        partitions: i32,
+        configs: BTreeMap<String, String>,
+        first_leader: u32,
+    },
+    DeleteTopic {
+        name: String,
+    },
+    /// Grow topics to new partition counts, all or none (Kafka applies one CreatePartitions
+    /// request's topics independently; the broker sends one command per topic for that).
+    CreatePartitions {
+        changes: Vec<(String, i32)>,
+    },
+    /// Replace a topic's config overrides.
+    SetConfigs {
+        name: String,
+        configs: BTreeMap<String, String>,
+    },
+}
+
+/// A command and who asked: `origin` is the proposing node and `seq` its own counter, so the
+/// proposer recognises its command when the entry applies (on any node, with any index) and
+/// answers its client with the result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Proposal {
+    pub origin: NodeId,
+    pub seq: u64,
+    pub command: Command,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    #[error("empty metadata entry")]
+    Empty,
+    #[error("metadata entry of version {0}, this node reads version {VERSION}")]
+    Version(u8),
+    #[error("metadata entry of {0} bytes, more than {MAX_PROPOSAL_BYTES}")]
+    TooLarge(usize),
+    #[error("metadata entry does not parse: {0}")]
+    Malformed(String),
+}
+
+impl Proposal {
+    /// The entry's bytes: [`VERSION`], then the proposal as JSON (the same encoding as the
+    /// broker's `topics.json`, readable with any tool).
+    pub fn encode(&self) -> Result<Vec<u8>, DecodeError> {
+        let mut b = vec![VERSION];
+        serde_json::to_writer(&mut b, self).expect("a proposal always serialises");
+        if b.len() > MAX_PROPOSAL_BYTES {
+            return Err(DecodeError::TooLarge(b.len()));
+        }
+        Ok(b)
+    }
+
+    pub fn decode(b: &[u8]) -> Result<Self, DecodeError> {
+        let (&version, json) = b.split_first().ok_or(DecodeError::Empty)?;
+        if version != VERSION {
+            return Err(DecodeError::Version(version));
+        }
+        if b.len() > MAX_PROPOSAL_BYTES {
+            return Err(DecodeError::TooLarge(b.len()));
+        }
+        serde_json::from_slice(json).map_err(|e| DecodeError::Malformed(e.to_string()))
+    }
+}
+
+/// Why a command changed nothing, in Kafka's words where the broker's registry has them
+/// (`engine::topics::RegistryError`); the broker maps each to the request's error code.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MetaError {
+    #[error("Topic '{0}' already exists.")]
+    AlreadyExists(String),
+    #[error("{0}")]
+    InvalidName(String),
+    #[error("Topic '{0}' collides with existing topic: {1}")]
+    Collides(String, String),
+    #[error("This server does not host this topic: {0}")]
+    Unknown(String),
+    #[error("Cannot delete internal topic {0}")]
+    Internal(String),
+    #[error("The topic {name} currently has {current} partition(s); {requested} would not be an increase.")]
+    NotAnIncrease {
+        name: String,
+        current: i32,
+        requested: i32,
+    },
+    #[error("Number of partitions must be between 1 and {MAX_PARTITIONS_PER_TOPIC}, not {0}.")]
+    InvalidPartitions(i32),
+    #[error("Topic id {0} is already in use.")]
+    IdInUse(Uuid),
+    #[error("{0}")]
+    Undecodable(DecodeError),
+}
+
+/// A topic and the node leading each of its partitions (`leaders[p]`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlacedTopic {
+    pub topic: Topic,
+    pub leaders: Vec<NodeId>,
+}
+
+/// What applying one entry did: whose proposal it was (`None` when it did not decode) and its
+/// result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Applied {
+    pub index: u64,
+    pub proposal: Option<(NodeId, u64)>,
+    pub result: Result<(), MetaError>,
+}
+
+/// The metadata every node of a cluster holds once it has applied the log up to `applied`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetadataState {
+    voters: Vec<NodeId>,
+    topics: BTreeMap<String, PlacedTopic>,
+    ids: BTreeSet<Uuid>,
+    applied: u64,
+}
+
+impl MetadataState {
+    /// The state before the first entry: only `offsets` (the internal `__consumer_offsets`,
+    /// whose partitions are Raft groups led wherever their elections go, so it has no placed
+    /// leaders). Every node must start from the same `voters` and `offsets`.
+    pub fn new(voters: &[NodeId], offsets: Topic) -> Self {
+        assert!(!voters.is_empty(), "a cluster has voters");
+        assert_eq!(offsets.name, CONSUMER_OFFSETS);
+        assert!(offsets.internal, "{CONSUMER_OFFSETS} is internal");
+        let mut s = Self {
+            voters: voters.to_vec(),
+            topics: BTreeMap::new(),
+            ids: BTreeSet::new(),
+            applied: 0,
+        };
+        s.ids.insert(offsets.id);
+        s.topics.insert(
+            offsets.name.clone(),
+            PlacedTopic {
+                topic: offsets,
+                leaders: Vec::new(),
+            },
+        );
+        s
+    }
+
+    /// The index of the last entry applied (0 before the first).
+    pub fn applied_index(&self) -> u64 {
+        self.applied
+    }
+
+    pub fn topic(&self, name: &str) -> Option<&PlacedTopic> {
+        self.topics.get(name)
+    }
+
+    /// The node leading `partition` of `name`, if both exist and the topic is placed.
+    pub fn leader(&self, name: &str, partition: i32) -> Option<NodeId> {
+        let p = usize::try_from(partition).ok()?;
+        self.topics.get(name)?.leaders.get(p).copied()
+    }
+
+    /// The topics as the coordinator and the handlers read them.
+    pub fn snapshot(&self) -> TopicsSnapshot {
+        TopicsSnapshot::from_topics(self.topics.values().map(|t| t.topic.clone()))
+    }
+
+    /// Apply the committed entry at `index` (indexes only grow; a leader's empty entries are
+    /// never handed here). Deterministic: every node applying the same entries in the same order
+    /// ends in the same state with the same results. An entry that does not decode changes
+    /// nothing and is reported, never a panic: it was committed, so every node sees it alike.
+    pub fn apply(&mut self, index: u64, data: &[u8]) -> Applied {
+        assert!(
+            index > self.applied,
+            "metadata entry {index} applied after {}",
+            self.applied
+        );
+        self.applied = index;
+        match Proposal::decode(data) {
+            Err(e) => Applied {
+                index,
+                proposal: None,
+                result: Err(MetaError::Undecodable(e)),
+            },
+            Ok(p) => Applied {
+                index,
+                proposal: Some((p.origin, p.seq)),
+                result: self.execute(p.command),
+            },
+        }
+    }
+
+    fn placed(&self, first_leader: u32, from: i32, to: i32) -> Vec<NodeId> {
+        let n = self.voters.len();
+        (from..to)
+            .map(|p| self.voters[(first_leader as usize + p as usize) % n])
+            .collect()
+    }
+
+    /// Check everything, then change: a command that fails changes nothing.
+    fn execute(&mut self, command: Command) -> Result<(), MetaError> {
+        match command {
+            Command::CreateTopic {
+                name,
+                id,
+                partitions,
+                configs,
+                first_leader,
+            } => {
+                validate_name(&name).map_err(MetaError::InvalidName)?;
+                if self.topics.contains_key(&name) {
+                    return Err(MetaError::AlreadyExists(name));
+                }
+                if let Some(other) = self.colliding(&name) {
+                    return Err(MetaError::Collides(name, other));
+                }
+                if !(1..=MAX_PARTITIONS_PER_TOPIC).contains(&partitions) {
+                    return Err(MetaError::InvalidPartitions(partitions));
+                }
+                // Kafka never hands out the all-zero id (it means "no id" on the wire).
+                if id.is_nil() || !self.ids.insert(id) {
+                    return Err(MetaError::IdInUse(id));
+                }
+                let leaders = self.placed(first_leader, 0, partitions);
+                self.topics.insert(
+                    name.clone(),
+                    PlacedTopic {
+                        topic: Topic {
+                            name,
+                            id,
+                            partitions,
+                            internal: false,
+                            configs,
+                        },
+                        leaders,
+                    },
+                );
+                Ok(())
+            }
+            Command::DeleteTopic { name } => {
+                let t = self
+                    .topics
+                    .get(&name)
+                    .ok_or_else(|| MetaError::Unknown(name.clone()))?;
+                if t.topic.internal {
+                    return Err(MetaError::Internal(name));
+                }
+                // The id stays in `ids`: a topic id is never reused (a client holding the old
+                // id must get UNKNOWN_TOPIC_ID, not another topic's data).
+                self.topics.remove(&name);
+                Ok(())
+            }
+            Command::CreatePartitions { changes } => {
+                for (name, count) in &changes {
+                    let t = self
+                        .topics
+                        .get(name)
+                        .ok_or_else(|| MetaError::Unknown(name.clone()))?;
+                    if t.topic.internal {
+                        return Err(MetaError::Internal(name.clone()));
+                    }
+                    if *count <= t.topic.partitions {
+                        return Err(MetaError::NotAnIncrease {
+                            name: name.clone(),
+                            current: t.topic.partitions,
+                            requested: *count,
+                        });
+                    }
+                    if *count > MAX_PARTITIONS_PER_TOPIC {
+                        return Err(MetaError::InvalidPartitions(*count));
+                    }
+                }
+                for (name, count) in changes {
+                    let first = {
+                        let t = &self.topics[&name];
+                        // Continue the topic's round robin where it stopped.
+                        let last = *t.leaders.last().expect("a placed topic has partitions");
+                        let at = self.voters.iter().position(|v| *v == last).unwrap_or(0);
+                        (at as u32 + 1) % self.voters.len() as u32
+                    };
+                    let from = self.topics[&name].topic.partitions;
+                    let more = self.placed(first, 0, count - from);
+                    let t = self.topics.get_mut(&name).expect("checked above");
+                    t.leaders.extend(more);
+                    t.topic.partitions = count;
+                }
+                Ok(())
+            }
+            Command::SetConfigs { name, configs } => {
+                let t = self
+                    .topics
+                    .get_mut(&name)
+                    .ok_or_else(|| MetaError::Unknown(name.clone()))?;
+                t.topic.configs = configs;
+                Ok(())
+            }
+        }
+    }
+
+    fn colliding(&self, name: &str) -> Option<String> {
+        let key = name.replace('.', "_");
+        self.topics
+            .keys()
+            .find(|t| t.as_str() != name && t.replace('.', "_") == key)
+            .cloned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn offsets() -> Topic {
+        Topic {
+            name: CONSUMER_OFFSETS.into(),
+            id: Uuid::from_u128(7),
+            partitions: 50,
+            internal: true,
+            configs: BTreeMap::new(),
+        }
+    }
+
+    fn entry(seq: u64, command: Command) -> Vec<u8> {
+        Proposal {
+            origin: 1,
+            seq,
+            command,
+        }
+        .encode()
+        .unwrap()
+    }
+
+    fn create(name: &str, id: u128, partitions: i32, first_leader: u32) -> Command {
+        Command::CreateTopic {
+            name: name.into(),
+            id: Uuid::from_u128(id),
+            partitions,
+            configs: BTreeMap::new(),
+            first_leader,
+        }
+    }
+
+    #[test]
+    fn partitions_are_placed_round_robin_and_growth_continues_it() {
+        let mut s = MetadataState::new(&[1, 2, 3], offsets());
+        assert_eq!(
+            s.apply(1, &entry(1, create("orders", 100, 4, 2))).result,
+            Ok(())
+        );
+        assert_eq!(s.topic("orders").unwrap().leaders, vec![3, 1, 2, 3]);
+        assert_eq!(s.leader("orders", 1), Some(1));
+        assert_eq!(s.leader("orders", 4), None);
+        assert_eq!(s.leader("orders", -1), None);
+        let grow = Command::CreatePartitions {
+            changes: vec![("orders".into(), 6)],
+        };
+        assert_eq!(s.apply(2, &entry(2, grow)).result, Ok(()));
+        assert_eq!(s.topic("orders").unwrap().leaders, vec![3, 1, 2, 3, 1, 2]);
+        assert_eq!(s.topic("orders").unwrap().topic.partitions, 6);
+        let snap = s.snapshot();
+        assert_eq!(snap.get("orders").unwrap().id, Uuid::from_u128(100));
+        assert_eq!(snap.get(CONSUMER_OFFSETS).unwrap().partitions, 50);
+        assert_eq!(
+            s.leader(CONSUMER_OFFSETS, 0),
+            None,
+            "placed by its own elections"
+        );
+    }
+
+    #[test]
+    fn the_first_of_two_racing_creates_wins_on_every_node() {
+        let a = Proposal {
+            origin: 1,
+            seq: 1,
+            command: create("t", 1, 1, 0),
+        }
+        .encode()
+        .unwrap();
+        let b = Proposal {
+            origin: 2,
+            seq: 1,
+            command: create("t", 2, 3, 1),
+        }
+        .encode()
+        .unwrap();
+        let mut s = MetadataState::new(&[1, 2, 3], offsets());
+        let first = s.apply(5, &a);
+        let second = s.apply(9, &b);
+        assert_eq!(first.proposal, Some((1, 1)));
+        assert_eq!(first.result, Ok(()));
+        assert_eq!(second.proposal, Some((2, 1)));
+        assert_eq!(second.result, Err(MetaError::AlreadyExists("t".into())));
+        assert_eq!(s.topic("t").unwrap().topic.id, Uuid::from_u128(1));
+        assert_eq!(s.applied_index(), 9);
+    }
+
+    #[test]
+    fn a_failed_command_changes_nothing() {
+        let mut s = MetadataState::new(&[1, 2, 3], offsets());
+        assert_eq!(s.apply(1, &entry(1, create("a", 10, 2, 0))).result, Ok(()));
+        assert_eq!(
+            s.apply(2, &entry(2, create("b.c", 11, 1, 0))).result,
+            Ok(())
+        );
+        let invalid_name = validate_name("bad name").unwrap_err();
+        let cases = [
+            (
+                create("b_c", 12, 1, 0),
+                MetaError::Collides("b_c".into(), "b.c".into()),
+            ),
+            (
+                create("bad name", 13, 1, 0),
+                MetaError::InvalidName(invalid_name),
+            ),
+            (create("a", 13, 1, 0), MetaError::AlreadyExists("a".into())),
+            (create("z", 14, 0, 0), MetaError::InvalidPartitions(0)),
+            (
+                create("z", 15, 10_001, 0),
+                MetaError::InvalidPartitions(10_001),
+            ),
+            (
+                create("z", 10, 1, 0),
+                MetaError::IdInUse(Uuid::from_u128(10)),
+            ),
+            (create("z", 0, 1, 0), MetaError::IdInUse(Uuid::nil())),
+            (create("z", 7, 1, 0), MetaError::IdInUse(Uuid::from_u128(7))),
+            (
+                // All or none: "a" would grow, but "missing" fails the command.
+                Command::CreatePartitions {
+                    changes: vec![("a".into(), 5), ("missing".into(), 2)],
+                },
+                MetaError::Unknown("missing".into()),
+            ),
+            (
+                Command::CreatePartitions {
+                    changes: vec![("a".into(), 2)],
+                },
+                MetaError::NotAnIncrease {
+                    name: "a".into(),
+                    current: 2,
+                    requested: 2,
+                },
+            ),
+            (
+                Command::CreatePartitions {
+                    changes: vec![(CONSUMER_OFFSETS.into(), 60)],
+                },
+                MetaError::Internal(CONSUMER_OFFSETS.into()),
+            ),
+            (
+                Command::DeleteTopic {
+                    name: CONSUMER_OFFSETS.into(),
+                },
+                MetaError::Internal(CONSUMER_OFFSETS.into()),
+            ),
+            (
+                Command::SetConfigs {
+                    name: "missing".into(),
+                    configs: BTreeMap::new(),
+                },
+                MetaError::Unknown("missing".into()),
+            ),
+        ];
+        for (i, (command, want)) in cases.into_iter().enumerate() {
+            let before = s.clone();
+            let index = 3 + i as u64;
+            let got = s.apply(index, &entry(index, command.clone()));
+            assert_eq!(got.result, Err(want), "{command:?}");
+            assert_eq!(s.applied_index(), index);
+            s.applied = before.applied;
+            assert_eq!(s, before, "{command:?} changed the state");
+            s.applied = index;
+        }
+    }
+
+    #[test]
+    fn a_deleted_topics_id_is_never_given_again() {
+        let mut s = MetadataState::new(&[1, 2, 3], offsets());
+        s.apply(1, &entry(1, create("a", 10, 1, 0)));
+        let del = Command::DeleteTopic { name: "a".into() };
+        assert_eq!(s.apply(2, &entry(2, del.clone())).result, Ok(()));
+        assert_eq!(
+            s.apply(3, &entry(3, del)).result,
+            Err(MetaError::Unknown("a".into()))
+        );
+        assert_eq!(
+            s.apply(4, &entry(4, create("a", 10, 1, 0))).result,
+            Err(MetaError::IdInUse(Uuid::from_u128(10)))
+        );
+        assert_eq!(s.apply(5, &entry(5, create("a", 11, 1, 0))).result, Ok(()));
+    }
+
+    #[test]
+    fn garbage_entries_are_reported_and_change_nothing() {
+        let mut s = MetadataState::new(&[1, 2, 3], offsets());
+        let before = s.clone();
+        let mut too_big = vec![VERSION];
+        too_big.resize(MAX_PROPOSAL_BYTES + 1, b' ');
+        for (i, (bytes, want)) in [
+            (vec![], DecodeError::Empty),
+            (vec![9, b'{', b'}'], DecodeError::Version(9)),
+            (too_big, DecodeError::TooLarge(MAX_PROPOSAL_BYTES + 1)),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let got = s.apply(i as u64 + 1, &bytes);
+            assert_eq!(got.proposal, None);
+            assert_eq!(got.result, Err(MetaError::Undecodable(want)));
+        }
+        let got = s.apply(10, b"\x01{\"origin\":1}");
+        assert!(matches!(
+            got.result,
+            Err(MetaError::Undecodable(DecodeError::Malformed(_)))
+        ));
+        s.applied = 0;
+        assert_eq!(s, before);
+        // A proposal over the bound is refused before it is proposed.
+        let huge = Proposal {
+            origin: 1,
+            seq: 1,
+            command: Command::SetConfigs {
+                name: "a".into(),
+                configs: [("k".to_string(), "v".repeat(MAX_PROPOSAL_BYTES))].into(),
+            },
+        };
+        assert!(matches!(huge.encode(), Err(DecodeError::TooLarge(_))));
+    }
+
+    #[test]
+    fn encoding_round_trips() {
+        let p = Proposal {
+            origin: 3,
+            seq: 42,
+            command: Command::CreateTopic {
+                name: "orders".into(),
+                id: Uuid::from_u128(0xfeed),
+                partitions: 12,
+                configs: [("cleanup.policy".to_string(), "compact".to_string())].into(),
+                first_leader: 2,
+            },
+        };
+        let b = p.encode().unwrap();
+        assert_eq!(b[0], VERSION);
+        assert_eq!(Proposal::decode(&b), Ok(p));
+    }
+}
