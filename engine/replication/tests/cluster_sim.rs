@@ -1,7 +1,9 @@
 //! A deterministic simulation of one replicated partition on three nodes: the same `Replica`
 //! the broker runs, driven through a faulty network (delays, drops, duplicates, partitions that
-//! isolate a node) with node crashes and restarts from what each node made durable. Each seed is
-//! one run; a failing seed replays exactly.
+//! isolate a node) with node crashes and restarts from what each node made durable. A seed fixes
+//! the faults, the delays and the proposals; raft-rs draws each node's randomized election
+//! timeout from its own generator (`rand::thread_rng`, no hook to seed it), so a failing seed
+//! replays the same faults but not always the same elections.
 //!
 //! Invariants checked:
 //! - at most one leader per term (election safety);
@@ -378,6 +380,15 @@ fn an_isolated_leader_steps_down_and_a_new_one_is_elected() {
         !sim.nodes[&old].replica.as_ref().unwrap().role().is_leader,
         "isolated leader {old} still leads"
     );
+    // A new leader: a follower stands once its randomized election timeout (up to two election
+    // timeouts) passes without the leader, and a follower whose log is behind is refused, so the
+    // other one's timer decides; then pre-vote and vote rounds, each message 1-3 steps and each
+    // vote persisted 0-3 steps. That can end just past the two timeouts above (it did in about
+    // one run of ten: raft-rs draws the randomized timeout from its own unseeded generator), so
+    // give it one more.
+    for _ in 0..(replication::ELECTION_TICKS as u64 * STEPS_PER_TICK) {
+        sim.run_step(100);
+    }
     let (&new_term, &new) = sim.leaders.iter().max_by_key(|(t, _)| **t).unwrap();
     assert!(
         new_term > term && new != old,
