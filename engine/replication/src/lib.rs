@@ -41,7 +41,7 @@
 pub mod metadata;
 pub mod partition;
 
-use raft::eraftpb::{ConfState, Entry, EntryType, HardState, Message, Snapshot};
+use raft::eraftpb::{ConfState, Entry, EntryType, HardState, Message, MessageType, Snapshot};
 use raft::{Config, GetEntriesContext, RaftState, RawNode, StateRole, Storage, StorageError};
 
 pub use raft::eraftpb;
@@ -386,7 +386,14 @@ impl Replica {
         if m.to != self.id() || raft::raw_node::is_local_msg(m.get_msg_type()) {
             return Err(raft::Error::StepLocalMsg);
         }
-        self.raw.step(m)
+        let forwarded = m.get_msg_type() == MessageType::MsgPropose;
+        match self.raw.step(m) {
+            // A proposal a follower forwarded (`propose_or_forward`) reached a node that does not
+            // lead (any more): dropped, as a lost message would be; its proposer's deadline
+            // answers the client.
+            Err(raft::Error::ProposalDropped) if forwarded => Ok(()),
+            r => r,
+        }
     }
 
     /// Replicate `data` (one record batch); on success, the index its entry will commit at.
@@ -404,6 +411,27 @@ impl Replica {
                 Ok(idx)
             }
             Err(raft::Error::ProposalDropped) => Err(ProposeError::Dropped),
+            Err(e) => unreachable!("raft-rs propose only drops: {e:?}"),
+        }
+    }
+
+    /// Replicate `data` from any replica: the leader proposes it (`Ok(Some(index))`), a
+    /// follower that knows the leader hands it to the leader (`Ok(None)`: raft-rs forwards the
+    /// proposal in a message, which the network may lose, so the caller waits for the entry to
+    /// apply, with a deadline). For the cluster's metadata log, where any node takes a client's
+    /// change; a coordinator's partition only ever proposes on its leader ([`Self::propose`]).
+    pub fn propose_or_forward(&mut self, data: Vec<u8>) -> Result<Option<u64>, ProposeError> {
+        if self.raw.raft.state == StateRole::Leader {
+            return self.propose(data).map(Some);
+        }
+        let Some(leader) = self.leader_hint() else {
+            return Err(ProposeError::NotLeader { leader: None });
+        };
+        match self.raw.propose(Vec::new(), data) {
+            Ok(()) => Ok(None),
+            Err(raft::Error::ProposalDropped) => Err(ProposeError::NotLeader {
+                leader: Some(leader),
+            }),
             Err(e) => unreachable!("raft-rs propose only drops: {e:?}"),
         }
     }

@@ -29,6 +29,9 @@ const VERSION: u8 = 1;
 /// The largest proposal: bounds an entry of the metadata log (a topic's configs are the only
 /// part a client sizes).
 pub const MAX_PROPOSAL_BYTES: usize = 1 << 20;
+/// Proposals remembered per proposing node to recognise a duplicate: a follower's proposal
+/// travels to the leader in a message, and a message can arrive twice.
+pub const DEDUP_WINDOW: usize = 1024;
 /// The most partitions one topic may have, as the broker bounds one CreateTopics or
 /// CreatePartitions request (`engine::api::create_partitions::MAX_PARTITIONS_PER_REQUEST`).
 pub const MAX_PARTITIONS_PER_TOPIC: i32 = 10_000;
@@ -134,6 +137,10 @@ pub enum MetaError {
     IdInUse(Uuid),
     #[error("{0}")]
     Undecodable(DecodeError),
+    /// The same proposal applied before (its proposer had its answer then), or one older than
+    /// the last [`DEDUP_WINDOW`] of its proposer's.
+    #[error("proposal {1} of node {0} was applied already")]
+    Duplicate(NodeId, u64),
 }
 
 /// A topic and the node leading each of its partitions (`leaders[p]`).
@@ -158,6 +165,8 @@ pub struct MetadataState {
     voters: Vec<NodeId>,
     topics: BTreeMap<String, PlacedTopic>,
     ids: BTreeSet<Uuid>,
+    /// Per proposing node, the sequence numbers of its last [`DEDUP_WINDOW`] proposals applied.
+    seen: BTreeMap<NodeId, BTreeSet<u64>>,
     applied: u64,
 }
 
@@ -173,6 +182,7 @@ impl MetadataState {
             voters: voters.to_vec(),
             topics: BTreeMap::new(),
             ids: BTreeSet::new(),
+            seen: BTreeMap::new(),
             applied: 0,
         };
         s.ids.insert(offsets.id);
@@ -223,11 +233,25 @@ impl MetadataState {
                 proposal: None,
                 result: Err(MetaError::Undecodable(e)),
             },
-            Ok(p) => Applied {
-                index,
-                proposal: Some((p.origin, p.seq)),
-                result: self.execute(p.command),
-            },
+            Ok(p) => {
+                let seen = self.seen.entry(p.origin).or_default();
+                let result = if seen.contains(&p.seq)
+                    || (seen.len() >= DEDUP_WINDOW && seen.first().is_some_and(|f| p.seq < *f))
+                {
+                    Err(MetaError::Duplicate(p.origin, p.seq))
+                } else {
+                    seen.insert(p.seq);
+                    if seen.len() > DEDUP_WINDOW {
+                        seen.pop_first();
+                    }
+                    self.execute(p.command)
+                };
+                Applied {
+                    index,
+                    proposal: Some((p.origin, p.seq)),
+                    result,
+                }
+            }
         }
     }
 
@@ -508,10 +532,51 @@ mod tests {
             let got = s.apply(index, &entry(index, command.clone()));
             assert_eq!(got.result, Err(want), "{command:?}");
             assert_eq!(s.applied_index(), index);
-            s.applied = before.applied;
-            assert_eq!(s, before, "{command:?} changed the state");
-            s.applied = index;
+            // The topics are untouched (the proposal itself is remembered, as applied).
+            assert_eq!(
+                (&s.topics, &s.ids),
+                (&before.topics, &before.ids),
+                "{command:?} changed the topics"
+            );
+            assert!(s.seen[&1].contains(&index));
         }
+    }
+
+    #[test]
+    fn a_proposal_applied_twice_takes_effect_once() {
+        let mut s = MetadataState::new(&[1, 2, 3], offsets());
+        let grow = |seq, count| {
+            Proposal {
+                origin: 2,
+                seq,
+                command: Command::CreatePartitions {
+                    changes: vec![("a".into(), count)],
+                },
+            }
+            .encode()
+            .unwrap()
+        };
+        s.apply(1, &entry(1, create("a", 10, 1, 0)));
+        assert_eq!(s.apply(2, &grow(5, 3)).result, Ok(()));
+        assert_eq!(
+            s.apply(3, &grow(5, 3)).result,
+            Err(MetaError::Duplicate(2, 5))
+        );
+        // The same sequence number from another node is another proposal.
+        assert_eq!(
+            s.apply(4, &entry(5, Command::DeleteTopic { name: "a".into() }))
+                .result,
+            Ok(())
+        );
+        // Past the window, an old sequence number counts as a duplicate too.
+        for seq in 100..100 + DEDUP_WINDOW as u64 {
+            s.apply(seq, &grow(seq, 1));
+        }
+        assert_eq!(
+            s.apply(5_000, &grow(6, 9)).result,
+            Err(MetaError::Duplicate(2, 6))
+        );
+        assert_eq!(s.seen[&2].len(), DEDUP_WINDOW);
     }
 
     #[test]

@@ -2,11 +2,12 @@
 //! replicas: the same `Replica` and `MetadataState` a node of a cluster is to run, driven
 //! through the faulty network of `cluster_sim.rs` (delays, drops, duplicates, an isolated node)
 //! with crashes and restarts. Every node proposes topic changes; a follower hands its proposal
-//! to the leader it knows, as the broker is to forward one. Names come from a small pool with
+//! to the leader it knows (`Replica::propose_or_forward`), through the same faulty network. Names come from a small pool with
 //! '.'/'_' collisions, so creates race, and deletes and growth interleave with them.
 //!
 //! Invariants checked:
 //! - every node that applies an index gets the same result there (apply is deterministic);
+//! - a proposal the network delivered twice takes effect once;
 //! - a proposer's answer (the result it saw when its entry applied) is what every node applies;
 //! - no answered change is lost: after healing every node has applied every answered entry;
 //! - replicas converge to one state, and replaying the log into a fresh state (a restart)
@@ -18,7 +19,7 @@ use common::{lose_commit, persist, seeds, Net, Rng, STEPS_PER_TICK, VOTERS};
 use coordinator::topics::{Topic, CONSUMER_OFFSETS};
 use replication::eraftpb::{Entry, Message};
 use replication::metadata::{Applied, Command, MetaError, MetadataState, Proposal};
-use replication::{Durable, NodeId, ProposeError, Replica, Work};
+use replication::{Durable, NodeId, Replica, Work};
 use std::collections::{BTreeMap, HashMap};
 use uuid::Uuid;
 
@@ -94,7 +95,9 @@ impl Sim {
             }
             let node = self.nodes.get_mut(&id).unwrap();
             if let Some((origin, seq)) = applied.proposal {
-                if origin == id {
+                // A duplicate of a forwarded proposal (the network delivered it twice) is
+                // refused; its proposer answered at the first one.
+                if origin == id && !matches!(applied.result, Err(MetaError::Duplicate(..))) {
                     // The proposer answers its client now, with this result.
                     let prev = self
                         .answered
@@ -191,17 +194,15 @@ impl Sim {
         }
         .encode()
         .unwrap();
-        let mut target = origin;
-        for _ in 0..2 {
-            let Some(r) = self.nodes.get_mut(&target).unwrap().replica.as_mut() else {
-                return;
-            };
-            match r.propose(data.clone()) {
-                Ok(_) | Err(ProposeError::Dropped) => return,
-                Err(ProposeError::NotLeader { leader: Some(l) }) if l != target => target = l,
-                Err(ProposeError::NotLeader { .. }) => return,
-            }
-        }
+        // A follower hands it to the leader in a message (raft-rs's proposal forwarding).
+        let r = self
+            .nodes
+            .get_mut(&origin)
+            .unwrap()
+            .replica
+            .as_mut()
+            .unwrap();
+        let _ = r.propose_or_forward(data);
     }
 
     fn run_step(&mut self, propose_per_mille: u64) {
@@ -233,8 +234,8 @@ impl Sim {
     }
 }
 
-/// (answered Ok, answered with an error, faults)
-fn run(seed: u64, steps: u64) -> (usize, usize, usize) {
+/// (answered Ok, answered with an error, faults, duplicates refused)
+fn run(seed: u64, steps: u64) -> (usize, usize, usize, usize) {
     let mut sim = Sim::new(seed);
     let mut faults = 0;
     for _ in 0..steps {
@@ -337,7 +338,9 @@ fn run(seed: u64, steps: u64) -> (usize, usize, usize) {
         let result = &first.applied[&e.index].result;
         match p.command {
             Command::CreateTopic { name, .. } => {
-                if names.get(&name).copied().unwrap_or(false) {
+                if names.get(&name).copied().unwrap_or(false)
+                    && !matches!(result, Err(MetaError::Duplicate(..)))
+                {
                     assert_eq!(result, &Err(MetaError::AlreadyExists(name.clone())));
                 }
                 if result.is_ok() {
@@ -350,20 +353,42 @@ fn run(seed: u64, steps: u64) -> (usize, usize, usize) {
             _ => {}
         }
     }
-    (ok, err, faults)
+    // A proposal takes effect at one index only, however often it arrived.
+    let mut effective = std::collections::HashSet::new();
+    for (index, a) in &first.applied {
+        if let (Some(p), false) = (
+            a.proposal,
+            matches!(a.result, Err(MetaError::Duplicate(..))),
+        ) {
+            assert!(
+                effective.insert(p),
+                "seed {seed}: {p:?} took effect twice, again at {index}"
+            );
+        }
+    }
+    let duplicates = first
+        .applied
+        .values()
+        .filter(|a| matches!(a.result, Err(MetaError::Duplicate(..))))
+        .count();
+    (ok, err, faults, duplicates)
 }
 
 #[test]
 fn three_nodes_agree_on_every_topic_change_under_faults() {
     let seeds = seeds(40);
-    let (mut ok, mut err, mut faults) = (0, 0, 0);
+    let (mut ok, mut err, mut faults, mut dups) = (0, 0, 0, 0);
     for seed in 0..seeds {
-        let (o, e, f) = run(seed, 4_000);
+        let (o, e, f, d) = run(seed, 4_000);
         ok += o;
         err += e;
         faults += f;
+        dups += d;
     }
-    eprintln!("{seeds} seeds: {ok} changes answered ok, {err} refused, {faults} faults");
+    eprintln!(
+        "{seeds} seeds: {ok} changes answered ok, {err} refused, {faults} faults, \
+         {dups} duplicated proposals applied once"
+    );
     // The runs must have done something of each kind.
     assert!(ok > seeds as usize * 5, "only {ok} changes answered ok");
     assert!(err > seeds as usize * 2, "only {err} changes refused");
