@@ -5,6 +5,12 @@
 //! more common than writes (every Metadata request reads; only admin calls write), so readers take
 //! a lock-free snapshot (`ArcSwap`) from any shard, while writers serialise on a mutex and run on
 //! a blocking thread (`spawn_blocking`) so the fsync never stalls a reactor.
+//!
+//! On a node of a cluster the registry is the cluster's metadata log instead
+//! (`runtime::metadata_log`, `replication::metadata`): a change is proposed there with the
+//! `*_replicated` methods, which wait (asynchronously) until the entry applies on this node; the
+//! metadata log installs the applied topics here ([`TopicRegistry::install`]), and `topics.json`
+//! is neither read nor written.
 
 use arc_swap::ArcSwap;
 use serde::{Deserialize, Serialize};
@@ -43,12 +49,52 @@ pub enum RegistryError {
     },
     #[error("topic registry at {path} is corrupt: {reason}")]
     Corrupt { path: PathBuf, reason: String },
+    /// A node of a cluster: the change was not applied in time, or not proposed (the client
+    /// gets REQUEST_TIMED_OUT and retries).
+    #[error("the cluster's metadata log did not apply the change: {0}")]
+    NotAvailable(String),
 }
 
 #[derive(Serialize, Deserialize)]
 struct OnDisk {
     version: u32,
     topics: Vec<Topic>,
+}
+
+/// How long a change proposed to the cluster's metadata log is waited for before the request is
+/// answered REQUEST_TIMED_OUT (Kafka's CreateTopics default `timeout_ms` is 30 s; a change that
+/// applies later is still applied, and a retry then finds it).
+pub const META_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(15);
+/// Changes queued for the metadata log and not yet taken by it: past this, refused.
+pub const META_QUEUE: usize = 256;
+/// How often a request waiting for its change looks for the outcome.
+const META_POLL: std::time::Duration = std::time::Duration::from_millis(2);
+
+/// What became of a change given to the cluster's metadata log.
+#[derive(Debug)]
+pub enum MetaOutcome {
+    /// Its entry applied on this node, with this result (the same on every node).
+    Applied(Result<(), replication::metadata::MetaError>),
+    /// It was not proposed (no leader known yet, too many in flight, too large).
+    NotProposed(String),
+}
+
+/// A change for the cluster's metadata log and where its outcome goes.
+pub struct MetaRequest {
+    pub command: replication::metadata::Command,
+    pub reply: std::sync::mpsc::SyncSender<MetaOutcome>,
+}
+
+/// The changes waiting for the metadata log (shard 0 takes them, `runtime::metadata_log`).
+#[derive(Default)]
+pub struct MetaInbox {
+    pub queue: Mutex<std::collections::VecDeque<MetaRequest>>,
+}
+
+impl std::fmt::Debug for MetaInbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MetaInbox").finish_non_exhaustive()
+    }
 }
 
 #[derive(Debug)]
@@ -58,6 +104,8 @@ pub struct TopicRegistry {
     current: Arc<ArcSwap<TopicsSnapshot>>,
     /// Serialises writers; the guarded value is the authoritative list written to disk.
     writer: Mutex<()>,
+    /// Set on a node of a cluster: changes go through the metadata log.
+    meta: std::sync::OnceLock<Arc<MetaInbox>>,
 }
 
 impl TopicRegistry {
@@ -84,6 +132,7 @@ impl TopicRegistry {
             path: path.clone(),
             current: Arc::new(ArcSwap::from_pointee(TopicsSnapshot::from_topics(topics))),
             writer: Mutex::new(()),
+            meta: std::sync::OnceLock::new(),
         };
         if reg.snapshot().get(CONSUMER_OFFSETS).is_none() {
             let t = Topic {
@@ -96,6 +145,137 @@ impl TopicRegistry {
             reg.commit(|topics| topics.push(t))?;
         }
         Ok(reg)
+    }
+
+    /// Make this registry the view of the cluster's metadata log: from now on changes are
+    /// proposed through `inbox`, and the topics are what [`Self::install`] puts here.
+    pub fn use_metadata_log(&self, inbox: Arc<MetaInbox>, topics: TopicsSnapshot) {
+        assert!(self.meta.set(inbox).is_ok(), "the metadata log is set once");
+        self.install(topics);
+    }
+
+    /// On a node of a cluster: the topics the metadata log has applied on this node.
+    pub fn install(&self, topics: TopicsSnapshot) {
+        self.current.store(Arc::new(topics));
+    }
+
+    /// This node is one of a cluster: changes go through the metadata log, with the
+    /// `*_replicated` methods (async: the wait must not hold one of the executor's blocking
+    /// threads, which the metadata log's own file operations may need).
+    pub fn is_replicated(&self) -> bool {
+        self.meta.get().is_some()
+    }
+
+    /// Propose `command` to the metadata log and wait (polling, off no thread) until it applies
+    /// on this node, or [`META_TIMEOUT`].
+    async fn propose(&self, command: replication::metadata::Command) -> Result<(), RegistryError> {
+        use replication::metadata::MetaError;
+        let inbox = self.meta.get().expect("a cluster node's registry");
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        {
+            let mut q = inbox.queue.lock().unwrap_or_else(|p| p.into_inner());
+            if q.len() >= META_QUEUE {
+                return Err(RegistryError::NotAvailable(format!(
+                    "{META_QUEUE} topic changes are already waiting"
+                )));
+            }
+            q.push_back(MetaRequest { command, reply: tx });
+        }
+        let deadline = std::time::Instant::now() + META_TIMEOUT;
+        let outcome = loop {
+            match rx.try_recv() {
+                Ok(o) => break o,
+                Err(std::sync::mpsc::TryRecvError::Disconnected) => {
+                    break MetaOutcome::NotProposed("the metadata log stopped".into())
+                }
+                Err(std::sync::mpsc::TryRecvError::Empty) => {}
+            }
+            if std::time::Instant::now() >= deadline {
+                return Err(RegistryError::NotAvailable(format!(
+                    "no answer within {} s",
+                    META_TIMEOUT.as_secs()
+                )));
+            }
+            glommio::timer::sleep(META_POLL).await;
+        };
+        match outcome {
+            MetaOutcome::Applied(Ok(())) => Ok(()),
+            MetaOutcome::NotProposed(why) => Err(RegistryError::NotAvailable(why)),
+            MetaOutcome::Applied(Err(e)) => Err(match e {
+                MetaError::AlreadyExists(n) => RegistryError::AlreadyExists(n),
+                MetaError::InvalidName(n) => RegistryError::InvalidName(n),
+                MetaError::Collides(a, b) => RegistryError::Collides(a, b),
+                MetaError::Unknown(n) => RegistryError::Unknown(n),
+                MetaError::Internal(n) => RegistryError::Internal(n),
+                MetaError::NotAnIncrease {
+                    name,
+                    current,
+                    requested,
+                } => RegistryError::NotAnIncrease {
+                    name,
+                    current,
+                    requested,
+                },
+                e => RegistryError::NotAvailable(e.to_string()),
+            }),
+        }
+    }
+
+    /// [`Self::create`] on a node of a cluster.
+    pub async fn create_replicated(
+        &self,
+        name: &str,
+        partitions: i32,
+        configs: BTreeMap<String, String>,
+    ) -> Result<Arc<Topic>, RegistryError> {
+        validate_name(name).map_err(RegistryError::InvalidName)?;
+        let id = new_topic_id();
+        self.propose(replication::metadata::Command::CreateTopic {
+            name: name.into(),
+            id,
+            partitions,
+            configs,
+            // Where the round robin of partition leaders starts (Kafka starts it at a random
+            // broker); any value, the metadata log takes it modulo the voters.
+            first_leader: id.as_u128() as u32,
+        })
+        .await?;
+        self.snapshot()
+            .get(name)
+            .cloned()
+            .ok_or_else(|| RegistryError::NotAvailable(format!("{name} was deleted again at once")))
+    }
+
+    /// [`Self::delete`] on a node of a cluster.
+    pub async fn delete_replicated(&self, name: &str) -> Result<Arc<Topic>, RegistryError> {
+        let topic = self.snapshot().get(name).cloned();
+        self.propose(replication::metadata::Command::DeleteTopic { name: name.into() })
+            .await?;
+        topic.ok_or_else(|| RegistryError::Unknown(name.into()))
+    }
+
+    /// [`Self::add_partitions`] on a node of a cluster.
+    pub async fn add_partitions_replicated(
+        &self,
+        changes: &[(String, i32)],
+    ) -> Result<(), RegistryError> {
+        self.propose(replication::metadata::Command::CreatePartitions {
+            changes: changes.to_vec(),
+        })
+        .await
+    }
+
+    /// [`Self::set_configs`] on a node of a cluster.
+    pub async fn set_configs_replicated(
+        &self,
+        name: &str,
+        configs: BTreeMap<String, String>,
+    ) -> Result<(), RegistryError> {
+        self.propose(replication::metadata::Command::SetConfigs {
+            name: name.into(),
+            configs,
+        })
+        .await
     }
 
     /// The current topics; cheap, lock-free, safe from any thread.
@@ -209,6 +389,12 @@ impl TopicRegistry {
         snap: &TopicsSnapshot,
         change: impl FnOnce(&mut Vec<Topic>),
     ) -> Result<(), RegistryError> {
+        // On a node of a cluster the metadata log is the registry (the `*_replicated` methods):
+        // a local change here would be overwritten by its next install.
+        assert!(
+            !self.is_replicated(),
+            "a cluster node's topics change through the metadata log"
+        );
         let mut topics: Vec<Topic> = snap.iter().map(|t| (**t).clone()).collect();
         change(&mut topics);
         topics.sort_by(|a, b| a.name.cmp(&b.name));

@@ -17,9 +17,13 @@ node-to-node port, all three given the same `controller.quorum.voters` and `clus
   clients still reach it): its last OffsetFetch answer comes before any other node's first one,
   so two coordinators never answer at once (the leader lease, docs/replication.md).
 
+* the topics are one registry, the cluster's metadata log: a topic created, grown or deleted
+  through any node is the same (name, id, partitions) on every node, a second create of a name
+  fails on any node, and changes go on through a follower while the log's leader is dead; a
+  restarted node catches up.
+
 Rounds: `RINGLEADER_FAILOVER_ROUNDS` (5 in the suite; `scripts/failover.sh` runs many more).
-Topics are not replicated yet (each node keeps its own registry, docs/replication.md), so the
-test creates its topic on every node.
+Topic data is still per node (docs/replication.md): the tests commit offsets, they do not produce.
 """
 
 from __future__ import annotations
@@ -32,8 +36,8 @@ import time
 import pytest
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from harness import (Broker, Reader, confluent_admin, confluent_create, connect, free_port, kstring,
-                     recv_frame, request_frame)
+from harness import (Broker, Reader, confluent_admin, confluent_create, confluent_topic_ids,
+                     confluent_topics, connect, free_port, kstring, recv_frame, request_frame)
 
 TOPIC = "orders"
 GROUP = "failover"
@@ -67,6 +71,55 @@ def cluster(tmp_path, monkeypatch):
     yield nodes
     for b in nodes:
         b.kill()
+
+
+def create_topic(nodes, name: str, partitions: int, via: int = 0) -> float:
+    """Create `name` through node `via` and wait until every live node shows the same topic id
+    and partition count; returns the seconds the create took. Right after start the metadata log
+    may have no leader yet (the node waits for one, up to its deadline): REQUEST_TIMED_OUT is retried (a create that applied late then reads
+    TOPIC_ALREADY_EXISTS, which is accepted only after a retry)."""
+    from confluent_kafka import KafkaError
+
+    admin = confluent_admin(nodes[via])
+    start = time.monotonic()
+    retried = False
+    while True:
+        err = confluent_create(admin, name, partitions=partitions)
+        if err is None or (retried and err.code() == KafkaError.TOPIC_ALREADY_EXISTS):
+            break
+        assert ((err.retriable() or err.code() == KafkaError.REQUEST_TIMED_OUT)
+                and time.monotonic() - start < 60), f"create {name}: {err}"
+        retried = True
+        time.sleep(0.2)
+    took = time.monotonic() - start
+    wait_same_topic(nodes, name, partitions)
+    return took
+
+
+def wait_same_topic(nodes, name: str, partitions: int | None) -> str | None:
+    """Wait until every live node shows `name` with one id and `partitions` partitions (None:
+    the topic is gone everywhere); returns the id."""
+    deadline = time.monotonic() + 30
+    while True:
+        seen = {}
+        for i, n in enumerate(nodes):
+            if not n.alive():
+                continue
+            admin = confluent_admin(n)
+            topics = confluent_topics(admin)
+            if name not in topics or topics[name].error is not None:
+                seen[i + 1] = None
+            else:
+                seen[i + 1] = confluent_topic_ids(admin, [name])[name]
+        want_gone = partitions is None
+        if want_gone and all(v is None for v in seen.values()):
+            return None
+        ids = {v[0] for v in seen.values() if v is not None}
+        if (not want_gone and len(ids) == 1 and all(v is not None and v[1] == partitions
+                                                     for v in seen.values())):
+            return ids.pop()
+        assert time.monotonic() < deadline, f"{name}: nodes disagree: {seen}"
+        time.sleep(0.1)
 
 
 def consumer(bootstrap: str) -> Consumer:
@@ -133,8 +186,7 @@ def coordinator(nodes) -> int:
 def test_commits_survive_killing_the_coordinator(cluster):
     nodes = cluster
     bootstrap = ",".join(n.bootstrap for n in nodes)
-    for n in nodes:
-        assert confluent_create(confluent_admin(n), TOPIC, partitions=1) is None
+    create_topic(nodes, TOPIC, 1)
 
     c = consumer(bootstrap)
     acked = 0
@@ -181,8 +233,7 @@ def test_a_subscribed_consumer_keeps_its_group_through_coordinator_kills(cluster
 
     nodes = cluster
     bootstrap = ",".join(n.bootstrap for n in nodes)
-    for n in nodes:
-        assert confluent_create(confluent_admin(n), TOPIC, partitions=3) is None
+    create_topic(nodes, TOPIC, 3)
     c = consumer(bootstrap)
     c.subscribe([TOPIC])
     deadline = time.monotonic() + 30
@@ -254,8 +305,7 @@ def offset_fetch(sock, correlation_id: int) -> tuple[int, int | None]:
 def test_an_isolated_coordinator_stops_answering_before_another_starts(cluster, tmp_path):
     nodes = cluster
     bootstrap = ",".join(n.bootstrap for n in nodes)
-    for n in nodes:
-        assert confluent_create(confluent_admin(n), TOPIC, partitions=1) is None
+    create_topic(nodes, TOPIC, 1)
     c = consumer(bootstrap)
     commit_until_acked(c, 5)
     c.close()
@@ -309,3 +359,58 @@ def test_an_isolated_coordinator_stops_answering_before_another_starts(cluster, 
     commit_until_acked(c, 6)
     c.close()
     assert committed(bootstrap) == 6
+
+
+def test_topics_are_one_registry_across_the_nodes(cluster):
+    from confluent_kafka import KafkaError
+    from confluent_kafka.admin import NewPartitions
+
+    nodes = cluster
+    # Created through a follower of the metadata log (node 1 stands for its election first).
+    took = create_topic(nodes, "shared", 3, via=1)
+    log.info("create through node 2: %.3f s", took)
+    first_id = wait_same_topic(nodes, "shared", 3)
+    # The name is taken on every node.
+    for n in nodes:
+        err = confluent_create(confluent_admin(n), "shared", partitions=1)
+        assert err is not None and err.code() == KafkaError.TOPIC_ALREADY_EXISTS, err
+    # Grown through node 3, seen by all with the same id.
+    admin3 = confluent_admin(nodes[2])
+    admin3.create_partitions([NewPartitions("shared", 5)])["shared"].result(timeout=30)
+    assert wait_same_topic(nodes, "shared", 5) == first_id
+    # Deleted through node 1, gone from all.
+    admin1 = confluent_admin(nodes[0])
+    admin1.delete_topics(["shared"], operation_timeout=20)["shared"].result(timeout=30)
+    wait_same_topic(nodes, "shared", None)
+    # The metadata log's leader dies: changes go on through the others (after an election), and
+    # the dead node catches up when it is back.
+    leader = metadata_leader(nodes)
+    nodes[leader - 1].kill()
+    via = leader % 3  # another node's index
+    took = create_topic(nodes, "after-kill", 2, via=via)
+    log.info("create through node %d after killing the metadata leader %d: %.3f s", via + 1, leader, took)
+    assert took < 20, f"a create took {took:.1f} s after the leader died"
+    after_id = wait_same_topic(nodes, "after-kill", 2)
+    assert metadata_leader(nodes) != leader
+    nodes[leader - 1].start()
+    assert wait_same_topic(nodes, "after-kill", 2) == after_id
+    # Recreating a deleted name gives a new id.
+    create_topic(nodes, "shared", 1, via=leader - 1)
+    assert wait_same_topic(nodes, "shared", 1) != first_id
+
+
+def metadata_leader(nodes) -> int:
+    """The metadata log's leader as the live nodes last logged it (engine/src/runtime/metadata_log.rs
+    logs every change it sees): the most recent `leader=Some(N)` line of any live node."""
+    import re
+
+    best = ("", None)
+    for n in nodes:
+        if not n.alive():
+            continue
+        for line in n.log_text().splitlines():
+            m = re.match(r"(\S+) .*metadata log: leader leader=Some\((\d+)\)", line)
+            if m and m.group(1) > best[0]:
+                best = (m.group(1), int(m.group(2)))
+    assert best[1] is not None, "no node logged a metadata log leader"
+    return best[1]

@@ -35,8 +35,8 @@
 //! [`partition::ReplicatedPartition`] puts the group coordinator's partition core on top: the
 //! core runs on the leader only, and its "durable" is "committed by a majority".
 //! [`metadata::MetadataState`] is the state machine of the cluster's metadata log (topics, their
-//! ids and the node leading each partition), applied alike on every node; the broker does not
-//! run that log yet.
+//! ids and the node leading each partition), applied alike on every node (the broker's shell is
+//! `engine::runtime::metadata_log`).
 
 pub mod metadata;
 pub mod partition;

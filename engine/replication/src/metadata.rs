@@ -3,8 +3,7 @@
 //! the first piece of the replicated topic registry (docs/replication.md, "Not built yet", item
 //! 1): one more Raft group whose entries are [`Proposal`]s; every node applies the committed ones
 //! in log order with [`MetadataState::apply`] and so holds the same registry, with the same
-//! topic ids. Not driven by the broker yet: the broker's registry is still per node
-//! (`engine::topics`).
+//! topic ids. The broker drives it from `engine::runtime::metadata_log`.
 //!
 //! KRaft's metadata log in spirit. Kafka's controller validates a CreateTopics request and
 //! places its replicas before it writes the records

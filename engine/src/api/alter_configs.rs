@@ -271,16 +271,23 @@ async fn apply_one(broker: &Arc<Broker>, c: &Change, twice: bool, validate_only:
     if validate_only || configs == topic.configs {
         return Ok(());
     }
-    let (b, name) = (broker.clone(), c.name.clone());
-    let written = glommio::executor()
-        .spawn_blocking(move || b.topics.set_configs(&name, configs))
-        .await;
+    let written = if broker.topics.is_replicated() {
+        broker.topics.set_configs_replicated(&c.name, configs).await
+    } else {
+        let (b, name) = (broker.clone(), c.name.clone());
+        glommio::executor()
+            .spawn_blocking(move || b.topics.set_configs(&name, configs))
+            .await
+    };
     match written {
         Ok(()) => Ok(()),
         Err(RegistryError::Unknown(name)) => Err((
             ResponseError::UnknownTopicOrPartition,
             format!("The topic '{name}' does not exist."),
         )),
+        Err(e @ RegistryError::NotAvailable(_)) => {
+            Err((ResponseError::RequestTimedOut, e.to_string()))
+        }
         Err(e) => {
             tracing::error!(topic = %c.name, error = %e, "altering topic configs failed");
             Err((ResponseError::UnknownServerError, e.to_string()))

@@ -176,15 +176,20 @@ pub(super) async fn handle(
         }
     }
     if !changes.is_empty() && !req.validate_only {
-        let b = broker.clone();
-        let written = glommio::executor()
-            .spawn_blocking(move || b.topics.add_partitions(&changes))
-            .await;
+        let written = if broker.topics.is_replicated() {
+            broker.topics.add_partitions_replicated(&changes).await
+        } else {
+            let b = broker.clone();
+            glommio::executor()
+                .spawn_blocking(move || b.topics.add_partitions(&changes))
+                .await
+        };
         if let Err(e) = written {
             // A topic deleted or grown by a concurrent request since the checks, or the disk.
             let code = match &e {
                 RegistryError::Unknown(_) => ResponseError::UnknownTopicOrPartition,
                 RegistryError::NotAnIncrease { .. } => ResponseError::InvalidPartitions,
+                RegistryError::NotAvailable(_) => ResponseError::RequestTimedOut,
                 _ => {
                     tracing::error!(error = %e, "adding partitions failed");
                     ResponseError::UnknownServerError

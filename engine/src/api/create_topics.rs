@@ -88,6 +88,12 @@ pub(super) async fn create_topic(
     partitions: i32,
     configs: BTreeMap<String, String>,
 ) -> Result<Arc<Topic>, RegistryError> {
+    if broker.topics.is_replicated() {
+        return broker
+            .topics
+            .create_replicated(&name, partitions, configs)
+            .await;
+    }
     let b = broker.clone();
     glommio::executor()
         .spawn_blocking(move || b.topics.create(&name, partitions, configs))
@@ -339,6 +345,10 @@ pub(super) async fn handle(
                     ResponseError::InvalidTopicException,
                     e.to_string(),
                 ))
+            }
+            Err(e @ RegistryError::NotAvailable(_)) => {
+                resp.topics
+                    .push(fail(result, ResponseError::RequestTimedOut, e.to_string()))
             }
             Err(e) => {
                 tracing::error!(topic = %name, error = %e, "creating topic failed");

@@ -14,6 +14,9 @@ use std::sync::Arc;
 use uuid::Uuid;
 
 async fn delete_topic(broker: &Arc<Broker>, name: String) -> Result<Arc<Topic>, RegistryError> {
+    if broker.topics.is_replicated() {
+        return broker.topics.delete_replicated(&name).await;
+    }
     let b = broker.clone();
     glommio::executor()
         .spawn_blocking(move || b.topics.delete(&name))
@@ -111,6 +114,10 @@ async fn delete(
                 Ok(t) => tracing::info!(topic = %t.name, id = %t.id, "deleted topic"),
                 Err(RegistryError::Unknown(_)) => {
                     r.error_code = code(ResponseError::UnknownTopicOrPartition)
+                }
+                Err(e @ RegistryError::NotAvailable(_)) => {
+                    r.error_code = code(ResponseError::RequestTimedOut);
+                    r.error_message = Some(s(e.to_string()));
                 }
                 Err(e) => {
                     tracing::error!(topic = %topic.name, error = %e, "deleting topic failed");

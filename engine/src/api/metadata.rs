@@ -293,6 +293,16 @@ pub(crate) async fn metadata_topics(
                             ResponseError::InvalidTopicException,
                         ))
                     }
+                    // A cluster's metadata log has no leader yet, or did not answer in time:
+                    // clients retry LEADER_NOT_AVAILABLE with their next metadata request.
+                    Err(RegistryError::NotAvailable(why)) => {
+                        tracing::info!(topic = %name, %why, "auto-creating topic: not yet");
+                        resp.topics.push(Broker::metadata_error(
+                            Some(&name),
+                            Uuid::nil(),
+                            ResponseError::LeaderNotAvailable,
+                        ));
+                    }
                     Err(e) => {
                         tracing::error!(topic = %name, error = %e, "auto-creating topic failed");
                         resp.topics.push(Broker::metadata_error(

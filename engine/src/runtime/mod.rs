@@ -11,7 +11,8 @@
 //!   (`coordinator::partition_core`): its log writer, snapshots, compaction and reloads.
 //! - `replicated` and `peers`: on a node of a cluster (`controller.quorum.voters`), the shell
 //!   around each `__consumer_offsets` partition's Raft replica (`replication`), and the
-//!   node-to-node links its messages travel.
+//!   node-to-node links its messages travel; `metadata_log`, on shard 0 of such a node, the
+//!   cluster's metadata log (the topics every node shares, `replication::metadata`).
 //! - `txn`: the glommio shell around each `__transaction_state` partition's transaction
 //!   coordinator (`coordinator::txn`): its log writer and compaction, reloads, and the markers a
 //!   transaction's end sends to data partitions and group coordinators.
@@ -21,6 +22,7 @@
 
 pub mod conn;
 pub mod journal;
+pub mod metadata_log;
 pub mod partition;
 pub mod peers;
 pub mod replicated;

@@ -19,7 +19,8 @@
 //! partitions it runs (i32, must equal ours, or messages would reach the wrong partition), then
 //! its client endpoints (u16 count, each a u16-length listener
 //! name, a u16-length host and an i32 port) so FindCoordinator here can name it. Every later
-//! payload is one raft-rs message (`replication::encode`). A frame longer than
+//! payload is one raft-rs message (`replication::encode`); partition −2 is the cluster's metadata
+//! log (`runtime::metadata_log`, on shard 0). A frame longer than
 //! [`MAX_FRAME_BYTES`], a bad hello or a partition out of range closes the connection.
 //!
 //! Must not: interpret a Raft message (the partition's replica does), or block a shard on a peer:
@@ -289,11 +290,21 @@ async fn connect(addr: &str) -> std::io::Result<glommio::net::TcpStream> {
 }
 
 /// Accept peers on this node's voter address until shutdown (runs on shard 0).
+/// The partition number of the cluster's metadata log's messages (`runtime::metadata_log`; the
+/// `__consumer_offsets` partitions use 0..n, the hello −1).
+pub const METADATA_PARTITION: i32 = -2;
+
+/// Where this shard steps a message of [`METADATA_PARTITION`]: the metadata log's, once it is
+/// open (set by the server; a function, so this module does not depend on the log's). Before
+/// that, such messages are dropped, as lost ones (Raft resends).
+pub type MetaSlot = Rc<RefCell<Option<Rc<dyn Fn(&[u8])>>>>;
+
 pub async fn serve(
     listener: glommio::net::TcpListener,
     cluster: Arc<Cluster>,
     router: Rc<Router>,
     partitions: i32,
+    meta: MetaSlot,
     shutdown: Shutdown,
 ) {
     enum Event {
@@ -312,10 +323,11 @@ pub async fn serve(
                 let cluster = cluster.clone();
                 let router = router.clone();
                 let shutdown = shutdown.clone();
+                let meta = meta.clone();
                 glommio::spawn_local(async move {
                     let peer = stream.peer_addr().ok();
                     if let Err(e) =
-                        read_loop(stream, &cluster, &router, partitions, &shutdown).await
+                        read_loop(stream, &cluster, &router, partitions, &meta, &shutdown).await
                     {
                         tracing::info!(?peer, error = %e, "node-to-node connection closed");
                     }
@@ -356,6 +368,7 @@ async fn read_loop(
     cluster: &Arc<Cluster>,
     router: &Rc<Router>,
     partitions: i32,
+    meta: &MetaSlot,
     shutdown: &Shutdown,
 ) -> Result<(), String> {
     let mut buf = Vec::new();
@@ -392,6 +405,14 @@ async fn read_loop(
     let outstanding = Rc::new(Cell::new(0usize));
     while !shutdown.is_triggered() {
         let partition = read_frame(&mut stream, &mut buf).await?;
+        if partition == METADATA_PARTITION {
+            // The metadata log lives on this shard: step it here.
+            let step = meta.borrow().clone();
+            if let Some(step) = step {
+                step(&buf);
+            }
+            continue;
+        }
         if !(0..partitions).contains(&partition) {
             return Err(format!(
                 "node {node} sent a message for partition {partition}"

@@ -45,7 +45,7 @@ pub const RAFT_TICK: Duration = Duration::from_millis(replication::TICK_MS as u6
 
 /// The lease's clock: monotonic milliseconds (a wall clock stepped back by NTP would stretch a
 /// lease past the followers' promise).
-fn mono_ms() -> i64 {
+pub(crate) fn mono_ms() -> i64 {
     static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
     START.get_or_init(Instant::now).elapsed().as_millis() as i64
 }

@@ -567,6 +567,11 @@ fn start_replicas(
         endpoints,
     });
     let links = crate::runtime::peers::Links::start(&cluster, hello, shutdown.clone());
+    // Shard 0 (the one given the node-to-node listener) runs the cluster's metadata log; its
+    // node-to-node listener steps the log's messages through `meta_step`.
+    let meta: Rc<RefCell<Option<Rc<crate::runtime::metadata_log::MetadataLog>>>> = Rc::default();
+    let meta_step: crate::runtime::peers::MetaSlot = Rc::default();
+    let runs_metadata_log = peer_listener.is_some();
     if let Some(fd) = peer_listener {
         // SAFETY: the fd is a bound, listening TCP socket (bind_shard_socket) whose ownership
         // moves to the glommio listener (into_raw_fd gives it up).
@@ -578,29 +583,51 @@ fn start_replicas(
                 cluster.clone(),
                 shard.router.clone(),
                 partitions,
+                meta_step.clone(),
                 shutdown.clone(),
             ),
         );
     }
     let exec_open = exec.clone();
     let (shard_id, shards) = (shard.router.shard(), shard.router.shards());
+    let meta_open = meta.clone();
     shard.tasks.spawn("open replicas", async move {
         let opened = match &broker.data_dir {
             None => Err(anyhow::anyhow!(
                 "a node of a cluster needs a data directory"
             )),
             Some(dir) => {
-                ReplicaSet::open(
+                let set = ReplicaSet::open(
                     shard_id,
                     shards,
                     partitions,
                     crate::config::group_config(&broker.config),
-                    cluster,
-                    links,
+                    cluster.clone(),
+                    links.clone(),
                     dir,
                     offsets_log_config(&broker),
                 )
-                .await
+                .await;
+                match set {
+                    Ok(set) if runs_metadata_log => {
+                        crate::runtime::metadata_log::MetadataLog::open(
+                            broker.clone(),
+                            cluster,
+                            links,
+                            dir,
+                            offsets_log_config(&broker),
+                        )
+                        .await
+                        .map(|log| {
+                            let stepper = log.clone();
+                            *meta_step.borrow_mut() =
+                                Some(Rc::new(move |b: &[u8]| stepper.step(b)));
+                            *meta_open.borrow_mut() = Some(log);
+                            set
+                        })
+                    }
+                    other => other,
+                }
             }
         };
         match opened {
@@ -622,12 +649,30 @@ fn start_replicas(
         }
     });
     let replicas = exec.clone();
+    let meta_tick = meta.clone();
     shard.tasks.every("raft ticks", RAFT_TICK, move || {
         if let Some(set) = replicas.replicas.as_ref().and_then(|r| r.borrow().clone()) {
             set.raft_tick();
         }
+        let log = meta_tick.borrow().clone();
+        if let Some(log) = log {
+            log.raft_tick(crate::runtime::replicated::mono_ms());
+        }
         std::future::ready(())
     });
+    if runs_metadata_log {
+        shard.tasks.every(
+            "metadata changes",
+            crate::runtime::metadata_log::INBOX_POLL,
+            move || {
+                let log = meta.borrow().clone();
+                if let Some(log) = log {
+                    log.take_inbox();
+                }
+                std::future::ready(())
+            },
+        );
+    }
     let replicas = exec.clone();
     shard.tasks.every("replica deadlines", TICK, move || {
         if let Some(set) = replicas.replicas.as_ref().and_then(|r| r.borrow().clone()) {

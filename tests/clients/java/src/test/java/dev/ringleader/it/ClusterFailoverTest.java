@@ -25,12 +25,14 @@ import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.ConsumerGroupDescription;
 import org.apache.kafka.clients.admin.MemberDescription;
 import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.admin.TopicDescription;
 import org.apache.kafka.clients.consumer.CommitFailedException;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.common.GroupState;
 import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.Uuid;
 import org.apache.kafka.common.errors.RebalanceInProgressException;
 import org.apache.kafka.common.errors.RetriableException;
 import org.apache.kafka.common.errors.UnsupportedVersionException;
@@ -49,8 +51,9 @@ import org.junit.jupiter.api.Test;
  * (p50 / p99 / max, in the surefire output).
  *
  * Rounds: `-Dfailover.rounds` (8 in the suite; e.g. `-Dfailover.rounds=100 -Dtest=ClusterFailoverTest` for the long
- * run, or scripts/failover.py for hours of librdkafka). The topic is created on every node: topics are not
- * replicated yet (docs/replication.md), and the consumer protocol waits for that, so this is the classic protocol.
+ * run, or scripts/failover.py for hours of librdkafka). The topic is created once, through one node, and every node
+ * then shows it with one topic id (the cluster's metadata log, docs/replication.md). Topic data is still per node,
+ * and the consumer protocol waits for replicated topic data, so this is the classic protocol.
  */
 class ClusterFailoverTest {
     static final String TOPIC = "java-failover";
@@ -78,8 +81,8 @@ class ClusterFailoverTest {
     @Test
     void theConsumerProtocolIsRefusedWithAClearErrorOnACluster() throws Exception {
         try (RingleaderCluster cluster = RingleaderCluster.start("cgh", 3)) {
+            createOnce(cluster, TOPIC, 1);
             try (Admin a = Clients.admin(cluster.node(1))) {
-                a.createTopics(List.of(new NewTopic(TOPIC, 1, (short) 1))).all().get(30, TimeUnit.SECONDS);
                 // Bootstrapped at node 1 only, the client still learns every node (DescribeCluster; Metadata
                 // lists the same), so it can find a coordinator elsewhere once node 1 is gone.
                 // A node learns a peer's endpoint from the peer's hello, so allow the first seconds.
@@ -197,12 +200,39 @@ class ClusterFailoverTest {
         }
     }
 
-    static void run(RingleaderCluster cluster, int rounds) throws Exception {
-        for (RingleaderBroker node : cluster.nodes()) {
-            try (Admin a = Clients.admin(node)) {
-                a.createTopics(List.of(new NewTopic(TOPIC, PARTITIONS, (short) 1))).all().get(30, TimeUnit.SECONDS);
-            }
+    /**
+     * Create `topic` through node 1 and wait until every node describes it with one topic id and `partitions`
+     * partitions (the metadata log applies it on every node). Right after start the create waits for the metadata
+     * log's first election (about a second).
+     */
+    static void createOnce(RingleaderCluster cluster, String topic, int partitions) throws Exception {
+        try (Admin a = Clients.admin(cluster.node(1))) {
+            a.createTopics(List.of(new NewTopic(topic, partitions, (short) 1))).all().get(30, TimeUnit.SECONDS);
         }
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+        while (true) {
+            Map<Integer, Uuid> ids = new TreeMap<>();
+            boolean whole = true;
+            for (int id = 1; id <= cluster.nodes().size(); id++) {
+                try (Admin a = Clients.admin(cluster.node(id))) {
+                    TopicDescription d =
+                            a.describeTopics(List.of(topic)).allTopicNames().get(10, TimeUnit.SECONDS).get(topic);
+                    ids.put(id, d.topicId());
+                    whole &= d.partitions().size() == partitions;
+                } catch (java.util.concurrent.ExecutionException e) {
+                    whole = false;
+                }
+            }
+            if (whole && ids.size() == cluster.nodes().size() && new HashSet<>(ids.values()).size() == 1) {
+                return;
+            }
+            assertTrue(System.nanoTime() < deadline, "nodes disagree on " + topic + ": " + ids);
+            Thread.sleep(100);
+        }
+    }
+
+    static void run(RingleaderCluster cluster, int rounds) throws Exception {
+        createOnce(cluster, TOPIC, PARTITIONS);
         Map<TopicPartition, Long> acked = new TreeMap<>((x, y) -> Integer.compare(x.partition(), y.partition()));
         List<Double> recoveryMs = new ArrayList<>();
         List<Integer> coordinators = new ArrayList<>();

@@ -1,0 +1,403 @@
+//! The cluster's metadata log on a node of a cluster: one more Raft group over every voter, on
+//! shard 0, whose entries are topic changes (`replication::metadata`). Every node applies the
+//! committed entries in order and installs the resulting topics in its registry
+//! (`topics::TopicRegistry::install`), so every node has the same topics with the same ids.
+//!
+//! A change comes from any node: CreateTopics, DeleteTopics, CreatePartitions, a topic's configs
+//! and auto-creation call the registry on a blocking thread, which queues the change in the
+//! [`MetaInbox`] and waits; shard 0 takes it from there every [`INBOX_POLL`], proposes it (a
+//! follower hands it to the leader, `Replica::propose_or_forward`) and answers the waiting call
+//! when the entry applies on this node, with the result every node computed alike. A proposal
+//! lost on the way (forwarded to a leader that died) is proposed again after [`RETRY`] with the
+//! same sequence number, which the log applies once; one not applied by the caller's deadline
+//! (`topics::META_TIMEOUT`) is answered REQUEST_TIMED_OUT, and the client retries.
+//!
+//! Storage is a Raft log like a replicated `__consumer_offsets` partition's
+//! (`storage::raft_log`, in `DATA/__cluster_metadata-0/`; the name of KRaft's own metadata log):
+//! each entry is a Kafka record batch of one record whose value is the encoded proposal, so
+//! `kafka-dump-log` reads it. Peer messages travel the shard-0 links with the partition number
+//! [`METADATA_PARTITION`].
+//!
+//! Must not: decide a change's result (`MetadataState::apply` does, alike on every node), or
+//! answer a change before its entry applied here.
+
+use crate::cluster::{Cluster, NodeId};
+use crate::runtime::peers::{Links, METADATA_PARTITION};
+use crate::topics::{MetaInbox, MetaOutcome, MetaRequest};
+use glommio::channels::local_channel::{self, LocalReceiver, LocalSender};
+use replication::eraftpb::{Entry, EntryType, HardState};
+use replication::metadata::{Command, MetaError, MetadataState, Proposal};
+use replication::{Durable, ProposeError, Replica};
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use storage::io::GlommioDir;
+use storage::log::LogConfig;
+use storage::raft_log::{self, RaftLog};
+use uuid::Uuid;
+
+/// The directory of the metadata log under the data directory.
+pub const METADATA_DIR: &str = "__cluster_metadata-0";
+/// How often shard 0 looks for queued changes.
+pub const INBOX_POLL: Duration = Duration::from_millis(5);
+/// Changes proposed and not applied yet, before new ones are refused.
+const MAX_PENDING: usize = 1024;
+/// A pending change is forgotten after this (its caller gave up at `topics::META_TIMEOUT`).
+const PENDING_TTL: Duration = Duration::from_secs(60);
+/// A pending change not applied this long after it was (last) proposed is proposed again, with
+/// the same sequence number: a forwarded proposal is lost when the leader it went to dies, and
+/// the metadata log applies a repeat only once (`MetaError::Duplicate`).
+const RETRY: Duration = Duration::from_millis(1000);
+
+struct Pending {
+    reply: std::sync::mpsc::SyncSender<MetaOutcome>,
+    /// The entry's bytes, to propose again.
+    batch: Vec<u8>,
+    since: Instant,
+    proposed_at: Instant,
+}
+
+/// `__consumer_offsets`'s topic id on a cluster: the same on every node, from `cluster.id`, as
+/// the metadata log's state starts from it (a single node's registry draws a random one).
+pub fn offsets_topic_id(cluster_id: &str) -> Uuid {
+    let mut b = [0u8; 16];
+    for (i, chunk) in b.chunks_mut(4).enumerate() {
+        let h = crc32c::crc32c(format!("{i}/{cluster_id}/__consumer_offsets").as_bytes());
+        chunk.copy_from_slice(&h.to_be_bytes());
+    }
+    // Shaped as a version-4 UUID: never the nil id nor Kafka's reserved metadata topic id (1).
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    Uuid::from_bytes(b)
+}
+
+pub struct MetadataLog {
+    node: NodeId,
+    replica: RefCell<Replica>,
+    state: RefCell<MetadataState>,
+    broker: Arc<crate::broker::Broker>,
+    links: Rc<Links>,
+    inbox: Arc<MetaInbox>,
+    /// Our proposals not applied yet, by sequence number.
+    pending: RefCell<HashMap<u64, Pending>>,
+    next_seq: Cell<u64>,
+    doorbell: LocalSender<()>,
+    bad_messages: Cell<u64>,
+}
+
+impl MetadataLog {
+    /// Open the log in `DATA/__cluster_metadata-0/`, make the registry its view and start its
+    /// writer. The first voter stands for election at once.
+    pub async fn open(
+        broker: Arc<crate::broker::Broker>,
+        cluster: Arc<Cluster>,
+        links: Rc<Links>,
+        data_dir: &std::path::Path,
+        log_config: LogConfig,
+    ) -> anyhow::Result<Rc<MetadataLog>> {
+        let dir = GlommioDir::new(data_dir.join(METADATA_DIR))?;
+        let (log, hs, stored) = RaftLog::open(dir, log_config)
+            .await
+            .map_err(|e| anyhow::anyhow!("{METADATA_DIR}: opening its Raft log: {e}"))?;
+        let durable = Durable {
+            hard_state: HardState {
+                term: hs.term,
+                vote: hs.vote,
+                commit: hs.commit.min(stored.last().map_or(0, |e| e.index)),
+                ..Default::default()
+            },
+            entries: stored
+                .into_iter()
+                .map(|e| Entry {
+                    entry_type: EntryType::EntryNormal,
+                    term: e.term,
+                    index: e.index,
+                    data: e.data.into(),
+                    ..Default::default()
+                })
+                .collect(),
+        };
+        let voters = cluster.voter_ids();
+        let mut replica = Replica::restart(cluster.node_id, &voters, durable)
+            .map_err(|e| anyhow::anyhow!("{METADATA_DIR}: {e}"))?;
+        if voters[0] == cluster.node_id {
+            let _ = replica.campaign();
+        }
+        let offsets = crate::topics::Topic {
+            name: crate::topics::CONSUMER_OFFSETS.into(),
+            id: offsets_topic_id(&cluster.cluster_id),
+            partitions: broker.config.offsets_topic_num_partitions,
+            internal: true,
+            configs: Default::default(),
+        };
+        let state = MetadataState::new(&voters, offsets);
+        let inbox = Arc::new(MetaInbox::default());
+        broker
+            .topics
+            .use_metadata_log(inbox.clone(), state.snapshot());
+        let (tx, rx) = local_channel::new_bounded(1);
+        // Sequence numbers only grow, across restarts too (a proposal from before a restart can
+        // still apply after it, and must not be taken for a new one).
+        let first_seq = (crate::clock::wall_clock_ms().max(0) as u64) * 1000;
+        let meta = Rc::new(MetadataLog {
+            node: cluster.node_id,
+            replica: RefCell::new(replica),
+            state: RefCell::new(state),
+            broker,
+            links,
+            inbox,
+            pending: RefCell::default(),
+            next_seq: Cell::new(first_seq),
+            doorbell: tx,
+            bad_messages: Cell::new(0),
+        });
+        glommio::spawn_local(writer(meta.clone(), log, rx)).detach();
+        meta.ring();
+        Ok(meta)
+    }
+
+    fn ring(&self) {
+        let _ = self.doorbell.try_send(());
+    }
+
+    fn ring_if_work(&self) {
+        if self.replica.borrow().has_work() {
+            self.ring();
+        }
+    }
+
+    /// A Raft message from a peer (`peers::serve`, frames of [`METADATA_PARTITION`]).
+    pub fn step(&self, bytes: &[u8]) {
+        let stepped = replication::decode(bytes)
+            .map_err(|e| e.to_string())
+            .and_then(|m| self.replica.borrow_mut().step(m).map_err(|e| e.to_string()));
+        match stepped {
+            Ok(()) => self.ring_if_work(),
+            Err(e) => {
+                let n = self.bad_messages.get() + 1;
+                self.bad_messages.set(n);
+                if n % 1000 == 1 {
+                    tracing::warn!(error = %e, refused_so_far = n, "metadata log: Raft message refused");
+                }
+            }
+        }
+    }
+
+    /// One Raft tick (every `replicated::RAFT_TICK`): proposes again what was not applied
+    /// within [`RETRY`], forgets what was given up long ago.
+    pub fn raft_tick(&self, now_ms: i64) {
+        let mut replica = self.replica.borrow_mut();
+        replica.tick(now_ms);
+        let mut pending = self.pending.borrow_mut();
+        pending.retain(|_, p| p.since.elapsed() < PENDING_TTL);
+        for p in pending.values_mut() {
+            if p.proposed_at.elapsed() >= RETRY
+                && replica.propose_or_forward(p.batch.clone()).is_ok()
+            {
+                p.proposed_at = Instant::now();
+            }
+        }
+        drop((replica, pending));
+        self.ring_if_work();
+    }
+
+    /// Propose what the registry queued (every [`INBOX_POLL`]).
+    pub fn take_inbox(&self) {
+        let queued: Vec<MetaRequest> = {
+            let mut q = self.inbox.queue.lock().unwrap_or_else(|p| p.into_inner());
+            if q.is_empty() {
+                return;
+            }
+            q.drain(..).collect()
+        };
+        for MetaRequest { command, reply } in queued {
+            self.propose(command, reply);
+        }
+        self.ring_if_work();
+    }
+
+    fn propose(&self, command: Command, reply: std::sync::mpsc::SyncSender<MetaOutcome>) {
+        // The caller answers REQUEST_TIMED_OUT (retriable) with the reason.
+        let refuse = |why: &str| {
+            let _ = reply.try_send(MetaOutcome::NotProposed(why.into()));
+        };
+        if self.pending.borrow().len() >= MAX_PENDING {
+            return refuse("too many topic changes in flight");
+        }
+        let seq = self.next_seq.get() + 1;
+        self.next_seq.set(seq);
+        let proposal = Proposal {
+            origin: self.node,
+            seq,
+            command,
+        };
+        let bytes = match proposal.encode() {
+            Ok(b) => b,
+            Err(e) => return refuse(&e.to_string()),
+        };
+        let mut batch = Vec::with_capacity(bytes.len() + storage::batch::BATCH_OVERHEAD + 16);
+        storage::batch::encode_batch(
+            0,
+            crate::clock::wall_clock_ms(),
+            &[(None, Some(&bytes[..]))],
+            &mut batch,
+        );
+        // No leader known yet (an election under way): kept, and proposed by the tick's retry
+        // once one is; the caller's deadline bounds the wait.
+        let now = Instant::now();
+        let proposed_at = match self.replica.borrow_mut().propose_or_forward(batch.clone()) {
+            Ok(_) => now,
+            Err(ProposeError::NotLeader { .. }) | Err(ProposeError::Dropped) => {
+                now.checked_sub(RETRY).unwrap_or(now)
+            }
+        };
+        self.pending.borrow_mut().insert(
+            seq,
+            Pending {
+                reply,
+                batch,
+                since: now,
+                proposed_at,
+            },
+        );
+    }
+
+    /// Apply committed entries in order: install the topics, answer our own proposals.
+    fn apply(&self, committed: Vec<Entry>) {
+        if committed.is_empty() {
+            return;
+        }
+        let mut state = self.state.borrow_mut();
+        for e in committed {
+            let value = proposal_bytes(&e.data);
+            let applied = match value {
+                Some(v) => state.apply(e.index, &v),
+                None => state.apply(e.index, &[]), // reported as undecodable, alike everywhere
+            };
+            if let Err(err) = &applied.result {
+                if !matches!(err, MetaError::Duplicate(..)) {
+                    tracing::debug!(index = e.index, error = %err, "metadata change refused");
+                }
+            }
+            if let Some((origin, seq)) = applied.proposal {
+                if origin == self.node && !matches!(applied.result, Err(MetaError::Duplicate(..))) {
+                    if let Some(p) = self.pending.borrow_mut().remove(&seq) {
+                        // Installed before the answer: the caller reads the new topic at once.
+                        self.broker.topics.install(state.snapshot());
+                        let _ = p
+                            .reply
+                            .try_send(MetaOutcome::Applied(applied.result.clone()));
+                    }
+                }
+            }
+        }
+        self.broker.topics.install(state.snapshot());
+    }
+
+    fn send(&self, msgs: &[replication::eraftpb::Message]) {
+        for m in msgs {
+            self.links
+                .send(m.to, METADATA_PARTITION, &replication::encode(m));
+        }
+    }
+}
+
+/// The proposal inside an entry's record batch (the value of its one record).
+fn proposal_bytes(batch: &[u8]) -> Option<Vec<u8>> {
+    let storage::batch::Peek::Batch(h) = storage::batch::peek_batch(batch, 0, batch.len()).ok()?
+    else {
+        return None;
+    };
+    storage::batch::decode_records(batch, &h, 0)
+        .ok()?
+        .into_iter()
+        .next()?
+        .value
+}
+
+/// The metadata log's writer: one durable write at a time, as a replicated partition's.
+async fn writer(meta: Rc<MetadataLog>, mut log: RaftLog<GlommioDir>, doorbell: LocalReceiver<()>) {
+    while doorbell.recv().await.is_some() {
+        loop {
+            let work = meta.replica.borrow_mut().work();
+            let Some(work) = work else { break };
+            if let Some(role) = &work.role {
+                // Logged at info: operators (and test_cluster.py) read who leads the log here.
+                tracing::info!(leader = ?role.leader, term = role.term, "metadata log: leader");
+            }
+            meta.send(&work.send_now);
+            if !work.entries.is_empty() || work.hard_state.is_some() {
+                let leader = meta.replica.borrow().role().leader.map_or(-1, |l| l as i32);
+                let written = async {
+                    if !work.entries.is_empty() {
+                        let entries: Vec<(u64, u64, &[u8])> = work
+                            .entries
+                            .iter()
+                            .map(|e| {
+                                assert_eq!(
+                                    e.entry_type,
+                                    EntryType::EntryNormal,
+                                    "membership changes are not supported yet"
+                                );
+                                (e.index, e.term, &e.data[..])
+                            })
+                            .collect();
+                        log.append(&entries, leader, crate::clock::wall_clock_ms())
+                            .await?;
+                    }
+                    if let Some(hs) = &work.hard_state {
+                        log.set_hard_state(raft_log::HardState {
+                            term: hs.term,
+                            vote: hs.vote,
+                            commit: hs.commit,
+                        })
+                        .await?;
+                    }
+                    log.sync().await
+                }
+                .await;
+                if let Err(e) = written {
+                    panic!(
+                        "{METADATA_DIR}: the Raft log could not be written ({e}); stopping this node"
+                    );
+                }
+            }
+            meta.apply(work.committed.clone());
+            let after = meta.replica.borrow_mut().persisted(&work);
+            meta.send(&after.send);
+            meta.apply(after.committed);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_offsets_topic_id_is_one_per_cluster() {
+        let a = offsets_topic_id("rl-demo");
+        assert_eq!(a, offsets_topic_id("rl-demo"));
+        assert_ne!(a, offsets_topic_id("rl-demo2"));
+        assert!(!a.is_nil());
+        assert_eq!(a.get_version_num(), 4);
+    }
+
+    #[test]
+    fn a_proposal_round_trips_through_its_record_batch() {
+        let bytes = Proposal {
+            origin: 2,
+            seq: 9,
+            command: Command::DeleteTopic { name: "t".into() },
+        }
+        .encode()
+        .unwrap();
+        let mut batch = Vec::new();
+        storage::batch::encode_batch(0, 1, &[(None, Some(&bytes[..]))], &mut batch);
+        assert_eq!(proposal_bytes(&batch), Some(bytes));
+        assert_eq!(proposal_bytes(b"garbage"), None);
+        assert_eq!(proposal_bytes(&[]), None);
+    }
+}
