@@ -46,21 +46,6 @@ pub(super) fn handle(
                 ))),
         )));
     }
-    // On a cluster a consumer group's assignments name topics by id, and topic ids are per node
-    // until the topic registry is replicated (docs/replication.md): a group that moved to another
-    // node would point at topics that node does not know. Refused as Kafka refuses the protocol
-    // when it is disabled (UNSUPPORTED_VERSION), which the Java consumer reports as "set
-    // group.protocol=classic"; classic groups fail over.
-    if b.cluster.is_some() {
-        return Handled::Done(Ok(Response::ConsumerGroupHeartbeat(
-            ConsumerGroupHeartbeatResponse::default()
-                .with_error_code(kafka_protocol::ResponseError::UnsupportedVersion.code())
-                .with_error_message(Some(kafka_protocol::protocol::StrBytes::from_static_str(
-                    "The consumer rebalance protocol is not available on a Ringleader cluster yet \
-                     (topics are not replicated); use the classic protocol.",
-                ))),
-        )));
-    }
     let partition = partition_of(shard, &r.group_id);
     let call = start_partition(
         shard,

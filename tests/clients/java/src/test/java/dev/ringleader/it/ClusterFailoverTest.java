@@ -35,7 +35,6 @@ import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.Uuid;
 import org.apache.kafka.common.errors.RebalanceInProgressException;
 import org.apache.kafka.common.errors.RetriableException;
-import org.apache.kafka.common.errors.UnsupportedVersionException;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -52,8 +51,9 @@ import org.junit.jupiter.api.Test;
  *
  * Rounds: `-Dfailover.rounds` (8 in the suite; e.g. `-Dfailover.rounds=100 -Dtest=ClusterFailoverTest` for the long
  * run, or scripts/failover.py for hours of librdkafka). The topic is created once, through one node, and every node
- * then shows it with one topic id (the cluster's metadata log, docs/replication.md). Topic data is still per node,
- * and the consumer protocol waits for replicated topic data, so this is the classic protocol.
+ * then shows it with one topic id (the cluster's metadata log, docs/replication.md). The rounds run once with the
+ * classic protocol and once with the consumer protocol (KIP-848), whose members must also keep their epochs. The
+ * members only commit: topic data is still per node.
  */
 class ClusterFailoverTest {
     static final String TOPIC = "java-failover";
@@ -66,21 +66,17 @@ class ClusterFailoverTest {
         long bound = Long.getLong("failover.bound.s", 90 + rounds * 20L);
         try (RingleaderCluster cluster = RingleaderCluster.start("failover", 3, "group.initial.rebalance.delay.ms=0")) {
             try {
-                assertTimeoutPreemptively(Duration.ofSeconds(bound), () -> run(cluster, rounds));
+                assertTimeoutPreemptively(Duration.ofSeconds(bound), () -> run(cluster, rounds, "classic"));
             } catch (Throwable t) {
                 throw new AssertionError(t.getMessage() + "\nnode logs:" + cluster.tails(), t);
             }
         }
     }
 
-    /**
-     * The consumer protocol is refused on a cluster until topics are replicated (a group's assignment names topics
-     * by id, and ids are per node): the Java consumer gets UNSUPPORTED_VERSION and says so, rather than a group
-     * that would point at unknown topics after a failover. First: a client bootstrapped at one node learns all.
-     */
+    /** A client bootstrapped at one node learns every node of the cluster, and a topic created once is on all. */
     @Test
-    void theConsumerProtocolIsRefusedWithAClearErrorOnACluster() throws Exception {
-        try (RingleaderCluster cluster = RingleaderCluster.start("cgh", 3)) {
+    void aClientBootstrappedAtOneNodeLearnsEveryNode() throws Exception {
+        try (RingleaderCluster cluster = RingleaderCluster.start("nodes", 3)) {
             createOnce(cluster, TOPIC, 1);
             try (Admin a = Clients.admin(cluster.node(1))) {
                 // Bootstrapped at node 1 only, the client still learns every node (DescribeCluster; Metadata
@@ -103,27 +99,29 @@ class ClusterFailoverTest {
                 }
                 assertEquals(expected, seen, "the nodes a client bootstrapped at node 1 learns");
             }
-            Properties p = Clients.consumerProps(cluster.node(1), GROUP, "consumer");
-            try (KafkaConsumer<String, String> c = new KafkaConsumer<>(p)) {
-                c.subscribe(List.of(TOPIC));
-                long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
-                UnsupportedVersionException refused = null;
-                while (refused == null && System.nanoTime() < deadline) {
-                    try {
-                        c.poll(Duration.ofMillis(100));
-                    } catch (UnsupportedVersionException e) {
-                        refused = e;
-                    }
-                }
-                assertNotNull(refused, "the consumer protocol was not refused on a cluster");
-                assertTrue(c.assignment().isEmpty(), "assigned on a cluster: " + c.assignment());
+        }
+    }
+
+    /**
+     * The same rounds with the consumer rebalance protocol (KIP-848): the new coordinator loads each member with its
+     * epoch from the replicated log, so members keep their ids and their epochs never go back.
+     */
+    @Test
+    void consumerProtocolMembersCommitThroughCoordinatorKills() throws Exception {
+        int rounds = Integer.getInteger("failover.rounds", 8);
+        long bound = Long.getLong("failover.bound.s", 90 + rounds * 20L);
+        try (RingleaderCluster cluster = RingleaderCluster.start("failover848", 3)) {
+            try {
+                assertTimeoutPreemptively(Duration.ofSeconds(bound), () -> run(cluster, rounds, "consumer"));
+            } catch (Throwable t) {
+                throw new AssertionError(t.getMessage() + "\nnode logs:" + cluster.tails(), t);
             }
         }
     }
 
-    static KafkaConsumer<String, String> member(RingleaderCluster cluster, String name) {
-        // consumerProps: classic, session 10 s, heartbeat 1 s, no auto-commit
-        Properties p = Clients.consumerProps(cluster.node(1), GROUP, "classic");
+    static KafkaConsumer<String, String> member(RingleaderCluster cluster, String name, String protocol) {
+        // consumerProps: session 10 s, heartbeat 1 s (classic), no auto-commit
+        Properties p = Clients.consumerProps(cluster.node(1), GROUP, protocol);
         p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, cluster.bootstrap());
         p.put(ConsumerConfig.CLIENT_ID_CONFIG, name);
         p.put(ConsumerConfig.RECONNECT_BACKOFF_MAX_MS_CONFIG, 500);
@@ -231,19 +229,22 @@ class ClusterFailoverTest {
         }
     }
 
-    static void run(RingleaderCluster cluster, int rounds) throws Exception {
+    static void run(RingleaderCluster cluster, int rounds, String protocol) throws Exception {
         createOnce(cluster, TOPIC, PARTITIONS);
         Map<TopicPartition, Long> acked = new TreeMap<>((x, y) -> Integer.compare(x.partition(), y.partition()));
         List<Double> recoveryMs = new ArrayList<>();
         List<Integer> coordinators = new ArrayList<>();
+        List<Integer> epochs = new ArrayList<>();
         try (Admin admin = admin(cluster);
-                KafkaConsumer<String, String> c1 = member(cluster, "failover-1");
-                KafkaConsumer<String, String> c2 = member(cluster, "failover-2")) {
+                KafkaConsumer<String, String> c1 = member(cluster, "failover-1", protocol);
+                KafkaConsumer<String, String> c2 = member(cluster, "failover-2", protocol)) {
             List<KafkaConsumer<String, String>> members = List.of(c1, c2);
             c1.subscribe(List.of(TOPIC));
             c2.subscribe(List.of(TOPIC));
             settle(members);
             List<String> memberIds = members.stream().map(c -> c.groupMetadata().memberId()).toList();
+            // The classic generation, or the member epoch (KIP-848): never back across failovers.
+            epochs.addAll(members.stream().map(c -> c.groupMetadata().generationId()).toList());
             long offset = 0;
             for (int r = 0; r < rounds; r++) {
                 for (int k = 0; k < 3; k++) {
@@ -283,6 +284,12 @@ class ClusterFailoverTest {
                         + " is dead but still named coordinator");
                 assertEquals(memberIds, members.stream().map(c -> c.groupMetadata().memberId()).toList(),
                         "round " + r + ": a member rejoined under a new member id");
+                for (int i = 0; i < members.size(); i++) {
+                    int now = members.get(i).groupMetadata().generationId();
+                    assertTrue(now >= epochs.get(i), "round " + r + ": member " + i + "'s epoch went back from "
+                            + epochs.get(i) + " to " + now);
+                    epochs.set(i, now);
+                }
                 victim.startAgain();
             }
 
@@ -319,8 +326,9 @@ class ClusterFailoverTest {
         Collections.sort(sorted);
         double p50 = sorted.get(sorted.size() / 2);
         double p99 = sorted.get(Math.min(sorted.size() - 1, (int) Math.ceil(sorted.size() * 0.99) - 1));
-        System.out.printf("cluster failover (java classic, 2 members): rounds=%d coordinators=%s kill-to-commit "
-                + "p50=%.0f ms p99=%.0f ms max=%.0f ms%n", rounds, coordinators, p50, p99, sorted.get(sorted.size() - 1));
+        System.out.printf("cluster failover (java %s, 2 members): rounds=%d coordinators=%s epochs=%s kill-to-commit "
+                + "p50=%.0f ms p99=%.0f ms max=%.0f ms%n", protocol, rounds, coordinators, epochs, p50, p99,
+                sorted.get(sorted.size() - 1));
         assertTrue(sorted.get(sorted.size() - 1) < 30_000, "a failover took " + sorted.get(sorted.size() - 1) + " ms");
     }
 
