@@ -23,11 +23,12 @@
 
 use crate::cluster::{Cluster, NodeId};
 use crate::runtime::peers::{Links, METADATA_PARTITION};
+use crate::runtime::replicated::{durable, persist};
 use crate::topics::{MetaInbox, MetaOutcome, MetaRequest};
 use glommio::channels::local_channel::{self, LocalReceiver, LocalSender};
-use replication::eraftpb::{Entry, EntryType, HardState};
+use replication::eraftpb::Entry;
 use replication::metadata::{Command, MetaError, MetadataState, Proposal};
-use replication::{Durable, ProposeError, Replica};
+use replication::{ProposeError, Replica};
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -35,7 +36,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use storage::io::GlommioDir;
 use storage::log::LogConfig;
-use storage::raft_log::{self, RaftLog};
+use storage::raft_log::RaftLog;
 use uuid::Uuid;
 
 /// The directory of the metadata log under the data directory.
@@ -101,26 +102,8 @@ impl MetadataLog {
         let (log, hs, stored) = RaftLog::open(dir, log_config)
             .await
             .map_err(|e| anyhow::anyhow!("{METADATA_DIR}: opening its Raft log: {e}"))?;
-        let durable = Durable {
-            hard_state: HardState {
-                term: hs.term,
-                vote: hs.vote,
-                commit: hs.commit.min(stored.last().map_or(0, |e| e.index)),
-                ..Default::default()
-            },
-            entries: stored
-                .into_iter()
-                .map(|e| Entry {
-                    entry_type: EntryType::EntryNormal,
-                    term: e.term,
-                    index: e.index,
-                    data: e.data.into(),
-                    ..Default::default()
-                })
-                .collect(),
-        };
         let voters = cluster.voter_ids();
-        let mut replica = Replica::restart(cluster.node_id, &voters, durable)
+        let mut replica = Replica::restart(cluster.node_id, &voters, durable(hs, stored))
             .map_err(|e| anyhow::anyhow!("{METADATA_DIR}: {e}"))?;
         if voters[0] == cluster.node_id {
             let _ = replica.campaign();
@@ -270,30 +253,31 @@ impl MetadataLog {
             return;
         }
         let mut state = self.state.borrow_mut();
+        let mut answers = Vec::new();
         for e in committed {
+            // An entry whose batch does not hold a proposal is applied as empty: reported as
+            // undecodable, alike on every node.
             let value = proposal_bytes(&e.data);
-            let applied = match value {
-                Some(v) => state.apply(e.index, &v),
-                None => state.apply(e.index, &[]), // reported as undecodable, alike everywhere
-            };
+            let applied = state.apply(e.index, value.as_deref().unwrap_or(&[]));
+            let duplicate = matches!(applied.result, Err(MetaError::Duplicate(..)));
             if let Err(err) = &applied.result {
-                if !matches!(err, MetaError::Duplicate(..)) {
+                if !duplicate {
                     tracing::debug!(index = e.index, error = %err, "metadata change refused");
                 }
             }
             if let Some((origin, seq)) = applied.proposal {
-                if origin == self.node && !matches!(applied.result, Err(MetaError::Duplicate(..))) {
+                if origin == self.node && !duplicate {
                     if let Some(p) = self.pending.borrow_mut().remove(&seq) {
-                        // Installed before the answer: the caller reads the new topic at once.
-                        self.broker.topics.install(state.snapshot());
-                        let _ = p
-                            .reply
-                            .try_send(MetaOutcome::Applied(applied.result.clone()));
+                        answers.push((p.reply, applied.result));
                     }
                 }
             }
         }
+        // Installed before the answers: a caller reads its new topic at once.
         self.broker.topics.install(state.snapshot());
+        for (reply, result) in answers {
+            let _ = reply.try_send(MetaOutcome::Applied(result));
+        }
     }
 
     fn send(&self, msgs: &[replication::eraftpb::Message]) {
@@ -328,41 +312,11 @@ async fn writer(meta: Rc<MetadataLog>, mut log: RaftLog<GlommioDir>, doorbell: L
                 tracing::info!(leader = ?role.leader, term = role.term, "metadata log: leader");
             }
             meta.send(&work.send_now);
-            if !work.entries.is_empty() || work.hard_state.is_some() {
-                let leader = meta.replica.borrow().role().leader.map_or(-1, |l| l as i32);
-                let written = async {
-                    if !work.entries.is_empty() {
-                        let entries: Vec<(u64, u64, &[u8])> = work
-                            .entries
-                            .iter()
-                            .map(|e| {
-                                assert_eq!(
-                                    e.entry_type,
-                                    EntryType::EntryNormal,
-                                    "membership changes are not supported yet"
-                                );
-                                (e.index, e.term, &e.data[..])
-                            })
-                            .collect();
-                        log.append(&entries, leader, crate::clock::wall_clock_ms())
-                            .await?;
-                    }
-                    if let Some(hs) = &work.hard_state {
-                        log.set_hard_state(raft_log::HardState {
-                            term: hs.term,
-                            vote: hs.vote,
-                            commit: hs.commit,
-                        })
-                        .await?;
-                    }
-                    log.sync().await
-                }
-                .await;
-                if let Err(e) = written {
-                    panic!(
-                        "{METADATA_DIR}: the Raft log could not be written ({e}); stopping this node"
-                    );
-                }
+            let leader = meta.replica.borrow().role().leader.map_or(-1, |l| l as i32);
+            if let Err(e) = persist(&mut log, &work, leader).await {
+                panic!(
+                    "{METADATA_DIR}: the Raft log could not be written ({e}); stopping this node"
+                );
             }
             meta.apply(work.committed.clone());
             let after = meta.replica.borrow_mut().persisted(&work);

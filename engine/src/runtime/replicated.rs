@@ -104,27 +104,7 @@ impl ReplicaSet {
             let (log, hs, stored) = open.await.map_err(|e| {
                 anyhow::anyhow!("__consumer_offsets-{p}: opening its Raft log: {e}")
             })?;
-            let durable = Durable {
-                hard_state: HardState {
-                    term: hs.term,
-                    vote: hs.vote,
-                    // Never past the log: a commit index beyond what survived is not ours to
-                    // claim (the leader tells it again).
-                    commit: hs.commit.min(stored.last().map_or(0, |e| e.index)),
-                    ..Default::default()
-                },
-                entries: stored
-                    .into_iter()
-                    .map(|e| Entry {
-                        entry_type: EntryType::EntryNormal,
-                        term: e.term,
-                        index: e.index,
-                        data: e.data.into(),
-                        ..Default::default()
-                    })
-                    .collect(),
-            };
-            let mut replica = Replica::restart(cluster.node_id, &voters, durable)
+            let mut replica = Replica::restart(cluster.node_id, &voters, durable(hs, stored))
                 .map_err(|e| anyhow::anyhow!("__consumer_offsets-{p}: {e}"))?;
             if voters[p as usize % voters.len()] == cluster.node_id {
                 let _ = replica.campaign();
@@ -350,53 +330,85 @@ async fn writer(
             let work = set.slots[idx].part.borrow_mut().work();
             let Some(work) = work else { break };
             set.send(partition, &work.send_now);
-            if !work.entries.is_empty() || work.hard_state.is_some() {
-                let leader = set.slots[idx]
-                    .part
-                    .borrow()
-                    .role()
-                    .leader
-                    .map_or(-1, |l| l as i32);
-                let written = async {
-                    if !work.entries.is_empty() {
-                        let entries: Vec<(u64, u64, &[u8])> = work
-                            .entries
-                            .iter()
-                            .map(|e| {
-                                assert_eq!(
-                                    e.entry_type,
-                                    EntryType::EntryNormal,
-                                    "membership changes are not supported yet"
-                                );
-                                (e.index, e.term, &e.data[..])
-                            })
-                            .collect();
-                        log.append(&entries, leader, crate::clock::wall_clock_ms())
-                            .await?;
-                    }
-                    if let Some(hs) = &work.hard_state {
-                        log.set_hard_state(raft_log::HardState {
-                            term: hs.term,
-                            vote: hs.vote,
-                            commit: hs.commit,
-                        })
-                        .await?;
-                    }
-                    log.sync().await
-                }
-                .await;
-                if let Err(e) = written {
-                    // Fail-stop: a replica that may have lost what it promised a leader must not
-                    // take part again until an operator restarts it (Kafka halts on a failed
-                    // log directory of a partition it leads as well).
-                    panic!(
-                        "__consumer_offsets-{partition}: the Raft log could not be written ({e}); \
-                         stopping this node"
-                    );
-                }
+            let leader = set.slots[idx]
+                .part
+                .borrow()
+                .role()
+                .leader
+                .map_or(-1, |l| l as i32);
+            if let Err(e) = persist(&mut log, &work, leader).await {
+                // Fail-stop: a replica that may have lost what it promised a leader must not
+                // take part again until an operator restarts it (Kafka halts on a failed
+                // log directory of a partition it leads as well).
+                panic!(
+                    "__consumer_offsets-{partition}: the Raft log could not be written ({e}); \
+                     stopping this node"
+                );
             }
             let progress = set.slots[idx].part.borrow_mut().persisted(work);
             set.after(idx, progress);
         }
     }
+}
+
+/// What a restarted replica starts from: the hard state and entries its Raft log held
+/// (`RaftLog::open`).
+pub(crate) fn durable(hs: raft_log::HardState, stored: Vec<raft_log::StoredEntry>) -> Durable {
+    Durable {
+        hard_state: HardState {
+            term: hs.term,
+            vote: hs.vote,
+            // Never past the log: a commit index beyond what survived is not ours to claim
+            // (the leader tells it again).
+            commit: hs.commit.min(stored.last().map_or(0, |e| e.index)),
+            ..Default::default()
+        },
+        entries: stored
+            .into_iter()
+            .map(|e| Entry {
+                entry_type: EntryType::EntryNormal,
+                term: e.term,
+                index: e.index,
+                data: e.data.into(),
+                ..Default::default()
+            })
+            .collect(),
+    }
+}
+
+/// Make one `Work`'s entries and hard state durable in `log` (one sync; nothing when it has
+/// neither). `leader` is stamped in the batches as the partition leader epoch's writer.
+pub(crate) async fn persist(
+    log: &mut RaftLog<GlommioDir>,
+    work: &replication::Work,
+    leader: i32,
+) -> std::io::Result<()> {
+    if work.entries.is_empty() && work.hard_state.is_none() {
+        return Ok(());
+    }
+    if !work.entries.is_empty() {
+        let entries: Vec<(u64, u64, &[u8])> = work
+            .entries
+            .iter()
+            .map(|e| {
+                assert_eq!(
+                    e.entry_type,
+                    EntryType::EntryNormal,
+                    "membership changes are not supported yet"
+                );
+                (e.index, e.term, &e.data[..])
+            })
+            .collect();
+        log.append(&entries, leader, crate::clock::wall_clock_ms())
+            .await?;
+    }
+    if let Some(hs) = &work.hard_state {
+        log.set_hard_state(raft_log::HardState {
+            term: hs.term,
+            vote: hs.vote,
+            commit: hs.commit,
+        })
+        .await?;
+    }
+    log.sync().await
 }
