@@ -146,7 +146,9 @@ pub(super) async fn handle(
         // next retention pass closes them; the registry no longer lists the topic either way.
         let _ = shard.router.data(s, DataOp::Forget).await;
     }
-    if let Some(dir) = &b.data_dir {
+    // On a cluster the metadata log removes the directories on every node as it applies the
+    // deletion (`runtime::metadata_log`).
+    if let (Some(dir), None) = (&b.data_dir, &b.cluster) {
         crate::data::sweep_deleted_topics(dir, b);
     }
     resp

@@ -35,7 +35,7 @@ use std::sync::Arc;
 pub use storage::topic_log::ProducerState;
 
 pub mod store;
-pub use store::{partition_dir, sweep_deleted_topics, DataStore};
+pub use store::{partition_dir, sweep_deleted_topics, sweep_topic_ids, DataStore};
 
 /// The shard that owns partition `partition` of `topic`.
 pub fn owner_shard(topic: &str, partition: i32, shards: usize) -> usize {

@@ -777,11 +777,27 @@ fn prepare_dir(path: &Path, topic_id: Uuid) -> std::io::Result<GlommioDir> {
 
 /// Remove partition directories whose topic no longer exists (deleted while the broker was
 /// down, or before its partitions were opened). Only directories carrying our
-/// `partition.metadata` are considered.
+/// `partition.metadata` are considered. A single node's registry is the whole truth; a node of a
+/// cluster uses [`sweep_topic_ids`] instead.
 pub fn sweep_deleted_topics(data_dir: &Path, broker: &Broker) {
     let snap = broker.topics.snapshot();
     let live: std::collections::HashSet<String> =
         snap.iter().map(|t| metadata_text(t.id)).collect();
+    sweep(data_dir, |text| !live.contains(text));
+}
+
+/// Remove the partition directories of these topic ids. On a node of a cluster, a topic its
+/// registry does not list may be one whose creation the metadata log has not applied here yet
+/// (after a restart it replays from its log, and the commit index it restarts with may be
+/// behind), so only ids the metadata log has seen deleted are removed.
+pub fn sweep_topic_ids(data_dir: &Path, ids: impl IntoIterator<Item = Uuid>) {
+    let doomed: std::collections::HashSet<String> = ids.into_iter().map(metadata_text).collect();
+    if !doomed.is_empty() {
+        sweep(data_dir, |text| doomed.contains(text));
+    }
+}
+
+fn sweep(data_dir: &Path, doomed: impl Fn(&str) -> bool) {
     let Ok(entries) = std::fs::read_dir(data_dir) else {
         return;
     };
@@ -790,7 +806,7 @@ pub fn sweep_deleted_topics(data_dir: &Path, broker: &Broker) {
         let Ok(text) = std::fs::read_to_string(path.join(PARTITION_METADATA)) else {
             continue;
         };
-        if !live.contains(&text) {
+        if doomed(&text) {
             tracing::info!(path = %path.display(), "removing the partition of a deleted topic");
             if let Err(e) = std::fs::remove_dir_all(&path) {
                 tracing::warn!(path = %path.display(), error = %e, "could not remove");

@@ -398,7 +398,9 @@ async fn run_shard(
     let exec = built.expect("join built the shard's state");
     let (table, store, txns) = (exec.table.clone(), exec.store.clone(), exec.txns.clone());
     txns.set_router(&router);
-    if router.shard() == 0 {
+    // A node of a cluster cannot tell a deleted topic from one its metadata log has not replayed
+    // yet: there the metadata log removes what it applies as deleted (`runtime::metadata_log`).
+    if router.shard() == 0 && broker.cluster.is_none() {
         if let Some(dir) = &broker.data_dir {
             crate::data::sweep_deleted_topics(dir, &broker);
         }
