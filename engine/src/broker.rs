@@ -43,3 +43,89 @@ pub struct Broker {
     /// None for a single node, which replicates nothing.
     pub cluster: Option<std::sync::Arc<crate::cluster::Cluster>>,
 }
+
+/// What Metadata says of one topic partition: its leader (−1 when none can serve it now), its
+/// replicas and in-sync replicas, and the partition's error code.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionView {
+    pub leader: i32,
+    pub replicas: Vec<i32>,
+    pub isr: Vec<i32>,
+    pub error: i16,
+}
+
+impl Broker {
+    /// Whether this node serves the data of `partition` of `topic` (Produce, Fetch, ListOffsets,
+    /// DeleteRecords, DescribeProducers). A single node serves everything; a node of a cluster
+    /// serves the partitions the metadata log placed on it, and answers the rest
+    /// NOT_LEADER_OR_FOLLOWER so the client refreshes its metadata and goes to the leader, as
+    /// Kafka's `ReplicaManager.getPartitionOrException` does. `__consumer_offsets` is read where
+    /// it is asked (every node holds a replica of each of its partitions).
+    pub fn serves(&self, topic: &crate::topics::Topic, partition: i32) -> bool {
+        topic.internal
+            || self.topics.leader(topic, partition, self.node_id as u64)
+                == crate::topics::PartitionLeader::Here
+    }
+
+    /// `partition` of `topic` as Metadata reports it. Each partition has one replica so far, the
+    /// node the metadata log placed it on (topic data is not replicated yet,
+    /// docs/replication.md); while that node is down its partitions have no leader
+    /// (LEADER_NOT_AVAILABLE, leader −1, as Kafka reports a partition whose only replica is
+    /// fenced). `__consumer_offsets`'s partitions are led by their Raft leaders, every node a
+    /// replica.
+    pub fn partition_view(&self, topic: &crate::topics::Topic, partition: i32) -> PartitionView {
+        use crate::topics::PartitionLeader;
+        const LEADER_NOT_AVAILABLE: i16 = 5;
+        let me = self.node_id;
+        let Some(cluster) = &self.cluster else {
+            return PartitionView {
+                leader: me,
+                replicas: vec![me],
+                isr: vec![me],
+                error: 0,
+            };
+        };
+        if topic.internal {
+            let all: Vec<i32> = cluster.voters.iter().map(|v| v.id as i32).collect();
+            return match cluster.leader(partition) {
+                Some(l) => PartitionView {
+                    leader: l as i32,
+                    replicas: all.clone(),
+                    isr: all,
+                    error: 0,
+                },
+                None => PartitionView {
+                    leader: -1,
+                    replicas: all,
+                    isr: Vec::new(),
+                    error: LEADER_NOT_AVAILABLE,
+                },
+            };
+        }
+        let placed = match self.topics.leader(topic, partition, me as u64) {
+            PartitionLeader::Here => Some(me as u64),
+            PartitionLeader::Node(n) => Some(n),
+            PartitionLeader::Unplaced => None,
+        };
+        match placed {
+            Some(n) if cluster.is_up(n) => PartitionView {
+                leader: n as i32,
+                replicas: vec![n as i32],
+                isr: vec![n as i32],
+                error: 0,
+            },
+            Some(n) => PartitionView {
+                leader: -1,
+                replicas: vec![n as i32],
+                isr: vec![n as i32],
+                error: LEADER_NOT_AVAILABLE,
+            },
+            None => PartitionView {
+                leader: -1,
+                replicas: Vec::new(),
+                isr: Vec::new(),
+                error: LEADER_NOT_AVAILABLE,
+            },
+        }
+    }
+}

@@ -1,7 +1,8 @@
 //! What one node knows of the cluster it belongs to (`controller.quorum.voters` with other
 //! nodes in it): the voters and their node-to-node addresses, where each node's clients connect
-//! (learned from the node's own handshake), and which node leads each `__consumer_offsets`
-//! partition as far as this node's replica of it knows.
+//! (learned from the node's own handshake), which node leads each `__consumer_offsets`
+//! partition as far as this node's replica of it knows, and which peers are connected now (the
+//! sign Metadata uses to report a placed partition's leader as unavailable).
 //!
 //! Shared by every shard (read by FindCoordinator and Metadata on any shard, written by the
 //! shard that owns a partition when its replica's role changes, and by the node-to-node
@@ -14,7 +15,7 @@
 
 use arc_swap::ArcSwap;
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 /// A node, as `node.id` and `controller.quorum.voters` number it.
 pub type NodeId = u64;
@@ -46,6 +47,11 @@ pub struct Cluster {
     /// Where each node serves clients (this node's own from the start, peers' once they
     /// introduced themselves).
     endpoints: ArcSwap<BTreeMap<NodeId, Vec<Endpoint>>>,
+    /// Per voter (in `voters` order): node-to-node connections it has open to this node now.
+    /// Every shard of a running peer keeps one ([`crate::runtime::peers`]), and a killed
+    /// process's connections are closed by its kernel, so a count of 0 means the node is down or
+    /// cut off.
+    inbound: Vec<AtomicUsize>,
 }
 
 impl std::fmt::Debug for Cluster {
@@ -74,9 +80,10 @@ impl Cluster {
         Cluster {
             node_id,
             cluster_id,
-            voters,
             leaders: (0..partitions.max(0)).map(|_| AtomicU64::new(0)).collect(),
             endpoints: ArcSwap::from_pointee(endpoints),
+            inbound: (0..voters.len()).map(|_| AtomicUsize::new(0)).collect(),
+            voters,
         }
     }
 
@@ -114,6 +121,33 @@ impl Cluster {
             .iter()
             .filter(|l| l.load(Ordering::Acquire) == self.node_id)
             .count()
+    }
+
+    /// A connection from `node` opened (`+1`) or closed (`-1`).
+    pub fn count_inbound(&self, node: NodeId, delta: isize) {
+        if let Some(i) = self.voters.iter().position(|v| v.id == node) {
+            if delta >= 0 {
+                self.inbound[i].fetch_add(delta as usize, Ordering::AcqRel);
+            } else {
+                let prev = self.inbound[i].fetch_sub(delta.unsigned_abs(), Ordering::AcqRel);
+                assert!(
+                    prev >= delta.unsigned_abs(),
+                    "node {node}: more connections closed than opened"
+                );
+            }
+        }
+    }
+
+    /// This node, or a peer with a node-to-node connection to it open: one that can serve what
+    /// the metadata log placed on it. (Kafka's controller fences a broker whose heartbeats stop,
+    /// `broker.session.timeout.ms`; a closed connection is our sooner sign.)
+    pub fn is_up(&self, node: NodeId) -> bool {
+        node == self.node_id
+            || self
+                .voters
+                .iter()
+                .position(|v| v.id == node)
+                .is_some_and(|i| self.inbound[i].load(Ordering::Acquire) > 0)
     }
 
     /// A peer introduced itself with where it serves clients.
@@ -188,6 +222,15 @@ mod tests {
         assert_eq!(c.endpoint(3, "PLAINTEXT").unwrap().port, 9094);
         assert_eq!(c.endpoint(2, "PLAINTEXT").unwrap().port, 9092);
         assert_eq!(c.endpoint(3, "SSL"), None);
+        assert!(c.is_up(2), "this node is up");
+        assert!(!c.is_up(3), "a peer is down until it connects");
+        c.count_inbound(3, 1);
+        c.count_inbound(3, 1);
+        c.count_inbound(3, -1);
+        assert!(c.is_up(3), "one connection of two still open");
+        c.count_inbound(3, -1);
+        assert!(!c.is_up(3));
+        assert!(!c.is_up(9), "not a voter");
         assert_eq!(
             c.nodes_on("PLAINTEXT")
                 .iter()

@@ -1583,6 +1583,15 @@ impl Config {
             .quorum_voters()
             .expect("checked when the key was applied");
         let this = i64::from(self.node_id);
+        if voters.len() > crate::producer_ids::MAX_NODES {
+            return Err(ConfigError::Inconsistent {
+                reason: format!(
+                    "controller.quorum.voters names {} nodes; a Ringleader cluster has at most {}",
+                    voters.len(),
+                    crate::producer_ids::MAX_NODES
+                ),
+            });
+        }
         if voters.is_empty() || voters.iter().any(|v| v.id == this) {
             return Ok(());
         }

@@ -107,6 +107,12 @@ pub fn open_broker_with(
         })
         .collect();
     let cluster = cluster_of(&config, endpoints)?;
+    let lane = cluster.as_ref().map(|c| {
+        c.voters
+            .iter()
+            .position(|v| v.id == c.node_id)
+            .expect("a node is one of its voters")
+    });
     Ok(Arc::new(broker::Broker {
         versions: wire::Versions::default(),
         topics,
@@ -119,7 +125,7 @@ pub fn open_broker_with(
         config,
         data_dir: Some(data_dir.to_path_buf()),
         metrics: metrics::MetricsHub::new(),
-        producer_ids: producer_ids::ProducerIds::open(Some(data_dir))
+        producer_ids: producer_ids::ProducerIds::open(Some(data_dir), lane)
             .map_err(|e| anyhow::anyhow!("cannot read the producer id block: {e}"))?,
         features: features::Features::open(Some(data_dir))
             .map_err(|e| anyhow::anyhow!("cannot read the feature levels: {e}"))?,

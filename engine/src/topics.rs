@@ -106,6 +106,24 @@ pub struct TopicRegistry {
     writer: Mutex<()>,
     /// Set on a node of a cluster: changes go through the metadata log.
     meta: std::sync::OnceLock<Arc<MetaInbox>>,
+    /// On a node of a cluster: the node the metadata log placed each topic partition on, by
+    /// topic name (`leaders[p]`). Empty on a single node, which leads every partition.
+    placement: ArcSwap<Placement>,
+}
+
+/// Per topic name, the node leading each partition (`replication::metadata::MetadataState::placement`).
+pub type Placement = std::collections::HashMap<String, Vec<u64>>;
+
+/// Who leads a topic partition, as this node's registry knows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PartitionLeader {
+    /// This node: a single node leads everything; on a cluster the metadata log placed it here.
+    Here,
+    /// Another node of the cluster.
+    Node(u64),
+    /// Not known to this node yet (a partition added an instant ago whose placement has not been
+    /// installed with it), or not placed (`__consumer_offsets`, whose leaders are elected).
+    Unplaced,
 }
 
 impl TopicRegistry {
@@ -133,6 +151,7 @@ impl TopicRegistry {
             current: Arc::new(ArcSwap::from_pointee(TopicsSnapshot::from_topics(topics))),
             writer: Mutex::new(()),
             meta: std::sync::OnceLock::new(),
+            placement: ArcSwap::from_pointee(Placement::new()),
         };
         if reg.snapshot().get(CONSUMER_OFFSETS).is_none() {
             let t = Topic {
@@ -149,14 +168,38 @@ impl TopicRegistry {
 
     /// Make this registry the view of the cluster's metadata log: from now on changes are
     /// proposed through `inbox`, and the topics are what [`Self::install`] puts here.
-    pub fn use_metadata_log(&self, inbox: Arc<MetaInbox>, topics: TopicsSnapshot) {
+    pub fn use_metadata_log(
+        &self,
+        inbox: Arc<MetaInbox>,
+        topics: TopicsSnapshot,
+        placement: Placement,
+    ) {
         assert!(self.meta.set(inbox).is_ok(), "the metadata log is set once");
-        self.install(topics);
+        self.install(topics, placement);
     }
 
-    /// On a node of a cluster: the topics the metadata log has applied on this node.
-    pub fn install(&self, topics: TopicsSnapshot) {
+    /// On a node of a cluster: the topics the metadata log has applied on this node, and where
+    /// it placed their partitions. The placement goes first, so a reader that sees a topic (or
+    /// a new partition of one) finds where it lives.
+    pub fn install(&self, topics: TopicsSnapshot, placement: Placement) {
+        self.placement.store(Arc::new(placement));
         self.current.store(Arc::new(topics));
+    }
+
+    /// Who leads `partition` of `topic` (`me` is this node's id). Lock-free.
+    pub fn leader(&self, topic: &Topic, partition: i32, me: u64) -> PartitionLeader {
+        if !self.is_replicated() {
+            return PartitionLeader::Here;
+        }
+        let placement = self.placement.load();
+        match usize::try_from(partition)
+            .ok()
+            .and_then(|p| placement.get(&topic.name)?.get(p).copied())
+        {
+            Some(node) if node == me => PartitionLeader::Here,
+            Some(node) => PartitionLeader::Node(node),
+            None => PartitionLeader::Unplaced,
+        }
     }
 
     /// This node is one of a cluster: changes go through the metadata log, with the

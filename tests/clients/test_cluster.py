@@ -22,8 +22,12 @@ node-to-node port, all three given the same `controller.quorum.voters` and `clus
   fails on any node, and changes go on through a follower while the log's leader is dead; a
   restarted node catches up.
 
+* each topic partition lives on the node the metadata log placed it on (topic data is not
+  replicated yet, docs/replication.md): every node names the same leaders, a client bootstrapped
+  anywhere reads what another produced, a node asked for another's partition answers
+  NOT_LEADER_OR_FOLLOWER, and a dead node's partitions have no leader until it is back.
+
 Rounds: `RINGLEADER_FAILOVER_ROUNDS` (5 in the suite; `scripts/failover.sh` runs many more).
-Topic data is still per node (docs/replication.md): the tests commit offsets, they do not produce.
 """
 
 from __future__ import annotations
@@ -414,3 +418,118 @@ def metadata_leader(nodes) -> int:
                 best = (m.group(1), int(m.group(2)))
     assert best[1] is not None, "no node logged a metadata log leader"
     return best[1]
+
+
+def partition_leaders(node, name: str) -> dict[int, tuple[int, object]]:
+    """partition -> (leader id, error or None) as `node`'s Metadata tells it."""
+    md = confluent_admin(node).list_topics(topic=name, timeout=10)
+    return {p.id: (p.leader, p.error) for p in md.topics[name].partitions.values()}
+
+
+def list_offsets_v1(node, name: str, partition: int) -> tuple[int, int]:
+    """ListOffsets v1 (latest) for one partition, sent to `node` itself: (error code, offset)."""
+    import struct
+
+    body = (struct.pack(">i", -1) + struct.pack(">i", 1) + kstring(name)
+            + struct.pack(">i", 1) + struct.pack(">iq", partition, -1))
+    with connect(node.bootstrap) as s:
+        s.sendall(request_frame(2, 1, 7, body))
+        r = Reader(recv_frame(s))
+    assert r.take(">i") == 7
+    assert r.take(">i") == 1 and r.string() == name
+    assert r.take(">i") == 1
+    p, err, _ts, offset = r.take(">ihqq")
+    assert p == partition
+    return err, offset
+
+
+def read_all(node, name: str, partitions: int, want: int, timeout: float = 30.0) -> list[bytes]:
+    """Every record value of `name`, read through a consumer bootstrapped at `node` only."""
+    from confluent_kafka import OFFSET_BEGINNING
+
+    c = Consumer({"bootstrap.servers": node.bootstrap, "group.id": f"reader-{node.port}",
+                  "enable.auto.commit": False, "logger": logging.getLogger("librdkafka"),
+                  "broker.address.family": "v4", "topic.metadata.refresh.interval.ms": 1000})
+    try:
+        c.assign([TopicPartition(name, p, OFFSET_BEGINNING) for p in range(partitions)])
+        got: list[bytes] = []
+        deadline = time.monotonic() + timeout
+        while len(got) < want and time.monotonic() < deadline:
+            m = c.poll(0.2)
+            if m is not None and m.error() is None:
+                got.append(m.value())
+        return got
+    finally:
+        c.close()
+
+
+def test_each_partition_lives_on_the_node_the_metadata_log_placed_it_on(cluster):
+    """Topic data is not replicated yet: each partition has one replica, the node the metadata
+    log placed it on. Every node names the same leaders, spread over the nodes; a client
+    bootstrapped at any node reads what one bootstrapped at another produced; a node asked for a
+    partition it does not hold answers NOT_LEADER_OR_FOLLOWER; while a node is down its
+    partitions have no leader and the others go on; its records are there when it is back."""
+    from confluent_kafka import KafkaError, Producer
+
+    nodes = cluster
+    name, partitions = "placed", 6
+    create_topic(nodes, name, partitions)
+    # Every node names the same leader for each partition once it sees its peers connected.
+    deadline = time.monotonic() + 30
+    while True:
+        views = [partition_leaders(n, name) for n in nodes]
+        if all(v == views[0] for v in views) and all(e is None for _, e in views[0].values()):
+            break
+        assert time.monotonic() < deadline, f"nodes disagree on leaders: {views}"
+        time.sleep(0.2)
+    leaders = {p: l for p, (l, _) in views[0].items()}
+    assert sorted(leaders) == list(range(partitions))
+    assert sorted(set(leaders.values())) == [1, 2, 3], f"leaders not spread: {leaders}"
+
+    # A node asked directly for a partition placed elsewhere refuses it.
+    for p, l in leaders.items():
+        for i, n in enumerate(nodes):
+            err, offset = list_offsets_v1(n, name, p)
+            if i + 1 == l:
+                assert (err, offset) == (0, 0), (p, l, err, offset)
+            else:
+                assert err == 6, f"partition {p} (leader {l}) asked of node {i + 1}: error {err}"
+
+    # Produced through node 1's bootstrap, read through node 2's and node 3's.
+    delivered = []
+    prod = Producer({"bootstrap.servers": nodes[0].bootstrap, "acks": "all", "enable.idempotence": True,
+                     "logger": logging.getLogger("librdkafka"), "broker.address.family": "v4"})
+    for i in range(60):
+        prod.produce(name, value=f"r{i}".encode(), partition=i % partitions,
+                     on_delivery=lambda err, msg: delivered.append(err))
+    assert prod.flush(30) == 0
+    assert delivered == [None] * 60, delivered
+    want = sorted(f"r{i}".encode() for i in range(60))
+    for i, n in enumerate(nodes[1:], start=2):
+        assert sorted(read_all(n, name, partitions, 60)) == want, f"read through node {i}"
+
+    # Node 3 down: its partitions have no leader on the others, the rest take records.
+    nodes[2].kill()
+    down = sorted(p for p, l in leaders.items() if l == 3)
+    deadline = time.monotonic() + 20
+    while True:
+        view = partition_leaders(nodes[0], name)
+        if all(view[p][0] == -1 and view[p][1] is not None
+               and view[p][1].code() == KafkaError.LEADER_NOT_AVAILABLE for p in down):
+            break
+        assert time.monotonic() < deadline, f"node 3's partitions {down} still led: {view}"
+        time.sleep(0.2)
+    assert all(view[p] == (leaders[p], None) for p in leaders if p not in down), view
+    up = [p for p in range(partitions) if p not in down]
+    more = []
+    for i, p in enumerate(up):
+        prod.produce(name, value=f"later{i}".encode(), partition=p,
+                     on_delivery=lambda err, msg: more.append(err))
+    assert prod.flush(30) == 0
+    assert more == [None] * len(up), more
+
+    # Back: every record, old and new, is there.
+    nodes[2].start()
+    want = sorted(want + [f"later{i}".encode() for i in range(len(up))])
+    assert sorted(read_all(nodes[0], name, partitions, len(want))) == want
+    prod.flush(5)

@@ -210,6 +210,23 @@ impl MetadataState {
         self.topics.get(name)?.leaders.get(p).copied()
     }
 
+    /// The ids of the topics created and deleted again, as far as this node has applied: what a
+    /// node may remove from its disk (an id it has not seen yet may be a topic whose creation
+    /// it has not applied, so only these are safe to remove).
+    pub fn deleted_ids(&self) -> BTreeSet<Uuid> {
+        let live: BTreeSet<Uuid> = self.topics.values().map(|t| t.topic.id).collect();
+        self.ids.difference(&live).copied().collect()
+    }
+
+    /// Every placed topic's partition leaders (`leaders[p]` leads partition *p*), by name.
+    pub fn placement(&self) -> std::collections::HashMap<String, Vec<NodeId>> {
+        self.topics
+            .iter()
+            .filter(|(_, t)| !t.leaders.is_empty())
+            .map(|(n, t)| (n.clone(), t.leaders.clone()))
+            .collect()
+    }
+
     /// The topics as the coordinator and the handlers read them.
     pub fn snapshot(&self) -> TopicsSnapshot {
         TopicsSnapshot::from_topics(self.topics.values().map(|t| t.topic.clone()))
@@ -429,6 +446,10 @@ mod tests {
             None,
             "placed by its own elections"
         );
+        assert!(s.deleted_ids().is_empty());
+        let placement = s.placement();
+        assert_eq!(placement.len(), 1, "only placed topics: {placement:?}");
+        assert_eq!(placement["orders"], vec![3, 1, 2, 3, 1, 2]);
     }
 
     #[test]
@@ -593,6 +614,11 @@ mod tests {
             Err(MetaError::IdInUse(Uuid::from_u128(10)))
         );
         assert_eq!(s.apply(5, &entry(5, create("a", 11, 1, 0))).result, Ok(()));
+        assert_eq!(
+            s.deleted_ids().into_iter().collect::<Vec<_>>(),
+            vec![Uuid::from_u128(10)],
+            "the recreated topic's new id is live, the old one deleted"
+        );
     }
 
     #[test]

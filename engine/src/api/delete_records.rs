@@ -40,6 +40,9 @@ pub(super) async fn handle(
                 _ if refused => Err(code(ResponseError::TopicAuthorizationFailed)),
                 None => Err(code(ResponseError::UnknownTopicOrPartition)),
                 Some(t) if t.internal => Err(code(ResponseError::PolicyViolation)),
+                Some(t) if !shard.broker.serves(t, p.partition_index) => {
+                    Err(code(ResponseError::NotLeaderOrFollower))
+                }
                 Some(t) => {
                     calls.push((
                         owner_shard(&t.name, p.partition_index, shards),

@@ -162,7 +162,8 @@ pub(super) async fn handle(
     let mut by_shard: HashMap<usize, Vec<(Arc<Topic>, i32)>> = HashMap::new();
     let mut seen: std::collections::HashSet<(Uuid, i32)> = std::collections::HashSet::new();
     describe_producers_with(broker, &req, &refused, |t, p| {
-        if seen.insert((t.id, p)) {
+        // One placed on another node of the cluster is not read: NOT_LEADER_OR_FOLLOWER below.
+        if broker.serves(t, p) && seen.insert((t.id, p)) {
             by_shard
                 .entry(owner_shard(&t.name, p, shards))
                 .or_default()

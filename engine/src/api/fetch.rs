@@ -250,6 +250,15 @@ pub fn fetch_authorized(
                 p.partition,
                 ResponseError::TopicAuthorizationFailed,
             )));
+        } else if has_partition(topic, p.partition).is_some_and(|t| !broker.serves(t, p.partition))
+        {
+            // Placed on another node of the cluster: the client refreshes its metadata
+            // (`ReplicaManager.readFromLog` → NOT_LEADER_OR_FOLLOWER on a non-leader).
+            read_error = true;
+            read.push(answer(read_failed(
+                p.partition,
+                ResponseError::NotLeaderOrFollower,
+            )));
         } else if let Some(t) = has_partition(topic, p.partition) {
             let mut data = read_partition(t, p, version, req.isolation_level, &mut reader);
             // The response's max_bytes: the first partition with data is sent whole (KIP-74);

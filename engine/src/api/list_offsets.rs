@@ -236,7 +236,11 @@ async fn lookups(shard: &Rc<Shard>, req: ListOffsetsRequest, version: i16) -> Li
     let read_committed = req.isolation_level == super::fetch::READ_COMMITTED;
     let mut wanted: Vec<(Arc<Topic>, i32, i64)> = Vec::new();
     list_offsets_with(broker, &req, version, |t, p, ts| {
-        wanted.push((t.clone(), p, ts));
+        // A partition placed on another node of the cluster is not looked up: the answer
+        // below finds nothing for it, NOT_LEADER_OR_FOLLOWER.
+        if broker.serves(t, p) {
+            wanted.push((t.clone(), p, ts));
+        }
         Ok((UNKNOWN_OFFSET, NO_TIMESTAMP))
     });
     let calls = wanted

@@ -1,5 +1,6 @@
-//! Metadata: brokers, topics and partitions (this broker leads all), creating unknown topics when
-//! `auto.create.topics.enable` and the request allow it.
+//! Metadata: brokers, topics and partitions (a single node leads all; a node of a cluster names
+//! where the metadata log placed each one, `Broker::partition_view`), creating unknown topics
+//! when `auto.create.topics.enable` and the request allow it.
 
 use super::auth::{self, Op, Rt};
 use super::common::{
@@ -40,15 +41,17 @@ impl Broker {
     }
 
     pub(crate) fn metadata_topic(&self, topic: &Topic, version: i16) -> MetadataResponseTopic {
-        let node = BrokerId(self.node_id);
+        let ids = |v: Vec<i32>| v.into_iter().map(BrokerId).collect::<Vec<_>>();
         let partitions = (0..topic.partitions)
             .map(|p| {
+                let view = self.partition_view(topic, p);
                 MetadataResponsePartition::default()
+                    .with_error_code(view.error)
                     .with_partition_index(p)
-                    .with_leader_id(node)
+                    .with_leader_id(BrokerId(view.leader))
                     .with_leader_epoch(0)
-                    .with_replica_nodes(vec![node])
-                    .with_isr_nodes(vec![node])
+                    .with_replica_nodes(ids(view.replicas))
+                    .with_isr_nodes(ids(view.isr))
             })
             .collect();
         let mut t = MetadataResponseTopic::default()

@@ -82,6 +82,8 @@ pub(super) async fn handle(
                 }
                 Some(t) if t.internal => Err(code(ResponseError::InvalidTopicException)),
                 Some(_) if !acks_ok => Err(code(ResponseError::InvalidRequiredAcks)),
+                // A node of a cluster appends only to the partitions placed on it.
+                Some(t) if !b.serves(t, p.index) => Err(code(ResponseError::NotLeaderOrFollower)),
                 // KIP-890 verification of a transactional batch, before it is appended.
                 Some(t) if is_transactional(p.records.as_ref()) => {
                     match unverified.get(&(t.name.clone(), p.index)) {

@@ -86,6 +86,8 @@ pub struct MetadataLog {
     next_seq: Cell<u64>,
     doorbell: LocalSender<()>,
     bad_messages: Cell<u64>,
+    /// Deleted topics whose directories were removed already.
+    swept: RefCell<std::collections::HashSet<Uuid>>,
 }
 
 impl MetadataLog {
@@ -119,7 +121,7 @@ impl MetadataLog {
         let inbox = Arc::new(MetaInbox::default());
         broker
             .topics
-            .use_metadata_log(inbox.clone(), state.snapshot());
+            .use_metadata_log(inbox.clone(), state.snapshot(), state.placement());
         let (tx, rx) = local_channel::new_bounded(1);
         // Sequence numbers only grow, across restarts too (a proposal from before a restart can
         // still apply after it, and must not be taken for a new one).
@@ -135,6 +137,7 @@ impl MetadataLog {
             next_seq: Cell::new(first_seq),
             doorbell: tx,
             bad_messages: Cell::new(0),
+            swept: RefCell::default(),
         });
         glommio::spawn_local(writer(meta.clone(), log, rx)).detach();
         meta.ring();
@@ -274,7 +277,23 @@ impl MetadataLog {
             }
         }
         // Installed before the answers: a caller reads its new topic at once.
-        self.broker.topics.install(state.snapshot());
+        self.broker
+            .topics
+            .install(state.snapshot(), state.placement());
+        // Topics deleted by these entries (or, replaying after a restart, earlier): their
+        // directories go (the shards close their open logs at their next retention pass, or
+        // at once on the node whose DeleteTopics request it was).
+        let fresh: Vec<Uuid> = state
+            .deleted_ids()
+            .into_iter()
+            .filter(|id| !self.swept.borrow().contains(id))
+            .collect();
+        if !fresh.is_empty() {
+            if let Some(dir) = &self.broker.data_dir {
+                crate::data::sweep_topic_ids(dir, fresh.iter().copied());
+            }
+            self.swept.borrow_mut().extend(fresh);
+        }
         for (reply, result) in answers {
             let _ = reply.try_send(MetaOutcome::Applied(result));
         }

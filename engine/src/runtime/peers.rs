@@ -402,6 +402,15 @@ async fn read_loop(
         ));
     }
     cluster.set_endpoints(node, endpoints);
+    // Counted while this connection lives (the guard uncounts it however the loop ends).
+    struct Open<'a>(&'a Cluster, NodeId);
+    impl Drop for Open<'_> {
+        fn drop(&mut self) {
+            self.0.count_inbound(self.1, -1);
+        }
+    }
+    cluster.count_inbound(node, 1);
+    let _open = Open(cluster, node);
     let outstanding = Rc::new(Cell::new(0usize));
     while !shutdown.is_triggered() {
         let partition = read_frame(&mut stream, &mut buf).await?;
