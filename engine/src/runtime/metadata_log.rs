@@ -8,8 +8,8 @@
 //! [`MetaInbox`] and waits; shard 0 takes it from there every [`INBOX_POLL`], proposes it (a
 //! follower hands it to the leader, `Replica::propose_or_forward`) and answers the waiting call
 //! when the entry applies on this node, with the result every node computed alike. A proposal
-//! lost on the way (forwarded to a leader that died) is proposed again after [`RETRY`] with the
-//! same sequence number, which the log applies once; one not applied by the caller's deadline
+//! that may be lost (the leader it went to is no longer leader, or [`RETRY`] passed) is proposed
+//! again with the same sequence number, which the log applies once; one not applied by the caller's deadline
 //! (`topics::META_TIMEOUT`) is answered REQUEST_TIMED_OUT, and the client retries.
 //!
 //! Storage is a Raft log like a replicated `__consumer_offsets` partition's
@@ -47,15 +47,20 @@ pub const INBOX_POLL: Duration = Duration::from_millis(5);
 const MAX_PENDING: usize = 1024;
 /// A pending change is forgotten after this (its caller gave up at `topics::META_TIMEOUT`).
 const PENDING_TTL: Duration = Duration::from_secs(60);
-/// A pending change not applied this long after it was (last) proposed is proposed again, with
-/// the same sequence number: a forwarded proposal is lost when the leader it went to dies, and
-/// the metadata log applies a repeat only once (`MetaError::Duplicate`).
-const RETRY: Duration = Duration::from_millis(1000);
+/// A pending change is proposed again, with the same sequence number, when the leader it went to
+/// is no longer the leader (its entry may be lost with it), or when it is still not applied
+/// this long after it was (last) proposed (a forwarded proposal also dies with a dropped
+/// message). The metadata log applies a repeat only once (`MetaError::Duplicate`); retrying on
+/// a leader change rather than on a short timer keeps a slow but healthy leader from collecting
+/// repeats in its log.
+const RETRY: Duration = Duration::from_millis(3000);
 
 struct Pending {
     reply: std::sync::mpsc::SyncSender<MetaOutcome>,
     /// The entry's bytes, to propose again.
     batch: Vec<u8>,
+    /// The term and leader it was last proposed to; None while it waits for a leader.
+    proposed_to: Option<(u64, Option<NodeId>)>,
     since: Instant,
     proposed_at: Instant,
 }
@@ -171,18 +176,23 @@ impl MetadataLog {
         }
     }
 
-    /// One Raft tick (every `replicated::RAFT_TICK`): proposes again what was not applied
-    /// within [`RETRY`], forgets what was given up long ago.
+    /// One Raft tick (every `replicated::RAFT_TICK`): proposes again what may have been lost
+    /// (see [`RETRY`]), forgets what was given up long ago.
     pub fn raft_tick(&self, now_ms: i64) {
         let mut replica = self.replica.borrow_mut();
         replica.tick(now_ms);
         let mut pending = self.pending.borrow_mut();
         pending.retain(|_, p| p.since.elapsed() < PENDING_TTL);
+        let role = replica.role();
+        let now_leader = (role.term, role.leader);
         for p in pending.values_mut() {
-            if p.proposed_at.elapsed() >= RETRY
-                && replica.propose_or_forward(p.batch.clone()).is_ok()
-            {
+            let due = match p.proposed_to {
+                None => role.leader.is_some(),
+                Some(to) => to != now_leader || p.proposed_at.elapsed() >= RETRY,
+            };
+            if due && replica.propose_or_forward(p.batch.clone()).is_ok() {
                 p.proposed_at = Instant::now();
+                p.proposed_to = Some(now_leader);
             }
         }
         drop((replica, pending));
@@ -233,19 +243,20 @@ impl MetadataLog {
         // No leader known yet (an election under way): kept, and proposed by the tick's retry
         // once one is; the caller's deadline bounds the wait.
         let now = Instant::now();
-        let proposed_at = match self.replica.borrow_mut().propose_or_forward(batch.clone()) {
-            Ok(_) => now,
-            Err(ProposeError::NotLeader { .. }) | Err(ProposeError::Dropped) => {
-                now.checked_sub(RETRY).unwrap_or(now)
-            }
+        let mut replica = self.replica.borrow_mut();
+        let proposed_to = match replica.propose_or_forward(batch.clone()) {
+            Ok(_) => Some((replica.role().term, replica.role().leader)),
+            Err(ProposeError::NotLeader { .. }) | Err(ProposeError::Dropped) => None,
         };
+        drop(replica);
         self.pending.borrow_mut().insert(
             seq,
             Pending {
                 reply,
                 batch,
+                proposed_to,
                 since: now,
-                proposed_at,
+                proposed_at: now,
             },
         );
     }
