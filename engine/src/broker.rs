@@ -70,8 +70,8 @@ impl Broker {
     /// `partition` of `topic` as Metadata reports it. Each partition has one replica so far, the
     /// node the metadata log placed it on (topic data is not replicated yet,
     /// docs/replication.md); while that node is down its partitions have no leader
-    /// (LEADER_NOT_AVAILABLE, leader −1, as Kafka reports a partition whose only replica is
-    /// fenced). `__consumer_offsets`'s partitions are led by their Raft leaders, every node a
+    /// (LEADER_NOT_AVAILABLE, leader −1, empty ISR, as Kafka reports a partition whose only
+    /// replica is fenced). `__consumer_offsets`'s partitions are led by their Raft leaders, every node a
     /// replica.
     pub fn partition_view(&self, topic: &crate::topics::Topic, partition: i32) -> PartitionView {
         use crate::topics::PartitionLeader;
@@ -114,10 +114,13 @@ impl Broker {
                 isr: vec![n as i32],
                 error: 0,
             },
+            // As the reference broker answers once it has fenced the only replica (Kafka 4.4, 3
+            // KRaft nodes, replication factor 1, one node SIGKILLed: leader -1, replicas [it],
+            // ISR [], LEADER_NOT_AVAILABLE, about 9 s after the kill, broker.session.timeout.ms).
             Some(n) => PartitionView {
                 leader: -1,
                 replicas: vec![n as i32],
-                isr: vec![n as i32],
+                isr: Vec::new(),
                 error: LEADER_NOT_AVAILABLE,
             },
             None => PartitionView {
