@@ -63,8 +63,8 @@ impl Broker {
     /// it is asked (every node holds a replica of each of its partitions).
     pub fn serves(&self, topic: &crate::topics::Topic, partition: i32) -> bool {
         topic.internal
-            || self.topics.leader(topic, partition, self.node_id as u64)
-                == crate::topics::PartitionLeader::Here
+            || !self.topics.is_replicated()
+            || self.topics.placed(topic, partition) == Some(self.node_id as u64)
     }
 
     /// `partition` of `topic` as Metadata reports it. Each partition has one replica so far, the
@@ -74,7 +74,6 @@ impl Broker {
     /// replica is fenced). `__consumer_offsets`'s partitions are led by their Raft leaders, every node a
     /// replica.
     pub fn partition_view(&self, topic: &crate::topics::Topic, partition: i32) -> PartitionView {
-        use crate::topics::PartitionLeader;
         const LEADER_NOT_AVAILABLE: i16 = 5;
         let me = self.node_id;
         let Some(cluster) = &self.cluster else {
@@ -102,12 +101,7 @@ impl Broker {
                 },
             };
         }
-        let placed = match self.topics.leader(topic, partition, me as u64) {
-            PartitionLeader::Here => Some(me as u64),
-            PartitionLeader::Node(n) => Some(n),
-            PartitionLeader::Unplaced => None,
-        };
-        match placed {
+        match self.topics.placed(topic, partition) {
             Some(n) if cluster.is_up(n) => PartitionView {
                 leader: n as i32,
                 replicas: vec![n as i32],

@@ -114,18 +114,6 @@ pub struct TopicRegistry {
 /// Per topic name, the node leading each partition (`replication::metadata::MetadataState::placement`).
 pub type Placement = std::collections::HashMap<String, Vec<u64>>;
 
-/// Who leads a topic partition, as this node's registry knows it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PartitionLeader {
-    /// This node: a single node leads everything; on a cluster the metadata log placed it here.
-    Here,
-    /// Another node of the cluster.
-    Node(u64),
-    /// Not known to this node yet (a partition added an instant ago whose placement has not been
-    /// installed with it), or not placed (`__consumer_offsets`, whose leaders are elected).
-    Unplaced,
-}
-
 impl TopicRegistry {
     /// Load (or create) the registry in `data_dir`, making sure `__consumer_offsets` exists with
     /// `offsets_partitions` partitions.
@@ -186,20 +174,12 @@ impl TopicRegistry {
         self.current.store(Arc::new(topics));
     }
 
-    /// Who leads `partition` of `topic` (`me` is this node's id). Lock-free.
-    pub fn leader(&self, topic: &Topic, partition: i32, me: u64) -> PartitionLeader {
-        if !self.is_replicated() {
-            return PartitionLeader::Here;
-        }
-        let placement = self.placement.load();
-        match usize::try_from(partition)
-            .ok()
-            .and_then(|p| placement.get(&topic.name)?.get(p).copied())
-        {
-            Some(node) if node == me => PartitionLeader::Here,
-            Some(node) => PartitionLeader::Node(node),
-            None => PartitionLeader::Unplaced,
-        }
+    /// On a node of a cluster: the node the metadata log placed `partition` of `topic` on. None
+    /// on a single node (which leads everything), for `__consumer_offsets` (its leaders are
+    /// elected), and for a partition whose placement this node has not installed yet. Lock-free.
+    pub fn placed(&self, topic: &Topic, partition: i32) -> Option<u64> {
+        let p = usize::try_from(partition).ok()?;
+        self.placement.load().get(&topic.name)?.get(p).copied()
     }
 
     /// This node is one of a cluster: changes go through the metadata log, with the

@@ -149,13 +149,16 @@ pub struct PlacedTopic {
     pub leaders: Vec<NodeId>,
 }
 
-/// What applying one entry did: whose proposal it was (`None` when it did not decode) and its
-/// result.
+/// What applying one entry did: whose proposal it was (`None` when it did not decode), its
+/// result, and the id of the topic it deleted, if it did: what a node may remove from its disk
+/// (a topic it does not list may be one whose creation it has not applied yet, so only the ids
+/// of deletions it applied are safe to remove).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Applied {
     pub index: u64,
     pub proposal: Option<(NodeId, u64)>,
     pub result: Result<(), MetaError>,
+    pub deleted: Option<Uuid>,
 }
 
 /// The metadata every node of a cluster holds once it has applied the log up to `applied`.
@@ -210,14 +213,6 @@ impl MetadataState {
         self.topics.get(name)?.leaders.get(p).copied()
     }
 
-    /// The ids of the topics created and deleted again, as far as this node has applied: what a
-    /// node may remove from its disk (an id it has not seen yet may be a topic whose creation
-    /// it has not applied, so only these are safe to remove).
-    pub fn deleted_ids(&self) -> BTreeSet<Uuid> {
-        let live: BTreeSet<Uuid> = self.topics.values().map(|t| t.topic.id).collect();
-        self.ids.difference(&live).copied().collect()
-    }
-
     /// Every placed topic's partition leaders (`leaders[p]` leads partition *p*), by name.
     pub fn placement(&self) -> std::collections::HashMap<String, Vec<NodeId>> {
         self.topics
@@ -248,8 +243,13 @@ impl MetadataState {
                 index,
                 proposal: None,
                 result: Err(MetaError::Undecodable(e)),
+                deleted: None,
             },
             Ok(p) => {
+                let deleting = match &p.command {
+                    Command::DeleteTopic { name } => self.topics.get(name).map(|t| t.topic.id),
+                    _ => None,
+                };
                 let seen = self.seen.entry(p.origin).or_default();
                 let result = if seen.contains(&p.seq)
                     || (seen.len() >= DEDUP_WINDOW && seen.first().is_some_and(|f| p.seq < *f))
@@ -265,6 +265,7 @@ impl MetadataState {
                 Applied {
                     index,
                     proposal: Some((p.origin, p.seq)),
+                    deleted: deleting.filter(|_| result.is_ok()),
                     result,
                 }
             }
@@ -424,10 +425,9 @@ mod tests {
     #[test]
     fn partitions_are_placed_round_robin_and_growth_continues_it() {
         let mut s = MetadataState::new(&[1, 2, 3], offsets());
-        assert_eq!(
-            s.apply(1, &entry(1, create("orders", 100, 4, 2))).result,
-            Ok(())
-        );
+        let created = s.apply(1, &entry(1, create("orders", 100, 4, 2)));
+        assert_eq!(created.result, Ok(()));
+        assert_eq!(created.deleted, None);
         assert_eq!(s.topic("orders").unwrap().leaders, vec![3, 1, 2, 3]);
         assert_eq!(s.leader("orders", 1), Some(1));
         assert_eq!(s.leader("orders", 4), None);
@@ -446,7 +446,6 @@ mod tests {
             None,
             "placed by its own elections"
         );
-        assert!(s.deleted_ids().is_empty());
         let placement = s.placement();
         assert_eq!(placement.len(), 1, "only placed topics: {placement:?}");
         assert_eq!(placement["orders"], vec![3, 1, 2, 3, 1, 2]);
@@ -604,21 +603,22 @@ mod tests {
         let mut s = MetadataState::new(&[1, 2, 3], offsets());
         s.apply(1, &entry(1, create("a", 10, 1, 0)));
         let del = Command::DeleteTopic { name: "a".into() };
-        assert_eq!(s.apply(2, &entry(2, del.clone())).result, Ok(()));
-        assert_eq!(
-            s.apply(3, &entry(3, del)).result,
-            Err(MetaError::Unknown("a".into()))
-        );
+        let deleted = s.apply(2, &entry(2, del.clone()));
+        assert_eq!(deleted.result, Ok(()));
+        assert_eq!(deleted.deleted, Some(Uuid::from_u128(10)));
+        let again = s.apply(3, &entry(3, del.clone()));
+        assert_eq!(again.result, Err(MetaError::Unknown("a".into())));
+        assert_eq!(again.deleted, None, "a failed deletion frees nothing");
         assert_eq!(
             s.apply(4, &entry(4, create("a", 10, 1, 0))).result,
             Err(MetaError::IdInUse(Uuid::from_u128(10)))
         );
         assert_eq!(s.apply(5, &entry(5, create("a", 11, 1, 0))).result, Ok(()));
-        assert_eq!(
-            s.deleted_ids().into_iter().collect::<Vec<_>>(),
-            vec![Uuid::from_u128(10)],
-            "the recreated topic's new id is live, the old one deleted"
-        );
+        // A repeated proposal of a deletion deletes nothing either.
+        s.apply(6, &entry(6, create("b", 12, 1, 0)));
+        let del_b = entry(7, Command::DeleteTopic { name: "b".into() });
+        assert_eq!(s.apply(7, &del_b).deleted, Some(Uuid::from_u128(12)));
+        assert_eq!(s.apply(8, &del_b).deleted, None);
     }
 
     #[test]

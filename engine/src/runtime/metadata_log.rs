@@ -91,8 +91,6 @@ pub struct MetadataLog {
     next_seq: Cell<u64>,
     doorbell: LocalSender<()>,
     bad_messages: Cell<u64>,
-    /// Deleted topics whose directories were removed already.
-    swept: RefCell<std::collections::HashSet<Uuid>>,
 }
 
 impl MetadataLog {
@@ -142,7 +140,6 @@ impl MetadataLog {
             next_seq: Cell::new(first_seq),
             doorbell: tx,
             bad_messages: Cell::new(0),
-            swept: RefCell::default(),
         });
         glommio::spawn_local(writer(meta.clone(), log, rx)).detach();
         meta.ring();
@@ -268,11 +265,13 @@ impl MetadataLog {
         }
         let mut state = self.state.borrow_mut();
         let mut answers = Vec::new();
+        let mut deleted = Vec::new();
         for e in committed {
             // An entry whose batch does not hold a proposal is applied as empty: reported as
             // undecodable, alike on every node.
             let value = proposal_bytes(&e.data);
             let applied = state.apply(e.index, value.as_deref().unwrap_or(&[]));
+            deleted.extend(applied.deleted);
             let duplicate = matches!(applied.result, Err(MetaError::Duplicate(..)));
             if let Err(err) = &applied.result {
                 if !duplicate {
@@ -291,19 +290,11 @@ impl MetadataLog {
         self.broker
             .topics
             .install(state.snapshot(), state.placement());
-        // Topics deleted by these entries (or, replaying after a restart, earlier): their
+        // Topics these entries deleted (also when a restarted node replays its log): their
         // directories go (the shards close their open logs at their next retention pass, or
         // at once on the node whose DeleteTopics request it was).
-        let fresh: Vec<Uuid> = state
-            .deleted_ids()
-            .into_iter()
-            .filter(|id| !self.swept.borrow().contains(id))
-            .collect();
-        if !fresh.is_empty() {
-            if let Some(dir) = &self.broker.data_dir {
-                crate::data::sweep_topic_ids(dir, fresh.iter().copied());
-            }
-            self.swept.borrow_mut().extend(fresh);
+        if let Some(dir) = &self.broker.data_dir {
+            crate::data::sweep_topic_ids(dir, deleted);
         }
         for (reply, result) in answers {
             let _ = reply.try_send(MetaOutcome::Applied(result));
