@@ -571,9 +571,16 @@ impl DataStore {
                 p.closed.set(true);
                 p.kick.notify_all();
                 p.changed.notify_all();
+                // Only while the directory still belongs to the deleted topic: on a cluster the
+                // metadata log may have removed it already, and a topic recreated under the name
+                // since (a new id) owns the directory now.
                 let path = p.dir.path().to_path_buf();
-                if let Err(e) = std::fs::remove_dir_all(&path) {
-                    tracing::warn!(path = %path.display(), error = %e, "could not remove a deleted partition");
+                let ours = std::fs::read_to_string(path.join(PARTITION_METADATA))
+                    .is_ok_and(|text| text == metadata_text(key.0));
+                if ours {
+                    if let Err(e) = std::fs::remove_dir_all(&path) {
+                        tracing::warn!(path = %path.display(), error = %e, "could not remove a deleted partition");
+                    }
                 }
             }
         }
