@@ -41,7 +41,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from harness import (Broker, Reader, confluent_admin, confluent_create, confluent_topic_ids,
-                     confluent_topics, connect, free_port, kstring, recv_frame, request_frame)
+                     confluent_topics, connect, free_port, kstring, recv_frame, request_frame, wait_until)
 
 TOPIC = "orders"
 GROUP = "failover"
@@ -536,3 +536,11 @@ def test_each_partition_lives_on_the_node_the_metadata_log_placed_it_on(cluster)
     want = sorted(want + [f"later{i}".encode() for i in range(len(up))])
     assert sorted(read_all(nodes[0], name, partitions, len(want))) == want
     prod.flush(5)
+
+    # Deleted through node 2: every node removes the partitions it held as it applies the deletion.
+    held = {i + 1: sorted(d.name for d in n.data_dir.glob(f"{name}-*")) for i, n in enumerate(nodes)}
+    assert all(held.values()), f"every node holds some of {name}'s partitions: {held}"
+    admin2 = confluent_admin(nodes[1])
+    admin2.delete_topics([name], operation_timeout=20)[name].result(timeout=30)
+    wait_until(lambda: not any(list(n.data_dir.glob(f"{name}-*")) for n in nodes), 20,
+               f"{name}'s directories removed on every node")
