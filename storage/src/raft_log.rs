@@ -3,15 +3,33 @@
 //! built yet", step 1).
 //!
 //! Owns: the mapping between Raft entries (index, term, data) and the batches of a
-//! [`PartitionLog`], and the partition's hard state (term, vote, commit) in a small file of its
-//! own. Raft index *i* (from 1) is the *i*-th record batch of the log; the entry's term is the
-//! batch's partitionLeaderEpoch (Kafka's meaning for that field); a non-empty entry's data is a
-//! Kafka record batch (v2, base offset 0, as [`crate::batch::encode_batch_as`] writes it) stored
-//! with its base offset and leader epoch rewritten; an empty entry (a new leader's no-op) is
-//! stored as a KRaft LeaderChange control batch ([`crate::batch::encode_leader_change`]). A
-//! conflicting suffix is cut with [`PartitionLog::truncate_from`]. The hard state lives in
-//! [`STATE_FILE`], two checksummed slots written in place, never over the last durable one, so an
-//! update never destroys the previous durable value.
+//! [`PartitionLog`], the partition's hard state (term, vote, commit) in a small file of its own,
+//! and the Raft snapshot that compacts the log. The entry's term is the batch's
+//! partitionLeaderEpoch (Kafka's meaning for that field); a non-empty entry's data is a Kafka
+//! record batch (v2, base offset 0, as [`crate::batch::encode_batch_as`] writes it) stored with
+//! its base offset and leader epoch rewritten; an empty entry (a new leader's no-op) is stored
+//! as a KRaft LeaderChange control batch ([`crate::batch::encode_leader_change`]). A conflicting
+//! suffix is cut with [`PartitionLog::truncate_from`]. The hard state lives in [`STATE_FILE`],
+//! two checksummed slots written in place, never over the last durable one, so an update never
+//! destroys the previous durable value.
+//!
+//! Snapshots (log compaction). [`SNAPSHOT_FILE`] holds the last snapshot: its index *S*, its
+//! term, the caller's state machine data, and a start offset *B*. Batches whose offsets are all
+//! below *B* are not part of the Raft log (they are covered by the snapshot, or were discarded
+//! when a leader's snapshot was installed) and are skipped; the first batch at *B* is index
+//! *S* + 1, and each later batch the next index. Without a snapshot *S* = 0 and *B* = 0: index
+//! *i* is the *i*-th batch of the log, whose first batch must then be at offset 0. A batch
+//! straddling *B*, or a first batch past *B* (an offset gap after the snapshot), is a log this
+//! module did not write. [`RaftLog::compact`] (the caller's state machine snapshotted at *S*:
+//! *B* is the offset of entry *S* + 1) and [`RaftLog::install`] (a leader's snapshot replaces the
+//! whole log: *B* is the log's end) write the snapshot file crash-safely (a temporary file,
+//! synced, renamed over [`SNAPSHOT_FILE`], the directory synced) *before* any segment goes;
+//! then whole segments wholly below *B* are removed ([`PartitionLog::remove_segments_before`];
+//! the active segment always stays, so the bytes below *B* in it stay too, skipped). A crash
+//! between the two leaves extra segments below *B*: the next open skips them and removes them.
+//! A crash before the rename leaves the previous snapshot (or none) and a leftover temporary
+//! file, which open removes. Nothing else may remove or rewrite the segments of a Raft log (key
+//! compaction, retention): a batch that disappears at or after *B* shifts every later index.
 //!
 //! Only the term and the vote must be durable before Raft acts on them (a node must never vote
 //! twice in a term or forget a term it took part in); the commit index is volatile state in Raft
@@ -20,13 +38,15 @@
 //! the state file: most writes of a busy partition (a follower's append advances its commit
 //! index every time) then cost one fdatasync, of the log, instead of two. Such a write goes to
 //! the slot that does not hold the last *synced* state, so whatever survives a crash is either
-//! that synced state or a newer one with the same term and vote.
+//! that synced state or a newer one with the same term and vote. After a compaction or an
+//! install the caller stores a commit index at least the snapshot's index (a snapshot holds only
+//! committed entries); since a commit-only write may not survive a crash, a restarted caller
+//! also raises the commit index it finds to the snapshot's index.
 //!
 //! Must not: decide what is committed, what is acknowledged, who leads or whom to vote for (the
-//! caller's Raft does); talk to the network; read a clock (the caller passes `now_ms`); know the
-//! Raft library (entries are plain (index, term, data), no `raft` crate). Nothing else may
-//! remove or rewrite the segments of a Raft log (key compaction, retention): a batch that
-//! disappears shifts every later index.
+//! caller's Raft does); take snapshots of the state machine or decide when to (the caller hands
+//! the data over); talk to the network; read a clock (the caller passes `now_ms`); know the
+//! Raft library (entries are plain (index, term, data), no `raft` crate).
 
 use crate::batch::{encode_leader_change, for_each_record, is_leader_change, peek_batch, Peek};
 use crate::io::{LogDir, LogFile};
@@ -35,6 +55,21 @@ use std::io;
 
 /// The hard state's file, next to the segments (not a segment name, so the log ignores it).
 pub const STATE_FILE: &str = "raft-state";
+
+/// The snapshot's file, next to the segments: magic `RLSN`, version 1 (u8), then big-endian
+/// index u64, term u64, start offset u64 (*B*, see the module documentation), data length u32,
+/// the data, and CRC-32C (u32) of everything before it. Replaced whole (see
+/// [`SNAPSHOT_TMP_FILE`]), never written in place.
+pub const SNAPSHOT_FILE: &str = "raft-snapshot";
+
+/// Where a new snapshot is written and synced before it is renamed over [`SNAPSHOT_FILE`]; one
+/// left over by a crash is removed at open.
+pub const SNAPSHOT_TMP_FILE: &str = "raft-snapshot.tmp";
+
+const SNAPSHOT_MAGIC: &[u8; 4] = b"RLSN";
+const SNAPSHOT_VERSION: u8 = 1;
+/// Bytes of a snapshot file before its data: magic, version, index, term, start, length.
+const SNAPSHOT_HEADER: usize = 4 + 1 + 8 + 8 + 8 + 4;
 
 /// Bytes of one hard state slot: seq u64, term u64, vote u64, commit u64 (big-endian), then
 /// CRC-32C (u32) of those 32 bytes.
@@ -48,7 +83,8 @@ const SLOT_BYTES: usize = 36;
 pub const SLOT_SIZE: u64 = 4096;
 
 /// Raft's hard state: the current term, the node voted for in it (0 = none) and the highest
-/// index known committed.
+/// index known committed. After [`RaftLog::compact`] or [`RaftLog::install`] the caller stores a
+/// commit index at least the snapshot's index.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct HardState {
     pub term: u64,
@@ -64,11 +100,26 @@ pub struct StoredEntry {
     pub data: Vec<u8>,
 }
 
+/// The snapshot found at open: the caller's state machine `data` as of entry `index`, whose
+/// term was `term`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredSnapshot {
+    pub index: u64,
+    pub term: u64,
+    pub data: Vec<u8>,
+}
+
 /// The Raft log and hard state of one partition (see the module documentation).
 pub struct RaftLog<D: LogDir> {
     log: PartitionLog<D>,
-    /// `bases[i - 1]` is the base offset of index `i`'s batch.
+    /// The index of `bases[0]`: the snapshot's index + 1 (1 without a snapshot).
+    first_index: u64,
+    /// `bases[i - first_index]` is the base offset of index `i`'s batch, `terms[i - first_index]`
+    /// its term.
     bases: Vec<u64>,
+    terms: Vec<u64>,
+    /// (index, term) of the snapshot in [`SNAPSHOT_FILE`], if any.
+    snapshot: Option<(u64, u64)>,
     state: D::File,
     /// The last hard state written (durable once synced) and its slot's sequence number (0 =
     /// none written yet).
@@ -149,9 +200,68 @@ async fn read_state<F: LogFile>(file: &F) -> io::Result<(u64, HardState, u64)> {
     Ok(best)
 }
 
+/// The bytes of [`SNAPSHOT_FILE`] (see there). `InvalidInput` for data of 4 GiB or more.
+fn encode_snapshot(index: u64, term: u64, start: u64, data: &[u8]) -> io::Result<Vec<u8>> {
+    let len = u32::try_from(data.len()).map_err(|_| {
+        invalid_input(format!(
+            "snapshot at index {index}: {} bytes of data, more than a u32 length",
+            data.len()
+        ))
+    })?;
+    let mut b = Vec::with_capacity(SNAPSHOT_HEADER + data.len() + 4);
+    b.extend_from_slice(SNAPSHOT_MAGIC);
+    b.push(SNAPSHOT_VERSION);
+    for v in [index, term, start] {
+        b.extend_from_slice(&v.to_be_bytes());
+    }
+    b.extend_from_slice(&len.to_be_bytes());
+    b.extend_from_slice(data);
+    let crc = crc32c::crc32c(&b);
+    b.extend_from_slice(&crc.to_be_bytes());
+    Ok(b)
+}
+
+/// A whole, CRC-valid snapshot file: (snapshot, start offset), or why it is not one.
+fn decode_snapshot(b: &[u8]) -> Result<(StoredSnapshot, u64), String> {
+    if b.len() < SNAPSHOT_HEADER + 4 {
+        return Err(format!("{} bytes, shorter than any snapshot", b.len()));
+    }
+    let (body, crc) = b.split_at(b.len() - 4);
+    let crc = u32::from_be_bytes(crc.try_into().expect("4 bytes"));
+    if crc != crc32c::crc32c(body) {
+        return Err("CRC mismatch".into());
+    }
+    if &body[..4] != SNAPSHOT_MAGIC || body[4] != SNAPSHOT_VERSION {
+        return Err(format!(
+            "magic {:?} version {}, not {SNAPSHOT_MAGIC:?} version {SNAPSHOT_VERSION}",
+            &body[..4],
+            body[4]
+        ));
+    }
+    let word = |at: usize| u64::from_be_bytes(body[at..at + 8].try_into().expect("8 bytes"));
+    let (index, term, start) = (word(5), word(13), word(21));
+    let len = u32::from_be_bytes(body[29..33].try_into().expect("4 bytes")) as usize;
+    if len != body.len() - SNAPSHOT_HEADER {
+        return Err(format!(
+            "data length {len}, but {} bytes of data",
+            body.len() - SNAPSHOT_HEADER
+        ));
+    }
+    if index == u64::MAX {
+        return Err("index u64::MAX leaves no index for the next entry".into());
+    }
+    let snapshot = StoredSnapshot {
+        index,
+        term,
+        data: body[SNAPSHOT_HEADER..].to_vec(),
+    };
+    Ok((snapshot, start))
+}
+
 impl<D: LogDir> RaftLog<D> {
     /// Open (or create) the Raft log in `dir`. Returns the log, the hard state (zeros when none
-    /// was ever written) and every entry, from index 1, for the caller's Raft to restart from.
+    /// was ever written), the snapshot if one was written, and every entry after it (from index
+    /// 1 without a snapshot), for the caller's Raft to restart from.
     ///
     /// A torn or corrupt tail of the segment log is cut ([`PartitionLog::open_from_batches`]):
     /// it just means fewer entries. Whatever is returned is made durable (both files synced)
@@ -159,23 +269,48 @@ impl<D: LogDir> RaftLog<D> {
     /// cache, and an entry handed to Raft as durable must not be lost by a later power loss.
     /// The segments are read twice: once by the log's recovery, which validates and cuts, then
     /// once here for the batches' bytes and epochs, which its record callback does not carry.
+    /// Segments wholly below the snapshot's start offset (left by a crash between writing the
+    /// snapshot and removing them) are removed; a leftover [`SNAPSHOT_TMP_FILE`] too.
     ///
-    /// `InvalidData` for a log whose first batch is not at offset 0 (segments removed from its
-    /// front would shift every index) or whose leader epoch is negative (not a term).
+    /// `InvalidData` for a snapshot file that is not whole and CRC-valid (it is renamed into
+    /// place only once synced, so that is corruption, not a torn write); for a log whose first
+    /// batch is not at offset 0 without a snapshot, or, with one, whose first batch from the
+    /// snapshot's start offset on is not at that offset or that has a batch straddling it
+    /// (entries would be missing or shifted); and for a batch whose leader epoch is negative
+    /// (not a term).
     pub async fn open(
         dir: D,
         config: LogConfig,
-    ) -> io::Result<(Self, HardState, Vec<StoredEntry>)> {
+    ) -> io::Result<(Self, HardState, Option<StoredSnapshot>, Vec<StoredEntry>)> {
         let state = dir.open(STATE_FILE).await?;
         if state.len().await? == 0 {
             // Possibly created just now: its directory entry must survive a power loss.
             dir.sync_dir().await?;
         }
         let (seq, hard_state, durable_slot) = read_state(&state).await?;
+        // (Opening a file creates it: whether there is a snapshot is a matter of the listing.)
+        let names = dir.list().await?;
+        if names.iter().any(|n| n == SNAPSHOT_TMP_FILE) {
+            // A crash before the rename: the snapshot file (or its absence) is still the last
+            // one written whole. Whether the removal is durable does not matter.
+            dir.remove(SNAPSHOT_TMP_FILE).await?;
+        }
+        let (snapshot, start) = if names.iter().any(|n| n == SNAPSHOT_FILE) {
+            let file = dir.open(SNAPSHOT_FILE).await?;
+            let len = file.len().await?;
+            let bytes = file.read_at(0, len as usize).await?;
+            let (snapshot, start) = decode_snapshot(&bytes)
+                .map_err(|why| invalid_data(format!("raft log: {SNAPSHOT_FILE}: {why}")))?;
+            (Some(snapshot), start)
+        } else {
+            (None, 0)
+        };
+        let first_index = snapshot.as_ref().map_or(1, |s| s.index + 1);
         let (mut log, _) =
-            PartitionLog::open_from_batches(dir, config, 0, |_, _, _, _, _| {}).await?;
+            PartitionLog::open_from_batches(dir, config, start, |_, _, _, _, _| {}).await?;
         let mut entries: Vec<StoredEntry> = Vec::new();
         let mut bases = Vec::new();
+        let mut terms = Vec::new();
         for seg in &log.segments {
             let (_, stop) = scan_batches(
                 &seg.file,
@@ -183,11 +318,30 @@ impl<D: LogDir> RaftLog<D> {
                 log.config.read_chunk_bytes,
                 log.config.max_batch_bytes,
                 |pos, h, batch| {
-                    if bases.is_empty() && h.base_offset != 0 {
+                    if h.last_offset() < start {
+                        return Ok(()); // covered by the snapshot
+                    }
+                    if h.base_offset < start {
                         return Err(format!(
-                            "the log starts at offset {}, not 0: Raft index 1 is gone",
-                            h.base_offset
+                            "batch at offsets {}..={} straddles the snapshot's start offset \
+                             {start}",
+                            h.base_offset,
+                            h.last_offset()
                         ));
+                    }
+                    if bases.is_empty() && h.base_offset != start {
+                        return Err(if snapshot.is_some() {
+                            format!(
+                                "the first batch after the snapshot is at offset {}, not \
+                                 {start}: Raft index {first_index} is gone",
+                                h.base_offset
+                            )
+                        } else {
+                            format!(
+                                "the log starts at offset {}, not 0: Raft index 1 is gone",
+                                h.base_offset
+                            )
+                        });
                     }
                     let epoch = i32::from_be_bytes(batch[12..16].try_into().expect("4 bytes"));
                     if epoch < 0 {
@@ -206,35 +360,42 @@ impl<D: LogDir> RaftLog<D> {
                             data[12..16].fill(0);
                             data
                         };
-                    bases.push(h.base_offset);
                     entries.push(StoredEntry {
-                        index: bases.len() as u64,
+                        index: first_index + bases.len() as u64,
                         term: epoch as u64,
                         data,
                     });
+                    bases.push(h.base_offset);
+                    terms.push(epoch as u64);
                     Ok(())
                 },
             )
             .await?;
             if let Some(why) = stop {
-                // A log this module did not write (not from offset 0, a negative epoch): Raft
-                // must not restart from a guess. Recovery validated every batch, so nothing
-                // torn or corrupt gets here.
+                // A log this module did not write (not from the snapshot's start offset, a
+                // negative epoch): Raft must not restart from a guess. Recovery validated every
+                // batch, so nothing torn or corrupt gets here.
                 return Err(invalid_data(format!("raft log: {why}")));
             }
         }
-        if bases.is_empty() && log.next_offset() != 0 {
+        if bases.is_empty() && log.next_offset() != start {
             return Err(invalid_data(format!(
-                "raft log: no batch, yet the log starts at offset {}",
+                "raft log: no batch from offset {start} on, yet the log's next offset is {}",
                 log.next_offset()
             )));
         }
+        // Whole segments the snapshot covers, left by a crash before `compact` or `install`
+        // removed them.
+        log.remove_segments_before(start).await?;
         log.sync().await?;
         state.sync().await?;
         Ok((
             Self {
                 log,
+                first_index,
                 bases,
+                terms,
+                snapshot: snapshot.as_ref().map(|s| (s.index, s.term)),
                 state,
                 hard_state,
                 seq,
@@ -243,19 +404,44 @@ impl<D: LogDir> RaftLog<D> {
                 state_unsynced: false,
             },
             hard_state,
+            snapshot,
             entries,
         ))
     }
 
-    /// The index of the last entry (0 when the log is empty). The first index is always 1.
-    pub fn last_index(&self) -> u64 {
-        self.bases.len() as u64
+    /// The index of the first entry the log holds or will hold: the snapshot's index + 1, or 1
+    /// without a snapshot.
+    pub fn first_index(&self) -> u64 {
+        self.first_index
     }
 
-    /// The offset of index `index`'s batch in the partition's log, if it holds that index.
+    /// The index of the last entry: the snapshot's index (0 without one) when the log holds no
+    /// entry after it.
+    pub fn last_index(&self) -> u64 {
+        self.first_index - 1 + self.bases.len() as u64
+    }
+
+    /// The offset of index `index`'s batch in the partition's log, if it holds that index
+    /// (never for an index the snapshot covers).
     pub fn base_offset(&self, index: u64) -> Option<u64> {
-        let i = usize::try_from(index.checked_sub(1)?).ok()?;
+        let i = usize::try_from(index.checked_sub(self.first_index)?).ok()?;
         self.bases.get(i).copied()
+    }
+
+    /// The term of entry `index`: of an entry the log holds, or of the snapshot's last entry.
+    pub fn term(&self, index: u64) -> Option<u64> {
+        match self.snapshot {
+            Some((i, term)) if i == index => Some(term),
+            _ => {
+                let i = usize::try_from(index.checked_sub(self.first_index)?).ok()?;
+                self.terms.get(i).copied()
+            }
+        }
+    }
+
+    /// (index, term) of the current snapshot, if one was written (the caller keeps its data).
+    pub fn snapshot(&self) -> Option<(u64, u64)> {
+        self.snapshot
     }
 
     /// The last hard state written (durable once [`Self::sync`] returned).
@@ -317,11 +503,12 @@ impl<D: LogDir> RaftLog<D> {
     /// it returns). Unsynced until [`Self::sync`]. An empty `data` is a no-op entry, written as
     /// a LeaderChange control batch naming `leader` (-1 if unknown) and stamped `now_ms`.
     ///
-    /// Refused before anything is written or cut: an index below 1, past `last_index() + 1`
-    /// (a gap) or not following the previous entry, and a term above `i32::MAX` (it must fit
-    /// the leader epoch), all `InvalidInput`; data that is not one batch as `check_data`
-    /// describes, `InvalidData`. On an I/O error the log must be reopened, as
-    /// [`PartitionLog::append`] says.
+    /// Refused before anything is written or cut: an index below [`Self::first_index`] (0, or
+    /// one the snapshot covers: the cut never reaches into it), past `last_index() + 1` (a gap)
+    /// or not following the previous entry, and a term above `i32::MAX` (it must fit the leader
+    /// epoch), all `InvalidInput`; data that is not one batch as `check_data` describes,
+    /// `InvalidData`. On an I/O error the log must be reopened, as [`PartitionLog::append`]
+    /// says.
     pub async fn append(
         &mut self,
         entries: &[(u64, u64, &[u8])],
@@ -337,16 +524,19 @@ impl<D: LogDir> RaftLog<D> {
                 "entry index 0: Raft indexes start at 1".into(),
             ));
         }
+        if first < self.first_index {
+            return Err(invalid_input(format!(
+                "append at index {first}: the snapshot covers up to {}",
+                self.first_index - 1
+            )));
+        }
         if first > last + 1 {
             return Err(invalid_input(format!(
                 "append at index {first} leaves a gap after {last}"
             )));
         }
-        let cut_at = if first <= last {
-            Some(self.bases[first as usize - 1])
-        } else {
-            None
-        };
+        let keep = (first - self.first_index) as usize;
+        let cut_at = self.bases.get(keep).copied();
         // Every check first, offsets included, so a refused append changes nothing.
         let mut next = cut_at.unwrap_or(self.log.next_offset());
         for (i, &(index, term, data)) in entries.iter().enumerate() {
@@ -377,7 +567,8 @@ impl<D: LogDir> RaftLog<D> {
         }
         if let Some(offset) = cut_at {
             self.log.truncate_from(offset).await?;
-            self.bases.truncate(first as usize - 1);
+            self.bases.truncate(keep);
+            self.terms.truncate(keep);
         }
         for &(_, term, data) in entries {
             let offset = self.log.next_offset();
@@ -396,15 +587,105 @@ impl<D: LogDir> RaftLog<D> {
             self.log_unsynced = true;
             self.log.append_prepared(batch).await?;
             self.bases.push(offset);
+            self.terms.push(term);
         }
         Ok(())
+    }
+
+    /// The caller's state machine holds `data`, a snapshot of every entry up to `index`, whose
+    /// term is `term`: make it the log's snapshot and drop the entries it covers. The snapshot
+    /// file is durable before anything is dropped; then whole segments below entry `index + 1`'s
+    /// offset (the log's end when `index` is the last entry) are removed. The log goes on
+    /// from `index + 1`: entries after `index` stay, and appends continue as before. The caller
+    /// then stores a commit index at least `index` (it applied `index`, so it is committed).
+    ///
+    /// `InvalidInput` before anything is written: an `index` the snapshot already covers or
+    /// past [`Self::last_index`], a `term` that is not entry `index`'s, data of 4 GiB or more.
+    /// On an I/O error the log must be reopened.
+    pub async fn compact(&mut self, index: u64, term: u64, data: &[u8]) -> io::Result<()> {
+        let last = self.last_index();
+        if index < self.first_index || index > last {
+            return Err(invalid_input(format!(
+                "snapshot at index {index}: the log holds entries {}..={last}",
+                self.first_index
+            )));
+        }
+        let at = (index - self.first_index) as usize;
+        if self.terms[at] != term {
+            return Err(invalid_input(format!(
+                "snapshot at index {index} of term {term}: entry {index} is of term {}",
+                self.terms[at]
+            )));
+        }
+        let start = match self.bases.get(at + 1) {
+            Some(&offset) => offset,
+            None => self.log.next_offset(),
+        };
+        self.write_snapshot(index, term, start, data).await?;
+        self.bases.drain(..=at);
+        self.terms.drain(..=at);
+        self.first_index = index + 1;
+        self.snapshot = Some((index, term));
+        self.log.remove_segments_before(start).await?;
+        Ok(())
+    }
+
+    /// Install a leader's snapshot: `data` holds every entry up to `index`, whose term is
+    /// `term`. Every entry the log held is discarded, even those after `index` (Raft's restore
+    /// replaces the whole log); the next entry is `index + 1`, appended at the log's current
+    /// end offset (the discarded batches stay in the active segment, below the snapshot's start
+    /// offset, skipped at open). The snapshot file is durable before anything is dropped; then
+    /// every segment but the active one is removed. The caller then stores a commit index at
+    /// least `index`.
+    ///
+    /// `InvalidInput` before anything is written: an `index` below the current snapshot's (an
+    /// older snapshot) or `u64::MAX`, data of 4 GiB or more. On an I/O error the log must be
+    /// reopened.
+    pub async fn install(&mut self, index: u64, term: u64, data: &[u8]) -> io::Result<()> {
+        if index < self.first_index - 1 || index == u64::MAX {
+            return Err(invalid_input(format!(
+                "snapshot at index {index}: the current snapshot covers up to {}",
+                self.first_index - 1
+            )));
+        }
+        let start = self.log.next_offset();
+        self.write_snapshot(index, term, start, data).await?;
+        self.bases.clear();
+        self.terms.clear();
+        self.first_index = index + 1;
+        self.snapshot = Some((index, term));
+        self.log.remove_segments_before(start).await?;
+        Ok(())
+    }
+
+    /// Replace [`SNAPSHOT_FILE`] durably: the whole content into [`SNAPSHOT_TMP_FILE`], synced,
+    /// renamed over it, the directory synced. A crash at any point leaves either the previous
+    /// snapshot file or this one, whole.
+    async fn write_snapshot(
+        &mut self,
+        index: u64,
+        term: u64,
+        start: u64,
+        data: &[u8],
+    ) -> io::Result<()> {
+        let bytes = encode_snapshot(index, term, start, data)?;
+        let dir = &self.log.dir;
+        let tmp = dir.open(SNAPSHOT_TMP_FILE).await?;
+        // A leftover of a failed write must not keep bytes past the new content.
+        tmp.truncate(0).await?;
+        tmp.write_at(0, bytes).await?;
+        tmp.sync().await?;
+        drop(tmp);
+        dir.rename(SNAPSHOT_TMP_FILE, SNAPSHOT_FILE).await?;
+        dir.sync_dir().await
     }
 
     /// Write the hard state into the slot not holding the last durable one; nothing is written
     /// when it has not changed. A new term or vote is durable after the next [`Self::sync`]; a
     /// change of the commit index alone does not make that sync touch the state file (see the
     /// module documentation): it reaches the disk with the next term or vote, or whenever the
-    /// kernel writes the page back.
+    /// kernel writes the page back. After [`Self::compact`] or [`Self::install`] the caller
+    /// stores a commit index at least the snapshot's index.
     pub async fn set_hard_state(&mut self, hs: HardState) -> io::Result<()> {
         if hs == self.hard_state {
             return Ok(());
@@ -453,7 +734,7 @@ mod tests {
         decode_records, encode_batch_as, encode_marker, BatchProducer, ATTR_TRANSACTIONAL,
     };
     use crate::io::MemDir;
-    use crate::log::parse_segment_name;
+    use crate::log::{parse_segment_name, segment_name};
     use futures_lite::future::block_on;
 
     /// Small segments, so the log rolls over several files.
@@ -465,11 +746,18 @@ mod tests {
         }
     }
 
-    fn open_with(dir: &MemDir, cfg: LogConfig) -> (RaftLog<MemDir>, HardState, Vec<StoredEntry>) {
+    type Opened = (
+        RaftLog<MemDir>,
+        HardState,
+        Option<StoredSnapshot>,
+        Vec<StoredEntry>,
+    );
+
+    fn open_with(dir: &MemDir, cfg: LogConfig) -> Opened {
         block_on(RaftLog::open(dir.clone(), cfg)).expect("the raft log opens")
     }
 
-    fn open(dir: &MemDir) -> (RaftLog<MemDir>, HardState, Vec<StoredEntry>) {
+    fn open(dir: &MemDir) -> Opened {
         open_with(dir, small())
     }
 
@@ -537,7 +825,7 @@ mod tests {
     #[test]
     fn mixed_entries_read_back_as_written() {
         let dir = MemDir::new();
-        let (mut log, hard, entries) = open(&dir);
+        let (mut log, hard, _, entries) = open(&dir);
         assert_eq!((hard, entries.len(), log.last_index()), (hs(0, 0, 0), 0, 0));
         let want = mixed();
         append(&mut log, &want[..3]).unwrap();
@@ -553,7 +841,7 @@ mod tests {
         assert!(log.log().segment_count() > 1, "the log rolled");
         block_on(log.sync()).unwrap();
         drop(log);
-        let (log, hard, entries) = open(&dir);
+        let (log, hard, _, entries) = open(&dir);
         assert_eq!(entries, want);
         assert_eq!((hard, log.last_index()), (hs(0, 0, 0), 8));
         assert_eq!(log.base_offset(4), Some(5));
@@ -563,7 +851,7 @@ mod tests {
         append(&mut log, std::slice::from_ref(&more)).unwrap();
         block_on(log.sync()).unwrap();
         drop(log);
-        let (_, _, entries) = open(&dir);
+        let (_, _, _, entries) = open(&dir);
         assert_eq!(entries.len(), 9);
         assert_eq!(entries[..8], want[..]);
         assert_eq!(entries[8], more);
@@ -572,7 +860,7 @@ mod tests {
     #[test]
     fn the_segments_are_a_kafka_partition_log_with_terms_as_leader_epochs() {
         let dir = MemDir::new();
-        let (mut log, _, _) = open(&dir);
+        let (mut log, _, _, _) = open(&dir);
         append(&mut log, &mixed()).unwrap();
         block_on(log.sync()).unwrap();
         drop(log);
@@ -646,7 +934,7 @@ mod tests {
     #[test]
     fn a_conflicting_suffix_is_cut_durably_before_the_new_entries() {
         let dir = MemDir::new();
-        let (mut log, _, _) = open(&dir);
+        let (mut log, _, _, _) = open(&dir);
         append(&mut log, &run(1, 5, 1, "a")).unwrap();
         block_on(log.sync()).unwrap();
         // The new leader's 3..4 replace 3..5; not synced yet, and the power goes.
@@ -656,7 +944,7 @@ mod tests {
         drop(log);
         dir.crash(|_, _| 0);
         // The cut was durable when append returned: old 3..5 never come back.
-        let (mut log, _, entries) = open(&dir);
+        let (mut log, _, _, entries) = open(&dir);
         assert_eq!(entries, run(1, 2, 1, "a"));
         append(&mut log, &new).unwrap();
         block_on(log.sync()).unwrap();
@@ -665,7 +953,7 @@ mod tests {
             [Some(0), Some(1), Some(2), Some(3), None]
         );
         drop(log);
-        let (mut log, _, entries) = open(&dir);
+        let (mut log, _, _, entries) = open(&dir);
         let mut want = run(1, 2, 1, "a");
         want.extend(new);
         assert_eq!(entries, want);
@@ -673,7 +961,7 @@ mod tests {
         append(&mut log, &[entry(1, 3, vec![])]).unwrap();
         block_on(log.sync()).unwrap();
         drop(log);
-        let (log, _, entries) = open(&dir);
+        let (log, _, _, entries) = open(&dir);
         assert_eq!(entries, [entry(1, 3, vec![])]);
         assert_eq!(log.log().next_offset(), 1);
     }
@@ -681,7 +969,7 @@ mod tests {
     #[test]
     fn a_refused_append_changes_nothing() {
         let dir = MemDir::new();
-        let (mut log, _, _) = open(&dir);
+        let (mut log, _, _, _) = open(&dir);
         let old = run(1, 5, 1, "a");
         append(&mut log, &old).unwrap();
         block_on(log.sync()).unwrap();
@@ -730,7 +1018,7 @@ mod tests {
         }
         assert_eq!(log.last_index(), 5);
         drop(log);
-        let (_, _, entries) = open(&dir);
+        let (_, _, _, entries) = open(&dir);
         assert_eq!(entries, old);
     }
 
@@ -770,7 +1058,7 @@ mod tests {
     #[test]
     fn the_last_hard_state_written_comes_back() {
         let dir = MemDir::new();
-        let (mut log, hard, _) = open(&dir);
+        let (mut log, hard, _, _) = open(&dir);
         assert_eq!(hard, hs(0, 0, 0));
         for s in [hs(1, 1, 0), hs(2, 2, 3), hs(2, 2, 5)] {
             block_on(log.set_hard_state(s)).unwrap();
@@ -783,17 +1071,17 @@ mod tests {
         block_on(log.sync()).unwrap();
         assert_eq!(dir.ops(), ops);
         drop(log);
-        let (mut log, hard, _) = open(&dir);
+        let (mut log, hard, _, _) = open(&dir);
         assert_eq!(hard, hs(2, 2, 5));
         // Written, not synced, and the process stops: the page cache still has it, and the
         // open makes it durable before handing it out.
         block_on(log.set_hard_state(hs(3, 0, 5))).unwrap();
         drop(log);
-        let (log, hard, _) = open(&dir);
+        let (log, hard, _, _) = open(&dir);
         assert_eq!(hard, hs(3, 0, 5));
         drop(log);
         dir.crash(|_, _| 0);
-        let (_, hard, _) = open(&dir);
+        let (_, hard, _, _) = open(&dir);
         assert_eq!(hard, hs(3, 0, 5));
     }
 
@@ -804,19 +1092,19 @@ mod tests {
         // How much of the unsynced bytes survive: none, B's slot torn, all of it.
         for (keep_all_but, want) in [(None, a), (Some(10), a), (Some(0), b)] {
             let dir = MemDir::new();
-            let (mut log, _, _) = open(&dir);
+            let (mut log, _, _, _) = open(&dir);
             block_on(log.set_hard_state(a)).unwrap();
             block_on(log.sync()).unwrap();
             block_on(log.set_hard_state(b)).unwrap();
             drop(log);
             dir.crash(|_, n| keep_all_but.map_or(0, |k| n - k));
-            let (mut log, hard, _) = open(&dir);
+            let (mut log, hard, _, _) = open(&dir);
             assert_eq!(hard, want, "{keep_all_but:?}");
             // An unsynced overwrite of the older slot is lost whole: the newer one stays.
             block_on(log.set_hard_state(hs(9, 9, 9))).unwrap();
             drop(log);
             dir.crash(|_, _| 0);
-            let (_, hard, _) = open(&dir);
+            let (_, hard, _, _) = open(&dir);
             assert_eq!(hard, want, "{keep_all_but:?}, second crash");
         }
     }
@@ -824,7 +1112,7 @@ mod tests {
     #[test]
     fn a_torn_slot_falls_back_to_the_other_one() {
         let dir = MemDir::new();
-        let (mut log, _, _) = open(&dir);
+        let (mut log, _, _, _) = open(&dir);
         // Each synced: seq 1 → slot 0, seq 2 → slot 1, seq 3 → slot 0.
         for s in [hs(1, 1, 0), hs(2, 2, 0), hs(3, 3, 1)] {
             block_on(log.set_hard_state(s)).unwrap();
@@ -833,7 +1121,7 @@ mod tests {
         drop(log);
         // The write of seq 3 tore: its slot's tail never reached the disk.
         dir.with_file(STATE_FILE, |b| b[20..36].fill(0)).unwrap();
-        let (mut log, hard, _) = open(&dir);
+        let (mut log, hard, _, _) = open(&dir);
         assert_eq!(hard, hs(2, 2, 0));
         // The next write goes over the torn slot, not over the one just read.
         block_on(log.set_hard_state(hs(4, 0, 1))).unwrap();
@@ -843,11 +1131,11 @@ mod tests {
             .with_file(STATE_FILE, |b| b[4096..4096 + 36].to_vec())
             .unwrap();
         assert_eq!(decode_slot(&slot1), Some((2, hs(2, 2, 0))));
-        let (_, hard, _) = open(&dir);
+        let (_, hard, _, _) = open(&dir);
         assert_eq!(hard, hs(4, 0, 1));
         // A flipped bit in the newer slot (seq 3, slot 0): the older one again.
         dir.with_file(STATE_FILE, |b| b[9] ^= 1).unwrap();
-        let (_, hard, _) = open(&dir);
+        let (_, hard, _, _) = open(&dir);
         assert_eq!(hard, hs(2, 2, 0));
     }
 
@@ -858,7 +1146,7 @@ mod tests {
                 .unwrap()
         };
         let dir = MemDir::new();
-        let (mut log, _, _) = open(&dir);
+        let (mut log, _, _, _) = open(&dir);
         block_on(log.set_hard_state(hs(3, 2, 0))).unwrap();
         block_on(log.sync()).unwrap();
         // Only the commit index moves: the sync leaves the state file alone, so a power loss
@@ -868,7 +1156,7 @@ mod tests {
         block_on(log.sync()).unwrap();
         assert_eq!(log.hard_state(), hs(3, 2, 5));
         dir.crash(|_, _| 0);
-        let (mut log, hard, _) = open(&dir);
+        let (mut log, hard, _, _) = open(&dir);
         assert_eq!(hard, hs(3, 2, 0));
         // Commit-only writes go over the other slot, never the durable one; the kernel writing
         // them back (made durable here by hand) brings the newer commit index back.
@@ -880,7 +1168,7 @@ mod tests {
         dir.with_file(STATE_FILE, |_| ()).unwrap();
         assert_eq!(slot(&dir, 0), Some((1, hs(3, 2, 0))));
         assert_eq!(slot(&dir, 1), Some((4, hs(3, 2, 8))));
-        let (mut log, hard, _) = open(&dir);
+        let (mut log, hard, _, _) = open(&dir);
         assert_eq!(hard, hs(3, 2, 8));
         // A new term is synced; the next commit-only write then goes over the older slot.
         block_on(log.set_hard_state(hs(4, 0, 8))).unwrap();
@@ -889,7 +1177,7 @@ mod tests {
         block_on(log.sync()).unwrap();
         drop(log);
         dir.crash(|_, _| 0);
-        let (_, hard, _) = open(&dir);
+        let (_, hard, _, _) = open(&dir);
         assert_eq!(hard, hs(4, 0, 8));
     }
 
@@ -909,7 +1197,7 @@ mod tests {
             (2 * size, 5),
         ] {
             let dir = MemDir::new();
-            let (mut log, _, _) = open_with(&dir, cfg.clone());
+            let (mut log, _, _, _) = open_with(&dir, cfg.clone());
             append(&mut log, &run(1, 3, 1, "x")).unwrap();
             block_on(log.sync()).unwrap();
             append(&mut log, &tail).unwrap();
@@ -918,7 +1206,7 @@ mod tests {
                 assert_eq!(n, 2 * size);
                 keep
             });
-            let (mut log, _, entries) = open_with(&dir, cfg.clone());
+            let (mut log, _, _, entries) = open_with(&dir, cfg.clone());
             assert_eq!(entries, run(1, found, 1, "x"), "{keep} bytes kept");
             // The log goes on after what survived.
             let next = entry(found + 1, 2, vec![]);
@@ -929,14 +1217,433 @@ mod tests {
         // A process crash (no power loss): the unsynced entries are still in the page cache;
         // the open that returns them makes them durable.
         let dir = MemDir::new();
-        let (mut log, _, _) = open_with(&dir, cfg.clone());
+        let (mut log, _, _, _) = open_with(&dir, cfg.clone());
         append(&mut log, &run(1, 5, 1, "x")).unwrap();
         drop(log);
-        let (log, _, entries) = open_with(&dir, cfg.clone());
+        let (log, _, _, entries) = open_with(&dir, cfg.clone());
         assert_eq!(entries.len(), 5);
         drop(log);
         dir.crash(|_, _| 0);
-        let (_, _, entries) = open_with(&dir, cfg);
+        let (_, _, _, entries) = open_with(&dir, cfg);
         assert_eq!(entries, run(1, 5, 1, "x"));
+    }
+
+    fn snap(index: u64, term: u64, data: &[u8]) -> StoredSnapshot {
+        StoredSnapshot {
+            index,
+            term,
+            data: data.to_vec(),
+        }
+    }
+
+    /// The base offsets of the segment files in `dir`, in order.
+    fn segment_files(dir: &MemDir) -> Vec<u64> {
+        let mut bases: Vec<u64> = block_on(dir.list())
+            .unwrap()
+            .iter()
+            .filter_map(|n| parse_segment_name(n))
+            .collect();
+        bases.sort_unstable();
+        bases
+    }
+
+    fn has_file(dir: &MemDir, name: &str) -> bool {
+        block_on(dir.list()).unwrap().iter().any(|n| n == name)
+    }
+
+    /// A file written and synced, its name durable.
+    fn put_file(dir: &MemDir, name: &str, bytes: Vec<u8>) {
+        block_on(async {
+            let f = dir.open(name).await?;
+            f.truncate(0).await?;
+            f.write_at(0, bytes).await?;
+            f.sync().await?;
+            dir.sync_dir().await
+        })
+        .unwrap()
+    }
+
+    fn open_err(dir: &MemDir) -> io::Error {
+        match block_on(RaftLog::open(dir.clone(), small())) {
+            Ok(_) => panic!("opened"),
+            Err(e) => e,
+        }
+    }
+
+    #[test]
+    fn a_compacted_log_reopens_from_its_snapshot_without_the_segments_it_covers() {
+        let dir = MemDir::new();
+        let (mut log, _, snapshot, _) = open(&dir);
+        assert_eq!(
+            (snapshot, log.first_index(), log.snapshot()),
+            (None, 1, None)
+        );
+        let old = run(1, 30, 1, "a");
+        append(&mut log, &old).unwrap();
+        block_on(log.sync()).unwrap();
+        let before = log.log().segments();
+        assert!(before.len() > 4, "{before:?}");
+        block_on(log.compact(20, 1, b"state at 20")).unwrap();
+        assert_eq!(
+            (log.first_index(), log.last_index(), log.snapshot()),
+            (21, 30, Some((20, 1)))
+        );
+        // One record per entry: entry i is at offset i - 1.
+        assert_eq!((log.base_offset(20), log.base_offset(21)), (None, Some(20)));
+        assert_eq!(
+            [19, 20, 21, 31].map(|i| log.term(i)),
+            [None, Some(1), Some(1), None]
+        );
+        // Whole segments only: the one holding entry 21 stays, with the entries before it.
+        let after = log.log().segments();
+        assert!(after.len() < before.len());
+        assert!(after[0].0 <= 20 && after[1].0 > 20, "{after:?}");
+        assert_eq!(after, before[before.len() - after.len()..]);
+        let bases: Vec<u64> = after.iter().map(|s| s.0).collect();
+        assert_eq!(segment_files(&dir), bases);
+        assert!(has_file(&dir, SNAPSHOT_FILE) && !has_file(&dir, SNAPSHOT_TMP_FILE));
+        // The log goes on after the snapshot.
+        let more = run(31, 33, 2, "b");
+        append(&mut log, &more).unwrap();
+        block_on(log.sync()).unwrap();
+        assert_eq!(log.base_offset(31), Some(30));
+        drop(log);
+        let (mut log, _, snapshot, entries) = open(&dir);
+        assert_eq!(snapshot, Some(snap(20, 1, b"state at 20")));
+        let mut want = old[20..].to_vec();
+        want.extend(more);
+        assert_eq!(entries, want);
+        assert_eq!(
+            (log.first_index(), log.last_index(), log.snapshot()),
+            (21, 33, Some((20, 1)))
+        );
+        assert_eq!(log.base_offset(21), Some(20));
+        assert_eq!(
+            segment_files(&dir)[0],
+            bases[0],
+            "the open removes nothing more"
+        );
+        // A second compaction replaces the snapshot.
+        block_on(log.compact(32, 2, b"state at 32")).unwrap();
+        append(&mut log, &[entry(34, 2, vec![])]).unwrap();
+        block_on(log.sync()).unwrap();
+        drop(log);
+        let (log, _, snapshot, entries) = open(&dir);
+        assert_eq!(snapshot, Some(snap(32, 2, b"state at 32")));
+        assert_eq!(entries, [want[12].clone(), entry(34, 2, vec![])]);
+        assert_eq!(
+            (log.base_offset(33), log.base_offset(34)),
+            (Some(32), Some(33))
+        );
+        // The segments are still a partition log a plain reader opens, from the first kept
+        // segment on.
+        drop(log);
+        let mut offsets = Vec::new();
+        block_on(PartitionLog::open(dir.clone(), small(), |o, _, _, _| {
+            offsets.push(o)
+        }))
+        .unwrap();
+        assert_eq!(offsets.last(), Some(&33));
+        assert!(offsets.windows(2).all(|w| w[1] == w[0] + 1));
+    }
+
+    #[test]
+    fn a_snapshot_of_every_entry_leaves_an_empty_log_that_goes_on_at_its_end() {
+        let dir = MemDir::new();
+        let (mut log, _, _, _) = open(&dir);
+        append(&mut log, &run(1, 12, 1, "a")).unwrap();
+        block_on(log.sync()).unwrap();
+        assert!(log.log().segment_count() > 1);
+        block_on(log.compact(12, 1, b"all")).unwrap();
+        assert_eq!((log.first_index(), log.last_index()), (13, 12));
+        assert_eq!(
+            log.log().segment_count(),
+            1,
+            "only the active segment stays"
+        );
+        drop(log);
+        // Nothing after the snapshot: the next entry still lands at the log's end.
+        let (mut log, _, snapshot, entries) = open(&dir);
+        assert_eq!((snapshot, entries), (Some(snap(12, 1, b"all")), vec![]));
+        assert_eq!(
+            (log.first_index(), log.last_index(), log.log().next_offset()),
+            (13, 12, 12)
+        );
+        append(&mut log, &run(13, 14, 2, "b")).unwrap();
+        assert_eq!(log.base_offset(13), Some(12));
+        block_on(log.compact(14, 2, b"all again")).unwrap();
+        append(&mut log, &[entry(15, 3, vec![])]).unwrap();
+        block_on(log.sync()).unwrap();
+        drop(log);
+        let (log, _, snapshot, entries) = open(&dir);
+        assert_eq!(snapshot, Some(snap(14, 2, b"all again")));
+        assert_eq!(entries, [entry(15, 3, vec![])]);
+        assert_eq!(log.base_offset(15), Some(14));
+    }
+
+    #[test]
+    fn an_installed_snapshot_replaces_the_whole_log() {
+        let dir = MemDir::new();
+        let (mut log, _, _, _) = open(&dir);
+        append(&mut log, &run(1, 10, 1, "a")).unwrap();
+        block_on(log.sync()).unwrap();
+        // The leader's snapshot at 6, below the last index: entries 7..=10 go too.
+        block_on(log.install(6, 2, b"leader state")).unwrap();
+        assert_eq!(
+            (log.first_index(), log.last_index(), log.snapshot()),
+            (7, 6, Some((6, 2)))
+        );
+        assert_eq!(
+            (log.base_offset(6), log.base_offset(7)),
+            (None, None),
+            "no entry left"
+        );
+        assert_eq!((log.term(6), log.term(7)), (Some(2), None));
+        assert_eq!(
+            log.log().segment_count(),
+            1,
+            "only the active segment stays"
+        );
+        assert_eq!(log.log().next_offset(), 10);
+        // The next entry goes after the discarded batches.
+        let new = run(7, 8, 2, "b");
+        append(&mut log, &new).unwrap();
+        assert_eq!(log.base_offset(7), Some(10));
+        block_on(log.sync()).unwrap();
+        drop(log);
+        let (mut log, _, snapshot, entries) = open(&dir);
+        assert_eq!(snapshot, Some(snap(6, 2, b"leader state")));
+        assert_eq!(entries, new);
+        assert_eq!((log.first_index(), log.last_index()), (7, 8));
+        // An older snapshot is refused; one far past the log's end is fine.
+        let err = block_on(log.install(5, 2, b"old")).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+        block_on(log.install(20, 3, b"far ahead")).unwrap();
+        assert_eq!((log.first_index(), log.last_index()), (21, 20));
+        append(&mut log, &[entry(21, 3, vec![])]).unwrap();
+        assert_eq!(log.base_offset(21), Some(12));
+        block_on(log.sync()).unwrap();
+        drop(log);
+        let (_, _, snapshot, entries) = open(&dir);
+        assert_eq!(snapshot, Some(snap(20, 3, b"far ahead")));
+        assert_eq!(entries, [entry(21, 3, vec![])]);
+
+        // On a new log (nothing written yet): entry index + 1 is at offset 0.
+        let dir = MemDir::new();
+        let (mut log, _, _, _) = open(&dir);
+        block_on(log.install(4, 1, b"")).unwrap();
+        append(&mut log, &run(5, 6, 1, "c")).unwrap();
+        assert_eq!(log.base_offset(5), Some(0));
+        block_on(log.sync()).unwrap();
+        drop(log);
+        let (_, _, snapshot, entries) = open(&dir);
+        assert_eq!(
+            (snapshot, entries),
+            (Some(snap(4, 1, b"")), run(5, 6, 1, "c"))
+        );
+    }
+
+    #[test]
+    fn a_crash_at_any_point_of_a_compaction_leaves_the_old_log_or_the_snapshot() {
+        let old = run(1, 30, 1, "a");
+        // Crashes after the snapshot was durable but before the segments it covers went.
+        let mut between = 0;
+        let mut completed = false;
+        for fail_at in 0..30 {
+            let dir = MemDir::new();
+            let (mut log, _, _, _) = open(&dir);
+            append(&mut log, &old).unwrap();
+            block_on(log.sync()).unwrap();
+            let segments = segment_files(&dir);
+            dir.fail_after(fail_at);
+            let done = block_on(log.compact(20, 1, b"s")).is_ok();
+            drop(log);
+            dir.crash(|_, _| 0);
+            let snapshotted = has_file(&dir, SNAPSHOT_FILE);
+            assert!(
+                snapshotted || !done,
+                "fail_at {fail_at}: compacted, not durable"
+            );
+            if snapshotted && segment_files(&dir) == segments {
+                between += 1;
+            }
+            let (mut log, _, snapshot, entries) = open(&dir);
+            if snapshotted {
+                assert_eq!(snapshot, Some(snap(20, 1, b"s")), "fail_at {fail_at}");
+                assert_eq!(entries, old[20..], "fail_at {fail_at}");
+                // The segments below the snapshot's start are gone now.
+                let left = segment_files(&dir);
+                assert!(left.len() < segments.len(), "fail_at {fail_at}");
+                assert!(left[0] <= 20 && left[1] > 20, "fail_at {fail_at}: {left:?}");
+            } else {
+                assert_eq!((snapshot, &entries[..]), (None, &old[..]), "{fail_at}");
+            }
+            assert!(!has_file(&dir, SNAPSHOT_TMP_FILE));
+            // Either way the log goes on at index 31, at offset 30.
+            append(&mut log, &[entry(31, 2, vec![])]).unwrap();
+            assert_eq!(log.base_offset(31), Some(30));
+            completed |= done;
+        }
+        assert!(
+            between > 0,
+            "no crash hit the window between snapshot and removal"
+        );
+        assert!(completed, "no compaction ran to its end");
+    }
+
+    #[test]
+    fn a_leftover_temporary_snapshot_is_ignored_and_a_corrupt_snapshot_refused() {
+        let dir = MemDir::new();
+        let (mut log, _, _, _) = open(&dir);
+        append(&mut log, &run(1, 5, 1, "a")).unwrap();
+        block_on(log.sync()).unwrap();
+        drop(log);
+        // A crash while the first snapshot was written (its name made durable by some other
+        // directory sync): torn, never renamed into place.
+        let torn = encode_snapshot(3, 1, 3, b"torn").unwrap()[..20].to_vec();
+        put_file(&dir, SNAPSHOT_TMP_FILE, torn.clone());
+        let (mut log, _, snapshot, entries) = open(&dir);
+        assert_eq!((snapshot, entries), (None, run(1, 5, 1, "a")));
+        assert!(!has_file(&dir, SNAPSHOT_TMP_FILE), "removed at open");
+        block_on(log.compact(3, 1, b"three")).unwrap();
+        drop(log);
+        // The same over an existing snapshot: the previous one stays.
+        put_file(&dir, SNAPSHOT_TMP_FILE, torn);
+        let (log, _, snapshot, entries) = open(&dir);
+        assert_eq!(snapshot, Some(snap(3, 1, b"three")));
+        assert_eq!(entries, run(4, 5, 1, "a"));
+        assert!(!has_file(&dir, SNAPSHOT_TMP_FILE));
+        drop(log);
+        // Any flipped bit or cut in the snapshot file: InvalidData, never a guess.
+        let whole = dir.with_file(SNAPSHOT_FILE, |b| b.clone()).unwrap();
+        assert_eq!(whole, encode_snapshot(3, 1, 3, b"three").unwrap());
+        let bad_with = |f: &dyn Fn(&mut Vec<u8>)| {
+            dir.with_file(SNAPSHOT_FILE, |b| {
+                b.clone_from(&whole);
+                f(b)
+            });
+            let err = open_err(&dir);
+            assert_eq!(err.kind(), io::ErrorKind::InvalidData, "{err}");
+            assert!(err.to_string().contains(SNAPSHOT_FILE), "{err}");
+        };
+        for i in 0..whole.len() {
+            bad_with(&|b| b[i] ^= 0x10);
+        }
+        for cut in [0, 1, SNAPSHOT_HEADER, whole.len() - 1] {
+            bad_with(&|b| b.truncate(cut));
+        }
+        bad_with(&|b| b.push(0));
+        // A valid CRC over a wrong magic, version or data length.
+        let restamp = |b: &mut Vec<u8>| {
+            let n = b.len() - 4;
+            let crc = crc32c::crc32c(&b[..n]);
+            b[n..].copy_from_slice(&crc.to_be_bytes());
+        };
+        bad_with(&|b| {
+            b[0] = b'X';
+            restamp(b)
+        });
+        bad_with(&|b| {
+            b[4] = 2;
+            restamp(b)
+        });
+        bad_with(&|b| {
+            b[32] += 1;
+            restamp(b)
+        });
+        // Whole again: it opens.
+        dir.with_file(SNAPSHOT_FILE, |b| b.clone_from(&whole));
+        let (_, _, snapshot, _) = open(&dir);
+        assert_eq!(snapshot, Some(snap(3, 1, b"three")));
+    }
+
+    #[test]
+    fn nothing_reaches_into_the_snapshot() {
+        let dir = MemDir::new();
+        let (mut log, _, _, _) = open(&dir);
+        use io::ErrorKind::InvalidInput;
+        let compact_err = |log: &mut RaftLog<MemDir>, index, term| {
+            block_on(log.compact(index, term, b"x"))
+                .expect_err("refused")
+                .kind()
+        };
+        assert_eq!(compact_err(&mut log, 1, 1), InvalidInput, "no entry yet");
+        append(&mut log, &run(1, 3, 1, "a")).unwrap();
+        append(&mut log, &run(4, 6, 2, "b")).unwrap();
+        block_on(log.sync()).unwrap();
+        let ops = dir.ops();
+        // A wrong term, past the last entry, index 0.
+        for (index, term) in [(4, 1), (3, 2), (7, 2), (0, 0)] {
+            assert_eq!(compact_err(&mut log, index, term), InvalidInput, "{index}");
+        }
+        assert_eq!(dir.ops(), ops, "nothing written");
+        assert_eq!(log.snapshot(), None);
+        assert!(!has_file(&dir, SNAPSHOT_FILE));
+        block_on(log.compact(4, 2, b"four")).unwrap();
+        // At or below the snapshot: refused, the log unchanged.
+        let good = batch(&[("g", Some("v"))]);
+        for index in [0, 1, 4] {
+            let err = append(&mut log, &[entry(index, 3, good.clone())]).unwrap_err();
+            assert_eq!(err.kind(), InvalidInput, "{index}");
+        }
+        for (index, term) in [(4, 2), (3, 1)] {
+            assert_eq!(compact_err(&mut log, index, term), InvalidInput, "{index}");
+        }
+        assert_eq!((log.first_index(), log.last_index()), (5, 6));
+        assert_eq!(log.snapshot(), Some((4, 2)));
+        // At the first index: everything after the snapshot is cut, never the snapshot.
+        append(&mut log, &[entry(5, 3, vec![])]).unwrap();
+        block_on(log.sync()).unwrap();
+        assert_eq!((log.last_index(), log.base_offset(5)), (5, Some(4)));
+        drop(log);
+        let (_, _, snapshot, entries) = open(&dir);
+        assert_eq!(snapshot, Some(snap(4, 2, b"four")));
+        assert_eq!(entries, [entry(5, 3, vec![])]);
+    }
+
+    #[test]
+    fn a_log_that_does_not_go_on_at_the_snapshots_start_is_refused_at_open() {
+        // One segment of batches (base offset, records), and a snapshot at index 2 whose start
+        // offset is `start`.
+        let make = |batches: &[(u64, usize)], start: u64| {
+            let dir = MemDir::new();
+            let mut seg = Vec::new();
+            for &(base, n) in batches {
+                let recs = vec![(Some(&b"k"[..]), None); n];
+                encode_batch_as(base, 1, BatchProducer::NONE, &recs, &mut seg);
+            }
+            put_file(&dir, &segment_name(0), seg);
+            put_file(
+                &dir,
+                SNAPSHOT_FILE,
+                encode_snapshot(2, 1, start, b"s").unwrap(),
+            );
+            dir
+        };
+        // Entry 3 at the start offset, after a batch of three records.
+        let dir = make(&[(0, 1), (1, 1), (2, 3), (5, 1)], 5);
+        let (log, _, snapshot, entries) = open(&dir);
+        assert_eq!(snapshot, Some(snap(2, 1, b"s")));
+        assert_eq!(entries.iter().map(|e| e.index).collect::<Vec<_>>(), [3]);
+        assert_eq!(log.base_offset(3), Some(5));
+        // The start offset past the log's end (a crash took the unsynced tail a snapshot at
+        // the last index covered): no entry, and the next one lands at the start offset.
+        let dir = make(&[(0, 1), (1, 1), (2, 3)], 9);
+        let (mut log, _, _, entries) = open(&dir);
+        assert_eq!((entries.len(), log.last_index()), (0, 2));
+        append(&mut log, &[entry(3, 1, vec![])]).unwrap();
+        assert_eq!(log.base_offset(3), Some(9));
+        block_on(log.sync()).unwrap();
+        drop(log);
+        let (_, _, _, entries) = open(&dir);
+        assert_eq!(entries, [entry(3, 1, vec![])]);
+        // A gap after the start offset (recovery allows gaps in offsets): entry 3 is gone.
+        let err = open_err(&make(&[(0, 1), (1, 1), (2, 3), (7, 1)], 5));
+        assert_eq!(err.kind(), io::ErrorKind::InvalidData);
+        assert!(err.to_string().contains("offset 7, not 5"), "{err}");
+        // A batch across the start offset.
+        let err = open_err(&make(&[(0, 1), (1, 1), (2, 3), (5, 1)], 3));
+        assert_eq!(err.kind(), io::ErrorKind::InvalidData);
+        assert!(err.to_string().contains("straddles"), "{err}");
     }
 }

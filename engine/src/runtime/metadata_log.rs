@@ -104,9 +104,13 @@ impl MetadataLog {
         log_config: LogConfig,
     ) -> anyhow::Result<Rc<MetadataLog>> {
         let dir = GlommioDir::new(data_dir.join(METADATA_DIR))?;
-        let (log, hs, stored) = RaftLog::open(dir, log_config)
+        let (log, hs, snapshot, stored) = RaftLog::open(dir, log_config)
             .await
             .map_err(|e| anyhow::anyhow!("{METADATA_DIR}: opening its Raft log: {e}"))?;
+        anyhow::ensure!(
+            snapshot.is_none(),
+            "{METADATA_DIR}: a compacted Raft log (a snapshot), which this build does not read"
+        );
         let voters = cluster.voter_ids();
         let mut replica = Replica::restart(cluster.node_id, &voters, durable(hs, stored))
             .map_err(|e| anyhow::anyhow!("{METADATA_DIR}: {e}"))?;

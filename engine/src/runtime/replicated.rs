@@ -101,9 +101,13 @@ impl ReplicaSet {
             opening.push((p, glommio::spawn_local(RaftLog::open(dir, config))));
         }
         for (p, open) in opening {
-            let (log, hs, stored) = open.await.map_err(|e| {
+            let (log, hs, snapshot, stored) = open.await.map_err(|e| {
                 anyhow::anyhow!("__consumer_offsets-{p}: opening its Raft log: {e}")
             })?;
+            anyhow::ensure!(
+            snapshot.is_none(),
+            "__consumer_offsets-{p}: a compacted Raft log (a snapshot), which this build does not read"
+        );
             let mut replica = Replica::restart(cluster.node_id, &voters, durable(hs, stored))
                 .map_err(|e| anyhow::anyhow!("__consumer_offsets-{p}: {e}"))?;
             if voters[p as usize % voters.len()] == cluster.node_id {
