@@ -31,6 +31,10 @@
 //!    messages and more committed entries. Committed entries (in [`Work::committed`] and in
 //!    what `persisted` returns) are applied in index order.
 //! 3. On restart, [`Replica::restart`] takes what the shell found durable.
+//! 4. Log compaction: once the shell's state machine has a snapshot of everything up to an
+//!    applied index, and the shell has made it durable, [`Replica::compact`] drops the entries
+//!    it covers; a follower too far behind is then sent the snapshot instead of the entries,
+//!    and a [`Work::snapshot`] it receives replaces its log and its state machine.
 //!
 //! [`partition::ReplicatedPartition`] puts the group coordinator's partition core on top: the
 //! core runs on the leader only, and its "durable" is "committed by a majority".
@@ -111,6 +115,19 @@ pub struct Work {
     pub committed: Vec<Entry>,
     /// The role changed (election won or lost, a new leader heard of).
     pub role: Option<Role>,
+    /// A leader's snapshot to install, before `entries`: the shell makes it durable in place of
+    /// its whole log (Raft's InstallSnapshot discards the log) and replaces its state machine
+    /// with it.
+    pub snapshot: Option<LogSnapshot>,
+}
+
+/// A state machine's snapshot: everything applied up to `index` (whose entry has `term`), as
+/// `data` in the state machine's own encoding.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LogSnapshot {
+    pub index: u64,
+    pub term: u64,
+    pub data: Vec<u8>,
 }
 
 /// What waited for the shell's durable write: send and apply, in this order.
@@ -124,8 +141,9 @@ pub struct AfterPersist {
 #[derive(Debug, Clone, Default)]
 pub struct Durable {
     pub hard_state: HardState,
-    /// Contiguous, from index 1 (log compaction and snapshots come with the coordinator's
-    /// snapshots; until then the log is kept whole).
+    /// The snapshot the log was compacted to, if any.
+    pub snapshot: Option<LogSnapshot>,
+    /// Contiguous, from the snapshot's index + 1 (index 1 without one).
     pub entries: Vec<Entry>,
 }
 
@@ -136,15 +154,49 @@ pub struct Log {
     entries: Vec<Entry>,
     hard_state: HardState,
     conf: ConfState,
+    /// What the entries before the first one were compacted to (index 0: never compacted).
+    snapshot: Snapshot,
 }
 
 impl Log {
     fn first_index(&self) -> u64 {
-        self.entries.first().map_or(1, |e| e.index)
+        self.snapshot.get_metadata().index + 1
     }
 
     fn last_index(&self) -> u64 {
-        self.entries.last().map_or(0, |e| e.index)
+        self.entries
+            .last()
+            .map_or(self.snapshot.get_metadata().index, |e| e.index)
+    }
+
+    /// The snapshot the log starts after, if it was ever compacted.
+    pub fn snapshot(&self) -> Option<&Snapshot> {
+        (self.snapshot.get_metadata().index > 0).then_some(&self.snapshot)
+    }
+
+    fn snapshot_of(&self, index: u64, term: u64, data: Vec<u8>) -> Snapshot {
+        let mut snap = Snapshot {
+            data: data.into(),
+            ..Default::default()
+        };
+        let meta = snap.mut_metadata();
+        meta.index = index;
+        meta.term = term;
+        meta.set_conf_state(self.conf.clone());
+        snap
+    }
+
+    /// A leader's snapshot replaces the whole log (Raft's InstallSnapshot).
+    fn install(&mut self, snap: Snapshot) {
+        let (index, term) = (snap.get_metadata().index, snap.get_metadata().term);
+        assert!(
+            index >= self.snapshot.get_metadata().index,
+            "snapshot at {index} older than ours"
+        );
+        self.entries.clear();
+        self.hard_state.commit = self.hard_state.commit.max(index);
+        self.hard_state.term = self.hard_state.term.max(term);
+        self.snapshot = snap;
     }
 
     /// Append what the shell made durable, cutting a conflicting suffix (Raft §5.3).
@@ -161,6 +213,7 @@ impl Log {
         self.entries.extend_from_slice(ents);
     }
 
+    /// The entries after the snapshot (durable, or being made durable by the shell).
     pub fn entries(&self) -> &[Entry] {
         &self.entries
     }
@@ -199,6 +252,9 @@ impl Storage for Log {
         if idx == 0 {
             return Ok(0);
         }
+        if idx == self.snapshot.get_metadata().index {
+            return Ok(self.snapshot.get_metadata().term);
+        }
         if idx < self.first_index() {
             return Err(raft::Error::Store(StorageError::Compacted));
         }
@@ -216,12 +272,15 @@ impl Storage for Log {
         Ok(Log::last_index(self))
     }
 
-    fn snapshot(&self, _request_index: u64, _to: u64) -> raft::Result<Snapshot> {
-        // The log is never compacted yet (see `Durable`), so a follower always catches up from
-        // entries and raft-rs never asks for a snapshot.
-        Err(raft::Error::Store(
-            StorageError::SnapshotTemporarilyUnavailable,
-        ))
+    fn snapshot(&self, request_index: u64, _to: u64) -> raft::Result<Snapshot> {
+        // raft-rs asks only for a follower that needs entries we compacted away, so a snapshot
+        // exists; one older than asked for cannot help (the next compaction makes a newer one).
+        match self.snapshot() {
+            Some(s) if s.get_metadata().index >= request_index => Ok(s.clone()),
+            _ => Err(raft::Error::Store(
+                StorageError::SnapshotTemporarilyUnavailable,
+            )),
+        }
     }
 }
 
@@ -240,7 +299,15 @@ pub struct Replica {
     /// While leading: the rounds sent and not yet answered, (tick, when), oldest first; bounded
     /// (a round older than the lease is worth nothing).
     rounds: std::collections::VecDeque<(u64, i64)>,
+    /// While leading: followers sent a snapshot, and the tick it was sent at. A snapshot the
+    /// network lost would pause that follower for good (raft-rs waits for its answer or a
+    /// `report_snapshot`), so one unanswered for [`SNAPSHOT_RETRY_TICKS`] is reported failed
+    /// and sent again.
+    snapshots_sent: Vec<(NodeId, u64)>,
 }
+
+/// Ticks a leader waits for a follower to answer a snapshot before sending it again.
+pub const SNAPSHOT_RETRY_TICKS: u64 = 3 * ELECTION_TICKS as u64;
 
 impl std::fmt::Debug for Replica {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -286,11 +353,25 @@ impl Replica {
         for w in durable.entries.windows(2) {
             assert_eq!(w[0].index + 1, w[1].index, "durable log is not contiguous");
         }
-        let log = Log {
-            entries: durable.entries,
+        let mut log = Log {
+            entries: Vec::new(),
             hard_state: durable.hard_state,
             conf: ConfState::from((voters.to_vec(), vec![])),
+            snapshot: Snapshot::default(),
         };
+        if let Some(s) = durable.snapshot {
+            log.snapshot = log.snapshot_of(s.index, s.term, s.data);
+            // A snapshot holds only committed entries.
+            log.hard_state.commit = log.hard_state.commit.max(s.index);
+        }
+        if let Some(first) = durable.entries.first() {
+            assert_eq!(
+                first.index,
+                log.first_index(),
+                "durable log does not start right after its snapshot"
+            );
+        }
+        log.entries = durable.entries;
         let logger = slog::Logger::root(slog::Discard, slog::o!());
         let cfg = config(id, 0);
         cfg.validate()?;
@@ -307,6 +388,7 @@ impl Replica {
             ticks: 0,
             confirmed_at: None,
             rounds: Default::default(),
+            snapshots_sent: Vec::new(),
         })
     }
 
@@ -359,9 +441,91 @@ impl Replica {
                 self.rounds.pop_front(); // a clock that stopped: still bounded
             }
             self.rounds.push_back((self.ticks, now_ms));
+            self.retry_snapshots();
         } else {
             self.rounds.clear();
+            self.snapshots_sent.clear();
         }
+    }
+
+    /// Note the followers a snapshot went to (from this replica's outgoing messages) and report
+    /// the ones that have not answered in [`SNAPSHOT_RETRY_TICKS`] as failed, so raft-rs sends
+    /// again (a lost message would otherwise pause the follower for good).
+    fn retry_snapshots(&mut self) {
+        let now = self.ticks;
+        let mut failed = Vec::new();
+        self.snapshots_sent.retain(|&(to, at)| {
+            if now >= at + SNAPSHOT_RETRY_TICKS {
+                failed.push(to);
+                false
+            } else {
+                true
+            }
+        });
+        for to in failed {
+            let stuck = self
+                .raw
+                .raft
+                .prs()
+                .get(to)
+                .is_some_and(|pr| pr.state == raft::ProgressState::Snapshot);
+            if stuck {
+                self.raw.report_snapshot(to, raft::SnapshotStatus::Failure);
+            }
+        }
+    }
+
+    fn note_snapshots(&mut self, msgs: &[Message]) {
+        for m in msgs {
+            if m.get_msg_type() == MessageType::MsgSnapshot {
+                self.snapshots_sent.retain(|(to, _)| *to != m.to);
+                self.snapshots_sent.push((m.to, self.ticks));
+            }
+        }
+    }
+
+    /// The shell's state machine has a snapshot of everything up to `index` (applied here,
+    /// so committed and durable), `data`, and the shell made it durable: drop the entries it
+    /// covers. A follower that needs them is sent the snapshot from now on. `index` must be
+    /// past the current snapshot and applied.
+    pub fn compact(&mut self, index: u64, data: Vec<u8>) {
+        let applied = self.raw.raft.raft_log.applied;
+        assert!(
+            index <= applied,
+            "compacting to {index}, past the applied index {applied}"
+        );
+        let store = self.raw.mut_store();
+        assert!(
+            index > store.snapshot.get_metadata().index && index <= store.last_index(),
+            "compacting to {index} outside the log ({}..={})",
+            store.first_index(),
+            store.last_index()
+        );
+        let term = store.term(index).expect("an entry in the log has a term");
+        let drop = (index + 1 - store.first_index()) as usize;
+        store.entries.drain(..drop);
+        store.snapshot = store.snapshot_of(index, term, data);
+    }
+
+    /// The index the shell's state machine has applied up to: everything committed and handed
+    /// out, no-op entries included (what [`Replica::compact`] may compact to).
+    pub fn applied_index(&self) -> u64 {
+        self.raw.raft.raft_log.applied
+    }
+
+    /// The term of the entry at `index`, in the log or its snapshot. Panics for an index the
+    /// log does not hold (a caller bug).
+    pub fn term_at(&self, index: u64) -> u64 {
+        self.raw
+            .raft
+            .raft_log
+            .term(index)
+            .unwrap_or_else(|e| panic!("no term for index {index}: {e}"))
+    }
+
+    /// The index of the snapshot the log starts after (0: never compacted).
+    pub fn snapshot_index(&self) -> u64 {
+        self.log().snapshot.get_metadata().index
     }
 
     /// This replica leads and may act as the partition's leader at `now_ms`: a majority
@@ -455,10 +619,6 @@ impl Replica {
             return None;
         }
         let mut rd = self.raw.ready();
-        assert!(
-            rd.snapshot().is_empty(),
-            "snapshots are never sent: the log is not compacted"
-        );
         if self.raw.raft.state == StateRole::Leader {
             for rs in rd.take_read_states() {
                 if let Ok(b) = <[u8; 8]>::try_from(rs.request_ctx.as_slice()) {
@@ -474,13 +634,20 @@ impl Replica {
             self.confirmed_at = None;
         }
         let committed = rd.take_committed_entries();
+        let snapshot = (!rd.snapshot().is_empty()).then(|| rd.snapshot().clone());
         let mut work = Work {
             send_now: rd.take_messages(),
             entries: rd.take_entries(),
             hard_state: rd.hs().cloned(),
             committed: only_data(committed.clone()),
             role: None,
+            snapshot: snapshot.as_ref().map(|s| LogSnapshot {
+                index: s.get_metadata().index,
+                term: s.get_metadata().term,
+                data: s.data.to_vec(),
+            }),
         };
+        self.note_snapshots(&work.send_now);
         if rd.ss().is_some() || self.raw.raft.term != self.role.term {
             let role = Role {
                 term: self.raw.raft.term,
@@ -503,6 +670,9 @@ impl Replica {
         // counts as persisted, and so what it may commit on this replica's behalf or hand out as
         // committed, moves only in `persisted`.
         let store = self.raw.mut_store();
+        if let Some(snap) = snapshot {
+            store.install(snap);
+        }
         store.append(&work.entries);
         if let Some(hs) = &work.hard_state {
             store.hard_state = hs.clone();
@@ -521,12 +691,19 @@ impl Replica {
 
     /// The shell made the in-flight [`Work`]'s entries and hard state durable. Panics if no
     /// work is in flight (a shell bug).
-    pub fn persisted(&mut self, _work: &Work) -> AfterPersist {
+    pub fn persisted(&mut self, work: &Work) -> AfterPersist {
         let (number, send) = self
             .in_flight
             .take()
             .expect("persisted() without work in flight");
         self.raw.on_persist_ready(number);
+        if let Some(s) = &work.snapshot {
+            // The state machine was replaced by the snapshot: applied up to its index.
+            if s.index > self.raw.raft.raft_log.applied {
+                self.raw.advance_apply_to(s.index);
+            }
+        }
+        self.note_snapshots(&send);
         // Entries this made committed come out of the next `work`.
         AfterPersist {
             send,

@@ -12,13 +12,26 @@
 //! leader fails what waited with NOT_COORDINATOR (as a failed coordinator write is answered)
 //! and drops its groups; clients find the new coordinator through FindCoordinator.
 //!
+//! Log compaction: every replica (leader or not) keeps the partition's records as Kafka's
+//! log compaction would leave them — the latest value of each key, in the order of its last
+//! write ([`Compacted`]) — from the entries committed on it. Once the entries applied since the
+//! last snapshot outweigh that state (and at least `snapshot_min_bytes`), the partition hands
+//! the shell a snapshot: those records as record batches. The shell makes it durable and calls
+//! [`ReplicatedPartition::compacted`], which drops the entries it covers; a follower too far
+//! behind is sent it instead of entries, and a new leader loads from it plus the entries after.
+//! So a replica's log, in memory and on disk, stays within about twice the partition's live
+//! state. A transactional or control batch (not written on a cluster today: transactions are
+//! not served there) turns compaction off for the replica's lifetime rather than guess how a
+//! snapshot should keep an open transaction.
+//!
 //! Must not: touch a file, a socket or a clock (as the rest of the crate). The entries' base
 //! offsets are 0: the shell that writes committed entries into a segment log gives them their
 //! log offsets.
 
-use crate::{AfterPersist, NodeId, ProposeError, Replica, Role, Work};
+use crate::{AfterPersist, LogSnapshot, NodeId, ProposeError, Replica, Role, Work};
 use coordinator::group::{Coordinator, GroupConfig, GroupRequest, ReqId, RequestContext};
 use coordinator::partition_core::{encode_batch, Deferred, PartitionCore, Released};
+use std::collections::HashMap;
 use std::sync::Arc;
 use storage::batch::{encode_batch_as, for_each_record, peek_batch, BatchProducer, Peek};
 use storage::log::pair_refs;
@@ -43,6 +56,126 @@ pub struct Progress<T> {
     pub send: Vec<crate::eraftpb::Message>,
     pub released: Vec<Released<T>>,
     pub refused: Vec<Deferred<T>>,
+    /// A snapshot for the shell to make durable, then report with
+    /// [`ReplicatedPartition::compacted`].
+    pub snapshot: Option<LogSnapshot>,
+}
+
+/// Entries applied since the last snapshot must weigh at least this much before the next one
+/// (and at least the live state itself, so a snapshot's cost is spread over as many bytes of
+/// log): 16 MiB, a few seconds of a busy partition's commits.
+pub const SNAPSHOT_MIN_BYTES: usize = 16 << 20;
+
+/// The largest snapshot sent to a follower: a partition whose live state outgrows it keeps
+/// its whole log instead (`engine::runtime::peers` bounds a frame by it).
+pub const MAX_SNAPSHOT_BYTES: usize = 64 << 20;
+
+/// Records per batch in a snapshot.
+const SNAPSHOT_BATCH_RECORDS: usize = 4096;
+
+/// A partition's records as Kafka's log compaction would keep them: the latest value of each
+/// key, in the order of its last write; a tombstone removes its key. Built alike on every
+/// replica from the committed entries, so any replica can write a snapshot.
+#[derive(Debug, Default)]
+pub struct Compacted {
+    live: HashMap<Vec<u8>, (u64, Vec<u8>)>,
+    next_seq: u64,
+    /// Bytes of the live keys and values.
+    bytes: usize,
+    /// A transactional or control batch was applied: no snapshot from now on.
+    unsupported: bool,
+}
+
+impl Compacted {
+    /// Apply one committed entry's batch. `Err` for bytes that are not one whole batch.
+    pub fn apply(&mut self, data: &[u8]) -> Result<(), String> {
+        let h = match peek_batch(data, 0, MAX_ENTRY_BYTES) {
+            Ok(Peek::Batch(h)) => h,
+            Ok(Peek::Incomplete { needed }) => {
+                return Err(format!("{} bytes of a batch of {needed}", data.len()))
+            }
+            Err(e) => return Err(e.to_string()),
+        };
+        if h.is_transactional() || h.is_control() {
+            self.unsupported = true;
+        }
+        for_each_record(data, &h, 0, |_, _, k, v| {
+            let Some(k) = k else { return };
+            let seq = self.next_seq;
+            self.next_seq += 1;
+            match v {
+                Some(v) => {
+                    self.bytes += k.len() + v.len();
+                    if let Some((_, old)) = self.live.insert(k.to_vec(), (seq, v.to_vec())) {
+                        self.bytes -= k.len() + old.len();
+                    }
+                }
+                None => {
+                    if let Some((_, old)) = self.live.remove(k) {
+                        self.bytes -= k.len() + old.len();
+                    }
+                }
+            }
+        })
+        .map_err(|e| e.to_string())
+    }
+
+    /// Every batch of `data` (a snapshot's), in order.
+    pub fn apply_all(&mut self, data: &[u8]) -> Result<(), String> {
+        for batch in batches(data)? {
+            self.apply(batch)?;
+        }
+        Ok(())
+    }
+
+    /// Bytes of the live keys and values.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    pub fn len(&self) -> usize {
+        self.live.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.live.is_empty()
+    }
+
+    /// The live records as record batches, in the order of their last write (what a compacted
+    /// Kafka log holds, and what the coordinator replays); empty when nothing is live.
+    pub fn encode(&self, now: i64) -> Vec<u8> {
+        let mut recs: Vec<(&u64, &Vec<u8>, &Vec<u8>)> =
+            self.live.iter().map(|(k, (s, v))| (s, k, v)).collect();
+        recs.sort_unstable_by_key(|r| *r.0);
+        let mut out = Vec::with_capacity(self.bytes + recs.len() * 16);
+        for chunk in recs.chunks(SNAPSHOT_BATCH_RECORDS) {
+            let records: Vec<_> = chunk
+                .iter()
+                .map(|(_, k, v)| (Some(k.as_slice()), Some(v.as_slice())))
+                .collect();
+            encode_batch_as(0, now, BatchProducer::NONE, &records, &mut out);
+        }
+        out
+    }
+}
+
+/// The batches of `data` one after another (a snapshot's encoding).
+fn batches(data: &[u8]) -> Result<Vec<&[u8]>, String> {
+    let mut out = Vec::new();
+    let mut pos = 0;
+    while pos < data.len() {
+        match peek_batch(&data[pos..], pos as u64, MAX_ENTRY_BYTES) {
+            Ok(Peek::Batch(h)) => {
+                out.push(&data[pos..pos + h.size]);
+                pos += h.size;
+            }
+            Ok(Peek::Incomplete { needed }) => {
+                return Err(format!("snapshot cut at {pos}: a batch of {needed} bytes"))
+            }
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+    Ok(out)
 }
 
 pub struct ReplicatedPartition<T> {
@@ -60,6 +193,13 @@ pub struct ReplicatedPartition<T> {
     led_term: Option<u64>,
     /// The shell's clock at the last call, for loading and proposing between requests.
     now: i64,
+    /// The committed records, compacted: what the next snapshot holds.
+    compacted: Compacted,
+    /// Bytes of entries applied since the last snapshot.
+    since_snapshot: usize,
+    /// A snapshot handed to the shell and not yet reported durable.
+    snapshotting: bool,
+    snapshot_min_bytes: usize,
 }
 
 impl<T> std::fmt::Debug for ReplicatedPartition<T> {
@@ -74,7 +214,23 @@ impl<T> std::fmt::Debug for ReplicatedPartition<T> {
 }
 
 impl<T: Clone> ReplicatedPartition<T> {
-    pub fn new(partition: i32, config: GroupConfig, replica: Replica) -> Self {
+    /// A partition over `replica` (new, or restarted from its durable log and snapshot); a
+    /// snapshot is due once `snapshot_min_bytes` of entries (and at least the live state)
+    /// were applied since the last one ([`SNAPSHOT_MIN_BYTES`] in the broker).
+    pub fn new(
+        partition: i32,
+        config: GroupConfig,
+        replica: Replica,
+        snapshot_min_bytes: usize,
+    ) -> Self {
+        let mut compacted = Compacted::default();
+        if let Some(s) = replica.log().snapshot() {
+            // Written by a replica of this partition; committed entries after it are handed
+            // out again from its index on.
+            compacted.apply_all(&s.data).unwrap_or_else(|e| {
+                panic!("partition {partition}: the durable snapshot does not decode: {e}")
+            });
+        }
         ReplicatedPartition {
             partition,
             config,
@@ -84,7 +240,64 @@ impl<T: Clone> ReplicatedPartition<T> {
             in_flight: None,
             led_term: None,
             now: 0,
+            compacted,
+            since_snapshot: 0,
+            snapshotting: false,
+            snapshot_min_bytes,
         }
+    }
+
+    /// The committed records as the next snapshot would hold them.
+    pub fn compacted_state(&self) -> &Compacted {
+        &self.compacted
+    }
+
+    /// The shell made `snapshot` (from [`Progress::snapshot`]) durable: the log drops what it
+    /// covers.
+    pub fn compacted(&mut self, snapshot: LogSnapshot) {
+        assert!(self.snapshotting, "a snapshot nobody asked for");
+        self.snapshotting = false;
+        self.replica.compact(snapshot.index, snapshot.data);
+    }
+
+    /// The shell could not write the snapshot: the log stays as it is (a later one is tried).
+    pub fn snapshot_failed(&mut self) {
+        self.snapshotting = false;
+    }
+
+    fn apply_committed(&mut self, e: &crate::eraftpb::Entry) {
+        if let Err(why) = self.compacted.apply(&e.data) {
+            panic!(
+                "partition {}: committed entry {} is not a record batch: {why}",
+                self.partition, e.index
+            );
+        }
+        self.since_snapshot += e.data.len();
+    }
+
+    /// A snapshot, if one is due: everything applied, compacted, once the log since the last
+    /// one outweighs it.
+    fn maybe_snapshot(&mut self) -> Option<LogSnapshot> {
+        let index = self.replica.applied_index();
+        if self.snapshotting
+            || self.compacted.unsupported
+            || index <= self.replica.snapshot_index()
+            || self.since_snapshot < self.snapshot_min_bytes.max(self.compacted.bytes())
+            || self.compacted.bytes() > MAX_SNAPSHOT_BYTES
+        {
+            return None;
+        }
+        let data = self.compacted.encode(self.now);
+        if data.len() > MAX_SNAPSHOT_BYTES {
+            return None;
+        }
+        self.snapshotting = true;
+        self.since_snapshot = 0;
+        Some(LogSnapshot {
+            index,
+            term: self.replica.term_at(index),
+            data,
+        })
     }
 
     pub fn replica(&self) -> &Replica {
@@ -221,12 +434,26 @@ impl<T: Clone> ReplicatedPartition<T> {
             send,
             released: Vec::new(),
             refused: Vec::new(),
+            snapshot: None,
         };
+        if let Some(s) = &work.snapshot {
+            // A leader's snapshot replaced this replica's log: its state too.
+            let mut c = Compacted::default();
+            c.apply_all(&s.data).unwrap_or_else(|e| {
+                panic!(
+                    "partition {}: a leader's snapshot does not decode: {e}",
+                    self.partition
+                )
+            });
+            self.compacted = c;
+            self.since_snapshot = 0;
+        }
         // Committed entries first: an entry of ours that committed is acknowledged even if this
         // replica lost leadership in the same step (it is on a majority). Ours means same index
         // and same term (Raft's log matching): a later leader may have put another entry at
         // our index.
         for e in work.committed.iter().chain(committed.iter()) {
+            self.apply_committed(e);
             if let Some((index, term, upto)) = self.in_flight {
                 if e.index == index && e.term == term {
                     self.in_flight = None;
@@ -248,6 +475,7 @@ impl<T: Clone> ReplicatedPartition<T> {
             self.load();
         }
         progress.released.extend(self.propose());
+        progress.snapshot = self.maybe_snapshot();
         progress
     }
 
@@ -290,20 +518,29 @@ impl<T: Clone> ReplicatedPartition<T> {
         let mut c = Coordinator::new(self.partition, self.config.clone());
         let commit = self.replica.commit_index();
         let mut records = 0u64;
-        for e in self
-            .replica
-            .log()
+        let log = self.replica.log();
+        let from_snapshot = match log.snapshot() {
+            Some(s) => batches(&s.data).unwrap_or_else(|e| {
+                panic!(
+                    "partition {}: the snapshot does not decode: {e}",
+                    self.partition
+                )
+            }),
+            None => Vec::new(),
+        };
+        let from_log = log
             .entries()
             .iter()
             .filter(|e| e.index <= commit && !e.data.is_empty())
-        {
-            let Ok(Peek::Batch(h)) = peek_batch(&e.data, 0, MAX_ENTRY_BYTES) else {
+            .map(|e| &e.data[..]);
+        for data in from_snapshot.into_iter().chain(from_log) {
+            let Ok(Peek::Batch(h)) = peek_batch(data, 0, MAX_ENTRY_BYTES) else {
                 panic!(
-                    "partition {}: entry {} is not a record batch",
-                    self.partition, e.index
+                    "partition {}: a committed entry is not a record batch",
+                    self.partition
                 )
             };
-            for_each_record(&e.data, &h, 0, |_, _, k, v| {
+            for_each_record(data, &h, 0, |_, _, k, v| {
                 let ok = c.replay_in_batch(h.attributes, h.producer_id, h.producer_epoch, k, v);
                 assert!(
                     ok,
@@ -319,5 +556,79 @@ impl<T: Clone> ReplicatedPartition<T> {
         // partitions forever.
         c.on_loaded(self.now);
         self.core = Some(PartitionCore::recovered(c, records));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    type Rec<'a> = (&'a [u8], Option<&'a [u8]>);
+
+    fn batch(records: &[Rec<'_>]) -> Vec<u8> {
+        let recs: Vec<_> = records.iter().map(|(k, v)| (Some(*k), *v)).collect();
+        let mut out = Vec::new();
+        encode_batch_as(0, 7, BatchProducer::NONE, &recs, &mut out);
+        out
+    }
+
+    fn records(data: &[u8]) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
+        let mut out = Vec::new();
+        for b in batches(data).unwrap() {
+            let Ok(Peek::Batch(h)) = peek_batch(b, 0, MAX_ENTRY_BYTES) else {
+                panic!()
+            };
+            for_each_record(b, &h, 0, |_, _, k, v| {
+                out.push((k.unwrap().to_vec(), v.map(<[u8]>::to_vec)))
+            })
+            .unwrap();
+        }
+        out
+    }
+
+    #[test]
+    fn keeps_the_latest_value_of_each_key_in_the_order_of_its_last_write() {
+        let mut c = Compacted::default();
+        c.apply(&batch(&[(b"a", Some(b"1")), (b"b", Some(b"2"))]))
+            .unwrap();
+        c.apply(&batch(&[
+            (b"c", Some(b"3")),
+            (b"a", Some(b"4")),
+            (b"b", None),
+        ]))
+        .unwrap();
+        assert_eq!(c.len(), 2);
+        assert_eq!(c.bytes(), 4);
+        let snap = c.encode(0);
+        assert_eq!(
+            records(&snap),
+            vec![
+                (b"c".to_vec(), Some(b"3".to_vec())),
+                (b"a".to_vec(), Some(b"4".to_vec()))
+            ]
+        );
+        // A snapshot applied to an empty state gives the same state back.
+        let mut d = Compacted::default();
+        d.apply_all(&snap).unwrap();
+        assert_eq!(d.encode(0), snap);
+        assert_eq!(d.bytes(), c.bytes());
+    }
+
+    #[test]
+    fn a_large_state_spans_several_batches_and_garbage_is_an_error() {
+        let mut c = Compacted::default();
+        for i in 0..(SNAPSHOT_BATCH_RECORDS + 10) {
+            let k = format!("k{i}");
+            c.apply(&batch(&[(k.as_bytes(), Some(b"v"))])).unwrap();
+        }
+        let snap = c.encode(0);
+        assert_eq!(batches(&snap).unwrap().len(), 2);
+        assert_eq!(records(&snap).len(), SNAPSHOT_BATCH_RECORDS + 10);
+        assert!(Compacted::default()
+            .apply_all(&snap[..snap.len() - 1])
+            .is_err());
+        assert!(Compacted::default()
+            .apply(b"not a batch at all, just bytes of text")
+            .is_err());
     }
 }

@@ -12,11 +12,15 @@
 //!   every node once the faults stop, at the same index — no acknowledged commit is lost;
 //! - replicas converge: after healing, every node applies the same sequence;
 //! - terms seen by a node never go back, across its restarts.
+//!
+//! Nodes compact their logs at random points (a snapshot of what they applied), so a follower
+//! that falls behind is caught up by a snapshot, and a restart starts from one; the snapshot's
+//! entries are checked like applied ones.
 
 mod common;
-use common::{lose_commit, persist, seeds, Net, Rng, STEPS_PER_TICK, VOTERS};
+use common::{compact, lose_commit, persist, seeds, Net, Rng, STEPS_PER_TICK, VOTERS};
 use replication::eraftpb::{Entry, Message};
-use replication::{Durable, NodeId, ProposeError, Replica, Work};
+use replication::{Durable, LogSnapshot, NodeId, ProposeError, Replica, Work};
 use std::collections::{BTreeMap, HashMap};
 
 struct Node {
@@ -44,6 +48,33 @@ struct Sim {
     /// proposal index → data, per (leader, term), to recognise our entries when committed.
     proposed: HashMap<(NodeId, u64), Vec<u8>>,
     next_payload: u64,
+    /// Compactions done and snapshots installed from a leader.
+    compactions: u64,
+    installs: u64,
+    /// Chance per step that a node compacts its log (0: never).
+    compact_per_mille: u64,
+}
+
+/// The simulated state machine's snapshot: its applied entries.
+fn encode_applied(applied: &BTreeMap<u64, Vec<u8>>) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (i, d) in applied {
+        out.extend_from_slice(&i.to_be_bytes());
+        out.extend_from_slice(&(d.len() as u32).to_be_bytes());
+        out.extend_from_slice(d);
+    }
+    out
+}
+
+fn decode_applied(mut b: &[u8]) -> BTreeMap<u64, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    while !b.is_empty() {
+        let i = u64::from_be_bytes(b[..8].try_into().unwrap());
+        let n = u32::from_be_bytes(b[8..12].try_into().unwrap()) as usize;
+        out.insert(i, b[12..12 + n].to_vec());
+        b = &b[12 + n..];
+    }
+    out
 }
 
 impl Sim {
@@ -70,7 +101,52 @@ impl Sim {
             acked: BTreeMap::new(),
             proposed: HashMap::new(),
             next_payload: 0,
+            compactions: 0,
+            installs: 0,
+            compact_per_mille: 0,
         }
+    }
+
+    /// Check a state machine's entries (applied or from a snapshot) against every other node's.
+    fn check_against_others(&self, id: NodeId, entries: &BTreeMap<u64, Vec<u8>>) {
+        for (other, n) in &self.nodes {
+            if *other == id {
+                continue;
+            }
+            for (idx, d) in entries {
+                if let Some(od) = n.applied.get(idx) {
+                    assert_eq!(
+                        d, od,
+                        "nodes {id} and {other} hold different entries at {idx}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// Compact a node's log to what it applied, as the broker's writer does between writes:
+    /// the snapshot made durable first, then the replica told.
+    fn maybe_compact(&mut self, id: NodeId) {
+        let node = self.nodes.get_mut(&id).unwrap();
+        let Some(r) = node.replica.as_mut() else {
+            return;
+        };
+        if node.writing.is_some() {
+            return;
+        }
+        let index = r.applied_index();
+        if index < r.snapshot_index() + 8 {
+            return;
+        }
+        let data = encode_applied(&node.applied);
+        let snap = LogSnapshot {
+            index,
+            term: r.term_at(index),
+            data: data.clone(),
+        };
+        compact(&mut node.disk, &snap);
+        r.compact(index, data);
+        self.compactions += 1;
     }
 
     fn send(&mut self, msgs: Vec<Message>) {
@@ -142,6 +218,17 @@ impl Sim {
     }
 
     fn finish(&mut self, id: NodeId, work: Work) {
+        if let Some(s) = &work.snapshot {
+            // A leader's snapshot replaces this node's state machine.
+            let entries = decode_applied(&s.data);
+            assert!(
+                entries.keys().all(|i| *i <= s.index),
+                "snapshot past its index"
+            );
+            self.check_against_others(id, &entries);
+            self.nodes.get_mut(&id).unwrap().applied = entries;
+            self.installs += 1;
+        }
         {
             let node = self.nodes.get_mut(&id).unwrap();
             if let Some(hs) = &work.hard_state {
@@ -180,7 +267,12 @@ impl Sim {
         let n = self.nodes.get_mut(&id).unwrap();
         assert!(n.replica.is_none());
         n.replica = Some(Replica::restart(id, &VOTERS, n.disk.clone()).unwrap());
-        n.applied.clear(); // its state machine is rebuilt from the log
+        // Its state machine is rebuilt from its snapshot and the log after it.
+        n.applied = n
+            .disk
+            .snapshot
+            .as_ref()
+            .map_or_else(BTreeMap::new, |s| decode_applied(&s.data));
     }
 
     fn propose(&mut self) {
@@ -232,6 +324,10 @@ impl Sim {
         for id in VOTERS {
             self.drive(id);
         }
+        if self.compact_per_mille > 0 && self.rng.chance(self.compact_per_mille) {
+            let id = VOTERS[self.rng.below(3) as usize];
+            self.maybe_compact(id);
+        }
     }
 
     fn alive(&self, id: NodeId) -> bool {
@@ -239,8 +335,9 @@ impl Sim {
     }
 }
 
-fn run(seed: u64, steps: u64) -> (usize, usize) {
+fn run(seed: u64, steps: u64, compact_per_mille: u64) -> (usize, usize, u64, u64) {
     let mut sim = Sim::new(seed);
+    sim.compact_per_mille = compact_per_mille;
     let mut faults = 0;
     // Faulty phase.
     for _ in 0..steps {
@@ -313,7 +410,7 @@ fn run(seed: u64, steps: u64) -> (usize, usize) {
             "seed {seed}: acknowledged entry {idx} lost"
         );
     }
-    (sim.acked.len(), faults)
+    (sim.acked.len(), faults, sim.compactions, sim.installs)
 }
 
 #[test]
@@ -321,7 +418,7 @@ fn three_nodes_under_faults_keep_every_acknowledged_entry() {
     let seeds = seeds(60);
     let (mut acked, mut faults) = (0, 0);
     for seed in 0..seeds {
-        let (a, f) = run(seed, 4_000);
+        let (a, f, _, _) = run(seed, 4_000, 0);
         acked += a;
         faults += f;
     }
@@ -335,6 +432,29 @@ fn three_nodes_under_faults_keep_every_acknowledged_entry() {
         faults > seeds as usize,
         "only {faults} faults over {seeds} seeds"
     );
+}
+
+#[test]
+fn compacted_logs_catch_followers_up_by_snapshot_under_faults() {
+    let seeds = seeds(60);
+    let (mut acked, mut compactions, mut installs) = (0, 0, 0);
+    for seed in 0..seeds {
+        let (a, _, c, i) = run(seed, 4_000, 20);
+        acked += a;
+        compactions += c;
+        installs += i;
+    }
+    eprintln!(
+        "{seeds} seeds: {acked} entries acknowledged, {compactions} compactions, {installs} snapshots installed"
+    );
+    assert!(
+        acked > seeds as usize * 20,
+        "only {acked} entries acknowledged"
+    );
+    // A follower that was down or cut off while the others compacted can only catch up by
+    // snapshot: the faults above make that happen in most seeds.
+    assert!(compactions > seeds * 5, "only {compactions} compactions");
+    assert!(installs > seeds / 2, "only {installs} snapshots installed");
 }
 
 #[test]

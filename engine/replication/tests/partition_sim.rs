@@ -9,6 +9,7 @@
 //! replica serves as coordinator at a time in this (partition-free) network.
 
 mod common;
+use common::compact;
 use common::{lose_commit, persist, seeds, Net, Rng, STEPS_PER_TICK, VOTERS};
 use coordinator::group::{GroupConfig, GroupRequest, GroupResponse, RequestContext};
 use coordinator::topics::MemoryTopics;
@@ -51,6 +52,11 @@ struct Sim {
     /// A node whose thread is stopped: it gets no ticks and runs nothing, and what is sent to
     /// it is lost, while time goes on.
     stalled: Option<NodeId>,
+    /// Every replica snapshots once this many bytes of entries were applied since its last
+    /// one: small, so the failovers run over compacted logs.
+    snapshot_min_bytes: usize,
+    compactions: u64,
+    installs: u64,
 }
 
 fn sb(s: &str) -> StrBytes {
@@ -98,6 +104,9 @@ impl Sim {
             served: Vec::new(),
             stalled: None,
             others: HashMap::new(),
+            snapshot_min_bytes: 2048,
+            compactions: 0,
+            installs: 0,
         };
         for id in VOTERS {
             sim.nodes.insert(
@@ -115,7 +124,12 @@ impl Sim {
     fn start(&mut self, id: NodeId) {
         let n = self.nodes.get_mut(&id).unwrap();
         let replica = Replica::restart(id, &VOTERS, n.disk.clone()).unwrap();
-        n.part = Some(ReplicatedPartition::new(0, GroupConfig::default(), replica));
+        n.part = Some(ReplicatedPartition::new(
+            0,
+            GroupConfig::default(),
+            replica,
+            self.snapshot_min_bytes,
+        ));
     }
 
     fn crash(&mut self, id: NodeId) {
@@ -158,9 +172,18 @@ impl Sim {
             };
             let Some(work) = part.work() else { return };
             let send_now = work.send_now.clone();
+            if work.snapshot.is_some() {
+                self.installs += 1;
+            }
             let n = self.nodes.get_mut(&id).unwrap();
             persist(&mut n.disk, &work);
             let progress = n.part.as_mut().unwrap().persisted(work);
+            if let Some(snap) = progress.snapshot.clone() {
+                // The broker's writer makes it durable before the next write.
+                compact(&mut n.disk, &snap);
+                n.part.as_mut().unwrap().compacted(snap);
+                self.compactions += 1;
+            }
             assert!(
                 progress.refused.is_empty(),
                 "nothing is deferred at this load"
@@ -358,8 +381,15 @@ fn run(seed: u64, rounds: usize) -> usize {
                 m
             });
     eprintln!(
-        "seed {seed}: {ok} commits acknowledged, {errors:?} refused, {} sent, {failovers} failovers",
-        sim.offsets_sent.len()
+        "seed {seed}: {ok} commits acknowledged, {errors:?} refused, {} sent, {failovers} failovers, {} compactions, {} snapshots installed",
+        sim.offsets_sent.len(),
+        sim.compactions,
+        sim.installs
+    );
+    assert!(
+        sim.compactions > rounds as u64,
+        "seed {seed}: only {} compactions",
+        sim.compactions
     );
     for code in errors.keys() {
         assert_eq!(
@@ -378,6 +408,70 @@ fn commits_acknowledged_by_the_leader_survive_its_crash() {
         failovers += run(seed, 8);
     }
     assert_eq!(failovers, seeds as usize * 8);
+}
+
+#[test]
+fn a_follower_cut_off_past_a_compaction_catches_up_by_snapshot_and_can_lead() {
+    for seed in 0..seeds(5) {
+        let mut sim = Sim::new(100 + seed);
+        let leader = sim.run_until_serving(2_000);
+        let behind = VOTERS.iter().copied().find(|&id| id != leader).unwrap();
+        sim.net.isolated = Some(behind);
+        let before = sim.compactions;
+        for _ in 0..600 {
+            let c = sim.rng.below(2) == 0;
+            sim.run_step(c);
+        }
+        assert!(
+            sim.compactions > before + 2,
+            "seed {seed}: the others did not compact"
+        );
+        let first = sim.nodes[&leader]
+            .part
+            .as_ref()
+            .unwrap()
+            .replica()
+            .snapshot_index();
+        let last = sim.nodes[&behind]
+            .part
+            .as_ref()
+            .unwrap()
+            .replica()
+            .last_index();
+        assert!(
+            first > last,
+            "seed {seed}: the leader still holds what {behind} lacks"
+        );
+        // Heal: the leader has compacted what the follower lacks, so only a snapshot helps.
+        sim.net.isolated = None;
+        let installs = sim.installs;
+        for _ in 0..300 {
+            let c = sim.rng.below(2) == 0;
+            sim.run_step(c);
+        }
+        assert!(
+            sim.installs > installs,
+            "seed {seed}: no snapshot installed"
+        );
+        // The follower caught up: with the old leader gone, it may lead and must know every
+        // acknowledged commit (its snapshot holds them).
+        let acked = sim.acked();
+        let third = VOTERS
+            .iter()
+            .copied()
+            .find(|&id| id != leader && id != behind)
+            .unwrap();
+        sim.crash(third);
+        sim.crash(leader);
+        sim.start(leader);
+        // Only `behind` and `leader` are up: whichever leads, `behind` is a majority member.
+        let new = sim.run_until_serving(3_000);
+        let got = sim.fetch(new);
+        assert!(
+            got >= acked,
+            "seed {seed}: after failover {got} < acknowledged {acked}"
+        );
+    }
 }
 
 #[test]

@@ -107,12 +107,8 @@ impl MetadataLog {
         let (log, hs, snapshot, stored) = RaftLog::open(dir, log_config)
             .await
             .map_err(|e| anyhow::anyhow!("{METADATA_DIR}: opening its Raft log: {e}"))?;
-        anyhow::ensure!(
-            snapshot.is_none(),
-            "{METADATA_DIR}: a compacted Raft log (a snapshot), which this build does not read"
-        );
         let voters = cluster.voter_ids();
-        let mut replica = Replica::restart(cluster.node_id, &voters, durable(hs, stored))
+        let mut replica = Replica::restart(cluster.node_id, &voters, durable(hs, snapshot, stored))
             .map_err(|e| anyhow::anyhow!("{METADATA_DIR}: {e}"))?;
         if voters[0] == cluster.node_id {
             let _ = replica.campaign();
@@ -337,6 +333,12 @@ async fn writer(meta: Rc<MetadataLog>, mut log: RaftLog<GlommioDir>, doorbell: L
                 tracing::info!(leader = ?role.leader, term = role.term, "metadata log: leader");
             }
             meta.send(&work.send_now);
+            // No replica of the metadata log compacts it (its state is small and its log is
+            // replayed whole at start), so no leader has a snapshot to send.
+            assert!(
+                work.snapshot.is_none(),
+                "{METADATA_DIR}: a snapshot from the leader, but the metadata log is never compacted"
+            );
             let leader = meta.replica.borrow().role().leader.map_or(-1, |l| l as i32);
             if let Err(e) = persist(&mut log, &work, leader).await {
                 panic!(

@@ -41,7 +41,12 @@ use std::time::Duration;
 pub const HELLO_MAGIC: &[u8; 8] = b"RLRAFT01";
 /// The largest frame: one append message (`replication::MAX_MESSAGE_BYTES` of entries) plus its
 /// envelope.
-pub const MAX_FRAME_BYTES: usize = replication::MAX_MESSAGE_BYTES as usize + (64 << 10);
+pub const MAX_FRAME_BYTES: usize = {
+    // An append is at most MAX_MESSAGE_BYTES of entries; a snapshot at most MAX_SNAPSHOT_BYTES.
+    let a = replication::MAX_MESSAGE_BYTES as usize;
+    let b = replication::partition::MAX_SNAPSHOT_BYTES;
+    (if a > b { a } else { b }) + (64 << 10)
+};
 /// Bytes one shard queues for one peer before it drops messages to it.
 pub const LINK_QUEUE_BYTES: usize = 16 << 20;
 /// Between two connection attempts to a peer that refused.
@@ -115,7 +120,9 @@ impl Links {
             return;
         }
         let mut q = link.queue.borrow_mut();
-        if !link.connected.get() || q.len() + msg.len() + 8 > LINK_QUEUE_BYTES {
+        // Past the bound only by one message into an empty queue: a snapshot (up to
+        // MAX_FRAME_BYTES) larger than the bound must still be able to leave.
+        if !link.connected.get() || (!q.is_empty() && q.len() + msg.len() + 8 > LINK_QUEUE_BYTES) {
             link.dropped.set(link.dropped.get() + 1);
             return;
         }

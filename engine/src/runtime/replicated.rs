@@ -104,19 +104,21 @@ impl ReplicaSet {
             let (log, hs, snapshot, stored) = open.await.map_err(|e| {
                 anyhow::anyhow!("__consumer_offsets-{p}: opening its Raft log: {e}")
             })?;
-            anyhow::ensure!(
-            snapshot.is_none(),
-            "__consumer_offsets-{p}: a compacted Raft log (a snapshot), which this build does not read"
-        );
-            let mut replica = Replica::restart(cluster.node_id, &voters, durable(hs, stored))
-                .map_err(|e| anyhow::anyhow!("__consumer_offsets-{p}: {e}"))?;
+            let mut replica =
+                Replica::restart(cluster.node_id, &voters, durable(hs, snapshot, stored))
+                    .map_err(|e| anyhow::anyhow!("__consumer_offsets-{p}: {e}"))?;
             if voters[p as usize % voters.len()] == cluster.node_id {
                 let _ = replica.campaign();
             }
             let (tx, rx) = local_channel::new_bounded(1);
             slots.push(Slot {
                 partition: p,
-                part: RefCell::new(ReplicatedPartition::new(p, config.clone(), replica)),
+                part: RefCell::new(ReplicatedPartition::new(
+                    p,
+                    config.clone(),
+                    replica,
+                    snapshot_min_bytes(),
+                )),
                 doorbell: tx,
                 published: Cell::new(None),
             });
@@ -340,6 +342,14 @@ async fn writer(
                 .role()
                 .leader
                 .map_or(-1, |l| l as i32);
+            if let Some(s) = &work.snapshot {
+                tracing::info!(
+                    partition,
+                    index = s.index,
+                    bytes = s.data.len(),
+                    "raft snapshot from the leader installed in place of the log"
+                );
+            }
             if let Err(e) = persist(&mut log, &work, leader).await {
                 // Fail-stop: a replica that may have lost what it promised a leader must not
                 // take part again until an operator restarts it (Kafka halts on a failed
@@ -349,24 +359,69 @@ async fn writer(
                      stopping this node"
                 );
             }
-            let progress = set.slots[idx].part.borrow_mut().persisted(work);
+            let mut progress = set.slots[idx].part.borrow_mut().persisted(work);
+            let snapshot = progress.snapshot.take();
             set.after(idx, progress);
+            if let Some(snap) = snapshot {
+                // Durable before the log drops what it covers; nothing else writes meanwhile
+                // (this task is the partition's only writer).
+                if let Err(e) = log.compact(snap.index, snap.term, &snap.data).await {
+                    panic!(
+                        "__consumer_offsets-{partition}: the Raft snapshot could not be written \
+                         ({e}); stopping this node"
+                    );
+                }
+                tracing::debug!(
+                    partition,
+                    index = snap.index,
+                    bytes = snap.data.len(),
+                    "raft snapshot written, log compacted"
+                );
+                set.slots[idx].part.borrow_mut().compacted(snap);
+            }
         }
     }
 }
 
-/// What a restarted replica starts from: the hard state and entries its Raft log held
-/// (`RaftLog::open`).
-pub(crate) fn durable(hs: raft_log::HardState, stored: Vec<raft_log::StoredEntry>) -> Durable {
+/// Bytes of entries a replicated partition applies between two snapshots, at least:
+/// `replication::partition::SNAPSHOT_MIN_BYTES`, or for tests that need compaction to happen
+/// within seconds, `RINGLEADER_TEST_RAFT_SNAPSHOT_BYTES`.
+fn snapshot_min_bytes() -> usize {
+    static BYTES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *BYTES.get_or_init(|| {
+        std::env::var("RINGLEADER_TEST_RAFT_SNAPSHOT_BYTES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(replication::partition::SNAPSHOT_MIN_BYTES)
+    })
+}
+
+/// What a restarted replica starts from: the hard state, snapshot and entries its Raft log
+/// held (`RaftLog::open`).
+pub(crate) fn durable(
+    hs: raft_log::HardState,
+    snapshot: Option<raft_log::StoredSnapshot>,
+    stored: Vec<raft_log::StoredEntry>,
+) -> Durable {
+    let snap_index = snapshot.as_ref().map_or(0, |s| s.index);
     Durable {
         hard_state: HardState {
             term: hs.term,
             vote: hs.vote,
             // Never past the log: a commit index beyond what survived is not ours to claim
-            // (the leader tells it again).
-            commit: hs.commit.min(stored.last().map_or(0, |e| e.index)),
+            // (the leader tells it again); never before the snapshot, which holds only
+            // committed entries.
+            commit: hs
+                .commit
+                .min(stored.last().map_or(snap_index, |e| e.index))
+                .max(snap_index),
             ..Default::default()
         },
+        snapshot: snapshot.map(|s| replication::LogSnapshot {
+            index: s.index,
+            term: s.term,
+            data: s.data,
+        }),
         entries: stored
             .into_iter()
             .map(|e| Entry {
@@ -387,8 +442,12 @@ pub(crate) async fn persist(
     work: &replication::Work,
     leader: i32,
 ) -> std::io::Result<()> {
-    if work.entries.is_empty() && work.hard_state.is_none() {
+    if work.entries.is_empty() && work.hard_state.is_none() && work.snapshot.is_none() {
         return Ok(());
+    }
+    if let Some(s) = &work.snapshot {
+        // A leader's snapshot replaces the whole log, before the entries that follow it.
+        log.install(s.index, s.term, &s.data).await?;
     }
     if !work.entries.is_empty() {
         let entries: Vec<(u64, u64, &[u8])> = work

@@ -3,7 +3,7 @@
 #![allow(dead_code)] // each test binary uses its own part of this
 
 use replication::eraftpb::Message;
-use replication::{Durable, NodeId, Work};
+use replication::{Durable, LogSnapshot, NodeId, Work};
 
 /// splitmix64: small, seedable, no dependency.
 pub struct Rng(pub u64);
@@ -35,13 +35,31 @@ pub const STEPS_PER_TICK: u64 = 10;
 /// The shell's durable write of `work`, on a simulated disk that a crash keeps: the entries
 /// replace the log from their first index on, the hard state replaces the old one.
 pub fn persist(disk: &mut Durable, work: &Work) {
+    if let Some(s) = &work.snapshot {
+        // A leader's snapshot replaces the whole log.
+        disk.snapshot = Some(s.clone());
+        disk.entries.clear();
+    }
     if let Some(first) = work.entries.first() {
-        disk.entries.truncate((first.index - 1) as usize);
+        let base = disk.snapshot.as_ref().map_or(1, |s| s.index + 1);
+        disk.entries.truncate((first.index - base) as usize);
         disk.entries.extend(work.entries.iter().cloned());
     }
     if let Some(hs) = &work.hard_state {
         disk.hard_state = hs.clone();
     }
+}
+
+/// The shell's durable compaction: the snapshot replaces the entries it covers.
+pub fn compact(disk: &mut Durable, snap: &LogSnapshot) {
+    let base = disk.snapshot.as_ref().map_or(1, |s| s.index + 1);
+    assert!(
+        snap.index >= base,
+        "compacting to {} behind the snapshot",
+        snap.index
+    );
+    disk.entries.drain(..(snap.index + 1 - base) as usize);
+    disk.snapshot = Some(snap.clone());
 }
 
 /// A crash's effect on the hard state's commit index: the broker's `RaftLog` writes a change of
