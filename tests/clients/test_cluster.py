@@ -22,6 +22,10 @@ node-to-node port, all three given the same `controller.quorum.voters` and `clus
   fails on any node, and changes go on through a follower while the log's leader is dead; a
   restarted node catches up.
 
+* log compaction (a separate cluster whose replicas snapshot every 8 KiB over 16 KiB segments):
+  the live nodes' old segments go, a node that was down while they compacted installs the
+  leader's snapshot, and every acknowledged commit survives coordinator kills after it.
+
 * each topic partition lives on the node the metadata log placed it on (topic data is not
   replicated yet, docs/replication.md): every node names the same leaders, a client bootstrapped
   anywhere reads what another produced, a node asked for another's partition answers
@@ -40,6 +44,7 @@ import time
 import pytest
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
+from kafka_ref import offsets_partition
 from harness import (Broker, Reader, confluent_admin, confluent_create, confluent_topic_ids,
                      confluent_topics, connect, free_port, kstring, recv_frame, request_frame, wait_until)
 
@@ -47,13 +52,12 @@ TOPIC = "orders"
 GROUP = "failover"
 ROUNDS = int(os.environ.get("RINGLEADER_FAILOVER_ROUNDS", "5"))
 CLUSTER_ID = "ringleader-test-cluster"
+SNAPSHOT_BYTES = 8192
+SEGMENT_BYTES = 16384
 log = logging.getLogger(__name__)
 
 
-@pytest.fixture
-def cluster(tmp_path, monkeypatch):
-    # Every node reads the isolation failpoint's directory (see engine/src/runtime/peers.rs).
-    monkeypatch.setenv("RINGLEADER_FAILPOINT_ISOLATE_DIR", str(tmp_path))
+def start_cluster(tmp_path, extra_sets=()):
     # Six distinct ports, chosen together: three client listeners, three node-to-node ones.
     ports = []
     while len(ports) < 6:
@@ -66,12 +70,32 @@ def cluster(tmp_path, monkeypatch):
     for i in range(3):
         b = Broker(data_dir=tmp_path / f"node{i + 1}", log_path=tmp_path / f"node{i + 1}.log",
                    port=client_ports[i], sets=[f"node.id={i + 1}", f"controller.quorum.voters={voters}",
-                         f"cluster.id={CLUSTER_ID}"])
+                         f"cluster.id={CLUSTER_ID}", *extra_sets])
         nodes.append(b)
     # Started together: the ports were chosen free just now, and a node that cannot bind its
     # voter port refuses to start (a retry would not help: its peers know that port).
     for b in nodes:
         b.start()
+    return nodes
+
+
+@pytest.fixture
+def cluster(tmp_path, monkeypatch):
+    # Every node reads the isolation failpoint's directory (see engine/src/runtime/peers.rs).
+    monkeypatch.setenv("RINGLEADER_FAILPOINT_ISOLATE_DIR", str(tmp_path))
+    nodes = start_cluster(tmp_path)
+    yield nodes
+    for b in nodes:
+        b.kill()
+
+
+@pytest.fixture
+def compacting_cluster(tmp_path, monkeypatch):
+    """Three nodes whose `__consumer_offsets` replicas snapshot every few KiB of entries, over
+    small segments, so compaction, segment removal and snapshot installs happen within seconds
+    (docs/replication.md, "Log compaction")."""
+    monkeypatch.setenv("RINGLEADER_TEST_RAFT_SNAPSHOT_BYTES", str(SNAPSHOT_BYTES))
+    nodes = start_cluster(tmp_path, [f"offsets.topic.segment.bytes={SEGMENT_BYTES}"])
     yield nodes
     for b in nodes:
         b.kill()
@@ -226,6 +250,81 @@ def test_commits_survive_killing_the_coordinator(cluster):
     log.warning("failover rounds=%d coordinators=%s kill-to-commit p50=%.0f ms max=%.0f ms",
                 ROUNDS, coordinators, p50 * 1000, max(recovery) * 1000)
     assert max(recovery) < 30
+
+
+def raft_snapshot(node: Broker, partition: int) -> int | None:
+    """The index of the Raft snapshot a node's replica of __consumer_offsets-<partition> holds
+    (storage/src/raft_log.rs's `raft-snapshot`: magic, version, then the index), None if none."""
+    path = node.data_dir / f"__consumer_offsets-{partition}" / "raft-snapshot"
+    try:
+        head = path.read_bytes()[:13]
+    except FileNotFoundError:
+        return None
+    assert head[:5] == b"RLSN\x01", head
+    return int.from_bytes(head[5:13], "big")
+
+
+def segments(node: Broker, partition: int) -> list[int]:
+    d = node.data_dir / f"__consumer_offsets-{partition}"
+    return sorted(int(p.stem) for p in d.glob("*.log"))
+
+
+def test_a_node_down_while_the_others_compact_catches_up_by_snapshot(compacting_cluster):
+    nodes = compacting_cluster
+    bootstrap = ",".join(n.bootstrap for n in nodes)
+    create_topic(nodes, TOPIC, 1)
+    p = offsets_partition(GROUP)
+    c = consumer(bootstrap)
+    acked = 0
+    for _ in range(20):
+        acked += 1
+        commit_until_acked(c, acked)
+    leader = coordinator(nodes)
+    behind = next(i for i in (1, 2, 3) if i != leader)
+    nodes[behind - 1].kill()
+    had = raft_snapshot(nodes[behind - 1], p) or 0
+
+    # Enough commits for several snapshots on the two live nodes, each removing the segments
+    # it covers: the node that is down falls behind what their logs still hold.
+    def compacted_past_behind():
+        snaps = [raft_snapshot(nodes[i - 1], p) or 0 for i in (1, 2, 3) if i != behind]
+        return min(snaps) > had + 50
+
+    live = nodes[leader - 1]
+    while not (compacted_past_behind() and segments(live, p)[0] > 0):
+        acked += 1
+        commit_until_acked(c, acked)
+        assert acked < 5000, f"the live nodes never compacted their logs: {segments(live, p)}"
+    # Segments go as snapshots cover them: a few remain, whatever the number of commits.
+    for _ in range(300):
+        acked += 1
+        commit_until_acked(c, acked)
+    segs = segments(live, p)
+    assert len(segs) <= 4, f"node {leader} keeps {len(segs)} segments of {SEGMENT_BYTES} bytes"
+
+    # Back up: its log ends before the others' first entry, so only the snapshot helps.
+    nodes[behind - 1].start()
+    wait_until(lambda: (raft_snapshot(nodes[behind - 1], p) or 0) > had + 50, 30,
+               f"node {behind} installed the leader's snapshot")
+    assert any("raft snapshot from the leader installed" in line and f"partition={p} " in line
+               for line in nodes[behind - 1].log_text().splitlines()), nodes[behind - 1].log_tail()
+    for _ in range(5):
+        acked += 1
+        commit_until_acked(c, acked)
+    assert committed(bootstrap) == acked
+
+    # Coordinator kills, each restarted node reopening from its snapshot: every acknowledged
+    # commit stays, whoever leads next (the node that caught up by snapshot among them).
+    for r in range(3):
+        leader = coordinator(nodes)
+        nodes[leader - 1].kill()
+        acked += 1
+        commit_until_acked(c, acked)
+        assert committed(bootstrap) == acked, f"round {r}: after killing node {leader}"
+        nodes[leader - 1].start()
+    c.close()
+    for n in nodes:
+        assert "panicked" not in n.log_text(), n.log_tail()
 
 
 def test_a_subscribed_consumer_keeps_its_group_through_coordinator_kills(cluster):
