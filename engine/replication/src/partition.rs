@@ -63,8 +63,9 @@ pub struct Progress<T> {
 
 /// Entries applied since the last snapshot must weigh at least this much before the next one
 /// (and at least the live state itself, so a snapshot's cost is spread over as many bytes of
-/// log): 16 MiB, a few seconds of a busy partition's commits.
-pub const SNAPSHOT_MIN_BYTES: usize = 16 << 20;
+/// log): 4 MiB, so a node's 50 partitions hold at most about 200 MiB of log beyond their
+/// live state.
+pub const SNAPSHOT_MIN_BYTES: usize = 4 << 20;
 
 /// The largest snapshot sent to a follower: a partition whose live state outgrows it keeps
 /// its whole log instead (`engine::runtime::peers` bounds a frame by it).
