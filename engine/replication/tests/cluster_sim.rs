@@ -18,7 +18,10 @@
 //! entries are checked like applied ones.
 
 mod common;
-use common::{compact, lose_commit, persist, seeds, Net, Rng, STEPS_PER_TICK, VOTERS};
+use common::{
+    compact, fault_phase, heal_and_settle, lose_commit, persist, seeds, Faulty, Net, Rng,
+    STEPS_PER_TICK, VOTERS,
+};
 use replication::eraftpb::{Entry, Message};
 use replication::{Durable, LogSnapshot, NodeId, ProposeError, Replica, Work};
 use std::collections::{BTreeMap, HashMap};
@@ -335,65 +338,44 @@ impl Sim {
     }
 }
 
+impl Faulty for Sim {
+    fn rng(&mut self) -> &mut Rng {
+        &mut self.rng
+    }
+    fn net(&mut self) -> &mut Net {
+        &mut self.net
+    }
+    fn alive(&self, id: NodeId) -> bool {
+        Sim::alive(self, id)
+    }
+    fn crash(&mut self, id: NodeId) {
+        Sim::crash(self, id)
+    }
+    fn restart(&mut self, id: NodeId) {
+        Sim::restart(self, id)
+    }
+    fn run_step(&mut self, propose_per_mille: u64) {
+        Sim::run_step(self, propose_per_mille)
+    }
+    fn agreed(&self) -> bool {
+        let commits: Vec<u64> = VOTERS
+            .iter()
+            .map(|id| self.nodes[id].replica.as_ref().unwrap().commit_index())
+            .collect();
+        let applied: Vec<Option<u64>> = VOTERS
+            .iter()
+            .map(|id| self.nodes[id].applied.keys().next_back().copied())
+            .collect();
+        commits.iter().all(|&c| c == commits[0]) && applied.iter().all(|a| *a == applied[0])
+    }
+}
+
 fn run(seed: u64, steps: u64, compact_per_mille: u64) -> (usize, usize, u64, u64) {
     let mut sim = Sim::new(seed);
     sim.compact_per_mille = compact_per_mille;
-    let mut faults = 0;
-    // Faulty phase.
-    for _ in 0..steps {
-        let r = sim.rng.below(10_000);
-        if r < 8 {
-            // crash one live node (keep a majority most of the time, not always)
-            let id = VOTERS[sim.rng.below(3) as usize];
-            if sim.alive(id) {
-                sim.crash(id);
-                faults += 1;
-            }
-        } else if r < 30 {
-            let id = VOTERS[sim.rng.below(3) as usize];
-            if !sim.alive(id) {
-                sim.restart(id);
-            }
-        } else if r < 36 {
-            sim.net.isolated = Some(VOTERS[sim.rng.below(3) as usize]);
-            faults += 1;
-        } else if r < 60 {
-            sim.net.isolated = None;
-        } else if r < 70 {
-            sim.net.drop_per_mille = [0, 50, 200][sim.rng.below(3) as usize];
-        }
-        sim.run_step(300);
-    }
-    // Heal: everyone up, no faults, and run until the logs agree.
-    sim.net.isolated = None;
-    sim.net.drop_per_mille = 0;
-    for id in VOTERS {
-        if !sim.alive(id) {
-            sim.restart(id);
-        }
-    }
-    // One more proposal after healing commits everything from earlier terms (Raft §5.4.2).
-    let mut settled = false;
-    for i in 0..20_000u64 {
-        sim.run_step(if i < 2_000 { 50 } else { 0 });
-        if i > 2_000 && sim.net.is_empty() {
-            let commits: Vec<u64> = VOTERS
-                .iter()
-                .map(|id| sim.nodes[id].replica.as_ref().unwrap().commit_index())
-                .collect();
-            let applied: Vec<Option<u64>> = VOTERS
-                .iter()
-                .map(|id| sim.nodes[id].applied.keys().next_back().copied())
-                .collect();
-            if commits.iter().all(|&c| c == commits[0]) && applied.iter().all(|a| *a == applied[0])
-            {
-                settled = true;
-                break;
-            }
-        }
-    }
+    let faults = fault_phase(&mut sim, steps, 300);
     assert!(
-        settled,
+        heal_and_settle(&mut sim),
         "seed {seed}: the cluster did not converge after healing"
     );
     let first = &sim.nodes[&1].applied;

@@ -15,7 +15,10 @@
 //! - at most one topic per name at any point: a create of a name that exists always fails.
 
 mod common;
-use common::{lose_commit, persist, seeds, Net, Rng, STEPS_PER_TICK, VOTERS};
+use common::{
+    fault_phase, heal_and_settle, lose_commit, persist, seeds, Faulty, Net, Rng, STEPS_PER_TICK,
+    VOTERS,
+};
 use coordinator::topics::{Topic, CONSUMER_OFFSETS};
 use replication::eraftpb::{Entry, Message};
 use replication::metadata::{Applied, Command, MetaError, MetadataState, Proposal};
@@ -234,60 +237,46 @@ impl Sim {
     }
 }
 
+impl Faulty for Sim {
+    fn rng(&mut self) -> &mut Rng {
+        &mut self.rng
+    }
+    fn net(&mut self) -> &mut Net {
+        &mut self.net
+    }
+    fn alive(&self, id: NodeId) -> bool {
+        Sim::alive(self, id)
+    }
+    fn crash(&mut self, id: NodeId) {
+        Sim::crash(self, id)
+    }
+    fn restart(&mut self, id: NodeId) {
+        Sim::restart(self, id)
+    }
+    fn run_step(&mut self, propose_per_mille: u64) {
+        Sim::run_step(self, propose_per_mille)
+    }
+    fn agreed(&self) -> bool {
+        let last: Vec<Option<u64>> = VOTERS
+            .iter()
+            .map(|id| self.nodes[id].applied.keys().next_back().copied())
+            .collect();
+        let commits: Vec<u64> = VOTERS
+            .iter()
+            .map(|id| self.nodes[id].replica.as_ref().unwrap().commit_index())
+            .collect();
+        last.iter().all(|l| *l == last[0]) && commits.iter().all(|c| *c == commits[0])
+    }
+}
+
 /// (answered Ok, answered with an error, faults, duplicates refused)
 fn run(seed: u64, steps: u64) -> (usize, usize, usize, usize) {
     let mut sim = Sim::new(seed);
-    let mut faults = 0;
-    for _ in 0..steps {
-        let r = sim.rng.below(10_000);
-        if r < 8 {
-            let id = VOTERS[sim.rng.below(3) as usize];
-            if sim.alive(id) {
-                sim.crash(id);
-                faults += 1;
-            }
-        } else if r < 30 {
-            let id = VOTERS[sim.rng.below(3) as usize];
-            if !sim.alive(id) {
-                sim.restart(id);
-            }
-        } else if r < 36 {
-            sim.net.isolated = Some(VOTERS[sim.rng.below(3) as usize]);
-            faults += 1;
-        } else if r < 60 {
-            sim.net.isolated = None;
-        } else if r < 70 {
-            sim.net.drop_per_mille = [0, 50, 200][sim.rng.below(3) as usize];
-        }
-        sim.run_step(150);
-    }
-    sim.net.isolated = None;
-    sim.net.drop_per_mille = 0;
-    for id in VOTERS {
-        if !sim.alive(id) {
-            sim.restart(id);
-        }
-    }
-    let mut settled = false;
-    for i in 0..20_000u64 {
-        // Proposals after healing commit everything from earlier terms (Raft §5.4.2).
-        sim.run_step(if i < 2_000 { 50 } else { 0 });
-        if i > 2_000 && sim.net.is_empty() {
-            let last: Vec<Option<u64>> = VOTERS
-                .iter()
-                .map(|id| sim.nodes[id].applied.keys().next_back().copied())
-                .collect();
-            let commits: Vec<u64> = VOTERS
-                .iter()
-                .map(|id| sim.nodes[id].replica.as_ref().unwrap().commit_index())
-                .collect();
-            if last.iter().all(|l| *l == last[0]) && commits.iter().all(|c| *c == commits[0]) {
-                settled = true;
-                break;
-            }
-        }
-    }
-    assert!(settled, "seed {seed}: the metadata log did not converge");
+    let faults = fault_phase(&mut sim, steps, 150);
+    assert!(
+        heal_and_settle(&mut sim),
+        "seed {seed}: the metadata log did not converge"
+    );
     let first = &sim.nodes[&1];
     for id in VOTERS {
         let n = &sim.nodes[&id];

@@ -127,3 +127,70 @@ impl Net {
         self.in_flight.is_empty()
     }
 }
+
+/// A simulation of three nodes that the shared fault schedule can drive.
+pub trait Faulty {
+    fn rng(&mut self) -> &mut Rng;
+    fn net(&mut self) -> &mut Net;
+    fn alive(&self, id: NodeId) -> bool;
+    /// Crash a live node: it keeps only what it made durable.
+    fn crash(&mut self, id: NodeId);
+    fn restart(&mut self, id: NodeId);
+    /// One step: deliver, tick, maybe propose (per mille), run work.
+    fn run_step(&mut self, propose_per_mille: u64);
+    /// Every node has applied the same entries and knows the same commit index.
+    fn agreed(&self) -> bool;
+}
+
+/// `steps` steps of faults: crashes (of a live node, sometimes leaving no majority), restarts,
+/// isolating one node, healing, switching message drops (with duplicates) on and off; a
+/// proposal offered at `propose_per_mille` per step. Returns the faults injected.
+pub fn fault_phase<S: Faulty>(sim: &mut S, steps: u64, propose_per_mille: u64) -> usize {
+    let mut faults = 0;
+    for _ in 0..steps {
+        let r = sim.rng().below(10_000);
+        if r < 8 {
+            let id = VOTERS[sim.rng().below(3) as usize];
+            if sim.alive(id) {
+                sim.crash(id);
+                faults += 1;
+            }
+        } else if r < 30 {
+            let id = VOTERS[sim.rng().below(3) as usize];
+            if !sim.alive(id) {
+                sim.restart(id);
+            }
+        } else if r < 36 {
+            let id = VOTERS[sim.rng().below(3) as usize];
+            sim.net().isolated = Some(id);
+            faults += 1;
+        } else if r < 60 {
+            sim.net().isolated = None;
+        } else if r < 70 {
+            let d = [0, 50, 200][sim.rng().below(3) as usize];
+            sim.net().drop_per_mille = d;
+        }
+        sim.run_step(propose_per_mille);
+    }
+    faults
+}
+
+/// Heal (every node up, no isolation, no drops) and run until the nodes agree and the network
+/// is empty; proposals in the first 2,000 steps commit everything from earlier terms (Raft
+/// §5.4.2). False if they never agree within 20,000 steps.
+pub fn heal_and_settle<S: Faulty>(sim: &mut S) -> bool {
+    sim.net().isolated = None;
+    sim.net().drop_per_mille = 0;
+    for id in VOTERS {
+        if !sim.alive(id) {
+            sim.restart(id);
+        }
+    }
+    for i in 0..20_000u64 {
+        sim.run_step(if i < 2_000 { 50 } else { 0 });
+        if i > 2_000 && sim.net().is_empty() && sim.agreed() {
+            return true;
+        }
+    }
+    false
+}
