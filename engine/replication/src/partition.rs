@@ -129,6 +129,16 @@ impl Compacted {
         Ok(())
     }
 
+    /// The state a snapshot of `partition` (written by one of its replicas) holds. Panics on
+    /// one that does not decode: it was made durable or sent by a replica of this partition.
+    fn from_snapshot(partition: i32, data: &[u8]) -> Self {
+        let mut c = Compacted::default();
+        c.apply_all(data).unwrap_or_else(|e| {
+            panic!("partition {partition}: a Raft snapshot does not decode: {e}")
+        });
+        c
+    }
+
     /// Bytes of the live keys and values.
     pub fn bytes(&self) -> usize {
         self.bytes
@@ -224,14 +234,11 @@ impl<T: Clone> ReplicatedPartition<T> {
         replica: Replica,
         snapshot_min_bytes: usize,
     ) -> Self {
-        let mut compacted = Compacted::default();
-        if let Some(s) = replica.log().snapshot() {
-            // Written by a replica of this partition; committed entries after it are handed
-            // out again from its index on.
-            compacted.apply_all(&s.data).unwrap_or_else(|e| {
-                panic!("partition {partition}: the durable snapshot does not decode: {e}")
-            });
-        }
+        // Committed entries after the snapshot are handed out again from its index on.
+        let compacted = match replica.log().snapshot() {
+            Some(s) => Compacted::from_snapshot(partition, &s.data),
+            None => Compacted::default(),
+        };
         ReplicatedPartition {
             partition,
             config,
@@ -248,22 +255,12 @@ impl<T: Clone> ReplicatedPartition<T> {
         }
     }
 
-    /// The committed records as the next snapshot would hold them.
-    pub fn compacted_state(&self) -> &Compacted {
-        &self.compacted
-    }
-
     /// The shell made `snapshot` (from [`Progress::snapshot`]) durable: the log drops what it
     /// covers.
     pub fn compacted(&mut self, snapshot: LogSnapshot) {
         assert!(self.snapshotting, "a snapshot nobody asked for");
         self.snapshotting = false;
         self.replica.compact(snapshot.index, snapshot.data);
-    }
-
-    /// The shell could not write the snapshot: the log stays as it is (a later one is tried).
-    pub fn snapshot_failed(&mut self) {
-        self.snapshotting = false;
     }
 
     fn apply_committed(&mut self, e: &crate::eraftpb::Entry) {
@@ -439,14 +436,7 @@ impl<T: Clone> ReplicatedPartition<T> {
         };
         if let Some(s) = &work.snapshot {
             // A leader's snapshot replaced this replica's log: its state too.
-            let mut c = Compacted::default();
-            c.apply_all(&s.data).unwrap_or_else(|e| {
-                panic!(
-                    "partition {}: a leader's snapshot does not decode: {e}",
-                    self.partition
-                )
-            });
-            self.compacted = c;
+            self.compacted = Compacted::from_snapshot(self.partition, &s.data);
             self.since_snapshot = 0;
         }
         // Committed entries first: an entry of ours that committed is acknowledged even if this

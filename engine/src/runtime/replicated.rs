@@ -409,12 +409,8 @@ pub(crate) fn durable(
             term: hs.term,
             vote: hs.vote,
             // Never past the log: a commit index beyond what survived is not ours to claim
-            // (the leader tells it again); never before the snapshot, which holds only
-            // committed entries.
-            commit: hs
-                .commit
-                .min(stored.last().map_or(snap_index, |e| e.index))
-                .max(snap_index),
+            // (the leader tells it again). `Replica::restart` raises it to the snapshot's.
+            commit: hs.commit.min(stored.last().map_or(snap_index, |e| e.index)),
             ..Default::default()
         },
         snapshot: snapshot.map(|s| replication::LogSnapshot {
