@@ -258,26 +258,6 @@ impl Sim {
         self.apply(id, after.committed, leader_term);
     }
 
-    fn crash(&mut self, id: NodeId) {
-        let n = self.nodes.get_mut(&id).unwrap();
-        n.replica = None;
-        n.writing = None; // the write under way never reached the disk
-        lose_commit(&mut n.disk, &mut self.rng);
-        self.net.forget_to(id);
-    }
-
-    fn restart(&mut self, id: NodeId) {
-        let n = self.nodes.get_mut(&id).unwrap();
-        assert!(n.replica.is_none());
-        n.replica = Some(Replica::restart(id, &VOTERS, n.disk.clone()).unwrap());
-        // Its state machine is rebuilt from its snapshot and the log after it.
-        n.applied = n
-            .disk
-            .snapshot
-            .as_ref()
-            .map_or_else(BTreeMap::new, |s| decode_applied(&s.data));
-    }
-
     fn propose(&mut self) {
         let leaders: Vec<NodeId> = VOTERS
             .iter()
@@ -300,6 +280,40 @@ impl Sim {
                 Err(ProposeError::NotLeader { .. }) | Err(ProposeError::Dropped) => {}
             }
         }
+    }
+}
+
+impl Faulty for Sim {
+    fn rng(&mut self) -> &mut Rng {
+        &mut self.rng
+    }
+
+    fn net(&mut self) -> &mut Net {
+        &mut self.net
+    }
+
+    fn alive(&self, id: NodeId) -> bool {
+        self.nodes[&id].replica.is_some()
+    }
+
+    fn crash(&mut self, id: NodeId) {
+        let n = self.nodes.get_mut(&id).unwrap();
+        n.replica = None;
+        n.writing = None; // the write under way never reached the disk
+        lose_commit(&mut n.disk, &mut self.rng);
+        self.net.forget_to(id);
+    }
+
+    fn restart(&mut self, id: NodeId) {
+        let n = self.nodes.get_mut(&id).unwrap();
+        assert!(n.replica.is_none());
+        n.replica = Some(Replica::restart(id, &VOTERS, n.disk.clone()).unwrap());
+        // Its state machine is rebuilt from its snapshot and the log after it.
+        n.applied = n
+            .disk
+            .snapshot
+            .as_ref()
+            .map_or_else(BTreeMap::new, |s| decode_applied(&s.data));
     }
 
     /// One step: deliver what is due, tick on tick boundaries, maybe propose, run work.
@@ -333,40 +347,12 @@ impl Sim {
         }
     }
 
-    fn alive(&self, id: NodeId) -> bool {
-        self.nodes[&id].replica.is_some()
+    fn commit_index(&self, id: NodeId) -> u64 {
+        self.nodes[&id].replica.as_ref().unwrap().commit_index()
     }
-}
 
-impl Faulty for Sim {
-    fn rng(&mut self) -> &mut Rng {
-        &mut self.rng
-    }
-    fn net(&mut self) -> &mut Net {
-        &mut self.net
-    }
-    fn alive(&self, id: NodeId) -> bool {
-        Sim::alive(self, id)
-    }
-    fn crash(&mut self, id: NodeId) {
-        Sim::crash(self, id)
-    }
-    fn restart(&mut self, id: NodeId) {
-        Sim::restart(self, id)
-    }
-    fn run_step(&mut self, propose_per_mille: u64) {
-        Sim::run_step(self, propose_per_mille)
-    }
-    fn agreed(&self) -> bool {
-        let commits: Vec<u64> = VOTERS
-            .iter()
-            .map(|id| self.nodes[id].replica.as_ref().unwrap().commit_index())
-            .collect();
-        let applied: Vec<Option<u64>> = VOTERS
-            .iter()
-            .map(|id| self.nodes[id].applied.keys().next_back().copied())
-            .collect();
-        commits.iter().all(|&c| c == commits[0]) && applied.iter().all(|a| *a == applied[0])
+    fn last_applied(&self, id: NodeId) -> Option<u64> {
+        self.nodes[&id].applied.keys().next_back().copied()
     }
 }
 

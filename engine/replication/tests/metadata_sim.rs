@@ -143,22 +143,6 @@ impl Sim {
         }
     }
 
-    fn crash(&mut self, id: NodeId) {
-        let n = self.nodes.get_mut(&id).unwrap();
-        n.replica = None;
-        n.writing = None;
-        lose_commit(&mut n.disk, &mut self.rng);
-        self.net.forget_to(id);
-    }
-
-    fn restart(&mut self, id: NodeId) {
-        let n = self.nodes.get_mut(&id).unwrap();
-        n.replica = Some(Replica::restart(id, &VOTERS, n.disk.clone()).unwrap());
-        // The registry is rebuilt from the log, as committed entries are handed out again.
-        n.state = MetadataState::new(&VOTERS, offsets());
-        n.applied.clear();
-    }
-
     fn random_command(&mut self) -> Command {
         let name = NAMES[self.rng.below(NAMES.len() as u64) as usize].to_string();
         match self.rng.below(10) {
@@ -207,6 +191,36 @@ impl Sim {
             .unwrap();
         let _ = r.propose_or_forward(data);
     }
+}
+
+impl Faulty for Sim {
+    fn rng(&mut self) -> &mut Rng {
+        &mut self.rng
+    }
+
+    fn net(&mut self) -> &mut Net {
+        &mut self.net
+    }
+
+    fn alive(&self, id: NodeId) -> bool {
+        self.nodes[&id].replica.is_some()
+    }
+
+    fn crash(&mut self, id: NodeId) {
+        let n = self.nodes.get_mut(&id).unwrap();
+        n.replica = None;
+        n.writing = None;
+        lose_commit(&mut n.disk, &mut self.rng);
+        self.net.forget_to(id);
+    }
+
+    fn restart(&mut self, id: NodeId) {
+        let n = self.nodes.get_mut(&id).unwrap();
+        n.replica = Some(Replica::restart(id, &VOTERS, n.disk.clone()).unwrap());
+        // The registry is rebuilt from the log, as committed entries are handed out again.
+        n.state = MetadataState::new(&VOTERS, offsets());
+        n.applied.clear();
+    }
 
     fn run_step(&mut self, propose_per_mille: u64) {
         self.step += 1;
@@ -232,40 +246,12 @@ impl Sim {
         }
     }
 
-    fn alive(&self, id: NodeId) -> bool {
-        self.nodes[&id].replica.is_some()
+    fn commit_index(&self, id: NodeId) -> u64 {
+        self.nodes[&id].replica.as_ref().unwrap().commit_index()
     }
-}
 
-impl Faulty for Sim {
-    fn rng(&mut self) -> &mut Rng {
-        &mut self.rng
-    }
-    fn net(&mut self) -> &mut Net {
-        &mut self.net
-    }
-    fn alive(&self, id: NodeId) -> bool {
-        Sim::alive(self, id)
-    }
-    fn crash(&mut self, id: NodeId) {
-        Sim::crash(self, id)
-    }
-    fn restart(&mut self, id: NodeId) {
-        Sim::restart(self, id)
-    }
-    fn run_step(&mut self, propose_per_mille: u64) {
-        Sim::run_step(self, propose_per_mille)
-    }
-    fn agreed(&self) -> bool {
-        let last: Vec<Option<u64>> = VOTERS
-            .iter()
-            .map(|id| self.nodes[id].applied.keys().next_back().copied())
-            .collect();
-        let commits: Vec<u64> = VOTERS
-            .iter()
-            .map(|id| self.nodes[id].replica.as_ref().unwrap().commit_index())
-            .collect();
-        last.iter().all(|l| *l == last[0]) && commits.iter().all(|c| *c == commits[0])
+    fn last_applied(&self, id: NodeId) -> Option<u64> {
+        self.nodes[&id].applied.keys().next_back().copied()
     }
 }
 

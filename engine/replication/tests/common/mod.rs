@@ -138,8 +138,18 @@ pub trait Faulty {
     fn restart(&mut self, id: NodeId);
     /// One step: deliver, tick, maybe propose (per mille), run work.
     fn run_step(&mut self, propose_per_mille: u64);
-    /// Every node has applied the same entries and knows the same commit index.
-    fn agreed(&self) -> bool;
+    /// The commit index a live node knows.
+    fn commit_index(&self, id: NodeId) -> u64;
+    /// The index of the last entry a node's state machine applied, if any.
+    fn last_applied(&self, id: NodeId) -> Option<u64>;
+
+    /// Every node has applied up to the same entry and knows the same commit index.
+    fn agreed(&self) -> bool {
+        VOTERS.iter().all(|&id| {
+            self.commit_index(id) == self.commit_index(VOTERS[0])
+                && self.last_applied(id) == self.last_applied(VOTERS[0])
+        })
+    }
 }
 
 /// `steps` steps of faults: crashes (of a live node, sometimes leaving no majority), restarts,
