@@ -805,13 +805,45 @@ impl<D: LogDir + Clone> TopicLog<D> {
     /// was staged. Only one flush may run at a time (the caller's writer task). On error the log
     /// must be reopened.
     pub async fn flush(this: &RefCell<Self>) -> io::Result<Option<u64>> {
+        Self::flush_upto(this, u64::MAX).await
+    }
+
+    /// [`Self::flush`] of the staged batches wholly below `end_offset` (exclusive; batches are
+    /// atomic, so one that straddles it stays staged): a Raft leader flushes what its committed
+    /// entries hold while later batches wait for their own commit. The rest stays staged, as do
+    /// batches staged while this awaits the disk. Returns the new high watermark, or `None`
+    /// when no staged batch is below `end_offset`. Only one flush may run at a time; on error
+    /// the log must be reopened.
+    pub async fn flush_upto(this: &RefCell<Self>, end_offset: u64) -> io::Result<Option<u64>> {
+        // Only the qualifying prefix is taken out before the first await: `stage` may append
+        // while this writes, and what it appends must land behind the remainder, not in the
+        // buffer being written.
         let (bytes, entries, segment_bytes) = {
             let mut me = this.borrow_mut();
-            if me.pending.is_empty() {
+            let n = me.pending_entries.partition_point(|e| e.last < end_offset);
+            if n == 0 {
                 return Ok(None);
             }
-            let bytes = std::mem::take(&mut me.pending);
-            let entries = std::mem::take(&mut me.pending_entries);
+            let (bytes, entries) = if n == me.pending_entries.len() {
+                // Everything qualifies (always so for `flush`): no copy.
+                (
+                    std::mem::take(&mut me.pending),
+                    std::mem::take(&mut me.pending_entries),
+                )
+            } else {
+                // Copies the remainder, which backpressure bounds on a leader
+                // (`max_pending_bytes`) and a follower flushes right after staging.
+                let cut = me.pending_entries[n].pos;
+                let rest = me.pending.split_off(cut as usize);
+                let mut rest_entries = me.pending_entries.split_off(n);
+                for e in &mut rest_entries {
+                    e.pos -= cut;
+                }
+                (
+                    std::mem::replace(&mut me.pending, rest),
+                    std::mem::replace(&mut me.pending_entries, rest_entries),
+                )
+            };
             (bytes, entries, me.config.segment_bytes)
         };
         let mut hw = None;
@@ -878,6 +910,76 @@ impl<D: LogDir + Clone> TopicLog<D> {
             start = end;
         }
         Ok(hw)
+    }
+
+    /// The staged (not yet flushing) batches from the one whose base offset is `offset`, as
+    /// one slice of whole, contiguous batches of at most `max_bytes` (the first is included
+    /// whole even when larger): (its base offset, the last offset of the last batch, bytes).
+    /// `None` when no staged batch starts at `offset`. A Raft leader reads here what to propose
+    /// next, from the offset up to which it proposed.
+    pub fn pending_from(&self, offset: u64, max_bytes: usize) -> Option<(u64, u64, &[u8])> {
+        let entries = &self.pending_entries;
+        let first = entries.partition_point(|e| e.base < offset);
+        let head = entries.get(first).filter(|e| e.base == offset)?;
+        let start = head.pos as usize;
+        let mut end = start + head.size as usize;
+        let mut last = head.last;
+        // Staged batches are contiguous in offsets and in `pending`: each starts where the
+        // previous ended, so whole batches make one slice.
+        for e in &entries[first + 1..] {
+            let to = e.pos as usize + e.size as usize;
+            if to - start > max_bytes {
+                break;
+            }
+            end = to;
+            last = e.last;
+        }
+        Some((head.base, last, &self.pending[start..end]))
+    }
+
+    /// Stage batches a Raft leader already accepted (a follower applying committed entries, or
+    /// any replica replaying them after a restart): `batches` is zero or more whole v2 batches
+    /// back to back, with the offsets, epochs, timestamps and CRCs the leader gave them, staged
+    /// as they are (Kafka's `appendAsFollower`). Batches wholly below the next offset are
+    /// already in the log and skipped, so applying an entry twice changes nothing. The leader
+    /// validated the producer sequences and transactions; only the producer and transaction
+    /// state is updated here, as `stage` did on the leader. No backpressure: what was committed
+    /// must be taken (the caller flushes right after). A malformed or truncated batch, or one
+    /// that does not start at the next offset (a gap), is CORRUPT_MESSAGE and nothing of the
+    /// call is staged. Returns the next offset after staging.
+    pub fn stage_replicated(&mut self, batches: &[u8]) -> Result<u64, AppendError> {
+        // Validate every batch before staging any: a refused call must leave no trace.
+        let mut accepted: Vec<(usize, BatchHeader)> = Vec::new();
+        let mut next = self.next_offset;
+        let mut pos = 0;
+        while pos < batches.len() {
+            let rest = &batches[pos..];
+            let h = match peek_batch(rest, pos as u64, rest.len().max(BATCH_OVERHEAD)) {
+                Ok(Peek::Batch(h)) => h,
+                Ok(Peek::Incomplete { .. }) => {
+                    return Err(AppendError::Corrupt(format!(
+                        "truncated replicated batch at byte {pos}"
+                    )))
+                }
+                Err(e) => return Err(AppendError::Corrupt(e.to_string())),
+            };
+            let size = h.size;
+            if h.last_offset() >= next {
+                if h.base_offset != next {
+                    return Err(AppendError::Corrupt(format!(
+                        "replicated batch at offset {}, the log ends at {next}",
+                        h.base_offset
+                    )));
+                }
+                next = h.last_offset() + 1;
+                accepted.push((pos, h));
+            }
+            pos += size;
+        }
+        for (pos, h) in accepted {
+            self.push_pending(&batches[pos..pos + h.size], &h);
+        }
+        Ok(self.next_offset)
     }
 
     /// Whole batches starting with the one that holds `offset`, up to `max_bytes` (the first
@@ -2239,5 +2341,347 @@ mod tests {
         assert_eq!((seg, pos), (name, (len / 3 * 2) as u64));
         assert!(reason.contains("CRC"), "{reason}");
         assert_eq!(log.borrow().high_watermark(), 4);
+    }
+
+    /// The staged batches as (base offset, last offset) pairs, by walking `pending_from`.
+    fn staged_ranges(log: &RefCell<TopicLog<MemDir>>, from: u64) -> Vec<(u64, u64)> {
+        let mut out = Vec::new();
+        let mut next = from;
+        while let Some((base, last, _)) = log.borrow().pending_from(next, 0) {
+            out.push((base, last));
+            next = last + 1;
+        }
+        out
+    }
+
+    #[test]
+    fn flush_upto_writes_the_batches_below_it_and_keeps_the_rest_staged() {
+        let dir = MemDir::new();
+        let (log, _) = open(&dir);
+        for i in 0..10 {
+            stage(&log, producer_batch(3, 100 + i, -1, -1, 0)).unwrap();
+        }
+        let fu = |end| block_on(TopicLog::flush_upto(&log, end)).unwrap();
+        // 4 is inside the batch 3..=5: that batch is atomic and stays staged.
+        assert_eq!(fu(4), Some(3));
+        assert_eq!(log.borrow().high_watermark(), 3);
+        assert_eq!(read_all(&log, 0).len(), 3);
+        assert_eq!(fu(3), None, "nothing staged is below 3");
+        assert_eq!(fu(0), None);
+        assert_eq!(staged_ranges(&log, 3).first(), Some(&(3, 5)));
+        assert_eq!(staged_ranges(&log, 3).last(), Some(&(27, 29)));
+        // Enough to go past the 400-byte segments.
+        assert_eq!(fu(18), Some(18));
+        assert_eq!(log.borrow().high_watermark(), 18);
+        assert!(log.borrow().segment_count() > 1, "rolled at segment.bytes");
+        let got = read_all(&log, 0);
+        assert_eq!(
+            got.iter().map(|r| r.0).collect::<Vec<_>>(),
+            (0..18).collect::<Vec<_>>()
+        );
+        assert_eq!(got[17], (17, b"v2".to_vec()));
+        // The remainder was rebased: its first batch is the whole batch at offset 18.
+        {
+            let me = log.borrow();
+            let (base, last, bytes) = me.pending_from(18, usize::MAX).unwrap();
+            assert_eq!((base, last), (18, 29));
+            let Ok(Peek::Batch(h)) = peek_batch(bytes, 0, 1 << 20) else {
+                panic!("the remainder does not start with a batch")
+            };
+            assert_eq!(h.base_offset, 18);
+            assert_eq!(bytes.len(), 4 * h.size, "four equal batches left");
+        }
+        stage(&log, producer_batch(3, 500, -1, -1, 0)).unwrap();
+        assert_eq!(fu(u64::MAX), Some(33));
+        assert!(!log.borrow().has_pending());
+        assert_eq!(fu(u64::MAX), None);
+        let got = read_all(&log, 0);
+        assert_eq!(
+            got.iter().map(|r| r.0).collect::<Vec<_>>(),
+            (0..33).collect::<Vec<_>>()
+        );
+        drop(log);
+        let (log, rep) = open(&dir);
+        assert_eq!((rep.next_offset, rep.truncated), (33, None));
+        assert_eq!(read_all(&log, 0), got);
+    }
+
+    /// A directory whose writes wait once before they happen, so a test can act while a flush
+    /// awaits its write.
+    #[derive(Clone, Default)]
+    struct YieldDir(MemDir);
+    struct YieldFile(crate::io::MemFile);
+
+    impl LogFile for YieldFile {
+        type Buf = Vec<u8>;
+        async fn read_at(&self, pos: u64, len: usize) -> io::Result<Vec<u8>> {
+            self.0.read_at(pos, len).await
+        }
+        async fn read_buf(&self, pos: u64, len: usize) -> io::Result<Vec<u8>> {
+            self.0.read_buf(pos, len).await
+        }
+        async fn write_at(&self, pos: u64, data: Vec<u8>) -> io::Result<()> {
+            futures_lite::future::yield_now().await;
+            self.0.write_at(pos, data).await
+        }
+        async fn sync(&self) -> io::Result<()> {
+            self.0.sync().await
+        }
+        async fn truncate(&self, len: u64) -> io::Result<()> {
+            self.0.truncate(len).await
+        }
+        async fn len(&self) -> io::Result<u64> {
+            self.0.len().await
+        }
+    }
+
+    impl LogDir for YieldDir {
+        type File = YieldFile;
+        async fn open(&self, name: &str) -> io::Result<YieldFile> {
+            Ok(YieldFile(self.0.open(name).await?))
+        }
+        async fn list(&self) -> io::Result<Vec<String>> {
+            self.0.list().await
+        }
+        async fn remove(&self, name: &str) -> io::Result<()> {
+            self.0.remove(name).await
+        }
+        async fn rename(&self, from: &str, to: &str) -> io::Result<()> {
+            self.0.rename(from, to).await
+        }
+        async fn sync_dir(&self) -> io::Result<()> {
+            self.0.sync_dir().await
+        }
+        async fn sync_file(&self, name: &str) -> io::Result<()> {
+            self.0.sync_file(name).await
+        }
+    }
+
+    #[test]
+    fn a_batch_staged_while_flush_upto_writes_stays_staged_behind_the_rest() {
+        let dir = YieldDir::default();
+        let (log, _) = block_on(TopicLog::open(dir.clone(), small())).unwrap();
+        let log = RefCell::new(log);
+        let stage_y = |n| {
+            log.borrow_mut()
+                .stage(&mut producer_batch(n, 0, -1, -1, 0), 1_000, false)
+                .unwrap()
+                .base_offset
+        };
+        for _ in 0..3 {
+            stage_y(3);
+        }
+        {
+            let mut flushing = std::pin::pin!(TopicLog::flush_upto(&log, 6));
+            assert!(
+                block_on(futures_lite::future::poll_once(&mut flushing)).is_none(),
+                "the flush waits on its write"
+            );
+            // The flush has taken 0..=5 and waits on its write; 6..=8 is still staged.
+            assert!(log.borrow().pending_from(0, usize::MAX).is_none());
+            assert_eq!(
+                log.borrow().pending_from(6, usize::MAX).map(|p| (p.0, p.1)),
+                Some((6, 8))
+            );
+            assert_eq!(stage_y(2), 9);
+            assert_eq!(block_on(flushing).unwrap(), Some(6));
+        }
+        assert_eq!(log.borrow().high_watermark(), 6);
+        let (base, last, bytes) = {
+            let me = log.borrow();
+            let (b, l, bytes) = me.pending_from(6, usize::MAX).unwrap();
+            (b, l, bytes.to_vec())
+        };
+        assert_eq!((base, last), (6, 10), "the new batch follows the remainder");
+        let Ok(Peek::Batch(h)) = peek_batch(&bytes, 0, 1 << 20) else {
+            panic!("bad remainder")
+        };
+        let Ok(Peek::Batch(h2)) = peek_batch(&bytes[h.size..], 0, 1 << 20) else {
+            panic!("the batch staged during the flush is not whole")
+        };
+        assert_eq!(
+            (h.base_offset, h2.base_offset, h2.last_offset()),
+            (6, 9, 10)
+        );
+        assert_eq!(bytes.len(), h.size + h2.size);
+        assert_eq!(block_on(TopicLog::flush(&log)).unwrap(), Some(11));
+        drop(log);
+        let (log, rep) = block_on(TopicLog::open(dir.0.clone(), small())).unwrap();
+        assert_eq!((rep.next_offset, rep.truncated), (11, None));
+        assert_eq!(
+            read_all(&RefCell::new(log), 0)
+                .iter()
+                .map(|r| r.0)
+                .collect::<Vec<_>>(),
+            (0..11).collect::<Vec<_>>()
+        );
+    }
+
+    #[test]
+    fn pending_from_returns_whole_staged_batches_within_max_bytes() {
+        let dir = MemDir::new();
+        let (log, _) = open(&dir);
+        let sizes: Vec<usize> = [1, 4, 2, 3]
+            .iter()
+            .map(|&n| {
+                let b = producer_batch(n, 0, -1, -1, 0);
+                let len = b.len();
+                stage(&log, b).unwrap();
+                len
+            })
+            .collect();
+        // Offsets: 0, 1..=4, 5..=6, 7..=9.
+        let me = log.borrow();
+        let at = |offset, max| {
+            me.pending_from(offset, max)
+                .map(|(b, l, x)| (b, l, x.len()))
+        };
+        let total: usize = sizes.iter().sum();
+        assert_eq!(at(0, usize::MAX), Some((0, 9, total)));
+        assert_eq!(at(0, 0), Some((0, 0, sizes[0])), "the first batch is whole");
+        assert_eq!(at(1, sizes[1] - 1), Some((1, 4, sizes[1])));
+        assert_eq!(
+            at(0, sizes[0] + sizes[1]),
+            Some((0, 4, sizes[0] + sizes[1]))
+        );
+        assert_eq!(at(0, sizes[0] + sizes[1] - 1), Some((0, 0, sizes[0])));
+        assert_eq!(at(5, usize::MAX), Some((5, 9, sizes[2] + sizes[3])));
+        assert_eq!(at(7, 1), Some((7, 9, sizes[3])));
+        assert_eq!(at(2, usize::MAX), None, "2 is inside a batch");
+        assert_eq!(at(10, usize::MAX), None, "nothing staged past the end");
+        // The bytes are the staged batches, offsets assigned.
+        let (_, _, bytes) = me.pending_from(5, usize::MAX).unwrap();
+        let Ok(Peek::Batch(h)) = peek_batch(bytes, 0, 1 << 20) else {
+            panic!("bad batch")
+        };
+        assert_eq!((h.base_offset, h.last_offset(), h.size), (5, 6, sizes[2]));
+        drop(me);
+        assert_eq!(block_on(TopicLog::flush_upto(&log, 5)).unwrap(), Some(5));
+        assert_eq!(log.borrow().pending_from(0, usize::MAX).map(|p| p.0), None);
+        assert_eq!(
+            log.borrow()
+                .pending_from(5, usize::MAX)
+                .map(|p| (p.0, p.1, p.2.len())),
+            Some((5, 9, sizes[2] + sizes[3]))
+        );
+    }
+
+    /// A leader log with data from a plain producer, an idempotent one and a transactional one
+    /// (committed), staged and not flushed; returns the staged bytes taken in chunks of one
+    /// batch each, as a leader proposes them.
+    fn leader_chunks(log: &RefCell<TopicLog<MemDir>>) -> Vec<Vec<u8>> {
+        stage(log, producer_batch(2, 900, -1, -1, 0)).unwrap();
+        stage(log, producer_batch(3, 2_000, 9, 1, 0)).unwrap();
+        stage(log, producer_batch(2, 2_500, 9, 1, 3)).unwrap();
+        stage(log, batch_of(2, 3_000, 4, 2, 0, true)).unwrap();
+        marker(log, 4, 2, true, 7).unwrap();
+        stage(log, batch_of(1, 3_100, 4, 2, 2, true)).unwrap();
+        let mut chunks = Vec::new();
+        let mut next = 0;
+        while let Some((_, last, bytes)) = log.borrow().pending_from(next, 0) {
+            chunks.push(bytes.to_vec());
+            next = last + 1;
+        }
+        chunks
+    }
+
+    #[test]
+    fn a_follower_staging_the_leaders_batches_has_the_leaders_log() {
+        let leader_dir = MemDir::new();
+        let (leader, _) = open(&leader_dir);
+        let chunks = leader_chunks(&leader);
+        assert_eq!(chunks.len(), 6);
+        let all = chunks.concat();
+        assert_eq!(
+            leader.borrow().pending_from(0, usize::MAX).unwrap().2,
+            &all[..]
+        );
+        flush(&leader);
+        let dir = MemDir::new();
+        let (follower, _) = open(&dir);
+        // The first two entries, then all of them again: the first two are skipped.
+        assert_eq!(
+            follower
+                .borrow_mut()
+                .stage_replicated(&chunks[..2].concat()),
+            Ok(5)
+        );
+        assert_eq!(follower.borrow_mut().stage_replicated(&all), Ok(11));
+        assert_eq!(
+            follower.borrow().next_offset(),
+            leader.borrow().next_offset()
+        );
+        assert_eq!(
+            follower.borrow().pending_from(0, usize::MAX).unwrap().2,
+            &all[..],
+            "staged byte for byte, once"
+        );
+        let producers = leader.borrow().active_producers();
+        assert_eq!(producers.len(), 2);
+        assert_eq!(follower.borrow().active_producers(), producers);
+        assert!(read_all(&follower, 0).is_empty(), "staged is not readable");
+        flush(&follower);
+        assert_eq!(follower.borrow().high_watermark(), 11);
+        assert_eq!(lso(&follower), lso(&leader));
+        assert_eq!(
+            lso(&follower),
+            10,
+            "producer 4's second transaction is ongoing"
+        );
+        assert_eq!(read_all(&follower, 0), read_all(&leader, 0));
+        assert_eq!(
+            batches_below(&follower, u64::MAX),
+            batches_below(&leader, u64::MAX)
+        );
+        // Applying a committed entry again (after a restart, or a retried apply) is a no-op.
+        assert_eq!(follower.borrow_mut().stage_replicated(&all), Ok(11));
+        assert_eq!(follower.borrow_mut().stage_replicated(&chunks[3]), Ok(11));
+        assert_eq!(follower.borrow_mut().stage_replicated(&[]), Ok(11));
+        assert!(!follower.borrow().has_pending());
+        assert_eq!(follower.borrow().active_producers(), producers);
+        drop(follower);
+        let (follower, rep) = open(&dir);
+        assert_eq!((rep.next_offset, rep.truncated), (11, None));
+        assert_eq!(read_all(&follower, 0), read_all(&leader, 0));
+        assert_eq!(follower.borrow().active_producers(), producers);
+        // The idempotent producer's next batch is judged by the replicated sequences.
+        assert_eq!(
+            stage(&follower, producer_batch(2, 2_500, 9, 1, 3))
+                .unwrap()
+                .base_offset,
+            5,
+            "a retry of a replicated batch is a duplicate"
+        );
+    }
+
+    #[test]
+    fn replicated_batches_with_a_gap_or_a_torn_tail_are_refused_whole() {
+        let (leader, _) = open(&MemDir::new());
+        let chunks = leader_chunks(&leader);
+        let (follower, _) = open(&MemDir::new());
+        let refused = |bytes: &[u8]| {
+            let err = follower.borrow_mut().stage_replicated(bytes).unwrap_err();
+            let me = follower.borrow();
+            assert_eq!(me.next_offset(), 0, "nothing staged");
+            assert!(!me.has_pending());
+            assert!(me.active_producers().is_empty());
+            assert_eq!(err.code(), 2);
+            err.message()
+        };
+        assert_eq!(
+            refused(&chunks[1..].concat()),
+            "replicated batch at offset 2, the log ends at 0"
+        );
+        assert_eq!(
+            refused(&[&chunks[0][..], &chunks[1], &chunks[3]].concat()),
+            "replicated batch at offset 7, the log ends at 5"
+        );
+        let all = chunks.concat();
+        assert!(refused(&all[..all.len() - 1]).contains("truncated"));
+        assert!(refused(&all[..all.len() - chunks[5].len() + 5]).contains("truncated"));
+        let mut flipped = all.clone();
+        flipped[chunks[0].len() + 70] ^= 1;
+        assert!(refused(&flipped).contains("CRC"));
+        assert_eq!(follower.borrow_mut().stage_replicated(&all), Ok(11));
     }
 }
