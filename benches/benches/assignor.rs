@@ -360,6 +360,7 @@ fn e2e_build(
             partitions: E2E_PARTITIONS,
             internal: false,
             configs: BTreeMap::new(),
+            replication_factor: 1,
         }
     })));
     let mut c = Coordinator::new(

@@ -273,6 +273,7 @@ fn regex_benches(cr: &mut Criterion) {
                 partitions: 1,
                 internal: false,
                 configs: Default::default(),
+                replication_factor: 1,
             }
         })))
     };

@@ -61,18 +61,27 @@ impl Broker {
     /// NOT_LEADER_OR_FOLLOWER so the client refreshes its metadata and goes to the leader, as
     /// Kafka's `ReplicaManager.getPartitionOrException` does. `__consumer_offsets` is read where
     /// it is asked (every node holds a replica of each of its partitions).
+    ///
+    /// A topic replicated over the nodes (replication factor above 1) is served by the shard
+    /// that holds this node's replica, which answers NOT_LEADER_OR_FOLLOWER itself unless its
+    /// replica is the partition's leader (`data::replica`).
     pub fn serves(&self, topic: &crate::topics::Topic, partition: i32) -> bool {
         topic.internal
             || !self.topics.is_replicated()
             || self.topics.placed(topic, partition) == Some(self.node_id as u64)
+            || (topic.replication_factor > 1
+                && self
+                    .topics
+                    .replicas(topic, partition)
+                    .is_some_and(|r| r.contains(&(self.node_id as u64))))
     }
 
-    /// `partition` of `topic` as Metadata reports it. Each partition has one replica so far, the
-    /// node the metadata log placed it on (topic data is not replicated yet,
-    /// docs/replication.md); while that node is down its partitions have no leader
-    /// (LEADER_NOT_AVAILABLE, leader −1, empty ISR, as Kafka reports a partition whose only
-    /// replica is fenced). `__consumer_offsets`'s partitions are led by their Raft leaders, every node a
-    /// replica.
+    /// `partition` of `topic` as Metadata reports it. A topic of replication factor 1 has one
+    /// replica per partition, the node the metadata log placed it on; while that node is down
+    /// its partitions have no leader (LEADER_NOT_AVAILABLE, leader −1, empty ISR, as Kafka
+    /// reports a partition whose only replica is fenced). A topic with a replica on every voter
+    /// ([`crate::topics::TopicRegistry::replicas`]), like `__consumer_offsets`, is led by each
+    /// partition's Raft leader as this node's replica knows it (`Cluster::topic_leader`).
     pub fn partition_view(&self, topic: &crate::topics::Topic, partition: i32) -> PartitionView {
         const LEADER_NOT_AVAILABLE: i16 = 5;
         let me = self.node_id;
@@ -96,6 +105,41 @@ impl Broker {
                 None => PartitionView {
                     leader: -1,
                     replicas: all,
+                    isr: Vec::new(),
+                    error: LEADER_NOT_AVAILABLE,
+                },
+            };
+        }
+        if topic.replication_factor > 1 {
+            let replicas: Vec<i32> = self
+                .topics
+                .replicas(topic, partition)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|n| n as i32)
+                .collect();
+            // A leader known here but cut off from this node may have been replaced already
+            // (this node would not hear of it): reported as none, as for a placed partition,
+            // until a new one is known. The ISR is what is up (Raft's commit needs a majority
+            // of it, not all; a node that is back is caught up by its leader): Kafka's ISR is
+            // the replicas the leader has seen caught up, which we do not track per partition.
+            return match cluster
+                .topic_leader(topic.id, partition)
+                .filter(|l| cluster.is_up(*l) && replicas.contains(&(*l as i32)))
+            {
+                Some(l) => PartitionView {
+                    leader: l as i32,
+                    isr: replicas
+                        .iter()
+                        .copied()
+                        .filter(|r| cluster.is_up(*r as u64))
+                        .collect(),
+                    replicas,
+                    error: 0,
+                },
+                None => PartitionView {
+                    leader: -1,
+                    replicas,
                     isr: Vec::new(),
                     error: LEADER_NOT_AVAILABLE,
                 },

@@ -1,13 +1,14 @@
 //! What one node knows of the cluster it belongs to (`controller.quorum.voters` with other
 //! nodes in it): the voters and their node-to-node addresses, where each node's clients connect
 //! (learned from the node's own handshake), which node leads each `__consumer_offsets`
-//! partition as far as this node's replica of it knows, and which peers are connected now (the
-//! sign Metadata uses to report a placed partition's leader as unavailable).
+//! partition and each partition of a topic replicated on every voter as far as this node's
+//! replica of it knows, and which peers are connected now (the sign Metadata uses to report a
+//! placed partition's leader as unavailable).
 //!
 //! Shared by every shard (read by FindCoordinator and Metadata on any shard, written by the
 //! shard that owns a partition when its replica's role changes, and by the node-to-node
-//! listener when a peer introduces itself): plain atomics and an `ArcSwap`, no lock held while
-//! anything else runs.
+//! listener when a peer introduces itself): plain atomics, an `ArcSwap` and one `RwLock` taken
+//! only for a single map operation, no lock held while anything else runs.
 //!
 //! Must not: decide leadership (the partition's Raft replica does, on its shard), or hold
 //! anything a client's answer could be wrong about for longer than one read: a leader read here
@@ -16,6 +17,8 @@
 use arc_swap::ArcSwap;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::RwLock;
+use uuid::Uuid;
 
 /// A node, as `node.id` and `controller.quorum.voters` number it.
 pub type NodeId = u64;
@@ -44,6 +47,10 @@ pub struct Cluster {
     pub voters: Vec<Voter>,
     /// Per `__consumer_offsets` partition: the leader this node's replica knows of, 0 = none.
     leaders: Vec<AtomicU64>,
+    /// Per partition of a topic with a replica on every voter (by topic id, partition): the
+    /// leader this node's replica knows of; absent = none known. Topics come and go and grow,
+    /// so a map rather than `leaders`' fixed slots; it changes only when a replica's role does.
+    topic_leaders: RwLock<hashbrown::HashMap<(Uuid, i32), NodeId>>,
     /// Where each node serves clients (this node's own from the start, peers' once they
     /// introduced themselves).
     endpoints: ArcSwap<BTreeMap<NodeId, Vec<Endpoint>>>,
@@ -81,6 +88,7 @@ impl Cluster {
             node_id,
             cluster_id,
             leaders: (0..partitions.max(0)).map(|_| AtomicU64::new(0)).collect(),
+            topic_leaders: RwLock::default(),
             endpoints: ArcSwap::from_pointee(endpoints),
             inbound: (0..voters.len()).map(|_| AtomicUsize::new(0)).collect(),
             voters,
@@ -113,6 +121,38 @@ impl Cluster {
         {
             l.store(leader.unwrap_or(0), Ordering::Release);
         }
+    }
+
+    /// The node the replica here of `partition` of `topic` (a topic replicated on every voter)
+    /// knows as leader.
+    pub fn topic_leader(&self, topic: Uuid, partition: i32) -> Option<NodeId> {
+        self.topic_leaders
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&(topic, partition))
+            .copied()
+    }
+
+    /// Called by the shard that hosts the replica of `partition` of `topic` when its role
+    /// changes; None: no leader known.
+    pub fn set_topic_leader(&self, topic: Uuid, partition: i32, leader: Option<NodeId>) {
+        let mut m = self
+            .topic_leaders
+            .write()
+            .unwrap_or_else(|p| p.into_inner());
+        match leader {
+            Some(l) => m.insert((topic, partition), l),
+            None => m.remove(&(topic, partition)),
+        };
+    }
+
+    /// The topic was deleted (or its replicas here closed): none of its partitions' leaders is
+    /// known any more, and a topic id is never reused, so nothing of it stays behind.
+    pub fn forget_topic(&self, topic: Uuid) {
+        self.topic_leaders
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|(t, _), _| *t != topic);
     }
 
     /// How many `__consumer_offsets` partitions this node leads (logs, tests).
@@ -238,5 +278,32 @@ mod tests {
                 .collect::<Vec<_>>(),
             vec![(2, 9092), (3, 9094)]
         );
+    }
+
+    #[test]
+    fn topic_leaders_are_what_was_last_set_until_forgotten() {
+        let voters = (1..=3)
+            .map(|id| Voter {
+                id,
+                addr: format!("127.0.0.1:1900{id}"),
+            })
+            .collect();
+        let c = Cluster::new(1, "c1".into(), voters, 2, ep(9092));
+        let (a, b) = (Uuid::from_u128(10), Uuid::from_u128(11));
+        assert_eq!(c.topic_leader(a, 0), None);
+        c.set_topic_leader(a, 0, Some(2));
+        c.set_topic_leader(a, 1, Some(3));
+        c.set_topic_leader(b, 0, Some(1));
+        assert_eq!(c.topic_leader(a, 0), Some(2));
+        assert_eq!(c.topic_leader(a, 1), Some(3));
+        assert_eq!(c.topic_leader(a, 2), None);
+        assert_eq!(c.leader(0), None, "__consumer_offsets' leaders are apart");
+        c.set_topic_leader(a, 0, Some(1));
+        assert_eq!(c.topic_leader(a, 0), Some(1));
+        c.set_topic_leader(a, 0, None);
+        assert_eq!(c.topic_leader(a, 0), None);
+        c.forget_topic(a);
+        assert_eq!(c.topic_leader(a, 1), None);
+        assert_eq!(c.topic_leader(b, 0), Some(1), "another topic's stay");
     }
 }

@@ -1019,7 +1019,7 @@ config_keys! {
     "num.partitions" => num_partitions: i32 = 1, at_least(1),
         "Default number of partitions for auto-created topics and CreateTopics with -1 partitions.";
     "default.replication.factor" => default_replication_factor: i32 = 1, at_least(1),
-        "Default replication factor for new topics (INT in Kafka). A single node keeps one copy.";
+        "Default replication factor for new topics (INT in Kafka). A single node keeps one copy; a cluster 1 or one on every voter (the number of nodes in controller.quorum.voters), checked when a topic is created.";
     "auto.create.topics.enable" => auto_create_topics_enable: bool = true, Any,
         "Create a topic when Metadata asks for one that does not exist (and the client allows it).";
     "delete.topic.enable" => delete_topic_enable: bool = true, Any,

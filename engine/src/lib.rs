@@ -40,6 +40,7 @@ pub mod meta;
 pub mod metrics;
 pub mod oneshot;
 pub mod producer_ids;
+pub mod raft_io;
 pub mod scram_store;
 pub mod tls;
 pub mod topics;

@@ -35,6 +35,10 @@ pub enum RegistryError {
     Unknown(String),
     #[error("Cannot delete internal topic {0}")]
     Internal(String),
+    /// A node of a cluster: neither 1 nor the number of voters (the message says which are
+    /// possible, `replication::metadata::MetadataState::check_replication_factor`).
+    #[error("{0}")]
+    InvalidReplicationFactor(String),
     /// Kafka's wording (`ReplicationControlManager.createPartitions`).
     #[error("The topic {name} currently has {current} partition(s); {requested} would not be an increase.")]
     NotAnIncrease {
@@ -109,6 +113,9 @@ pub struct TopicRegistry {
     /// On a node of a cluster: the node the metadata log placed each topic partition on, by
     /// topic name (`leaders[p]`). Empty on a single node, which leads every partition.
     placement: ArcSwap<Placement>,
+    /// On a node of a cluster: the voters in `controller.quorum.voters` order, the order a
+    /// partition's replicas follow its placed node in ([`Self::replicas`]).
+    voters: std::sync::OnceLock<Vec<u64>>,
 }
 
 /// Per topic name, the node leading each partition (`replication::metadata::MetadataState::placement`).
@@ -140,6 +147,7 @@ impl TopicRegistry {
             writer: Mutex::new(()),
             meta: std::sync::OnceLock::new(),
             placement: ArcSwap::from_pointee(Placement::new()),
+            voters: std::sync::OnceLock::new(),
         };
         if reg.snapshot().get(CONSUMER_OFFSETS).is_none() {
             let t = Topic {
@@ -148,20 +156,27 @@ impl TopicRegistry {
                 partitions: offsets_partitions,
                 internal: true,
                 configs: BTreeMap::new(),
+                replication_factor: 1,
             };
             reg.commit(|topics| topics.push(t))?;
         }
         Ok(reg)
     }
 
-    /// Make this registry the view of the cluster's metadata log: from now on changes are
-    /// proposed through `inbox`, and the topics are what [`Self::install`] puts here.
+    /// Make this registry the view of the cluster's metadata log of `voters` (in
+    /// `controller.quorum.voters` order, as the log places partitions over them): from now on
+    /// changes are proposed through `inbox`, and the topics are what [`Self::install`] puts here.
     pub fn use_metadata_log(
         &self,
         inbox: Arc<MetaInbox>,
+        voters: &[u64],
         topics: TopicsSnapshot,
         placement: Placement,
     ) {
+        assert!(
+            self.voters.set(voters.to_vec()).is_ok(),
+            "the metadata log is set once"
+        );
         assert!(self.meta.set(inbox).is_ok(), "the metadata log is set once");
         self.install(topics, placement);
     }
@@ -180,6 +195,25 @@ impl TopicRegistry {
     pub fn placed(&self, topic: &Topic, partition: i32) -> Option<u64> {
         let p = usize::try_from(partition).ok()?;
         self.placement.load().get(&topic.name)?.get(p).copied()
+    }
+
+    /// On a node of a cluster: the nodes holding a replica of `partition` of `topic`, the placed
+    /// node (its preferred leader) first, then the voters after it in voter order, wrapping,
+    /// `topic.replication_factor` of them (so with one on every voter, each partition's list
+    /// starts at another node, as Kafka's `StripedReplicaPlacer` rotates them). None on a single
+    /// node, for `__consumer_offsets` (every voter, from the cluster) and for a partition whose
+    /// placement this node has not installed yet. Lock-free.
+    pub fn replicas(&self, topic: &Topic, partition: i32) -> Option<Vec<u64>> {
+        if topic.internal {
+            return None;
+        }
+        let voters = self.voters.get()?;
+        let first = self.placed(topic, partition)?;
+        let at = voters.iter().position(|v| *v == first)?;
+        let n = usize::try_from(topic.replication_factor)
+            .unwrap_or(1)
+            .clamp(1, voters.len());
+        Some((0..n).map(|i| voters[(at + i) % voters.len()]).collect())
     }
 
     /// This node is one of a cluster: changes go through the metadata log, with the
@@ -230,6 +264,9 @@ impl TopicRegistry {
                 MetaError::Collides(a, b) => RegistryError::Collides(a, b),
                 MetaError::Unknown(n) => RegistryError::Unknown(n),
                 MetaError::Internal(n) => RegistryError::Internal(n),
+                MetaError::InvalidReplicationFactor(m) => {
+                    RegistryError::InvalidReplicationFactor(m)
+                }
                 MetaError::NotAnIncrease {
                     name,
                     current,
@@ -244,11 +281,13 @@ impl TopicRegistry {
         }
     }
 
-    /// [`Self::create`] on a node of a cluster.
+    /// [`Self::create`] on a node of a cluster, with `replication_factor` replicas per partition
+    /// (1 or the number of voters; the metadata log refuses any other).
     pub async fn create_replicated(
         &self,
         name: &str,
         partitions: i32,
+        replication_factor: i16,
         configs: BTreeMap<String, String>,
     ) -> Result<Arc<Topic>, RegistryError> {
         validate_name(name).map_err(RegistryError::InvalidName)?;
@@ -261,6 +300,7 @@ impl TopicRegistry {
             // Where the round robin of partition leaders starts (Kafka starts it at a random
             // broker); any value, the metadata log takes it modulo the voters.
             first_leader: id.as_u128() as u32,
+            replication_factor,
         })
         .await?;
         self.snapshot()
@@ -335,6 +375,7 @@ impl TopicRegistry {
             partitions,
             internal: false,
             configs,
+            replication_factor: 1,
         };
         self.commit_locked(&snap, |topics| topics.push(topic))?;
         Ok(self.snapshot().get(name).cloned().expect("just created"))
@@ -468,6 +509,48 @@ mod tests {
         assert!(validate_name("bad name!").is_err());
         assert!(validate_name(&"x".repeat(249)).is_ok());
         assert!(validate_name(&"x".repeat(250)).is_err());
+    }
+
+    #[test]
+    fn replicas_follow_the_placed_node_in_voter_order() {
+        let d = tmpdir("replicas");
+        let reg = TopicRegistry::open(&d, 3).unwrap();
+        let topic = |name: &str, rf: i16| Topic {
+            name: name.into(),
+            id: Uuid::new_v4(),
+            partitions: 3,
+            internal: false,
+            configs: BTreeMap::new(),
+            replication_factor: rf,
+        };
+        let (all, one) = (topic("all", 3), topic("one", 1));
+        assert_eq!(reg.replicas(&all, 0), None, "a single node");
+        let placement: Placement = [
+            ("all".to_string(), vec![5, 9, 2]),
+            ("one".to_string(), vec![9, 2, 5]),
+        ]
+        .into();
+        reg.use_metadata_log(
+            Arc::new(MetaInbox::default()),
+            &[2, 5, 9],
+            TopicsSnapshot::from_topics([all.clone(), one.clone()]),
+            placement,
+        );
+        assert_eq!(reg.replicas(&all, 0), Some(vec![5, 9, 2]));
+        assert_eq!(reg.replicas(&all, 1), Some(vec![9, 2, 5]), "wraps");
+        assert_eq!(reg.replicas(&all, 2), Some(vec![2, 5, 9]));
+        assert_eq!(reg.replicas(&all, 3), None, "not placed (yet)");
+        assert_eq!(reg.replicas(&one, 0), Some(vec![9]));
+        assert_eq!(reg.replicas(&topic("unknown", 3), 0), None);
+        let offsets = reg.snapshot().get(CONSUMER_OFFSETS).cloned();
+        assert!(
+            offsets.is_none(),
+            "the metadata log's topics replace the file's"
+        );
+        let mut internal = topic("all", 3);
+        internal.internal = true;
+        assert_eq!(reg.replicas(&internal, 0), None);
+        std::fs::remove_dir_all(&d).unwrap();
     }
 
     #[test]

@@ -24,6 +24,17 @@ pub struct Topic {
     /// Topic-level config overrides given at creation (name → value).
     #[serde(default)]
     pub configs: BTreeMap<String, String>,
+    /// How many nodes hold a replica of each partition: 1, or on a cluster every voter (then
+    /// Raft replicates each partition). A `topics.json` or metadata entry written before the
+    /// field existed reads as 1, what every topic had then. `__consumer_offsets` says 1 too:
+    /// its replicas are every voter's on a cluster, reported from the cluster, not from here.
+    #[serde(default = "one_replica")]
+    pub replication_factor: i16,
+}
+
+/// The replication factor of a topic stored without one (see [`Topic::replication_factor`]).
+pub fn one_replica() -> i16 {
+    1
 }
 
 /// An immutable view of all topics, shared by every shard.
@@ -126,6 +137,7 @@ impl MemoryTopics {
             partitions: offsets_partitions,
             internal: true,
             configs: BTreeMap::new(),
+            replication_factor: 1,
         };
         Self {
             current: std::sync::Mutex::new(Arc::new(TopicsSnapshot::from_topics([offsets]))),
@@ -151,6 +163,7 @@ impl MemoryTopics {
             partitions,
             internal: false,
             configs,
+            replication_factor: 1,
         };
         let topics: Vec<Topic> = current
             .iter()

@@ -523,6 +523,16 @@ impl Replica {
             .unwrap_or_else(|e| panic!("no term for index {index}: {e}"))
     }
 
+    /// On the leader: the highest index every voter (itself included) holds durably, what a
+    /// log may be compacted to without any replica ever needing a snapshot of it (a topic
+    /// partition's snapshot cannot carry its records). None on a follower, which does not know.
+    pub fn all_matched(&self) -> Option<u64> {
+        if self.raw.raft.state != StateRole::Leader {
+            return None;
+        }
+        self.raw.raft.prs().iter().map(|(_, pr)| pr.matched).min()
+    }
+
     /// The index of the snapshot the log starts after (0: never compacted).
     pub fn snapshot_index(&self) -> u64 {
         self.log().snapshot.get_metadata().index

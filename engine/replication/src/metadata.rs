@@ -41,13 +41,17 @@ pub const MAX_PARTITIONS_PER_TOPIC: i32 = 10_000;
 pub enum Command {
     /// A new topic. `first_leader` is an index into the voters: partition *p* is led by voter
     /// `(first_leader + p) % n` (Kafka starts its round-robin placement at a random broker too,
-    /// `StripedReplicaPlacer`).
+    /// `StripedReplicaPlacer`). `replication_factor` is 1 (the partition lives on that voter
+    /// alone) or the number of voters (every voter holds a replica, Raft replicates it); an
+    /// entry written before the field existed reads as 1, what every topic had then.
     CreateTopic {
         name: String,
         id: Uuid,
         partitions: i32,
         configs: BTreeMap<String, String>,
         first_leader: u32,
+        #[serde(default = "coordinator::topics::one_replica")]
+        replication_factor: i16,
     },
     DeleteTopic {
         name: String,
@@ -134,6 +138,10 @@ pub enum MetaError {
     InvalidPartitions(i32),
     #[error("Topic id {0} is already in use.")]
     IdInUse(Uuid),
+    /// Neither 1 nor the number of voters; the message is the client's (see
+    /// [`MetadataState::check_replication_factor`]).
+    #[error("{0}")]
+    InvalidReplicationFactor(String),
     #[error("{0}")]
     Undecodable(DecodeError),
     /// The same proposal applied before (its proposer had its answer then), or one older than
@@ -272,6 +280,33 @@ impl MetadataState {
         }
     }
 
+    /// Why a topic of `rf` replicas per partition cannot exist on a cluster of `voters` nodes, in
+    /// the words the broker answers CreateTopics with (INVALID_REPLICATION_FACTOR). A partition
+    /// has one replica (on the node it is placed on) or one on every voter (a Raft group of all
+    /// of them, as `__consumer_offsets`'s are); a group of some of the voters is not built.
+    /// Not positive, or above the voters: Kafka's messages (`ReplicationControlManager.
+    /// createTopic` in `metadata/src/main/java/org/apache/kafka/controller/`, which prefixes
+    /// "Unable to replicate the partition N time(s): " to `StripedReplicaPlacer`'s
+    /// "The target replication factor of N cannot be reached ..."). `rf` is an i32 so a
+    /// broker's `default.replication.factor` (an INT) is checked as it is.
+    pub fn check_replication_factor(rf: i32, voters: usize) -> Result<(), String> {
+        match rf {
+            _ if rf <= 0 => Err(
+                "Replication factor must be larger than 0, or -1 to use the default value.".into(),
+            ),
+            1 => Ok(()),
+            _ if rf as usize == voters => Ok(()),
+            _ if rf as usize > voters => Err(format!(
+                "Unable to replicate the partition {rf} time(s): The target replication factor \
+                 of {rf} cannot be reached because only {voters} broker(s) are registered."
+            )),
+            _ => Err(format!(
+                "replication factor {rf} is not supported on a cluster of {voters} nodes yet: \
+                 use 1 or {voters}"
+            )),
+        }
+    }
+
     fn placed(&self, first_leader: u32, from: i32, to: i32) -> Vec<NodeId> {
         let n = self.voters.len();
         (from..to)
@@ -288,6 +323,7 @@ impl MetadataState {
                 partitions,
                 configs,
                 first_leader,
+                replication_factor,
             } => {
                 validate_name(&name).map_err(MetaError::InvalidName)?;
                 if self.topics.contains_key(&name) {
@@ -299,6 +335,10 @@ impl MetadataState {
                 if !(1..=MAX_PARTITIONS_PER_TOPIC).contains(&partitions) {
                     return Err(MetaError::InvalidPartitions(partitions));
                 }
+                // The proposer checked too, but against its own view; the log decides alike on
+                // every node.
+                Self::check_replication_factor(replication_factor.into(), self.voters.len())
+                    .map_err(MetaError::InvalidReplicationFactor)?;
                 // Kafka never hands out the all-zero id (it means "no id" on the wire).
                 if id.is_nil() || !self.ids.insert(id) {
                     return Err(MetaError::IdInUse(id));
@@ -313,6 +353,7 @@ impl MetadataState {
                             partitions,
                             internal: false,
                             configs,
+                            replication_factor,
                         },
                         leaders,
                     },
@@ -399,6 +440,7 @@ mod tests {
             partitions: 50,
             internal: true,
             configs: BTreeMap::new(),
+            replication_factor: 1,
         }
     }
 
@@ -419,6 +461,7 @@ mod tests {
             partitions,
             configs: BTreeMap::new(),
             first_leader,
+            replication_factor: 1,
         }
     }
 
@@ -659,6 +702,90 @@ mod tests {
     }
 
     #[test]
+    fn a_topic_has_one_replica_or_one_on_every_voter() {
+        let mut s = MetadataState::new(&[1, 2, 3], offsets());
+        let with_rf = |name: &str, id: u128, rf: i16| Command::CreateTopic {
+            name: name.into(),
+            id: Uuid::from_u128(id),
+            partitions: 2,
+            configs: BTreeMap::new(),
+            first_leader: 1,
+            replication_factor: rf,
+        };
+        assert_eq!(s.apply(1, &entry(1, with_rf("all", 10, 3))).result, Ok(()));
+        let all = s.topic("all").unwrap();
+        assert_eq!(all.topic.replication_factor, 3);
+        assert_eq!(
+            all.leaders,
+            vec![2, 3],
+            "still placed: the preferred leaders"
+        );
+        // New partitions keep the topic's factor.
+        let grow = Command::CreatePartitions {
+            changes: vec![("all".into(), 4)],
+        };
+        assert_eq!(s.apply(2, &entry(2, grow)).result, Ok(()));
+        let all = s.topic("all").unwrap();
+        assert_eq!(all.topic.replication_factor, 3);
+        assert_eq!(all.leaders, vec![2, 3, 1, 2]);
+        assert_eq!(s.snapshot().get("all").unwrap().replication_factor, 3);
+        assert_eq!(s.apply(3, &entry(3, with_rf("one", 11, 1))).result, Ok(()));
+        assert_eq!(s.topic("one").unwrap().topic.replication_factor, 1);
+        let before = s.clone();
+        for (i, (rf, want)) in [
+            (
+                2,
+                "replication factor 2 is not supported on a cluster of 3 nodes yet: use 1 or 3",
+            ),
+            (
+                4,
+                "Unable to replicate the partition 4 time(s): The target replication factor of 4 \
+                 cannot be reached because only 3 broker(s) are registered.",
+            ),
+            (
+                0,
+                "Replication factor must be larger than 0, or -1 to use the default value.",
+            ),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let index = 4 + i as u64;
+            assert_eq!(
+                s.apply(
+                    index,
+                    &entry(index, with_rf("some", 20 + index as u128, rf))
+                )
+                .result,
+                Err(MetaError::InvalidReplicationFactor(want.into())),
+                "rf {rf}"
+            );
+        }
+        assert_eq!((&s.topics, &s.ids), (&before.topics, &before.ids));
+        // An entry written before the field existed replays as one replica.
+        let old = format!(
+            "\x01{}",
+            r#"{"origin":1,"seq":99,"command":{"type":"CreateTopic","name":"old","id":"00000000-0000-0000-0000-000000000063","partitions":2,"configs":{},"first_leader":0}}"#
+        );
+        let decoded = Proposal::decode(old.as_bytes()).unwrap();
+        assert!(matches!(
+            decoded.command,
+            Command::CreateTopic {
+                replication_factor: 1,
+                ..
+            }
+        ));
+        assert_eq!(s.apply(10, old.as_bytes()).result, Ok(()));
+        assert_eq!(s.topic("old").unwrap().topic.replication_factor, 1);
+        // And so does a topic stored without it (`topics.json`).
+        let t: Topic = serde_json::from_str(
+            r#"{"name":"t","id":"00000000-0000-0000-0000-000000000005","partitions":1}"#,
+        )
+        .unwrap();
+        assert_eq!(t.replication_factor, 1);
+    }
+
+    #[test]
     fn encoding_round_trips() {
         let p = Proposal {
             origin: 3,
@@ -669,6 +796,7 @@ mod tests {
                 partitions: 12,
                 configs: [("cleanup.policy".to_string(), "compact".to_string())].into(),
                 first_leader: 2,
+                replication_factor: 3,
             },
         };
         let b = p.encode().unwrap();

@@ -35,6 +35,7 @@ fn offsets() -> Topic {
         partitions: 50,
         internal: true,
         configs: BTreeMap::new(),
+        replication_factor: 1,
     }
 }
 
@@ -153,6 +154,7 @@ impl Sim {
                 partitions: 1 + self.rng.below(6) as i32,
                 configs: BTreeMap::new(),
                 first_leader: self.rng.below(3) as u32,
+                replication_factor: 1,
             },
             5..=6 => Command::DeleteTopic { name },
             7..=8 => Command::CreatePartitions {

@@ -81,18 +81,38 @@ pub(crate) fn validate_topic_config(key: &str, value: &str) -> Result<(), String
     }
 }
 
-/// Registry writes fsync; keep them off the reactor.
+/// The replication factor a new topic asked for `rf` (-1 resolved already) gets, or why it
+/// cannot have it: 1 anywhere, or on a cluster the number of voters (every voter a replica);
+/// above the nodes there are, Kafka's message; 1 < rf < voters is not built (see
+/// `replication::metadata::MetadataState::check_replication_factor`, which the metadata log
+/// applies too).
+pub(super) fn replication_factor(broker: &Broker, rf: i32) -> Result<i16, String> {
+    let nodes = broker.cluster.as_ref().map_or(1, |c| c.voters.len());
+    replication::metadata::MetadataState::check_replication_factor(rf, nodes)?;
+    Ok(i16::try_from(rf).expect("at most the number of voters"))
+}
+
+/// Registry writes fsync; keep them off the reactor. `replication_factor` has passed
+/// [`replication_factor`] (a single node's is 1).
 pub(super) async fn create_topic(
     broker: &Arc<Broker>,
     name: String,
     partitions: i32,
+    replication_factor: i16,
     configs: BTreeMap<String, String>,
 ) -> Result<Arc<Topic>, RegistryError> {
     if broker.topics.is_replicated() {
         return broker
             .topics
-            .create_replicated(&name, partitions, configs)
+            .create_replicated(&name, partitions, replication_factor, configs)
             .await;
+    }
+    if replication_factor != 1 {
+        // A node of a cluster whose metadata log is not open yet: it cannot place replicas on
+        // other nodes (and a client retries REQUEST_TIMED_OUT).
+        return Err(RegistryError::NotAvailable(format!(
+            "replication factor {replication_factor} needs the cluster's metadata log"
+        )));
     }
     let b = broker.clone();
     glommio::executor()
@@ -100,7 +120,7 @@ pub(super) async fn create_topic(
         .await
 }
 
-/// CreateTopics v2–v7 for a single broker: replication factor 1 only.
+/// CreateTopics v2–v7: replication factor 1, or on a cluster the number of voters.
 ///
 /// With an authorizer (Kafka 4.x `ControllerApis.createTopics`): Create on the cluster, else on
 /// each topic, or TOPIC_AUTHORIZATION_FAILED "Authorization failed."; a created topic's configs
@@ -232,19 +252,19 @@ pub(super) async fn handle(
         } else {
             t.assignments.len() as i32
         };
-        if t.assignments.is_empty() && rf != 1 {
-            let msg = if rf <= 0 {
-                "Replication factor must be larger than 0, or -1 to use the default value."
-                    .to_string()
-            } else {
-                format!(
-                    "Unable to replicate the partition {rf} time(s): The target replication factor of {rf} cannot be reached because only 1 broker(s) are registered."
-                )
-            };
-            resp.topics
-                .push(fail(result, ResponseError::InvalidReplicationFactor, msg));
-            continue;
-        }
+        // Manual assignments name this node alone (checked above): one replica.
+        let rf = if t.assignments.is_empty() {
+            match replication_factor(broker, rf) {
+                Ok(rf) => rf,
+                Err(msg) => {
+                    resp.topics
+                        .push(fail(result, ResponseError::InvalidReplicationFactor, msg));
+                    continue;
+                }
+            }
+        } else {
+            1
+        };
         let mut configs = BTreeMap::new();
         let mut config_error = None;
         for c in &t.configs {
@@ -295,14 +315,15 @@ pub(super) async fn handle(
                 partitions,
                 internal: false,
                 configs,
+                replication_factor: rf,
             }))
         } else {
-            create_topic(broker, name.clone(), partitions, configs).await
+            create_topic(broker, name.clone(), partitions, rf, configs).await
         };
         match created {
             Ok(topic) => {
                 if !req.validate_only {
-                    tracing::info!(topic = %topic.name, partitions = topic.partitions, id = %topic.id, "created topic");
+                    tracing::info!(topic = %topic.name, partitions = topic.partitions, replication_factor = topic.replication_factor, id = %topic.id, "created topic");
                 }
                 if version >= 7 {
                     result.topic_id = topic.id;
@@ -313,7 +334,7 @@ pub(super) async fn handle(
                     continue;
                 }
                 result.num_partitions = topic.partitions;
-                result.replication_factor = 1;
+                result.replication_factor = topic.replication_factor;
                 if version >= 5 {
                     result.configs = Some(
                         broker
@@ -345,6 +366,12 @@ pub(super) async fn handle(
                     ResponseError::InvalidTopicException,
                     e.to_string(),
                 ))
+            }
+            // The metadata log's own check as it applies the entry: the one made above, against
+            // the same voters, so not expected; answered alike all the same.
+            Err(RegistryError::InvalidReplicationFactor(msg)) => {
+                resp.topics
+                    .push(fail(result, ResponseError::InvalidReplicationFactor, msg))
             }
             Err(e @ RegistryError::NotAvailable(_)) => {
                 resp.topics

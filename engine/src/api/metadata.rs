@@ -264,16 +264,21 @@ pub(crate) async fn metadata_topics(
                     continue;
                 }
                 let partitions = broker.config.num_partitions;
-                if broker.config.default_replication_factor != 1 {
-                    // One broker cannot hold more copies; Kafka's auto-create fails the same way.
+                // 1, or on a cluster every voter; more copies than there are nodes, or a
+                // number of them between, cannot be held: Kafka's auto-create fails the same
+                // way (INVALID_REPLICATION_FACTOR).
+                let Ok(rf) = super::create_topics::replication_factor(
+                    broker,
+                    broker.config.default_replication_factor,
+                ) else {
                     resp.topics.push(Broker::metadata_error(
                         Some(&name),
                         Uuid::nil(),
                         ResponseError::InvalidReplicationFactor,
                     ));
                     continue;
-                }
-                match create_topic(broker, name.clone(), partitions, BTreeMap::new()).await {
+                };
+                match create_topic(broker, name.clone(), partitions, rf, BTreeMap::new()).await {
                     Ok(t) => {
                         tracing::info!(topic = %t.name, partitions = t.partitions, id = %t.id, "auto-created topic");
                         resp.topics.push(broker.metadata_topic(&t, version));
@@ -288,6 +293,13 @@ pub(crate) async fn metadata_topics(
                                 ResponseError::LeaderNotAvailable,
                             )),
                         }
+                    }
+                    Err(RegistryError::InvalidReplicationFactor(_)) => {
+                        resp.topics.push(Broker::metadata_error(
+                            Some(&name),
+                            Uuid::nil(),
+                            ResponseError::InvalidReplicationFactor,
+                        ))
                     }
                     Err(RegistryError::Collides(..) | RegistryError::InvalidName(_)) => {
                         resp.topics.push(Broker::metadata_error(

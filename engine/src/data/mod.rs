@@ -34,6 +34,8 @@ use bytes::Bytes;
 use std::sync::Arc;
 pub use storage::topic_log::ProducerState;
 
+mod partition;
+pub mod replica;
 pub mod store;
 pub use store::{partition_dir, sweep_deleted_topics, sweep_topic_ids, DataStore};
 
@@ -89,6 +91,13 @@ pub enum DataOp {
     Producers { items: Vec<(Arc<Topic>, i32)> },
     /// Close the partitions of topics that no longer exist and remove their directories.
     Forget,
+    /// A Raft message from a peer for a replicated topic partition this shard owns
+    /// (`runtime::peers::TOPIC_PARTITION`).
+    Raft {
+        topic: Arc<Topic>,
+        partition: i32,
+        message: Vec<u8>,
+    },
 }
 
 /// One partition of a `DataOp::Wait`: (topic, partition, fetch offset, read_committed).
@@ -119,6 +128,8 @@ pub enum DataReply {
     /// error code.
     Producers(Vec<Result<Vec<ProducerState>, i16>>),
     Forgotten,
+    /// A Raft message was stepped (or dropped: a partition this node does not replicate).
+    Stepped,
 }
 
 #[derive(Debug, Clone, PartialEq)]

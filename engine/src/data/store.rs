@@ -1,6 +1,8 @@
 //! The data path's shard side: each topic partition's log, its writer task (group commit) and
 //! the operations of [`super::DataOp`], run by the shard that owns the partition.
 
+use super::partition::{reopen_after_failed_flush, DataPartition};
+use super::replica::ClusterCtx;
 use super::{AppendOutcome, DataOp, DataReply, PartitionRead, ReadItem};
 use crate::broker::Broker;
 use crate::oneshot::Notify;
@@ -60,20 +62,6 @@ impl TopicSettings {
     }
 }
 
-struct DataPartition {
-    topic: Arc<Topic>,
-    partition: i32,
-    dir: GlommioDir,
-    log: RefCell<TopicLog<GlommioDir>>,
-    /// Woken when the high watermark moves or a write fails.
-    changed: Notify,
-    /// Wakes the writer task.
-    kick: Notify,
-    /// Failed writes so far: a producer waiting across a failure gets ResponseError::KafkaStorageError.code().
-    failures: Cell<u64>,
-    closed: Cell<bool>,
-}
-
 enum Slot {
     Opening(Rc<Notify>),
     Ready(Rc<DataPartition>),
@@ -85,6 +73,10 @@ pub struct DataStore {
     shard: usize,
     data_dir: PathBuf,
     parts: RefCell<hashbrown::HashMap<(Uuid, i32), Slot>>,
+    /// Set on a node of a cluster once its node-to-node links are up (`set_cluster`).
+    cluster: RefCell<Option<Rc<ClusterCtx>>>,
+    /// The topics snapshot whose replicated partitions were last opened (`raft_tick`).
+    opened_for: Cell<u64>,
 }
 
 fn storage_error(e: impl std::fmt::Display) -> i16 {
@@ -102,7 +94,86 @@ impl DataStore {
             shard,
             data_dir,
             parts: RefCell::default(),
+            cluster: RefCell::default(),
+            opened_for: Cell::new(0),
         })
+    }
+
+    /// This node is one of a cluster: replicated topic partitions send their Raft messages
+    /// through `ctx.links` and publish their leaders to `ctx.cluster`.
+    pub fn set_cluster(&self, ctx: ClusterCtx) {
+        *self.cluster.borrow_mut() = Some(Rc::new(ctx));
+    }
+
+    /// The replicas of `partition` of `topic` when it is replicated over the cluster and this
+    /// node holds one (this shard owns it), else None.
+    fn raft_voters(&self, topic: &Topic, partition: i32) -> Option<Vec<u64>> {
+        if topic.internal || topic.replication_factor <= 1 {
+            return None;
+        }
+        self.cluster.borrow().as_ref()?;
+        let voters = self.broker.topics.replicas(topic, partition)?;
+        voters
+            .contains(&(self.broker.node_id as u64))
+            .then_some(voters)
+    }
+
+    /// One Raft tick for every replicated partition open here (elections, heartbeats), and the
+    /// opening of the replicated partitions this shard owns that are not open yet (a new topic
+    /// or partition, or the node's start): a replica must take part in its group's elections
+    /// before any client asks for the partition.
+    pub fn raft_tick(self: &Rc<Self>) {
+        let Some(ctx) = self.cluster.borrow().clone() else {
+            return;
+        };
+        let snap = self.broker.topics.snapshot();
+        if snap.id() != self.opened_for.get() {
+            self.opened_for.set(snap.id());
+            for topic in snap
+                .iter()
+                .filter(|t| !t.internal && t.replication_factor > 1)
+            {
+                for p in 0..topic.partitions {
+                    if super::owner_shard(&topic.name, p, ctx.shards) != self.shard
+                        || self.parts.borrow().contains_key(&(topic.id, p))
+                    {
+                        continue;
+                    }
+                    let (me, topic) = (self.clone(), topic.clone());
+                    glommio::spawn_local(async move {
+                        let _ = me.partition(&topic, p).await;
+                    })
+                    .detach();
+                }
+            }
+        }
+        let now = crate::raft_io::mono_ms();
+        for slot in self.parts.borrow().values() {
+            if let Slot::Ready(p) = slot {
+                if let Some(raft) = &p.raft {
+                    let mut r = raft.replica.borrow_mut();
+                    r.tick(now);
+                    if r.has_work() {
+                        p.kick.notify_all();
+                    }
+                }
+            }
+        }
+    }
+
+    /// A peer's Raft message for a replicated partition this shard owns.
+    async fn step(self: &Rc<Self>, topic: Arc<Topic>, partition: i32, message: Vec<u8>) {
+        if self.raft_voters(&topic, partition).is_none() {
+            return;
+        }
+        let Ok(p) = self.partition(&topic, partition).await else {
+            return;
+        };
+        if let Some(raft) = &p.raft {
+            if super::replica::step(raft, &message) && raft.replica.borrow().has_work() {
+                p.kick.notify_all();
+            }
+        }
     }
 
     pub fn execute(self: &Rc<Self>, op: DataOp) -> Pin<Box<dyn Future<Output = DataReply>>> {
@@ -167,6 +238,14 @@ impl DataStore {
                 DataOp::Forget => {
                     me.forget_deleted();
                     DataReply::Forgotten
+                }
+                DataOp::Raft {
+                    topic,
+                    partition,
+                    message,
+                } => {
+                    me.step(topic, partition, message).await;
+                    DataReply::Stepped
                 }
             }
         })
@@ -250,17 +329,40 @@ impl DataStore {
                 "truncated a torn or corrupt log tail"
             );
         }
+        let ctx = self.cluster.borrow().clone();
+        let raft = match (self.raft_voters(topic, partition), ctx) {
+            (Some(voters), Some(ctx)) => {
+                let (raft, raft_log) =
+                    super::replica::open(&path, self.broker.node_id as u64, &voters)
+                        .await
+                        .map_err(storage_error)?;
+                Some((raft, raft_log, ctx))
+            }
+            _ => None,
+        };
+        let (raft, raft_writer) = match raft {
+            Some((raft, raft_log, ctx)) => (Some(raft), Some((raft_log, ctx))),
+            None => (None, None),
+        };
         let p = Rc::new(DataPartition {
             topic: topic.clone(),
             partition,
             dir,
             log: RefCell::new(log),
+            config: settings.log_config(),
             changed: Notify::default(),
             kick: Notify::default(),
             failures: Cell::new(0),
             closed: Cell::new(false),
+            raft,
         });
-        glommio::spawn_local(writer(Rc::downgrade(&p), settings.log_config())).detach();
+        match raft_writer {
+            Some((raft_log, ctx)) => {
+                glommio::spawn_local(super::replica::writer(Rc::downgrade(&p), ctx, raft_log))
+                    .detach()
+            }
+            None => glommio::spawn_local(writer(Rc::downgrade(&p), settings.log_config())).detach(),
+        };
         Ok(p)
     }
 
@@ -286,6 +388,15 @@ impl DataStore {
             Ok(p) => p,
             Err(code) => return AppendOutcome::failed(code, None),
         };
+        if p.raft.is_some() && records.len() > super::replica::MAX_REPLICATED_BATCH_BYTES {
+            return AppendOutcome::failed(
+                ResponseError::MessageTooLarge.code(),
+                Some(format!(
+                    "a replicated partition takes batches of at most {} bytes",
+                    super::replica::MAX_REPLICATED_BATCH_BYTES
+                )),
+            );
+        }
         // The topic's configs may have been altered since the log opened (AlterConfigs).
         p.log
             .borrow_mut()
@@ -380,6 +491,9 @@ impl DataStore {
             Ok(p) => p,
             Err(code) => return PartitionRead::failed(code),
         };
+        if let Err(code) = p.check_serving() {
+            return PartitionRead::failed(code);
+        }
         if it.offset < 0 {
             return PartitionRead::failed(ResponseError::OffsetOutOfRange.code());
         }
@@ -487,6 +601,7 @@ impl DataStore {
             });
         }
         let p = self.partition(&topic, partition).await?;
+        p.check_serving()?;
         // What a client may read (`Partition.fetchOffsetForTimestamp`'s lastFetchableOffset):
         // the LSO for read_committed, else the high watermark. Lookups only see flushed
         // batches, so only read_committed ever filters one out.
@@ -531,6 +646,7 @@ impl DataStore {
             return Err(ResponseError::UnknownTopicOrPartition.code());
         }
         let p = self.partition(topic, partition).await?;
+        p.check_serving()?;
         let producers = p.log.borrow().active_producers();
         Ok(producers)
     }
@@ -542,6 +658,13 @@ impl DataStore {
         offset: i64,
     ) -> Result<i64, i16> {
         let p = self.partition(&topic, partition).await?;
+        p.check_serving()?;
+        if p.raft.is_some() {
+            // Moving the log start of one replica would leave the others serving the records:
+            // it must go through the partition's Raft log, which does not carry it yet
+            // (docs/replication.md).
+            return Err(ResponseError::PolicyViolation.code());
+        }
         let hw = p.log.borrow().high_watermark() as i64;
         let target = if offset == -1 { hw } else { offset };
         if target < 0 || target > hw {
@@ -568,6 +691,9 @@ impl DataStore {
             .collect();
         for key in gone {
             if let Some(Slot::Ready(p)) = self.parts.borrow_mut().remove(&key) {
+                if let Some(ctx) = self.cluster.borrow().as_ref() {
+                    ctx.cluster.forget_topic(key.0);
+                }
                 p.closed.set(true);
                 p.kick.notify_all();
                 p.changed.notify_all();
@@ -635,9 +761,17 @@ async fn stage_durably(
     mut stage: impl FnMut(&mut TopicLog<GlommioDir>, i64) -> Result<Staged, AppendError>,
 ) -> Result<Staged, (i16, Option<String>)> {
     let failures = p.failures.get();
+    let deposed = p.raft.as_ref().map(|r| r.deposed());
     let storage_failed = || (ResponseError::KafkaStorageError.code(), None);
     let deleted = || (ResponseError::UnknownTopicOrPartition.code(), None);
+    let not_leader = || (ResponseError::NotLeaderOrFollower.code(), None);
+    // A replicated partition's leader that stopped leading since this request arrived: what it
+    // staged was dropped (`replica::role_changed`).
+    let lost_lead = || p.raft.as_ref().map(|r| r.deposed()) != deposed;
     let staged = loop {
+        if p.check_serving().is_err() || lost_lead() {
+            return Err(not_leader());
+        }
         let r = stage(&mut p.log.borrow_mut(), crate::clock::wall_clock_ms());
         match r {
             Ok(s) => break s,
@@ -660,6 +794,9 @@ async fn stage_durably(
     loop {
         if p.failures.get() != failures {
             return Err(storage_failed());
+        }
+        if lost_lead() {
+            return Err(not_leader());
         }
         if p.log.borrow().high_watermark() > staged.last_offset {
             return Ok(staged);
@@ -720,23 +857,6 @@ async fn writer(part: Weak<DataPartition>, config: TopicLogConfig) {
             }
         }
     }
-}
-
-/// Reopen a topic partition after a failed flush: first cut everything from `durable_end` on
-/// (`partition::discard_unacknowledged`, the same cut `__consumer_offsets` makes), then recover
-/// from what is left, which is exactly what was durable.
-async fn reopen_after_failed_flush<D: storage::io::LogDir + Clone>(
-    dir: &D,
-    config: &TopicLogConfig,
-    durable_end: u64,
-) -> std::io::Result<TopicLog<D>> {
-    let scan = storage::log::LogConfig {
-        segment_bytes: config.segment_bytes,
-        max_batch_bytes: config.max_message_bytes.max(1 << 20) * 4,
-        read_chunk_bytes: config.read_chunk_bytes,
-    };
-    storage::log::discard_unacknowledged(dir, &scan, durable_end).await?;
-    Ok(TopicLog::open(dir.clone(), config.clone()).await?.0)
 }
 
 pub fn partition_dir(data_dir: &Path, topic: &str, partition: i32) -> PathBuf {

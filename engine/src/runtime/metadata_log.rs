@@ -22,8 +22,8 @@
 //! answer a change before its entry applied here.
 
 use crate::cluster::{Cluster, NodeId};
+use crate::raft_io::{durable, persist};
 use crate::runtime::peers::{Links, METADATA_PARTITION};
-use crate::runtime::replicated::{durable, persist};
 use crate::topics::{MetaInbox, MetaOutcome, MetaRequest};
 use glommio::channels::local_channel::{self, LocalReceiver, LocalSender};
 use replication::eraftpb::Entry;
@@ -119,12 +119,13 @@ impl MetadataLog {
             partitions: broker.config.offsets_topic_num_partitions,
             internal: true,
             configs: Default::default(),
+            replication_factor: 1,
         };
         let state = MetadataState::new(&voters, offsets);
         let inbox = Arc::new(MetaInbox::default());
         broker
             .topics
-            .use_metadata_log(inbox.clone(), state.snapshot(), state.placement());
+            .use_metadata_log(inbox.clone(), &voters, state.snapshot(), state.placement());
         let (tx, rx) = local_channel::new_bounded(1);
         // Sequence numbers only grow, across restarts too (a proposal from before a restart can
         // still apply after it, and must not be taken for a new one).

@@ -136,6 +136,17 @@ impl Links {
         }
     }
 
+    /// Queue `msg` (raft-rs's encoding) of a replicated topic partition for node `to`: a frame
+    /// of [`TOPIC_PARTITION`] whose payload starts with the topic id and the partition. Never
+    /// waits, like [`Self::send`].
+    pub fn send_topic(&self, to: NodeId, topic: uuid::Uuid, partition: i32, msg: &[u8]) {
+        let mut framed = Vec::with_capacity(20 + msg.len());
+        framed.extend_from_slice(topic.as_bytes());
+        framed.extend_from_slice(&partition.to_be_bytes());
+        framed.extend_from_slice(msg);
+        self.send(to, TOPIC_PARTITION, &framed);
+    }
+
     /// Messages dropped so far (link down or full), over every peer.
     pub fn dropped(&self) -> u64 {
         self.links.values().map(|l| l.dropped.get()).sum()
@@ -301,6 +312,13 @@ async fn connect(addr: &str) -> std::io::Result<glommio::net::TcpStream> {
 /// `__consumer_offsets` partitions use 0..n, the hello −1).
 pub const METADATA_PARTITION: i32 = -2;
 
+/// The partition number of a replicated topic partition's messages: the payload is the topic id
+/// (16 bytes), the partition (i32), then the raft-rs message. The receiving node hands it to
+/// the shard that owns that topic partition (`data::owner_shard`, which may differ between
+/// nodes running different numbers of shards); a topic this node does not know yet (its
+/// metadata log is behind) drops the message, as a lost one.
+pub const TOPIC_PARTITION: i32 = -3;
+
 /// Where this shard steps a message of [`METADATA_PARTITION`]: the metadata log's, once it is
 /// open (set by the server; a function, so this module does not depend on the log's). Before
 /// that, such messages are dropped, as lost ones (Raft resends).
@@ -310,6 +328,7 @@ pub async fn serve(
     listener: glommio::net::TcpListener,
     cluster: Arc<Cluster>,
     router: Rc<Router>,
+    broker: Arc<crate::broker::Broker>,
     partitions: i32,
     meta: MetaSlot,
     shutdown: Shutdown,
@@ -331,11 +350,17 @@ pub async fn serve(
                 let router = router.clone();
                 let shutdown = shutdown.clone();
                 let meta = meta.clone();
+                let broker = broker.clone();
                 glommio::spawn_local(async move {
                     let peer = stream.peer_addr().ok();
-                    if let Err(e) =
-                        read_loop(stream, &cluster, &router, partitions, &meta, &shutdown).await
-                    {
+                    let links = Peer {
+                        cluster: &cluster,
+                        router: &router,
+                        broker: &broker,
+                        partitions,
+                        meta: &meta,
+                    };
+                    if let Err(e) = read_loop(stream, links, &shutdown).await {
                         tracing::info!(?peer, error = %e, "node-to-node connection closed");
                     }
                 })
@@ -370,14 +395,27 @@ async fn read_frame(
     Ok(partition)
 }
 
+/// What a node-to-node connection's reader hands messages to.
+struct Peer<'a> {
+    cluster: &'a Arc<Cluster>,
+    router: &'a Rc<Router>,
+    broker: &'a Arc<crate::broker::Broker>,
+    partitions: i32,
+    meta: &'a MetaSlot,
+}
+
 async fn read_loop(
     mut stream: glommio::net::TcpStream,
-    cluster: &Arc<Cluster>,
-    router: &Rc<Router>,
-    partitions: i32,
-    meta: &MetaSlot,
+    to: Peer<'_>,
     shutdown: &Shutdown,
 ) -> Result<(), String> {
+    let Peer {
+        cluster,
+        router,
+        broker,
+        partitions,
+        meta,
+    } = to;
     let mut buf = Vec::new();
     if read_frame(&mut stream, &mut buf).await? != -1 {
         return Err("the first frame is not a hello".into());
@@ -427,6 +465,39 @@ async fn read_loop(
             if let Some(step) = step {
                 step(&buf);
             }
+            continue;
+        }
+        if partition == TOPIC_PARTITION {
+            if buf.len() < 20 {
+                return Err(format!(
+                    "node {node} sent a topic message of {} bytes",
+                    buf.len()
+                ));
+            }
+            let id = uuid::Uuid::from_bytes(buf[..16].try_into().expect("16 bytes"));
+            let p = i32::from_be_bytes(buf[16..20].try_into().expect("4 bytes"));
+            let Some(topic) = broker.topics.snapshot().get_by_id(&id).cloned() else {
+                continue; // not applied here yet: as if lost (Raft resends)
+            };
+            if !(0..topic.partitions).contains(&p) {
+                continue;
+            }
+            let owner = crate::data::owner_shard(&topic.name, p, router.shards());
+            let op = crate::data::DataOp::Raft {
+                topic,
+                partition: p,
+                message: buf.split_off(20),
+            };
+            while outstanding.get() >= MAX_FORWARDS {
+                glommio::timer::sleep(Duration::from_millis(1)).await;
+            }
+            outstanding.set(outstanding.get() + 1);
+            let (outstanding, router) = (outstanding.clone(), router.clone());
+            glommio::spawn_local(async move {
+                let _ = router.data(owner, op).await;
+                outstanding.set(outstanding.get() - 1);
+            })
+            .detach();
             continue;
         }
         if !(0..partitions).contains(&partition) {

@@ -25,30 +25,24 @@ use crate::cluster::{Cluster, NodeId};
 use crate::group::{GroupConfig, ReqId};
 use crate::oneshot::OneShot;
 use crate::partition_core::Released;
+pub(crate) use crate::raft_io::mono_ms;
+use crate::raft_io::{durable, persist, snapshot_min_bytes};
 use crate::runtime::partition::{PartitionCall, PartitionOp, PartitionReply};
 use crate::runtime::peers::Links;
 use glommio::channels::local_channel::{self, LocalReceiver, LocalSender};
-use replication::eraftpb::{Entry, EntryType, HardState};
 use replication::partition::{NotServing, Progress, ReplicatedPartition};
-use replication::{Durable, Replica};
+use replication::Replica;
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use storage::io::GlommioDir;
 use storage::log::LogConfig;
-use storage::raft_log::{self, RaftLog};
+use storage::raft_log::RaftLog;
 
 /// One Raft tick: `replication::ELECTION_TICKS` of them (1 s) without a leader start an
 /// election, as Kafka's `controller.quorum.election.timeout.ms` default.
 pub const RAFT_TICK: Duration = Duration::from_millis(replication::TICK_MS as u64);
-
-/// The lease's clock: monotonic milliseconds (a wall clock stepped back by NTP would stretch a
-/// lease past the followers' promise).
-pub(crate) fn mono_ms() -> i64 {
-    static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
-    START.get_or_init(Instant::now).elapsed().as_millis() as i64
-}
 
 struct Slot {
     partition: i32,
@@ -381,93 +375,4 @@ async fn writer(
             }
         }
     }
-}
-
-/// Bytes of entries a replicated partition applies between two snapshots, at least:
-/// `replication::partition::SNAPSHOT_MIN_BYTES`, or for tests that need compaction to happen
-/// within seconds, `RINGLEADER_TEST_RAFT_SNAPSHOT_BYTES`.
-fn snapshot_min_bytes() -> usize {
-    static BYTES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *BYTES.get_or_init(|| {
-        std::env::var("RINGLEADER_TEST_RAFT_SNAPSHOT_BYTES")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(replication::partition::SNAPSHOT_MIN_BYTES)
-    })
-}
-
-/// What a restarted replica starts from: the hard state, snapshot and entries its Raft log
-/// held (`RaftLog::open`).
-pub(crate) fn durable(
-    hs: raft_log::HardState,
-    snapshot: Option<raft_log::StoredSnapshot>,
-    stored: Vec<raft_log::StoredEntry>,
-) -> Durable {
-    let snap_index = snapshot.as_ref().map_or(0, |s| s.index);
-    Durable {
-        hard_state: HardState {
-            term: hs.term,
-            vote: hs.vote,
-            // Never past the log: a commit index beyond what survived is not ours to claim
-            // (the leader tells it again). `Replica::restart` raises it to the snapshot's.
-            commit: hs.commit.min(stored.last().map_or(snap_index, |e| e.index)),
-            ..Default::default()
-        },
-        snapshot: snapshot.map(|s| replication::LogSnapshot {
-            index: s.index,
-            term: s.term,
-            data: s.data,
-        }),
-        entries: stored
-            .into_iter()
-            .map(|e| Entry {
-                entry_type: EntryType::EntryNormal,
-                term: e.term,
-                index: e.index,
-                data: e.data.into(),
-                ..Default::default()
-            })
-            .collect(),
-    }
-}
-
-/// Make one `Work`'s entries and hard state durable in `log` (one sync; nothing when it has
-/// neither). `leader` is stamped in the batches as the partition leader epoch's writer.
-pub(crate) async fn persist(
-    log: &mut RaftLog<GlommioDir>,
-    work: &replication::Work,
-    leader: i32,
-) -> std::io::Result<()> {
-    if work.entries.is_empty() && work.hard_state.is_none() && work.snapshot.is_none() {
-        return Ok(());
-    }
-    if let Some(s) = &work.snapshot {
-        // A leader's snapshot replaces the whole log, before the entries that follow it.
-        log.install(s.index, s.term, &s.data).await?;
-    }
-    if !work.entries.is_empty() {
-        let entries: Vec<(u64, u64, &[u8])> = work
-            .entries
-            .iter()
-            .map(|e| {
-                assert_eq!(
-                    e.entry_type,
-                    EntryType::EntryNormal,
-                    "membership changes are not supported yet"
-                );
-                (e.index, e.term, &e.data[..])
-            })
-            .collect();
-        log.append(&entries, leader, crate::clock::wall_clock_ms())
-            .await?;
-    }
-    if let Some(hs) = &work.hard_state {
-        log.set_hard_state(raft_log::HardState {
-            term: hs.term,
-            vote: hs.vote,
-            commit: hs.commit,
-        })
-        .await?;
-    }
-    log.sync().await
 }

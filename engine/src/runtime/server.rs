@@ -569,6 +569,14 @@ fn start_replicas(
         endpoints,
     });
     let links = crate::runtime::peers::Links::start(&cluster, hello, shutdown.clone());
+    let topic_links = links.clone();
+    exec.store.set_cluster(crate::data::replica::ClusterCtx {
+        send: Rc::new(move |to, topic, partition, msg: &[u8]| {
+            topic_links.send_topic(to, topic, partition, msg)
+        }),
+        cluster: cluster.clone(),
+        shards: shard.router.shards(),
+    });
     // Shard 0 (the one given the node-to-node listener) runs the cluster's metadata log; its
     // node-to-node listener steps the log's messages through `meta_step`.
     let meta: Rc<RefCell<Option<Rc<crate::runtime::metadata_log::MetadataLog>>>> = Rc::default();
@@ -584,6 +592,7 @@ fn start_replicas(
                 listener,
                 cluster.clone(),
                 shard.router.clone(),
+                shard.broker.clone(),
                 partitions,
                 meta_step.clone(),
                 shutdown.clone(),
@@ -656,6 +665,7 @@ fn start_replicas(
         if let Some(set) = replicas.replicas.as_ref().and_then(|r| r.borrow().clone()) {
             set.raft_tick();
         }
+        replicas.store.raft_tick();
         let log = meta_tick.borrow().clone();
         if let Some(log) = log {
             log.raft_tick(crate::runtime::replicated::mono_ms());

@@ -96,6 +96,7 @@ mod tests {
                 partitions: 1,
                 internal: false,
                 configs: Default::default(),
+                replication_factor: 1,
             },
         )))
     }

@@ -1,0 +1,111 @@
+//! One topic partition open on its shard: its log, the notifications around it, and on a node
+//! of a cluster for a replicated topic, the Raft state its replica keeps (`super::replica`
+//! drives it). Shared by `super::store` (the operations) and `super::replica` (the Raft writer).
+
+use crate::cluster::NodeId;
+use crate::oneshot::Notify;
+use crate::topics::Topic;
+use kafka_protocol::ResponseError;
+use replication::{Replica, Role};
+use std::cell::{Cell, RefCell};
+use std::sync::Arc;
+use storage::io::GlommioDir;
+use storage::topic_log::{TopicLog, TopicLogConfig};
+
+pub(super) struct DataPartition {
+    pub(super) topic: Arc<Topic>,
+    pub(super) partition: i32,
+    pub(super) dir: GlommioDir,
+    pub(super) log: RefCell<TopicLog<GlommioDir>>,
+    /// What the log was opened with (a reload after a failure opens it the same way).
+    pub(super) config: TopicLogConfig,
+    /// Woken when the high watermark moves or a write fails.
+    pub(super) changed: Notify,
+    /// Wakes the writer task.
+    pub(super) kick: Notify,
+    /// Failed writes so far: a producer waiting across a failure gets ResponseError::KafkaStorageError.code().
+    pub(super) failures: Cell<u64>,
+    pub(super) closed: Cell<bool>,
+    /// On a node of a cluster, for a topic replicated over its nodes: the partition's Raft
+    /// replica (`super::replica`). None: the partition has one replica, this one.
+    pub(super) raft: Option<RaftPart>,
+}
+
+impl DataPartition {
+    pub(super) fn log_config(&self) -> TopicLogConfig {
+        self.config.clone()
+    }
+
+    /// NOT_LEADER_OR_FOLLOWER unless this replica answers for the partition (always, unless
+    /// the partition is replicated and this replica is not its serving leader).
+    pub(super) fn check_serving(&self) -> Result<(), i16> {
+        match &self.raft {
+            Some(r) if !r.serving() => Err(ResponseError::NotLeaderOrFollower.code()),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// The Raft state of one replicated topic partition.
+pub struct RaftPart {
+    pub replica: RefCell<Replica>,
+    /// End (exclusive) of the batches this leader has proposed.
+    pub(super) proposed: Cell<u64>,
+    /// The term this replica leads and the index of its term's first entry.
+    pub(super) led: Cell<Option<(u64, u64)>>,
+    /// Leading, with every entry before its term applied: Produce, Fetch, ListOffsets served.
+    pub(super) serving: Cell<bool>,
+    /// Bumped each time this replica stops leading: producers waiting across it are refused.
+    pub(super) deposed: Cell<u64>,
+    /// The leader last published to the cluster view.
+    pub(super) published: Cell<Option<Option<NodeId>>>,
+    /// Applied batch entries since the last compaction: (index, topic log end after it, bytes).
+    pub(super) applied: RefCell<std::collections::VecDeque<(u64, u64, usize)>>,
+    /// The highest compaction point this replica proposed as leader.
+    pub(super) compaction_proposed: Cell<u64>,
+}
+
+impl RaftPart {
+    pub fn new(replica: Replica) -> Self {
+        Self {
+            replica: RefCell::new(replica),
+            proposed: Cell::new(0),
+            led: Cell::new(None),
+            serving: Cell::new(false),
+            deposed: Cell::new(0),
+            published: Cell::new(None),
+            applied: RefCell::default(),
+            compaction_proposed: Cell::new(0),
+        }
+    }
+
+    /// This replica answers for the partition now.
+    pub fn serving(&self) -> bool {
+        self.serving.get()
+    }
+
+    pub fn deposed(&self) -> u64 {
+        self.deposed.get()
+    }
+
+    pub fn role(&self) -> Role {
+        self.replica.borrow().role()
+    }
+}
+
+/// Reopen a topic partition after a failed flush: first cut everything from `durable_end` on
+/// (`partition::discard_unacknowledged`, the same cut `__consumer_offsets` makes), then recover
+/// from what is left, which is exactly what was durable.
+pub(super) async fn reopen_after_failed_flush<D: storage::io::LogDir + Clone>(
+    dir: &D,
+    config: &TopicLogConfig,
+    durable_end: u64,
+) -> std::io::Result<TopicLog<D>> {
+    let scan = storage::log::LogConfig {
+        segment_bytes: config.segment_bytes,
+        max_batch_bytes: config.max_message_bytes.max(1 << 20) * 4,
+        read_chunk_bytes: config.read_chunk_bytes,
+    };
+    storage::log::discard_unacknowledged(dir, &scan, durable_end).await?;
+    Ok(TopicLog::open(dir.clone(), config.clone()).await?.0)
+}
