@@ -368,12 +368,14 @@ def confluent_admin(broker, **extra):
     return AdminClient(conf)
 
 
-def confluent_create(admin, name: str, partitions: int = 3, replication_factor: int = 1):
+def confluent_create(admin, name: str, partitions: int = 3, replication_factor: int = 1,
+                     config: dict | None = None):
     """Create one topic; returns None on success, or the KafkaError on failure."""
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import NewTopic
 
-    fs = admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=replication_factor)],
+    fs = admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=replication_factor,
+                                       config=config or {})],
                              request_timeout=15, operation_timeout=10)
     assert set(fs) == {name}
     try:

@@ -26,10 +26,15 @@ node-to-node port, all three given the same `controller.quorum.voters` and `clus
   the live nodes' old segments go, a node that was down while they compacted installs the
   leader's snapshot, and every acknowledged commit survives coordinator kills after it.
 
-* each topic partition lives on the node the metadata log placed it on (topic data is not
-  replicated yet, docs/replication.md): every node names the same leaders, a client bootstrapped
-  anywhere reads what another produced, a node asked for another's partition answers
-  NOT_LEADER_OR_FOLLOWER, and a dead node's partitions have no leader until it is back.
+* a topic of replication factor 1: each partition lives on the node the metadata log placed it
+  on: every node names the same leaders, a client bootstrapped anywhere reads what another
+  produced, a node asked for another's partition answers NOT_LEADER_OR_FOLLOWER, and a dead
+  node's partitions have no leader until it is back.
+
+* a topic of replication factor 3 (a Raft group per partition over the three nodes): an
+  idempotent acks=all producer rides through SIGKILLs of partition 0's leader, every
+  acknowledged record is read back once at its offset, the Raft logs compact, and the three
+  nodes' topic logs end byte for byte the same; factors 2 and 4 are refused.
 
 Rounds: `RINGLEADER_FAILOVER_ROUNDS` (5 in the suite; `scripts/failover.sh` runs many more).
 """
@@ -101,7 +106,8 @@ def compacting_cluster(tmp_path, monkeypatch):
         b.kill()
 
 
-def create_topic(nodes, name: str, partitions: int, via: int = 0) -> float:
+def create_topic(nodes, name: str, partitions: int, via: int = 0, replication_factor: int = 1,
+                 config: dict | None = None) -> float:
     """Create `name` through node `via` and wait until every live node shows the same topic id
     and partition count; returns the seconds the create took. Right after start the metadata log
     may have no leader yet (the node waits for one, up to its deadline): REQUEST_TIMED_OUT is retried (a create that applied late then reads
@@ -112,7 +118,8 @@ def create_topic(nodes, name: str, partitions: int, via: int = 0) -> float:
     start = time.monotonic()
     retried = False
     while True:
-        err = confluent_create(admin, name, partitions=partitions)
+        err = confluent_create(admin, name, partitions=partitions,
+                               replication_factor=replication_factor, config=config)
         if err is None or (retried and err.code() == KafkaError.TOPIC_ALREADY_EXISTS):
             break
         assert ((err.retriable() or err.code() == KafkaError.REQUEST_TIMED_OUT)
@@ -564,8 +571,8 @@ def read_all(node, name: str, partitions: int, want: int, timeout: float = 30.0)
 
 
 def test_each_partition_lives_on_the_node_the_metadata_log_placed_it_on(cluster):
-    """Topic data is not replicated yet: each partition has one replica, the node the metadata
-    log placed it on. Every node names the same leaders, spread over the nodes; a client
+    """Replication factor 1: each partition has one replica, the node the metadata log placed
+    it on. Every node names the same leaders, spread over the nodes; a client
     bootstrapped at any node reads what one bootstrapped at another produced; a node asked for a
     partition it does not hold answers NOT_LEADER_OR_FOLLOWER; while a node is down its
     partitions have no leader and the others go on; its records are there when it is back."""
@@ -643,3 +650,118 @@ def test_each_partition_lives_on_the_node_the_metadata_log_placed_it_on(cluster)
     admin2.delete_topics([name], operation_timeout=20)[name].result(timeout=30)
     wait_until(lambda: not any(list(n.data_dir.glob(f"{name}-*")) for n in nodes), 20,
                f"{name}'s directories removed on every node")
+
+
+def test_a_replicated_topic_keeps_every_acknowledged_record_through_leader_kills(compacting_cluster):
+    """Replication factor 3 on three nodes: each partition is a Raft group over the nodes
+    (engine/src/data/replica.rs). Metadata names one leader per partition, replicas and ISR all
+    three; an idempotent acks=all producer keeps producing while the leader of partition 0 is
+    SIGKILLed and restarted, round after round: every record is acknowledged (two of three
+    replicas are a majority), each is read back exactly once at the offset it was given, and once
+    every node is back and caught up the three nodes' segment files are byte for byte the same
+    (a follower stores the batches the leader placed, as they are). The Raft logs compact every
+    few KiB (the fixture's test knob; their segments are four intervals), so every node's Raft logs lose their first
+    segments while the records stay in the topic logs."""
+    from confluent_kafka import Producer
+
+    from confluent_kafka import KafkaError
+
+    nodes = compacting_cluster
+    name, partitions, rounds, per_phase = "replicated", 3, 4, 150
+    create_topic(nodes, name, partitions, replication_factor=3)
+    # Between one replica and one on every node is not built; more than the nodes is Kafka's
+    # refusal (ReplicationControlManager: "Unable to replicate the partition ...").
+    admin = confluent_admin(nodes[1])
+    err = confluent_create(admin, "two-copies", partitions=1, replication_factor=2)
+    assert err is not None and err.code() == KafkaError.INVALID_REPLICATION_FACTOR, err
+    assert "use 1 or 3" in err.str(), err.str()
+    err = confluent_create(admin, "four-copies", partitions=1, replication_factor=4)
+    assert err is not None and err.code() == KafkaError.INVALID_REPLICATION_FACTOR, err
+    assert "only 3 broker(s) are registered" in err.str(), err.str()
+
+    def settled(view):
+        return (all(l in (1, 2, 3) and e is None and sorted(isr) == [1, 2, 3]
+                    for l, e, isr in view.values()))
+
+    wait_until(lambda: all(settled(partition_leaders(n, name, isr=True)) for n in nodes), 30,
+               "every node names a leader and the full ISR for every partition")
+    md = confluent_admin(nodes[0]).list_topics(topic=name, timeout=10)
+    assert all(sorted(p.replicas) == [1, 2, 3] for p in md.topics[name].partitions.values())
+
+    acked: dict[bytes, tuple[int, int]] = {}
+    failed = []
+
+    def on_delivery(err, msg):
+        if err is None:
+            acked[msg.value()] = (msg.partition(), msg.offset())
+        else:
+            failed.append(err)
+
+    prod = Producer({"bootstrap.servers": ",".join(n.bootstrap for n in nodes), "acks": "all",
+                     "enable.idempotence": True, "message.timeout.ms": 60000,
+                     "topic.metadata.refresh.interval.ms": 1000, "retry.backoff.ms": 50,
+                     "logger": logging.getLogger("librdkafka"), "broker.address.family": "v4"})
+    sent = 0
+
+    def produce(n):
+        nonlocal sent
+        for _ in range(n):
+            # Padded so that the partitions' Raft logs fill several segments.
+            prod.produce(name, value=f"v{sent}:".encode().ljust(300, b"."), partition=sent % partitions,
+                         on_delivery=on_delivery)
+            sent += 1
+            prod.poll(0)
+            time.sleep(0.002)
+
+    took = []
+    for r in range(rounds):
+        produce(per_phase)
+        leader = partition_leaders(nodes[0], name)[0][0]
+        assert leader in (1, 2, 3), f"round {r}: no leader for partition 0"
+        victim = nodes[leader - 1]
+        victim.kill()
+        killed = time.monotonic()
+        produce(per_phase)
+        before = len(acked)
+        assert prod.flush(60) == 0, f"round {r}: records still unacknowledged"
+        took.append(time.monotonic() - killed)
+        assert len(acked) > before
+        victim.start()
+        wait_until(lambda: all(settled(partition_leaders(n, name, isr=True)) for n in nodes), 30,
+                   f"round {r}: the cluster settles with node {leader} back")
+    assert failed == [], failed[:5]
+    assert len(acked) == sent, (len(acked), sent)
+    log.info("replicated produce: %d records through %d leader kills, kill to flushed %s s",
+             sent, rounds, [round(t, 1) for t in took])
+
+    # Read back through each node's bootstrap: every acknowledged record once, at its offset.
+    for i, n in enumerate(nodes):
+        got = read_all(n, name, partitions, sent)
+        assert sorted(got) == sorted(acked), f"read through node {i + 1}: {len(got)} of {sent}"
+    per_partition: dict[int, list[int]] = {}
+    for p, o in acked.values():
+        per_partition.setdefault(p, []).append(o)
+    for p, offsets in per_partition.items():
+        assert sorted(offsets) == list(range(len(offsets))), f"partition {p}: offsets {sorted(offsets)[:10]}..."
+
+    # Converged: the same bytes on every node. The restarted node may still be applying: wait
+    # until the sizes agree, then stop every node (nothing mid-write) and compare the bytes.
+    def sizes(p):
+        return [sum(f.stat().st_size for f in (n.data_dir / f"{name}-{p}").glob("*.log"))
+                for n in nodes]
+
+    wait_until(lambda: all(len(set(sizes(p))) == 1 for p in range(partitions)), 30,
+               "every node's copy of each partition has the same size")
+    for b in nodes:
+        b.stop()
+    for i, n in enumerate(nodes):
+        for p in range(partitions):
+            raft = n.data_dir / f"{name}-{p}" / "raft"
+            assert (raft / "raft-snapshot").exists(), f"node {i + 1} never compacted partition {p}"
+            first = min(int(f.stem) for f in raft.glob("*.log"))
+            assert first > 0, f"node {i + 1}, partition {p}: the Raft log kept its first segment"
+    for p in range(partitions):
+        logs = [sorted((n.data_dir / f"{name}-{p}").glob("*.log")) for n in nodes]
+        contents = [b"".join(f.read_bytes() for f in fs) for fs in logs]
+        assert contents[0] and contents[0] == contents[1] == contents[2], \
+            f"partition {p}: the nodes' logs differ ({[len(c) for c in contents]} bytes)"
