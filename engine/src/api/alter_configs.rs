@@ -261,6 +261,8 @@ async fn apply_one(broker: &Arc<Broker>, c: &Change, twice: bool, validate_only:
             format!("The topic '{}' does not exist.", c.name),
         ));
     };
+    super::create_topics::check_min_insync(broker, topic.replication_factor, &configs)
+        .map_err(|msg| (ResponseError::InvalidConfig, msg))?;
     if topic.internal {
         // Kafka would accept it; the coordinator's log settings come from offsets.topic.*.
         return invalid(format!(

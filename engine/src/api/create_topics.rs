@@ -92,6 +92,38 @@ pub(super) fn replication_factor(broker: &Broker, rf: i32) -> Result<i16, String
     Ok(i16::try_from(rf).expect("at most the number of voters"))
 }
 
+/// On a node of a cluster, a topic's `min.insync.replicas` asks for no more copies before an
+/// acknowledgement than are waited for: a majority of the replicas of a topic replicated by
+/// Raft, the one replica of a factor-1 topic. Kafka takes a larger value and then fails acks=all
+/// produces with NOT_ENOUGH_REPLICAS; here the Raft group waits for a majority whatever the
+/// value says, so a larger one is refused rather than ignored. A single node keeps Kafka's
+/// acceptance (its one copy is all there is, as before).
+pub(crate) fn check_min_insync(
+    broker: &Broker,
+    replication_factor: i16,
+    configs: &BTreeMap<String, String>,
+) -> Result<(), String> {
+    let Some(v) = configs.get("min.insync.replicas") else {
+        return Ok(());
+    };
+    if broker.cluster.is_none() {
+        return Ok(());
+    }
+    let waited = if replication_factor > 1 {
+        replication_factor as i64 / 2 + 1
+    } else {
+        1
+    };
+    match v.trim().parse::<i64>() {
+        Ok(n) if n > waited => Err(format!(
+            "Invalid value {v} for configuration min.insync.replicas: a record of this topic \
+             (replication factor {replication_factor}) is acknowledged on a Ringleader cluster \
+             once {waited} replica(s) hold it; at most {waited}"
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// Registry writes fsync; keep them off the reactor. `replication_factor` has passed
 /// [`replication_factor`] (a single node's is 1).
 pub(super) async fn create_topic(
@@ -285,6 +317,7 @@ pub(super) async fn handle(
                 },
             }
         }
+        let config_error = config_error.or_else(|| check_min_insync(broker, rf, &configs).err());
         if let Some(msg) = config_error {
             resp.topics
                 .push(fail(result, ResponseError::InvalidConfig, msg));
