@@ -678,6 +678,12 @@ def test_a_replicated_topic_keeps_every_acknowledged_record_through_leader_kills
     err = confluent_create(admin, "four-copies", partitions=1, replication_factor=4)
     assert err is not None and err.code() == KafkaError.INVALID_REPLICATION_FACTOR, err
     assert "only 3 broker(s) are registered" in err.str(), err.str()
+    # A majority is what an acknowledgement waits for: asking for more copies is refused.
+    err = confluent_create(admin, "three-insync", partitions=1, replication_factor=3,
+                           config={"min.insync.replicas": "3"})
+    assert err is not None and err.code() == KafkaError.INVALID_CONFIG, err
+    assert confluent_create(admin, "two-insync", partitions=1, replication_factor=3,
+                            config={"min.insync.replicas": "2"}) is None
 
     def settled(view):
         return (all(l in (1, 2, 3) and e is None and sorted(isr) == [1, 2, 3]

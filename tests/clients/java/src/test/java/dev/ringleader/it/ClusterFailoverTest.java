@@ -204,8 +204,14 @@ class ClusterFailoverTest {
      * log's first election (about a second).
      */
     static void createOnce(RingleaderCluster cluster, String topic, int partitions) throws Exception {
+        createOnce(cluster, topic, partitions, (short) 1);
+    }
+
+    /** Create `topic` with this replication factor through node 1 and wait until every node shows it alike. */
+    static void createOnce(RingleaderCluster cluster, String topic, int partitions, short replicationFactor)
+            throws Exception {
         try (Admin a = Clients.admin(cluster.node(1))) {
-            a.createTopics(List.of(new NewTopic(topic, partitions, (short) 1))).all().get(30, TimeUnit.SECONDS);
+            a.createTopics(List.of(new NewTopic(topic, partitions, replicationFactor))).all().get(30, TimeUnit.SECONDS);
         }
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
         while (true) {

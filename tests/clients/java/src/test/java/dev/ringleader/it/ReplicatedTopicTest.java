@@ -1,0 +1,197 @@
+package dev.ringleader.it;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTimeoutPreemptively;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.ringleader.it.support.Clients;
+import dev.ringleader.it.support.RingleaderCluster;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.TreeMap;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicLong;
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.TopicDescription;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.TopicPartitionInfo;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+
+/**
+ * The Java producer and a Java consumer group on a topic of replication factor 3 over three nodes: each partition is
+ * a Raft group over the nodes (docs/replication.md, "Topic partitions"), so its leader moves when its node dies and
+ * the producer's sends go on without waiting for the node to come back.
+ *
+ * An idempotent producer (acks=all) sends to every partition while a subscribed consumer (classic or consumer
+ * protocol) reads; each round the node leading partition 0 is SIGKILLed, sends go on while it is down (two of three
+ * replicas are a majority), then it is started again. Checked: every node describes each partition with the three
+ * replicas and a leader; every send is acknowledged while the victim is still down; the acknowledged offsets of each
+ * partition are 0..n without a gap or a repeat (the producer's retries through the kills are not written twice);
+ * the consumer receives every acknowledged record at its acknowledged offset and nothing else; the time from a kill
+ * to the first acknowledgement of a send to partition 0 made after it is printed.
+ */
+class ReplicatedTopicTest {
+    static final int PARTITIONS = 3;
+    static final int ROUNDS = 3;
+
+    @ParameterizedTest(name = "{0}")
+    @ValueSource(strings = {"classic", "consumer"})
+    void producerAndConsumerRideThroughLeaderKills(String protocol) throws Exception {
+        try (RingleaderCluster cluster = RingleaderCluster.start("replicated-" + protocol, 3)) {
+            try {
+                assertTimeoutPreemptively(Duration.ofSeconds(240), () -> run(cluster, protocol));
+            } catch (Throwable t) {
+                throw new AssertionError(t.getMessage() + "\nnode logs:" + cluster.tails(), t);
+            }
+        }
+    }
+
+    /** Partition -> (leader id or -1, replica ids) as `node` describes `topic`. */
+    static Map<Integer, List<Integer>> describe(RingleaderCluster cluster, int node, String topic) throws Exception {
+        try (Admin a = Clients.admin(cluster.node(node))) {
+            TopicDescription d = a.describeTopics(List.of(topic)).allTopicNames().get(10, TimeUnit.SECONDS).get(topic);
+            Map<Integer, List<Integer>> out = new TreeMap<>();
+            for (TopicPartitionInfo p : d.partitions()) {
+                List<Integer> v = new ArrayList<>();
+                v.add(p.leader() == null ? -1 : p.leader().id());
+                p.replicas().forEach(r -> v.add(r.id()));
+                out.put(p.partition(), v);
+            }
+            return out;
+        }
+    }
+
+    /** Every node names a leader for every partition of `topic`, each with three replicas. */
+    static boolean settled(RingleaderCluster cluster, String topic) {
+        for (int n = 1; n <= 3; n++) {
+            try {
+                for (List<Integer> v : describe(cluster, n, topic).values()) {
+                    if (v.get(0) == -1 || v.size() != 4) {
+                        return false;
+                    }
+                }
+            } catch (Exception e) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    static void run(RingleaderCluster cluster, String protocol) throws Exception {
+        String topic = "java-replicated-" + protocol;
+        ClusterFailoverTest.createOnce(cluster, topic, PARTITIONS, (short) 3);
+        Clients.waitUntil(Duration.ofSeconds(30), "every node names a leader and three replicas",
+                () -> settled(cluster, topic));
+
+        Map<TopicPartition, Map<Long, String>> acked = new ConcurrentHashMap<>();
+        List<Exception> failed = Collections.synchronizedList(new ArrayList<>());
+        Map<TopicPartition, Map<Long, String>> read = new ConcurrentHashMap<>();
+        List<String> duplicates = Collections.synchronizedList(new ArrayList<>());
+        AtomicBoolean stop = new AtomicBoolean();
+        Properties cp = Clients.consumerProps(cluster.node(2), "replicated-" + protocol, protocol);
+        cp.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+        List<Throwable> consumerFailed = Collections.synchronizedList(new ArrayList<>());
+        Thread reader = new Thread(() -> {
+            try (KafkaConsumer<String, String> c = new KafkaConsumer<>(cp)) {
+                c.subscribe(List.of(topic));
+                while (!stop.get()) {
+                    for (ConsumerRecord<String, String> r : c.poll(Duration.ofMillis(200))) {
+                        String before = read.computeIfAbsent(new TopicPartition(r.topic(), r.partition()),
+                                k -> new ConcurrentHashMap<>()).put(r.offset(), r.value());
+                        if (before != null && !before.equals(r.value())) {
+                            duplicates.add(r.partition() + "@" + r.offset() + ": " + before + " then " + r.value());
+                        }
+                    }
+                }
+            } catch (Throwable t) {
+                consumerFailed.add(t);
+            }
+        }, "replicated-reader");
+        reader.start();
+
+        Map<String, Object> extra = new HashMap<>();
+        extra.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, true);
+        extra.put(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, 5000);
+        extra.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, 60000);
+        extra.put(ProducerConfig.RECONNECT_BACKOFF_MAX_MS_CONFIG, 500);
+        extra.put(ProducerConfig.METADATA_MAX_AGE_CONFIG, 2000);
+        extra.put(ProducerConfig.RETRY_BACKOFF_MS_CONFIG, 50);
+        List<Long> recoveryMs = new ArrayList<>();
+        int sent = 0;
+        try (KafkaProducer<String, String> p = Clients.producer(cluster.node(1), extra)) {
+            for (int round = 0; round < ROUNDS; round++) {
+                for (int i = 0; i < 90; i++, sent++) {
+                    send(p, topic, sent, "r" + round + "-before-" + i, acked, failed, null);
+                }
+                p.flush();
+                int victim = describe(cluster, 1, topic).get(0).get(0);
+                assertTrue(victim >= 1 && victim <= 3, "round " + round + ": no leader for partition 0");
+                cluster.node(victim).kill();
+                long killed = System.nanoTime();
+                AtomicLong firstAck = new AtomicLong(0);
+                for (int i = 0; i < 90; i++, sent++) {
+                    // Partition 0 lost its leader: the time to its first acknowledgement is the failover's.
+                    send(p, topic, sent, "r" + round + "-after-" + i, acked, failed,
+                            sent % PARTITIONS == 0 ? firstAck : null);
+                }
+                // Every send made while the victim is down is acknowledged before it is back.
+                p.flush();
+                assertEquals(List.of(), failed, "round " + round + ": sends failed");
+                recoveryMs.add(TimeUnit.NANOSECONDS.toMillis(firstAck.get() - killed));
+                cluster.node(victim).startAgain();
+                Clients.waitUntil(Duration.ofSeconds(30), "round " + round + ": the cluster settles",
+                        () -> settled(cluster, topic));
+            }
+        }
+        int ackedCount = acked.values().stream().mapToInt(Map::size).sum();
+        assertEquals(sent, ackedCount, "every send acknowledged once, at its own offset");
+        for (Map.Entry<TopicPartition, Map<Long, String>> e : acked.entrySet()) {
+            List<Long> offsets = new ArrayList<>(new TreeMap<>(e.getValue()).keySet());
+            for (int i = 0; i < offsets.size(); i++) {
+                assertEquals((long) i, offsets.get(i), e.getKey() + ": acknowledged offsets " + offsets);
+            }
+        }
+        Clients.waitUntil(Duration.ofSeconds(60), "the consumer read every acknowledged record",
+                () -> read.values().stream().mapToInt(Map::size).sum() >= ackedCount || !consumerFailed.isEmpty());
+        Thread.sleep(1000); // anything beyond the acknowledged records (a duplicate write) shows up here
+        stop.set(true);
+        reader.join(30000);
+        assertEquals(List.of(), consumerFailed, "the consumer failed");
+        assertEquals(List.of(), duplicates, "one offset read with two values");
+        assertEquals(ClusterPlacementTest.toSorted(acked), ClusterPlacementTest.toSorted(read),
+                "what the consumer read is not exactly what was acknowledged");
+        Collections.sort(recoveryMs);
+        System.out.printf("replicated topic (%s): %d records, %d leader kills, kill to partition 0's first"
+                + " acknowledgement p50 %d ms, max %d ms%n", protocol, sent, ROUNDS, recoveryMs.get(recoveryMs.size() / 2),
+                recoveryMs.get(recoveryMs.size() - 1));
+    }
+
+    static void send(KafkaProducer<String, String> p, String topic, int n, String value,
+            Map<TopicPartition, Map<Long, String>> acked, List<Exception> failed, AtomicLong firstAck) {
+        p.send(new ProducerRecord<>(topic, n % PARTITIONS, null, value), (md, e) -> {
+            if (e != null) {
+                failed.add(e);
+                return;
+            }
+            if (firstAck != null) {
+                firstAck.compareAndSet(0, System.nanoTime());
+            }
+            acked.computeIfAbsent(new TopicPartition(md.topic(), md.partition()), k -> new ConcurrentHashMap<>())
+                    .put(md.offset(), value);
+        });
+    }
+}
