@@ -652,6 +652,66 @@ def test_each_partition_lives_on_the_node_the_metadata_log_placed_it_on(cluster)
                f"{name}'s directories removed on every node")
 
 
+def replicated_settled(nodes, name: str) -> bool:
+    """Every node names a leader, no error and the full ISR for every partition of `name`."""
+    try:
+        views = [partition_leaders(n, name, isr=True) for n in nodes]
+    except Exception:  # a node still starting, or the topic not there yet
+        return False
+    return all(l in (1, 2, 3) and e is None and sorted(isr) == [1, 2, 3]
+               for v in views for l, e, isr in v.values())
+
+
+def produce_acked(nodes, name: str, values: list[bytes], partitions: int) -> None:
+    """Produce `values` round robin over the partitions (idempotent, acks=all); every one acknowledged."""
+    from confluent_kafka import Producer
+
+    errors = []
+    prod = Producer({"bootstrap.servers": ",".join(n.bootstrap for n in nodes if n.alive()),
+                     "acks": "all", "enable.idempotence": True, "message.timeout.ms": 30000,
+                     "logger": logging.getLogger("librdkafka"), "broker.address.family": "v4"})
+    for i, v in enumerate(values):
+        prod.produce(name, value=v, partition=i % partitions,
+                     on_delivery=lambda err, msg: errors.append(err) if err else None)
+    assert prod.flush(30) == 0 and errors == [], errors[:3]
+
+
+def test_a_replicated_topic_grows_survives_a_whole_cluster_restart_and_is_deleted(cluster):
+    """A factor-3 topic grown by CreatePartitions gets its new partitions' Raft groups on every node;
+    after all three nodes are SIGKILLed and started again its records are all there and it takes
+    more; deleted through another node, its directories (Raft logs included) go on every node, and
+    no node logged a panic."""
+    from confluent_kafka.admin import NewPartitions
+
+    nodes = cluster
+    name = "grown"
+    create_topic(nodes, name, 2, replication_factor=3)
+    wait_until(lambda: replicated_settled(nodes, name), 30, "two partitions led")
+    first = [f"a{i}".encode() for i in range(100)]
+    produce_acked(nodes, name, first, 2)
+    admin3 = confluent_admin(nodes[2])  # held: a dropped client fails its futures
+    admin3.create_partitions([NewPartitions(name, 4)])[name].result(timeout=30)
+    wait_same_topic(nodes, name, 4)
+    wait_until(lambda: replicated_settled(nodes, name), 30, "four partitions led")
+    second = [f"b{i}".encode() for i in range(100)]
+    produce_acked(nodes, name, second, 4)
+
+    for b in nodes:
+        b.kill()
+    for b in nodes:
+        b.start()
+    wait_until(lambda: replicated_settled(nodes, name), 30, "led again after the whole cluster restarted")
+    assert sorted(read_all(nodes[0], name, 4, 200)) == sorted(first + second)
+    produce_acked(nodes, name, [f"c{i}".encode() for i in range(40)], 4)
+
+    admin2 = confluent_admin(nodes[1])
+    admin2.delete_topics([name], operation_timeout=20)[name].result(timeout=30)
+    wait_until(lambda: not any(list(n.data_dir.glob(f"{name}-*")) for n in nodes), 20,
+               f"{name}'s directories removed on every node")
+    for i, n in enumerate(nodes):
+        assert "panicked" not in n.log_text(), f"node {i + 1} panicked: {n.log_tail()}"
+
+
 def test_a_replicated_topic_keeps_every_acknowledged_record_through_leader_kills(compacting_cluster):
     """Replication factor 3 on three nodes: each partition is a Raft group over the nodes
     (engine/src/data/replica.rs). Metadata names one leader per partition, replicas and ISR all
@@ -685,11 +745,8 @@ def test_a_replicated_topic_keeps_every_acknowledged_record_through_leader_kills
     assert confluent_create(admin, "two-insync", partitions=1, replication_factor=3,
                             config={"min.insync.replicas": "2"}) is None
 
-    def settled(view):
-        return (all(l in (1, 2, 3) and e is None and sorted(isr) == [1, 2, 3]
-                    for l, e, isr in view.values()))
-
-    wait_until(lambda: all(settled(partition_leaders(n, name, isr=True)) for n in nodes), 30,
+    settled = replicated_settled
+    wait_until(lambda: settled(nodes, name), 30,
                "every node names a leader and the full ISR for every partition")
     md = confluent_admin(nodes[0]).list_topics(topic=name, timeout=10)
     assert all(sorted(p.replicas) == [1, 2, 3] for p in md.topics[name].partitions.values())
@@ -733,7 +790,7 @@ def test_a_replicated_topic_keeps_every_acknowledged_record_through_leader_kills
         took.append(time.monotonic() - killed)
         assert len(acked) > before
         victim.start()
-        wait_until(lambda: all(settled(partition_leaders(n, name, isr=True)) for n in nodes), 30,
+        wait_until(lambda: settled(nodes, name), 30,
                    f"round {r}: the cluster settles with node {leader} back")
     assert failed == [], failed[:5]
     assert len(acked) == sent, (len(acked), sent)
