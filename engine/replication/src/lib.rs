@@ -38,12 +38,15 @@
 //!
 //! [`partition::ReplicatedPartition`] puts the group coordinator's partition core on top: the
 //! core runs on the leader only, and its "durable" is "committed by a majority".
+//! [`topic::TopicReplica`] is the Raft side of a replicated topic partition, whose state machine is
+//! the partition's topic log (driven by the broker's shell, `engine::data::replica`).
 //! [`metadata::MetadataState`] is the state machine of the cluster's metadata log (topics, their
 //! ids and the node leading each partition), applied alike on every node (the broker's shell is
 //! `engine::runtime::metadata_log`).
 
 pub mod metadata;
 pub mod partition;
+pub mod topic;
 
 use raft::eraftpb::{ConfState, Entry, EntryType, HardState, Message, MessageType, Snapshot};
 use raft::{Config, GetEntriesContext, RaftState, RawNode, StateRole, Storage, StorageError};

@@ -2,11 +2,10 @@
 //! of a cluster for a replicated topic, the Raft state its replica keeps (`super::replica`
 //! drives it). Shared by `super::store` (the operations) and `super::replica` (the Raft writer).
 
-use crate::cluster::NodeId;
 use crate::oneshot::Notify;
 use crate::topics::Topic;
 use kafka_protocol::ResponseError;
-use replication::{Replica, Role};
+use replication::topic::TopicReplica;
 use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 use storage::io::GlommioDir;
@@ -28,7 +27,7 @@ pub(super) struct DataPartition {
     pub(super) closed: Cell<bool>,
     /// On a node of a cluster, for a topic replicated over its nodes: the partition's Raft
     /// replica (`super::replica`). None: the partition has one replica, this one.
-    pub(super) raft: Option<RaftPart>,
+    pub(super) raft: Option<RefCell<TopicReplica>>,
 }
 
 impl DataPartition {
@@ -40,56 +39,14 @@ impl DataPartition {
     /// the partition is replicated and this replica is not its serving leader).
     pub(super) fn check_serving(&self) -> Result<(), i16> {
         match &self.raft {
-            Some(r) if !r.serving() => Err(ResponseError::NotLeaderOrFollower.code()),
+            Some(r) if !r.borrow().serving() => Err(ResponseError::NotLeaderOrFollower.code()),
             _ => Ok(()),
         }
     }
-}
 
-/// The Raft state of one replicated topic partition.
-pub struct RaftPart {
-    pub replica: RefCell<Replica>,
-    /// End (exclusive) of the batches this leader has proposed.
-    pub(super) proposed: Cell<u64>,
-    /// The term this replica leads and the index of its term's first entry.
-    pub(super) led: Cell<Option<(u64, u64)>>,
-    /// Leading, with every entry before its term applied: Produce, Fetch, ListOffsets served.
-    pub(super) serving: Cell<bool>,
-    /// Bumped each time this replica stops leading: producers waiting across it are refused.
-    pub(super) deposed: Cell<u64>,
-    /// The leader last published to the cluster view.
-    pub(super) published: Cell<Option<Option<NodeId>>>,
-    /// Applied batch entries since the last compaction: (index, topic log end after it, bytes).
-    pub(super) applied: RefCell<std::collections::VecDeque<(u64, u64, usize)>>,
-    /// The highest compaction point this replica proposed as leader.
-    pub(super) compaction_proposed: Cell<u64>,
-}
-
-impl RaftPart {
-    pub fn new(replica: Replica) -> Self {
-        Self {
-            replica: RefCell::new(replica),
-            proposed: Cell::new(0),
-            led: Cell::new(None),
-            serving: Cell::new(false),
-            deposed: Cell::new(0),
-            published: Cell::new(None),
-            applied: RefCell::default(),
-            compaction_proposed: Cell::new(0),
-        }
-    }
-
-    /// This replica answers for the partition now.
-    pub fn serving(&self) -> bool {
-        self.serving.get()
-    }
-
-    pub fn deposed(&self) -> u64 {
-        self.deposed.get()
-    }
-
-    pub fn role(&self) -> Role {
-        self.replica.borrow().role()
+    /// How many times this partition's replica stopped leading (0 for an unreplicated one).
+    pub(super) fn deposed(&self) -> u64 {
+        self.raft.as_ref().map_or(0, |r| r.borrow().deposed())
     }
 }
 

@@ -151,9 +151,9 @@ impl DataStore {
         for slot in self.parts.borrow().values() {
             if let Slot::Ready(p) = slot {
                 if let Some(raft) = &p.raft {
-                    let mut r = raft.replica.borrow_mut();
-                    r.tick(now);
-                    if r.has_work() {
+                    let mut raft = raft.borrow_mut();
+                    raft.replica_mut().tick(now);
+                    if raft.replica().has_work() {
                         p.kick.notify_all();
                     }
                 }
@@ -170,7 +170,7 @@ impl DataStore {
             return;
         };
         if let Some(raft) = &p.raft {
-            if super::replica::step(raft, &message) && raft.replica.borrow().has_work() {
+            if super::replica::step(raft, &message) && raft.borrow().replica().has_work() {
                 p.kick.notify_all();
             }
         }
@@ -761,13 +761,13 @@ async fn stage_durably(
     mut stage: impl FnMut(&mut TopicLog<GlommioDir>, i64) -> Result<Staged, AppendError>,
 ) -> Result<Staged, (i16, Option<String>)> {
     let failures = p.failures.get();
-    let deposed = p.raft.as_ref().map(|r| r.deposed());
+    let deposed = p.deposed();
     let storage_failed = || (ResponseError::KafkaStorageError.code(), None);
     let deleted = || (ResponseError::UnknownTopicOrPartition.code(), None);
     let not_leader = || (ResponseError::NotLeaderOrFollower.code(), None);
     // A replicated partition's leader that stopped leading since this request arrived: what it
     // staged was dropped (`replica::role_changed`).
-    let lost_lead = || p.raft.as_ref().map(|r| r.deposed()) != deposed;
+    let lost_lead = || p.deposed() != deposed;
     let staged = loop {
         if p.check_serving().is_err() || lost_lead() {
             return Err(not_leader());
