@@ -1,26 +1,28 @@
 #!/usr/bin/env bash
-# Replicated commits and failover: one Ringleader node, three Ringleader nodes and three KRaft Kafka 4.4.0 nodes on
-# loopback, in one run, with the same clients (hbflood, scripts/failover.py) on the same machine.
+# Replicated commits, replicated produce and failover: one Ringleader node, three Ringleader nodes and three KRaft
+# Kafka 4.4.0 nodes on loopback, in one run, with the same clients (hbflood, benches/cluster/produce.py,
+# scripts/failover.py) on the same machine.
 #
-#   ./scripts/bench-cluster.sh                  every row (about 15 min on a loaded 2-core VM, after the build)
-#   ./scripts/bench-cluster.sh --quick          shorter phases, 2 failover rounds (~8 min), for a smoke check
+#   ./scripts/bench-cluster.sh                  every row (about 17 min on a loaded 2-core VM, after the build)
+#   ./scripts/bench-cluster.sh --quick          shorter phases, 2 failover rounds (~9 min), for a smoke check
 #   ./scripts/bench-cluster.sh --rows failover --systems rl3,kafka3
 #
 # Options:
-#   --rows LIST          rows to run, comma-separated (all): commit, failover
+#   --rows LIST          rows to run, comma-separated (all): commit, produce, failover
 #   --systems LIST       systems, comma-separated (all): rl1 (one Ringleader node), rl3 (three Ringleader nodes),
-#                        rl3-nofsync (the same with the benchmark-only --fsync=never: commits only), kafka3
+#                        rl3-nofsync (the same with the benchmark-only --fsync=never: commit and produce rows
+#                        only), kafka3
 #   --commit-conns L     connection counts for the commit rows (1,8,64)
 #   --rounds R           failover rounds per cluster (5; --quick 2)
-#   --quick              shorter phases (4 s measured, 8 s warm-up) and 2 rounds
+#   --quick              shorter phases (4 s measured, 8 s warm-up; produce 4 s after 2 s) and 2 rounds
 #   --kafka-heap H       each Kafka node's heap options ("-Xms256m -Xmx512m")
 #   --skip-build         use the binaries already in target/release
 #   --out DIR            results directory (default target/bench-cluster)
 #   BENCH_RINGLEADER=P   (environment) the ringleader binary to run instead of target/release/ringleader
 #
 # Setup: every broker process is pinned to core 0 (`taskset -c 0`): a cluster's three nodes share that core, as
-# they share the machine; every client (hbflood, failover.py) is pinned to core 1. Ringleader: `--cores 1` per
-# node (one shard), group.initial.rebalance.delay.ms=0; a cluster's nodes get node.id 1-3, the same
+# they share the machine; every client (hbflood, produce.py, failover.py) is pinned to core 1. Ringleader:
+# `--cores 1` per node (one shard), group.initial.rebalance.delay.ms=0; a cluster's nodes get node.id 1-3, the same
 # controller.quorum.voters and cluster.id (docs/replication.md): every `__consumer_offsets` partition (50) is a
 # Raft group over the three nodes. Kafka: scripts/kafka-ref.sh start-cluster, three KRaft nodes each broker +
 # controller, offsets.topic.replication.factor=3, default.replication.factor=3, min.insync.replicas=2,
@@ -36,7 +38,11 @@
 # leader's own fdatasync runs alongside the followers'); Kafka, the offsets partition's ISR (acks=all, at least
 # min.insync.replicas=2) having the record in their page cache: Kafka does not fsync before acknowledging (its log
 # flush is periodic). rl3-nofsync runs the Ringleader cluster with --fsync=never (benchmark-only: no fdatasync at
-# all, acknowledged from the page cache like Kafka), the like-for-like comparison.
+# all, acknowledged from the page cache like Kafka), the like-for-like comparison. The same holds for a produced
+# batch (acks=all) on a topic of replication factor 3: Ringleader rl3 answers once a majority of the partition's
+# Raft replicas have fdatasynced the entry holding it and the leader has flushed (fdatasynced) its topic log up to
+# it (rl1: the node's own topic-log fdatasync; rl3-nofsync: neither, page cache); Kafka once the partition's ISR
+# (at least min.insync.replicas=2) have it in their page cache.
 #
 # Rows:
 #   commit    synchronous OffsetCommit v8 (hbflood --request commit --find-coordinator: one partition, one group
@@ -44,6 +50,17 @@
 #             it, and to the new one after NOT_COORDINATOR) at each --commit-conns: commits/s, p50/p99 latency,
 #             the brokers' CPU (all nodes of a cluster summed) per commit, and block writes completed on the
 #             results' disk (/proc/diskstats, over the whole run) per commit. 10 s measured after 2 s.
+#   produce   benches/cluster/produce.py: one confluent-kafka producer bootstrapped with all the system's nodes
+#             creates a topic of 6 partitions with replication factor = the system's node count (rl1: 1; rl3,
+#             rl3-nofsync, kafka3: 3) through AdminClient (retrying a create that times out: a Ringleader cluster's
+#             metadata log may have no leader yet), waits until Metadata names a leader for every partition, then
+#             produces 100-byte values without keys, acks=all, enable.idempotence=true, linger.ms=5, round-robin
+#             over the partitions, at most 10,000 records outstanding (produced, not yet reported delivered; the
+#             client's own buffer would otherwise grow to 100,000 and its wait dominate the latency):
+#             records/s, MB/s (values), p50/p99 latency from each record's produce() call to its delivery
+#             callback, and the brokers' CPU (all nodes summed, /proc/PID/stat as hbflood samples it for the
+#             commit rows) per record. 10 s measured after 3 s (--quick 4 s after 2 s); run after the commit rows
+#             (so Kafka's JIT is warm only if they ran too: alone, the 3 s are its whole warm-up).
 #   failover  scripts/failover.py on each cluster (rl3, kafka3): one confluent-kafka client commits for one group
 #             in a loop; each round the group's coordinator (the node every live node's FindCoordinator names) is
 #             SIGKILLed; time from the kill until the next commit sent after it is acknowledged (by any node);
@@ -59,11 +76,11 @@
 # it; a commit phase whose slowest round trip passed 1 s is flagged STALL with its slowest connections (group,
 # broker). The machine may be shared: DIR/vmstat.txt (every second) and DIR/others.txt (processes above 20% CPU,
 # every 10 s) say what else ran.
-# Python for failover.py: tests/clients/.venv (BENCH_PYTHON overrides it).
+# Python for produce.py and failover.py: tests/clients/.venv (BENCH_PYTHON overrides it).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib/bench.sh"
 
-ROWS="commit,failover"
+ROWS="commit,produce,failover"
 SYSTEMS="rl1,rl3,rl3-nofsync,kafka3"
 COMMIT_CONNS="1,8,64"
 QUICK=0
@@ -87,7 +104,7 @@ while [[ $# -gt 0 ]]; do
   shift
 done
 for r in ${ROWS//,/ }; do
-  [[ ",commit,failover," == *",$r,"* ]] || { echo "bench-cluster: unknown row '$r'" >&2; exit 2; }
+  [[ ",commit,produce,failover," == *",$r,"* ]] || { echo "bench-cluster: unknown row '$r'" >&2; exit 2; }
 done
 for s in ${SYSTEMS//,/ }; do
   [[ ",rl1,rl3,rl3-nofsync,kafka3," == *",$s,"* ]] || { echo "bench-cluster: unknown system '$s'" >&2; exit 2; }
@@ -96,15 +113,15 @@ row_on() { [[ ",$ROWS," == *",$1,"* ]]; }
 system_on() { [[ ",$SYSTEMS," == *",$1,"* ]]; }
 
 if [[ $QUICK -eq 1 ]]; then
-  SAT=4; WARM=1; WARMUP=8; WARM_MAX=3; : "${ROUNDS:=2}"
+  SAT=4; WARM=1; WARMUP=8; WARM_MAX=3; PRODUCE_SECS=4; PRODUCE_WARM=2; : "${ROUNDS:=2}"
 else
-  SAT=10; WARM=2; WARMUP=15; WARM_MAX=8; : "${ROUNDS:=5}"
+  SAT=10; WARM=2; WARMUP=15; WARM_MAX=8; PRODUCE_SECS=10; PRODUCE_WARM=3; : "${ROUNDS:=5}"
 fi
 bench_need_cores 2
 bench_environment
 
 PYTHON="${BENCH_PYTHON:-$REPO/tests/clients/.venv/bin/python}"
-if row_on failover; then
+if row_on failover || row_on produce; then
   "$PYTHON" -c 'import confluent_kafka' 2>/dev/null \
     || { echo "bench-cluster: $PYTHON cannot import confluent_kafka (scripts/test.sh creates tests/clients/.venv; or set BENCH_PYTHON)" >&2; exit 1; }
 fi
@@ -178,8 +195,9 @@ PY
 }
 
 # ------------------------------------------------------------------------------------- the three systems
-# Each start sets ADDR (where hbflood bootstraps), PIDS (comma-separated, for the CPU samples) and, for a
-# cluster, NODES_JSON (failover.py's description of its nodes).
+# Each start sets ADDR (where hbflood bootstraps), BOOTSTRAP (every node, comma-separated: produce.py), NODE_COUNT,
+# PIDS (comma-separated, for the CPU samples) and, for a cluster, NODES_JSON (failover.py's description of its
+# nodes).
 CL_DIR=""
 KDIR=""
 
@@ -215,6 +233,8 @@ rl_cluster_start() {
     done
   done
   ADDR="127.0.0.1:${ports[0]}"
+  BOOTSTRAP="127.0.0.1:${ports[0]},127.0.0.1:${ports[1]},127.0.0.1:${ports[2]}"
+  NODE_COUNT=3
   PIDS=$(cat "$CL_DIR"/node{1,2,3}.pid | paste -sd,)
 }
 
@@ -232,6 +252,8 @@ kafka_cluster_start() {
   rm -rf "$KDIR"
   ADDR=$(KAFKA_REF_HEAP_OPTS="$KAFKA_HEAP" taskset -c 0 scripts/kafka-ref.sh start-cluster --dir "$KDIR" \
     --set group.initial.rebalance.delay.ms=0)
+  BOOTSTRAP=$ADDR
+  NODE_COUNT=3
   ADDR=${ADDR%%,*}
   PIDS=$(cat "$KDIR"/node{1,2,3}/pid | paste -sd,)
   python3 - "$KDIR" "$KAFKA_HEAP" >"$KDIR/nodes.json" <<'PY'
@@ -255,7 +277,7 @@ bench_on_exit() { rl_cluster_stop || true; kafka_cluster_stop || true; }
 
 system_start() { # NAME
   case "$1" in
-    rl1) rl_start rl1 0 1 "$OUT"; ADDR=$RL_ADDR; PIDS=$RL_PID ;;
+    rl1) rl_start rl1 0 1 "$OUT"; ADDR=$RL_ADDR; BOOTSTRAP=$RL_ADDR; NODE_COUNT=1; PIDS=$RL_PID ;;
     rl3) rl_cluster_start rl3 ;;
     rl3-nofsync) rl_cluster_start rl3-nofsync --fsync never ;;
     kafka3) kafka_cluster_start ;;
@@ -305,6 +327,14 @@ row_commit() { # NAME
   done
 }
 
+# row_produce NAME: produce.py's JSON line to OUT/NAME-produce.json.
+row_produce() { # NAME
+  run_step "$1 produce" pin 1 "$PYTHON" benches/cluster/produce.py --bootstrap "$BOOTSTRAP" --topic bench-produce \
+    --partitions 6 --replication-factor "$NODE_COUNT" --duration "$PRODUCE_SECS" --warmup "$PRODUCE_WARM" \
+    --value-bytes 100 --linger-ms 5 --window 10000 --server-pid "$PIDS" --label "$1 produce" \
+    >"$OUT/$1-produce.json"
+}
+
 row_failover() { # NAME
   run_step "$1 failover" pin 1 "$PYTHON" scripts/failover.py --nodes "$NODES_JSON" --rounds "$ROUNDS" \
     --label "$1" --out "$OUT/$1-failover.json"
@@ -315,7 +345,7 @@ for s in rl1 rl3 rl3-nofsync kafka3; do
   system_on "$s" || continue
   want_failover=0
   [[ $s == rl3 || $s == kafka3 ]] && row_on failover && want_failover=1
-  row_on commit || [[ $want_failover -eq 1 ]] || continue
+  row_on commit || row_on produce || [[ $want_failover -eq 1 ]] || continue
   case $s in
     rl1) say "ringleader, one node (--cores 1, fsync always)" ;;
     rl3) say "ringleader, three nodes (--cores 1 each, fsync always, all on core 0)" ;;
@@ -327,6 +357,10 @@ for s in rl1 rl3 rl3-nofsync kafka3; do
   if row_on commit; then
     timed warm-up "$s" warm_up "$s"
     timed commit "$s" row_commit "$s"
+  fi
+  if row_on produce; then
+    say "$s: produce, 6 partitions, replication factor $NODE_COUNT, ${PRODUCE_SECS} s after ${PRODUCE_WARM} s"
+    timed produce "$s" row_produce "$s"
   fi
   if [[ $want_failover -eq 1 ]]; then
     say "$s: failover, $ROUNDS rounds"
@@ -371,6 +405,14 @@ for c in conns:
             return None
         return w / (p["throughput_rps"] * secs) if p and p["throughput_rps"] else None
     rows.append((f"commit_{c}_disk", f"  disk writes per commit (approx.), {c} conn", "", {s: disk(s, p) for s, p in ph.items()}, "lower"))
+pr = {s: load_json(f"{s}-produce.json") for s in systems}
+def lat(d, q):
+    return d and (d.get("latency_ms") or {}).get(q)
+rows.append(("produce_rate", "produce: records/s (6 part., acks=all)", "1/s", {s: d and d.get("records_per_s") for s, d in pr.items()}, "higher"))
+rows.append(("produce_mbps", "  MB/s (100-byte values)", "MB/s", {s: d and d.get("mb_per_s") for s, d in pr.items()}, "higher"))
+rows.append(("produce_p50", "  p50, produce() -> delivery", "ms", {s: lat(d, "p50") for s, d in pr.items()}, "lower"))
+rows.append(("produce_p99", "  p99, produce() -> delivery", "ms", {s: lat(d, "p99") for s, d in pr.items()}, "lower"))
+rows.append(("produce_cpu", "  broker CPU per record", "us", {s: d and d.get("server_cpu_us_per_record") for s, d in pr.items()}, "lower"))
 fo = {s: load_json(f"{s}-failover.json") for s in systems}
 rows.append(("failover_p50", "failover: kill -> next commit, p50", "ms", {s: d and d.get("recovery_ms_p50") for s, d in fo.items()}, "lower"))
 rows.append(("failover_max", "failover: kill -> next commit, max", "ms", {s: d and d.get("recovery_ms_max") for s, d in fo.items()}, "lower"))
@@ -402,10 +444,19 @@ for s in systems:
         p = sat(s, c)
         if p and (p["errors"] or p.get("relocations")):
             errs[f"{s} commit {c}"] = {"errors": p["errors"], "codes": p["error_codes"], "relocations": p.get("relocations")}
+for s, d in pr.items():
+    if d and (d.get("error") or d.get("errors")):
+        errs[f"{s} produce"] = {"errors": d.get("errors"), "codes": d.get("error_codes"), "error": d.get("error")}
 lines.append("")
-lines.append("warm-up (64 connections, phases until one gains < 10%, commits/s): " + "; ".join(f"{NAMES[s]} {v}" for s, v in warm.items()))
+if warm:
+    lines.append("warm-up (64 connections, phases until one gains < 10%, commits/s): " + "; ".join(f"{NAMES[s]} {v}" for s, v in warm.items()))
 if errs:
-    lines.append(f"errors / reconnections in the measured commit phases: {errs}")
+    lines.append(f"errors / reconnections in the measured commit and produce phases: {errs}")
+for s, d in pr.items():
+    if d and d.get("records_per_s"):
+        lines.append(f"produce {NAMES[s]}: replication factor {d['replication_factor']}, {d['records']:,} records in "
+                     f"{d['measured_s']} s, max latency {d['latency_ms']['max']:.0f} ms; every partition led "
+                     f"{d.get('leaders_s')} s after the first create ({d.get('create_attempts')} attempt(s))")
 for s in systems:
     for c in conns:
         p = sat(s, c)
@@ -431,12 +482,12 @@ lines.append("")
 lines.append("durations (s): " + "; ".join(f"{s}: " + ", ".join(f"{r} {t}" for r, t in v.items()) for s, v in timings.items())
              + f"; whole run {took} s")
 lines.append(f"load average at the end: {load}")
-lines.append("pinning: every broker process on core 0 (a cluster's three nodes share it), hbflood and failover.py on core 1")
+lines.append("pinning: every broker process on core 0 (a cluster's three nodes share it), hbflood, produce.py and failover.py on core 1")
 lines.append("acknowledgements: Ringleader fdatasyncs on each node before it counts towards the majority (RL 3 nofsync: "
              "benchmark-only, no fdatasync); Kafka acknowledges once the ISR has the record in its page cache (no fsync)")
 print("\n".join(lines))
 json.dump({"quick": quick, "kafka_heap": kheap, "loadavg_at_end": load, "rows": res_rows, "warm_up_rps": warm,
-           "commit_errors": errs, "failover": fo, "durations_s": timings, "whole_run_s": took},
+           "commit_errors": errs, "produce": pr, "failover": fo, "durations_s": timings, "whole_run_s": took},
           open(os.path.join(out, "results.json"), "w"), indent=2)
 EOF
 echo "results: $OUT/summary.txt, $OUT/results.json" >&2
