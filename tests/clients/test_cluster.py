@@ -653,7 +653,9 @@ def test_each_partition_lives_on_the_node_the_metadata_log_placed_it_on(cluster)
 
 
 def replicated_settled(nodes, name: str) -> bool:
-    """Every node names a leader, no error and the full ISR for every partition of `name`."""
+    """An admin bootstrapped at each node in turn names a leader, no error and the full ISR for every
+    partition of `name` (librdkafka sends the Metadata request to a broker of its choosing, so this
+    is not each node's own view)."""
     try:
         views = [partition_leaders(n, name, isr=True) for n in nodes]
     except Exception:  # a node still starting, or the topic not there yet
@@ -779,8 +781,16 @@ def test_a_replicated_topic_keeps_every_acknowledged_record_through_leader_kills
     took = []
     for r in range(rounds):
         produce(per_phase)
-        leader = partition_leaders(nodes[0], name)[0][0]
-        assert leader in (1, 2, 3), f"round {r}: no leader for partition 0"
+        # Asked until a leader is named: the Metadata request may reach the node restarted last
+        # round, which answers LEADER_NOT_AVAILABLE until its replica hears from the leader.
+        def named_leader():
+            try:
+                leader = partition_leaders(nodes[0], name)[0][0]
+            except Exception:  # Metadata timed out: asked again
+                return None
+            return leader if leader in (1, 2, 3) else None
+
+        leader = wait_until(named_leader, 30, f"round {r}: a leader named for partition 0")
         victim = nodes[leader - 1]
         victim.kill()
         killed = time.monotonic()

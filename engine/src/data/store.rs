@@ -141,7 +141,11 @@ impl DataStore {
                     }
                     let (me, topic) = (self.clone(), topic.clone());
                     glommio::spawn_local(async move {
-                        let _ = me.partition(&topic, p).await;
+                        // A failed open is tried again by the next peer message for the
+                        // partition (`step`), so a replica that stays silent is visible here.
+                        if let Err(code) = me.partition(&topic, p).await {
+                            tracing::warn!(topic = %topic.name, partition = p, code, "could not open a replicated partition");
+                        }
                     })
                     .detach();
                 }

@@ -75,7 +75,12 @@ class ReplicatedTopicTest {
         }
     }
 
-    /** Every node names a leader for every partition of `topic`, each with three replicas. */
+    /**
+     * An admin client bootstrapped at each node in turn names a leader for every partition of `topic`, each with three
+     * replicas. (The admin client sends its Metadata request to whichever node it likes once bootstrapped, so this
+     * is not every node's own view: a node that restarted a moment ago answers LEADER_NOT_AVAILABLE for a partition
+     * until its replica hears from the leader, as a restarted Kafka broker does until its metadata cache catches up.)
+     */
     static boolean settled(RingleaderCluster cluster, String topic) {
         for (int n = 1; n <= 3; n++) {
             try {
@@ -138,8 +143,19 @@ class ReplicatedTopicTest {
                     send(p, topic, sent, "r" + round + "-before-" + i, acked, failed, null);
                 }
                 p.flush();
-                int victim = describe(cluster, 1, topic).get(0).get(0);
-                assertTrue(victim >= 1 && victim <= 3, "round " + round + ": no leader for partition 0");
+                // Asked again until a node names partition 0's leader: the node that answers may be the one
+                // restarted last round, whose replica may not have heard from the leader yet.
+                int[] victimBox = {-1};
+                Clients.waitUntil(Duration.ofSeconds(30), "round " + round + ": a leader named for partition 0", () -> {
+                    try {
+                        victimBox[0] = describe(cluster, 1, topic).get(0).get(0);
+                    } catch (Exception e) {
+                        victimBox[0] = -1;
+                    }
+                    return victimBox[0] != -1;
+                });
+                int victim = victimBox[0];
+                assertTrue(victim >= 1 && victim <= 3, "round " + round + ": partition 0's leader is node " + victim);
                 cluster.node(victim).kill();
                 long killed = System.nanoTime();
                 AtomicLong firstAck = new AtomicLong(0);
