@@ -33,7 +33,9 @@ import time
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-HZ = os.sysconf("SC_CLK_TCK")
+# The data-path benchmark's /proc/PID/stat reader, so both rows sample broker CPU the same way.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data"))
+from produce_consume import proc_cpu_seconds  # noqa: E402
 
 
 def log(msg: str) -> None:
@@ -44,12 +46,10 @@ def cpu_secs(pids: list[int]) -> float | None:
     """utime + stime of every pid, summed (seconds); None when one is gone."""
     total = 0.0
     for pid in pids:
-        try:
-            stat = open(f"/proc/{pid}/stat").read()
-        except OSError:
+        secs = proc_cpu_seconds(pid)
+        if secs is None:
             return None
-        f = stat[stat.rfind(")") + 2:].split()
-        total += (int(f[11]) + int(f[12])) / HZ
+        total += secs
     return total
 
 
