@@ -129,6 +129,9 @@ pub struct RaftLog<D: LogDir> {
     durable_slot: u64,
     log_unsynced: bool,
     state_unsynced: bool,
+    /// The state file was written since its last sync (a commit-only write, or one waiting
+    /// for [`RaftLog::sync`]).
+    state_written: bool,
 }
 
 fn invalid_input(why: String) -> io::Error {
@@ -402,6 +405,7 @@ impl<D: LogDir> RaftLog<D> {
                 durable_slot,
                 log_unsynced: false,
                 state_unsynced: false,
+                state_written: false,
             },
             hard_state,
             snapshot,
@@ -703,7 +707,18 @@ impl<D: LogDir> RaftLog<D> {
             .await?;
         self.seq = seq;
         self.hard_state = hs;
+        self.state_written = true;
         Ok(())
+    }
+
+    /// Make the next [`Self::sync`] sync the hard state even if only its commit index moved:
+    /// a commit index that covers a membership change must survive a crash (a replica that
+    /// applied the change must not come back under the configuration before it). Nothing to
+    /// do when the newest hard state is already the durable one.
+    pub fn keep_commit_durable(&mut self) {
+        if self.state_written {
+            self.state_unsynced = true;
+        }
     }
 
     /// Make the entries and the term and vote written so far durable: one fdatasync of the
@@ -720,6 +735,7 @@ impl<D: LogDir> RaftLog<D> {
         if self.state_unsynced {
             self.state.sync().await?;
             self.state_unsynced = false;
+            self.state_written = false;
             // The slot written last now holds the newest term and vote, durably.
             self.durable_slot = 1 - self.durable_slot;
         }
@@ -1179,6 +1195,27 @@ mod tests {
         dir.crash(|_, _| 0);
         let (_, hard, _, _) = open(&dir);
         assert_eq!(hard, hs(4, 0, 8));
+    }
+
+    #[test]
+    fn a_commit_index_kept_durable_survives_a_crash() {
+        let dir = MemDir::new();
+        let (mut log, _, _, _) = open(&dir);
+        block_on(log.set_hard_state(hs(3, 2, 0))).unwrap();
+        block_on(log.sync()).unwrap();
+        // Nothing written since the sync: asking changes nothing (the durable slot stays).
+        log.keep_commit_durable();
+        block_on(log.sync()).unwrap();
+        block_on(log.set_hard_state(hs(3, 2, 5))).unwrap();
+        log.keep_commit_durable();
+        block_on(log.sync()).unwrap();
+        // The next commit-only write goes over the other slot, and is lost in the crash.
+        block_on(log.set_hard_state(hs(3, 2, 7))).unwrap();
+        block_on(log.sync()).unwrap();
+        drop(log);
+        dir.crash(|_, _| 0);
+        let (_, hard, _, _) = open(&dir);
+        assert_eq!(hard, hs(3, 2, 5));
     }
 
     #[test]
