@@ -53,6 +53,9 @@ pub fn durable(
             index: s.index,
             term: s.term,
             data: s.data,
+            // The broker never changes a partition's membership yet: its voters are
+            // `controller.quorum.voters`, which the replica is restarted with.
+            conf: None,
         }),
         entries: stored
             .into_iter()
@@ -104,6 +107,9 @@ pub async fn persist(
             commit: hs.commit,
         })
         .await?;
+    }
+    if work.must_sync {
+        log.keep_commit_durable();
     }
     log.sync().await
 }

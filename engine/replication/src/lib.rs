@@ -2,9 +2,10 @@
 //!
 //! Owns: the Raft state of one partition on one node — its in-memory view of the log (the
 //! entries since the last compaction point, what raft-rs reads through [`raft::Storage`]), the
-//! hard state (term, vote, commit), the voters, and the translation of raft-rs's `Ready` into a
-//! [`Work`] the shell carries out: messages that may leave now, entries and hard state to make
-//! durable, messages that may leave only once those are durable, entries now committed by a
+//! hard state (term, vote, commit), the voters and how they change, and the translation of
+//! raft-rs's `Ready` into a [`Work`] the shell carries out: messages that may leave now,
+//! entries and hard state to make durable, messages that may leave only once those are
+//! durable, entries now committed by a
 //! majority (Kafka's high-watermark rule: a commit, a join result or an acks=all produce is
 //! answered only once its entry is in here), and role changes (a coordinator loads its groups
 //! when it becomes leader and drops them when it stops being one).
@@ -35,6 +36,11 @@
 //!    applied index, and the shell has made it durable, [`Replica::compact`] drops the entries
 //!    it covers; a follower too far behind is then sent the snapshot instead of the entries,
 //!    and a [`Work::snapshot`] it receives replaces its log and its state machine.
+//! 5. Membership: [`Replica::change_voters`] on the leader moves the voters, learners first and
+//!    one configuration change at a time; [`Work::membership`] says when this replica's changed,
+//!    [`Work::must_sync`] that the write must sync the hard state, and [`Replica::join`] starts
+//!    a new node's replica. Why each change waits for the last to be applied by majorities, and
+//!    why messages carry an epoch, is at [`Replica::conf_epoch`] and in `docs/replication.md`.
 //!
 //! [`partition::ReplicatedPartition`] puts the group coordinator's partition core on top: the
 //! core runs on the leader only, and its "durable" is "committed by a majority".
@@ -48,7 +54,10 @@ pub mod metadata;
 pub mod partition;
 pub mod topic;
 
-use raft::eraftpb::{ConfState, Entry, EntryType, HardState, Message, MessageType, Snapshot};
+use raft::eraftpb::{
+    ConfChange, ConfChangeSingle, ConfChangeTransition, ConfChangeType, ConfChangeV2, ConfState,
+    Entry, EntryType, HardState, Message, MessageType, Snapshot,
+};
 use raft::{Config, GetEntriesContext, RaftState, RawNode, StateRole, Storage, StorageError};
 
 pub use raft::eraftpb;
@@ -104,6 +113,68 @@ pub enum ProposeError {
     Dropped,
 }
 
+/// Why a membership change was not taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChangeError {
+    /// Only the leader changes the membership (`leader` is a hint).
+    NotLeader { leader: Option<NodeId> },
+    /// The change names no voter, node 0, or more than [`MAX_VOTERS`] nodes.
+    BadMembership,
+}
+
+/// The most voters a partition's membership may name: bounds a configuration (and what a
+/// membership change carries).
+pub const MAX_VOTERS: usize = 64;
+
+/// A learner counts as caught up, and may become a voter, once its log is within this many
+/// entries of the leader's commit index (it then tips no majority behind a slow catch-up).
+pub const CATCH_UP_ENTRIES: u64 = 128;
+
+/// Who replicates a partition, as raft-rs's configuration says: the voters (with the outgoing
+/// voters while a joint-consensus change is under way, when a majority of each is needed) and
+/// the learners (nodes catching up before they become voters; they vote in nothing).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Membership {
+    pub voters: Vec<NodeId>,
+    /// Non-empty only while the configuration is joint (`voters` is the incoming side).
+    pub outgoing: Vec<NodeId>,
+    pub learners: Vec<NodeId>,
+}
+
+impl Membership {
+    fn of(cs: &ConfState) -> Membership {
+        let sorted = |v: &[u64]| {
+            let mut v = v.to_vec();
+            v.sort_unstable();
+            v
+        };
+        let mut learners = sorted(cs.get_learners());
+        learners.extend(cs.get_learners_next());
+        learners.sort_unstable();
+        learners.dedup();
+        Membership {
+            voters: sorted(cs.get_voters()),
+            outgoing: sorted(cs.get_voters_outgoing()),
+            learners,
+        }
+    }
+
+    /// A node that votes in either side of the configuration.
+    pub fn is_voter(&self, id: NodeId) -> bool {
+        self.voters.contains(&id) || self.outgoing.contains(&id)
+    }
+
+    /// A node that holds a replica: a voter or a learner.
+    pub fn contains(&self, id: NodeId) -> bool {
+        self.is_voter(id) || self.learners.contains(&id)
+    }
+
+    /// The configuration is joint (a change between two voter sets is under way).
+    pub fn is_joint(&self) -> bool {
+        !self.outgoing.is_empty()
+    }
+}
+
 /// What the shell must do, in order. See the protocol in the crate's documentation.
 #[derive(Debug, Default)]
 pub struct Work {
@@ -114,8 +185,16 @@ pub struct Work {
     pub entries: Vec<Entry>,
     /// To store durably with the entries, if it changed.
     pub hard_state: Option<HardState>,
+    /// The hard state must reach the disk with this write even if only its commit index
+    /// changed: that commit index covers a configuration change this replica applied, and
+    /// after a crash the replica must not come back under the configuration before it (its
+    /// peers were told it applied that change, see [`Replica::conf_epoch`]).
+    pub must_sync: bool,
     /// Entries committed by a majority, to apply now (they are already durable here).
     pub committed: Vec<Entry>,
+    /// The membership changed: a committed configuration change was applied (the shell talks
+    /// to new replicas from now on, and drops this one once it is no longer a member).
+    pub membership: Option<Membership>,
     /// The role changed (election won or lost, a new leader heard of).
     pub role: Option<Role>,
     /// A leader's snapshot to install, before `entries`: the shell makes it durable in place of
@@ -125,12 +204,23 @@ pub struct Work {
 }
 
 /// A state machine's snapshot: everything applied up to `index` (whose entry has `term`), as
-/// `data` in the state machine's own encoding.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// `data` in the state machine's own encoding, and the partition's membership at `index`.
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct LogSnapshot {
     pub index: u64,
     pub term: u64,
     pub data: Vec<u8>,
+    /// The configuration as of `index`; None: the voters the replica was started with (a
+    /// shell whose partitions never change membership need not store it).
+    pub conf: Option<SnapshotConf>,
+}
+
+/// The configuration a snapshot carries: raft-rs's, and the index of the change that made it
+/// (0: the partition's first voters), which replicas compare (see [`Replica::conf_epoch`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SnapshotConf {
+    pub state: ConfState,
+    pub index: u64,
 }
 
 /// What waited for the shell's durable write: send and apply, in this order.
@@ -156,7 +246,12 @@ pub struct Durable {
 pub struct Log {
     entries: Vec<Entry>,
     hard_state: HardState,
-    conf: ConfState,
+    /// The configuration as of the snapshot (or the voters the replica was started with), and
+    /// the index of the change that made it (0: the first voters).
+    base_conf: ConfState,
+    base_conf_index: u64,
+    /// The configurations applied since, by index of their entry, oldest first.
+    confs: Vec<(u64, ConfState)>,
     /// What the entries before the first one were compacted to (index 0: never compacted).
     snapshot: Snapshot,
 }
@@ -172,20 +267,53 @@ impl Log {
             .map_or(self.snapshot.get_metadata().index, |e| e.index)
     }
 
-    /// The snapshot the log starts after, if it was ever compacted.
-    pub fn snapshot(&self) -> Option<&Snapshot> {
+    /// The snapshot the log starts after, if it was ever compacted, as raft-rs sends it (its
+    /// data starts with the configuration's epoch: [`Log::snapshot_data`] is the shell's part).
+    fn snapshot(&self) -> Option<&Snapshot> {
         (self.snapshot.get_metadata().index > 0).then_some(&self.snapshot)
     }
 
+    /// The shell's data in the snapshot the log starts after, if it was ever compacted.
+    pub fn snapshot_data(&self) -> Option<&[u8]> {
+        self.snapshot().map(|s| split_snapshot_data(&s.data).1)
+    }
+
+    /// The configuration in force after applying the entry at `index`, and the index of the
+    /// change that made it.
+    fn conf_at(&self, index: u64) -> (u64, &ConfState) {
+        self.confs
+            .iter()
+            .rev()
+            .find(|(i, _)| *i <= index)
+            .map_or((self.base_conf_index, &self.base_conf), |(i, c)| (*i, c))
+    }
+
+    fn conf(&self) -> &ConfState {
+        self.confs.last().map_or(&self.base_conf, |(_, c)| c)
+    }
+
+    /// The index of the change that made the configuration in force (0: the first voters).
+    fn conf_index(&self) -> u64 {
+        self.confs.last().map_or(self.base_conf_index, |(i, _)| *i)
+    }
+
+    /// raft-rs's snapshot of the shell's `data` at `index`. Its data travels as the index of
+    /// the configuration change in force (8 bytes) and then the shell's data, so a replica
+    /// that installs it knows its configuration's epoch.
     fn snapshot_of(&self, index: u64, term: u64, data: Vec<u8>) -> Snapshot {
+        let (conf_index, conf) = self.conf_at(index);
+        let conf = conf.clone();
+        let mut bytes = Vec::with_capacity(8 + data.len());
+        bytes.extend_from_slice(&conf_index.to_be_bytes());
+        bytes.extend_from_slice(&data);
         let mut snap = Snapshot {
-            data: data.into(),
+            data: bytes.into(),
             ..Default::default()
         };
         let meta = snap.mut_metadata();
         meta.index = index;
         meta.term = term;
-        meta.set_conf_state(self.conf.clone());
+        meta.set_conf_state(conf);
         snap
     }
 
@@ -199,6 +327,10 @@ impl Log {
         self.entries.clear();
         self.hard_state.commit = self.hard_state.commit.max(index);
         self.hard_state.term = self.hard_state.term.max(term);
+        // The snapshot's configuration replaces ours (raft-rs's tracker takes it too).
+        self.base_conf = snap.get_metadata().get_conf_state().clone();
+        self.base_conf_index = split_snapshot_data(&snap.data).0;
+        self.confs.clear();
         self.snapshot = snap;
     }
 
@@ -226,7 +358,7 @@ impl Storage for Log {
     fn initial_state(&self) -> raft::Result<RaftState> {
         Ok(RaftState {
             hard_state: self.hard_state.clone(),
-            conf_state: self.conf.clone(),
+            conf_state: self.conf().clone(),
         })
     }
 
@@ -307,6 +439,24 @@ pub struct Replica {
     /// `report_snapshot`), so one unanswered for [`SNAPSHOT_RETRY_TICKS`] is reported failed
     /// and sent again.
     snapshots_sent: Vec<(NodeId, u64)>,
+    /// The index of the last configuration change applied: a restart applies the committed ones
+    /// before raft-rs starts, and they are not applied again when handed out with the rest.
+    conf_applied: u64,
+    /// While leading: the voters the caller asked for ([`Replica::change_voters`]), reached one
+    /// configuration change at a time; dropped when leadership is.
+    target: Option<Vec<NodeId>>,
+    /// The term in which this leader handed leadership over (it was removed): a transferee
+    /// campaigns without waiting for the followers' lease, so the lease is void for the rest of
+    /// the term.
+    lease_void_term: Option<u64>,
+    /// Committed configuration changes that did not decode or apply (every replica sees the same
+    /// bytes over the same configuration, so every one skips the same entries).
+    bad_conf_changes: u64,
+    /// The configuration epoch each member last told this replica (in every message it sends):
+    /// a leader starts the next change only once a majority of each side of the configuration
+    /// has applied the current one. Only members are recorded (bounded by [`MAX_VOTERS`] and
+    /// the learners).
+    peer_epochs: std::collections::HashMap<NodeId, u64>,
 }
 
 /// Ticks a leader waits for a follower to answer a snapshot before sending it again.
@@ -342,27 +492,51 @@ impl Replica {
     /// A new replica of a partition whose voters are `voters` (this node among them), with an
     /// empty log.
     pub fn new(id: NodeId, voters: &[NodeId]) -> Result<Self, raft::Error> {
-        Self::restart(id, voters, Durable::default())
-    }
-
-    /// A replica restarted from what the shell found durable. Committed entries are handed out
-    /// again from the start of the log (the shell rebuilds its state machine by applying them).
-    pub fn restart(id: NodeId, voters: &[NodeId], durable: Durable) -> Result<Self, raft::Error> {
-        assert!(id != 0, "node ids are positive");
         assert!(
             voters.contains(&id),
             "node {id} is not among the voters {voters:?}"
         );
+        Self::restart(id, voters, Durable::default())
+    }
+
+    /// A new, empty replica on a node being added to a partition whose log started with the
+    /// voters `initial` (its first replicas, as its creation recorded them): the configuration
+    /// changes in the leader's log, or its snapshot's configuration, apply on top of those. It
+    /// stands for no election until a configuration names it a voter.
+    ///
+    /// A replica id is never a member twice: a node whose replica was removed, or whose disk
+    /// was lost, comes back under a new id. A replica that forgot its log and its votes under
+    /// its old id could hand a majority to a stale node that never learnt it was removed.
+    pub fn join(id: NodeId, initial: &[NodeId]) -> Result<Self, raft::Error> {
+        assert!(
+            !initial.contains(&id),
+            "node {id} was one of the partition's first voters: it cannot join it empty"
+        );
+        Self::restart(id, initial, Durable::default())
+    }
+
+    /// A replica restarted from what the shell found durable. Committed entries are handed out
+    /// again from the start of the log (the shell rebuilds its state machine by applying them).
+    /// `voters` is the configuration the partition started with; a snapshot's own and the
+    /// committed configuration changes in the log replace it.
+    pub fn restart(id: NodeId, voters: &[NodeId], durable: Durable) -> Result<Self, raft::Error> {
+        assert!(id != 0, "node ids are positive");
         for w in durable.entries.windows(2) {
             assert_eq!(w[0].index + 1, w[1].index, "durable log is not contiguous");
         }
         let mut log = Log {
             entries: Vec::new(),
             hard_state: durable.hard_state,
-            conf: ConfState::from((voters.to_vec(), vec![])),
+            base_conf: ConfState::from((voters.to_vec(), vec![])),
+            base_conf_index: 0,
+            confs: Vec::new(),
             snapshot: Snapshot::default(),
         };
         if let Some(s) = durable.snapshot {
+            if let Some(conf) = s.conf {
+                log.base_conf = conf.state;
+                log.base_conf_index = conf.index;
+            }
             log.snapshot = log.snapshot_of(s.index, s.term, s.data);
             // A snapshot holds only committed entries.
             log.hard_state.commit = log.hard_state.commit.max(s.index);
@@ -384,7 +558,7 @@ impl Replica {
             leader: None,
             is_leader: false,
         };
-        Ok(Replica {
+        let mut replica = Replica {
             raw,
             in_flight: None,
             role,
@@ -392,7 +566,330 @@ impl Replica {
             confirmed_at: None,
             rounds: Default::default(),
             snapshots_sent: Vec::new(),
+            conf_applied: 0,
+            target: None,
+            lease_void_term: None,
+            bad_conf_changes: 0,
+            peer_epochs: Default::default(),
+        };
+        // The committed configuration changes take effect before raft-rs ticks or counts a
+        // vote: a node must not campaign, or count a majority, with the configuration of its
+        // snapshot when its log says the voters changed since.
+        let commit = replica.raw.raft.raft_log.committed;
+        let changes: Vec<Entry> = replica
+            .log()
+            .entries
+            .iter()
+            .take_while(|e| e.index <= commit)
+            .filter(|e| is_conf_change(e))
+            .cloned()
+            .collect();
+        for e in &changes {
+            replica.apply_conf_entry(e);
+        }
+        // Everything up to the commit index is applied as far as the configuration goes.
+        replica.conf_applied = replica.conf_applied.max(commit);
+        Ok(replica)
+    }
+
+    /// The configuration epoch: the log index of the change that made the configuration this
+    /// replica has applied (0: the partition's first voters). Every message this replica sends
+    /// carries it, and it never goes back (a change's commit index is synced before any message
+    /// carries its epoch: [`Work::must_sync`]).
+    ///
+    /// Why: raft-rs applies a configuration change when it commits, not when it is appended, so
+    /// a replica that missed a change's commit keeps the configuration before it. Two such
+    /// replicas, cut off from the rest, could form a majority of that older configuration and
+    /// elect a leader while the current configuration's majority elects another (the
+    /// simulation found it within 40 seeds). So a replica grants no vote to a candidate whose
+    /// epoch is older than its own, and a leader proposes the next change only once a majority
+    /// of each side of the current configuration has applied it: every majority of the previous
+    /// configuration then holds a replica that refuses a stale candidate. (A stale candidate can
+    /// still win while the current change is the newest, but then every commit on either side
+    /// needs a majority of the older configuration, so Raft's own overlap holds.)
+    pub fn conf_epoch(&self) -> u64 {
+        self.log().conf_index()
+    }
+
+    /// Tag messages leaving now with this replica's epoch: two bytes `RE` and the epoch ahead
+    /// of raft-rs's own context (which vote requests and heartbeats use).
+    fn tag(&self, msgs: &mut [Message]) {
+        let epoch = self.conf_epoch();
+        for m in msgs {
+            let mut ctx = Vec::with_capacity(EPOCH_TAG.len() + 8 + m.context.len());
+            ctx.extend_from_slice(&EPOCH_TAG);
+            ctx.extend_from_slice(&epoch.to_be_bytes());
+            ctx.extend_from_slice(&m.context);
+            m.context = ctx.into();
+        }
+    }
+
+    /// The epoch a message was tagged with, taken off its context. None for an untagged one.
+    fn untag(m: &mut Message) -> Option<u64> {
+        let ctx = m.get_context();
+        if ctx.len() < EPOCH_TAG.len() + 8 || ctx[..EPOCH_TAG.len()] != EPOCH_TAG {
+            return None;
+        }
+        let epoch = u64::from_be_bytes(ctx[2..10].try_into().expect("8 bytes"));
+        let rest = ctx[10..].to_vec();
+        m.context = rest.into();
+        Some(epoch)
+    }
+
+    /// The epoch a member last told, or this replica's own.
+    fn epoch_of(&self, id: NodeId) -> u64 {
+        if id == self.id() {
+            self.conf_epoch()
+        } else {
+            self.peer_epochs.get(&id).copied().unwrap_or(0)
+        }
+    }
+
+    /// A majority of each side of the configuration has applied it.
+    fn applied_by_majorities(&self, m: &Membership) -> bool {
+        let epoch = self.conf_epoch();
+        [&m.voters, &m.outgoing].into_iter().all(|side| {
+            side.is_empty()
+                || side
+                    .iter()
+                    .filter(|&&id| self.epoch_of(id) >= epoch)
+                    .count()
+                    * 2
+                    > side.len()
         })
+    }
+
+    /// Apply a committed configuration change entry once (a restart applies the committed
+    /// ones before they are handed out again). The membership it leads to, if it applied.
+    fn apply_conf_entry(&mut self, e: &Entry) -> Option<Membership> {
+        if e.index <= self.conf_applied {
+            return None;
+        }
+        self.conf_applied = e.index;
+        let cc = match decode_conf_change(e) {
+            Some(cc) => cc,
+            None => {
+                self.bad_conf_changes += 1;
+                return None;
+            }
+        };
+        let cs = match self.raw.apply_conf_change(&cc) {
+            Ok(cs) => cs,
+            Err(_) => {
+                // Not applicable to this configuration (raft-rs's leader refuses such a
+                // proposal, so only a broken peer writes one): skipped alike everywhere.
+                self.bad_conf_changes += 1;
+                return None;
+            }
+        };
+        let membership = Membership::of(&cs);
+        self.raw.mut_store().confs.push((e.index, cs));
+        if self.raw.raft.state == StateRole::Leader && !membership.is_voter(self.id()) {
+            // Removed while leading (a change an earlier leader proposed; this crate's own
+            // leaders hand leadership over before removing themselves). raft-rs keeps a removed
+            // leader leading, untested, and panics when it next persists its own entries (it
+            // has no progress of its own any more): step down now, after telling the most
+            // up-to-date voter to campaign at once if it has everything (MsgTimeoutNow);
+            // otherwise the voters elect one within an election timeout.
+            if let Some(to) = self.best_voter(&membership.voters) {
+                self.hand_over(to);
+            }
+            let term = self.raw.raft.term;
+            self.raw.raft.become_follower(term, raft::INVALID_ID);
+        }
+        Some(membership)
+    }
+
+    /// The voter among `voters` (not this node) whose log is longest: who takes over.
+    fn best_voter(&self, voters: &[NodeId]) -> Option<NodeId> {
+        let me = self.id();
+        self.raw
+            .raft
+            .prs()
+            .iter()
+            .filter(|(id, _)| **id != me && voters.contains(id))
+            .max_by_key(|(id, pr)| (pr.matched, std::cmp::Reverse(**id)))
+            .map(|(id, _)| *id)
+    }
+
+    /// Hand leadership to `to` (raft-rs's leadership transfer). The transferee campaigns
+    /// without waiting out the lease the followers owe this leader, so this leader's lease
+    /// ends here for the rest of its term.
+    fn hand_over(&mut self, to: NodeId) {
+        self.lease_void_term = Some(self.raw.raft.term);
+        self.confirmed_at = None;
+        self.raw.transfer_leader(to);
+    }
+
+    /// The partition's membership as this replica has applied it.
+    pub fn membership(&self) -> Membership {
+        Membership::of(&self.raw.raft.prs().conf().to_conf_state())
+    }
+
+    /// The membership after the entry at `index` applied.
+    pub fn membership_at(&self, index: u64) -> Membership {
+        Membership::of(self.log().conf_at(index).1)
+    }
+
+    /// The configuration after the entry at `index` applied, as a snapshot at `index` stores it.
+    pub fn conf_at(&self, index: u64) -> SnapshotConf {
+        let (index, state) = self.log().conf_at(index);
+        SnapshotConf {
+            state: state.clone(),
+            index,
+        }
+    }
+
+    /// Committed configuration changes skipped because they did not decode or apply.
+    pub fn bad_conf_changes(&self) -> u64 {
+        self.bad_conf_changes
+    }
+
+    /// On the leader: move the partition's voters to `voters`, one configuration change at a
+    /// time as ticks come — new nodes join as learners first and become voters only once
+    /// caught up (within [`CATCH_UP_ENTRIES`] of the commit index), so adding a replica never
+    /// makes a majority wait for a copy of the whole log; then one joint-consensus change
+    /// (raft-rs's ConfChangeV2, left automatically) adds them and removes the voters not named,
+    /// so a majority of the old and of the new voters holds every entry committed across it.
+    /// A leader that removes itself hands leadership to another voter. The target is dropped
+    /// if this replica stops leading: the caller asks the new leader again.
+    pub fn change_voters(&mut self, voters: &[NodeId]) -> Result<(), ChangeError> {
+        if self.raw.raft.state != StateRole::Leader {
+            return Err(ChangeError::NotLeader {
+                leader: self.leader_hint(),
+            });
+        }
+        let mut target = voters.to_vec();
+        target.sort_unstable();
+        target.dedup();
+        if target.is_empty() || target.contains(&0) || target.len() > MAX_VOTERS {
+            return Err(ChangeError::BadMembership);
+        }
+        self.target = Some(target);
+        self.advance_membership();
+        Ok(())
+    }
+
+    /// No membership change is asked for or under way.
+    pub fn membership_settled(&self) -> bool {
+        self.target.is_none() && !self.raw.raft.has_pending_conf() && !self.membership().is_joint()
+    }
+
+    /// One step toward the target voters, when no change is pending.
+    fn advance_membership(&mut self) {
+        if self.raw.raft.state != StateRole::Leader {
+            self.target = None;
+            return;
+        }
+        let m = self.membership();
+        // One change at a time, each applied by a majority of each side before the next (see
+        // `conf_epoch`), leaving a joint configuration included: it is left explicitly, by
+        // whichever leader finds itself in one, asked or not.
+        if self.raw.raft.has_pending_conf() || !self.applied_by_majorities(&m) {
+            return;
+        }
+        if m.is_joint() {
+            // An empty change is raft-rs's "leave the joint configuration" (its transition
+            // must stay the default, Auto, for `ConfChangeV2::leave_joint` to see it).
+            let _ = self
+                .raw
+                .propose_conf_change(Vec::new(), ConfChangeV2::default());
+            return;
+        }
+        let Some(target) = self.target.clone() else {
+            return;
+        };
+        let stale_learners: Vec<NodeId> = m
+            .learners
+            .iter()
+            .copied()
+            .filter(|id| !target.contains(id))
+            .collect();
+        let to_learn: Vec<NodeId> = target
+            .iter()
+            .copied()
+            .filter(|id| !m.voters.contains(id) && !m.learners.contains(id))
+            .collect();
+        let single = |node_id, ty| {
+            let mut c = ConfChangeSingle {
+                node_id,
+                ..Default::default()
+            };
+            c.set_change_type(ty);
+            c
+        };
+        let changes: Vec<ConfChangeSingle> = if !to_learn.is_empty() {
+            to_learn
+                .iter()
+                .map(|&id| single(id, ConfChangeType::AddLearnerNode))
+                .collect()
+        } else {
+            let promote: Vec<NodeId> = target
+                .iter()
+                .copied()
+                .filter(|id| !m.voters.contains(id))
+                .collect();
+            let commit = self.commit_index();
+            let caught_up = promote.iter().all(|id| {
+                self.raw
+                    .raft
+                    .prs()
+                    .get(*id)
+                    .is_some_and(|pr| pr.matched + CATCH_UP_ENTRIES >= commit)
+            });
+            if !caught_up {
+                return;
+            }
+            // Never the leader itself: once it is the only voter left to remove, it hands
+            // leadership to a voter of the target, whose leader (asked again) removes it.
+            let me = self.id();
+            let remove: Vec<NodeId> = m
+                .voters
+                .iter()
+                .copied()
+                .filter(|id| !target.contains(id) && *id != me)
+                .collect();
+            if promote.is_empty() && remove.is_empty() && stale_learners.is_empty() {
+                if !target.contains(&me) && self.raw.raft.lead_transferee.is_none() {
+                    if let Some(to) = self.best_voter(&target) {
+                        self.hand_over(to);
+                    }
+                }
+                if target.contains(&me) {
+                    self.target = None; // reached
+                }
+                return;
+            }
+            promote
+                .iter()
+                .map(|&id| single(id, ConfChangeType::AddNode))
+                .chain(
+                    remove
+                        .iter()
+                        .map(|&id| single(id, ConfChangeType::RemoveNode)),
+                )
+                .chain(
+                    stale_learners
+                        .iter()
+                        .map(|&id| single(id, ConfChangeType::RemoveNode)),
+                )
+                .collect()
+        };
+        if changes.is_empty() {
+            self.target = None; // reached
+            return;
+        }
+        let mut cc = ConfChangeV2::default();
+        // One change is raft-rs's simple change; more go through a joint configuration, which
+        // this crate leaves itself once it is applied widely enough (above).
+        cc.set_transition(if changes.len() == 1 {
+            ConfChangeTransition::Auto
+        } else {
+            ConfChangeTransition::Explicit
+        });
+        cc.set_changes(changes.into());
+        // Dropped (a transfer under way, the uncommitted-size bound): the next tick tries again.
+        let _ = self.raw.propose_conf_change(Vec::new(), cc);
     }
 
     pub fn id(&self) -> NodeId {
@@ -445,9 +942,11 @@ impl Replica {
             }
             self.rounds.push_back((self.ticks, now_ms));
             self.retry_snapshots();
+            self.advance_membership();
         } else {
             self.rounds.clear();
             self.snapshots_sent.clear();
+            self.target = None;
         }
     }
 
@@ -508,6 +1007,9 @@ impl Replica {
         let drop = (index + 1 - store.first_index()) as usize;
         store.entries.drain(..drop);
         store.snapshot = store.snapshot_of(index, term, data);
+        let (conf_index, conf) = store.conf_at(index);
+        (store.base_conf_index, store.base_conf) = (conf_index, conf.clone());
+        store.confs.retain(|(i, _)| *i > index);
     }
 
     /// The index the shell's state machine has applied up to: everything committed and handed
@@ -549,6 +1051,8 @@ impl Replica {
     /// need a majority anyway).
     pub fn holds_lease(&self, now_ms: i64) -> bool {
         self.raw.raft.state == StateRole::Leader
+            && self.lease_void_term != Some(self.raw.raft.term)
+            && self.raw.raft.lead_transferee.is_none()
             && self.confirmed_at.is_some_and(|at| now_ms < at + LEASE_MS)
     }
 
@@ -559,8 +1063,29 @@ impl Replica {
 
     /// A message from a peer. Messages for another node, or local-only message types, are
     /// refused (a peer sending them is broken or hostile).
-    pub fn step(&mut self, m: Message) -> Result<(), raft::Error> {
-        if m.to != self.id() || raft::raw_node::is_local_msg(m.get_msg_type()) {
+    pub fn step(&mut self, mut m: Message) -> Result<(), raft::Error> {
+        let epoch = Self::untag(&mut m);
+        if let Some(epoch) = epoch {
+            if m.from != self.id() && self.membership().contains(m.from) {
+                let known = self.peer_epochs.entry(m.from).or_insert(0);
+                *known = (*known).max(epoch);
+            }
+        }
+        // A candidate whose configuration is older than ours gets no vote (see `conf_epoch`):
+        // dropped, as a lost request would be.
+        if matches!(
+            m.get_msg_type(),
+            MessageType::MsgRequestVote | MessageType::MsgRequestPreVote
+        ) && epoch.unwrap_or(0) < self.conf_epoch()
+        {
+            return Ok(());
+        }
+        // MsgTransferLeader travels only from a follower asked to transfer (this crate never
+        // asks one): from the network it would let a peer void the leader's lease.
+        if m.to != self.id()
+            || raft::raw_node::is_local_msg(m.get_msg_type())
+            || m.get_msg_type() == MessageType::MsgTransferLeader
+        {
             return Err(raft::Error::StepLocalMsg);
         }
         let forwarded = m.get_msg_type() == MessageType::MsgPropose;
@@ -569,6 +1094,8 @@ impl Replica {
             // lead (any more): dropped, as a lost message would be; its proposer's deadline
             // answers the client.
             Err(raft::Error::ProposalDropped) if forwarded => Ok(()),
+            // A response from a node that is no longer a member: dropped, as a lost one would be.
+            Err(raft::Error::StepPeerNotFound) => Ok(()),
             r => r,
         }
     }
@@ -653,14 +1180,30 @@ impl Replica {
             entries: rd.take_entries(),
             hard_state: rd.hs().cloned(),
             committed: only_data(committed.clone()),
+            membership: snapshot
+                .as_ref()
+                .map(|s| Membership::of(s.get_metadata().get_conf_state())),
             role: None,
-            snapshot: snapshot.as_ref().map(|s| LogSnapshot {
-                index: s.get_metadata().index,
-                term: s.get_metadata().term,
-                data: s.data.to_vec(),
+            snapshot: snapshot.as_ref().map(|s| {
+                let (conf_index, data) = split_snapshot_data(&s.data);
+                LogSnapshot {
+                    index: s.get_metadata().index,
+                    term: s.get_metadata().term,
+                    data: data.to_vec(),
+                    conf: Some(SnapshotConf {
+                        state: s.get_metadata().get_conf_state().clone(),
+                        index: conf_index,
+                    }),
+                }
             }),
+            must_sync: false,
         };
         self.note_snapshots(&work.send_now);
+        // Tagged with the epoch before this work's configuration changes apply: those count
+        // only once their commit index is durable (the messages sent after `persisted`).
+        let mut send_now = std::mem::take(&mut work.send_now);
+        self.tag(&mut send_now);
+        work.send_now = send_now;
         if rd.ss().is_some() || self.raw.raft.term != self.role.term {
             let role = Role {
                 term: self.raw.raft.term,
@@ -693,6 +1236,19 @@ impl Replica {
         let number = rd.number();
         let after = rd.take_persisted_messages();
         self.raw.advance_append_async(rd);
+        // Configuration changes take effect as they apply (raft-rs's rule), before the applied
+        // index moves past them (a leader leaving a joint configuration proposes that then).
+        for e in committed.iter().filter(|e| is_conf_change(e)) {
+            if let Some(m) = self.apply_conf_entry(e) {
+                work.membership = Some(m);
+                work.must_sync = true;
+            }
+        }
+        if work.must_sync {
+            // The commit index covering the change: the newest hard state, written and synced
+            // even if only its commit index moved.
+            work.hard_state = Some(self.raw.store().hard_state.clone());
+        }
         // Committed entries are applied by the shell from this Work on; raft-rs hands out only
         // entries this replica has persisted (`RaftLog::next_entries_since`).
         if let Some(last) = committed.last() {
@@ -717,6 +1273,8 @@ impl Replica {
             }
         }
         self.note_snapshots(&send);
+        let mut send = send;
+        self.tag(&mut send);
         // Entries this made committed come out of the next `work`.
         AfterPersist {
             send,
@@ -732,6 +1290,45 @@ fn only_data(entries: Vec<Entry>) -> Vec<Entry> {
         .into_iter()
         .filter(|e| e.get_entry_type() == EntryType::EntryNormal && !e.data.is_empty())
         .collect()
+}
+
+/// The mark ahead of a message's configuration epoch in its context.
+const EPOCH_TAG: [u8; 2] = *b"RE";
+
+/// A snapshot's data as raft-rs carries it: the index of its configuration's change, then the
+/// shell's data. Data too short for the index (a broken peer) reads as the first voters'.
+fn split_snapshot_data(bytes: &[u8]) -> (u64, &[u8]) {
+    match bytes.split_first_chunk::<8>() {
+        Some((index, rest)) => (u64::from_be_bytes(*index), rest),
+        None => (0, bytes),
+    }
+}
+
+fn is_conf_change(e: &Entry) -> bool {
+    matches!(
+        e.get_entry_type(),
+        EntryType::EntryConfChange | EntryType::EntryConfChangeV2
+    )
+}
+
+/// A configuration change entry's change (raft-rs writes an empty ConfChangeV2 to leave a
+/// joint configuration). None for bytes that do not decode.
+fn decode_conf_change(e: &Entry) -> Option<ConfChangeV2> {
+    use protobuf::Message as _;
+    match e.get_entry_type() {
+        EntryType::EntryConfChange => ConfChange::parse_from_bytes(&e.data).ok().map(|c| {
+            let mut single = ConfChangeSingle {
+                node_id: c.node_id,
+                ..Default::default()
+            };
+            single.set_change_type(c.get_change_type());
+            let mut v2 = ConfChangeV2::default();
+            v2.set_changes(vec![single].into());
+            v2
+        }),
+        EntryType::EntryConfChangeV2 => ConfChangeV2::parse_from_bytes(&e.data).ok(),
+        EntryType::EntryNormal => None,
+    }
 }
 
 /// A message as it goes between nodes (raft-rs's protobuf encoding; the node-to-node frame

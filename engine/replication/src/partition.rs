@@ -235,8 +235,8 @@ impl<T: Clone> ReplicatedPartition<T> {
         snapshot_min_bytes: usize,
     ) -> Self {
         // Committed entries after the snapshot are handed out again from its index on.
-        let compacted = match replica.log().snapshot() {
-            Some(s) => Compacted::from_snapshot(partition, &s.data),
+        let compacted = match replica.log().snapshot_data() {
+            Some(data) => Compacted::from_snapshot(partition, data),
             None => Compacted::default(),
         };
         ReplicatedPartition {
@@ -295,6 +295,7 @@ impl<T: Clone> ReplicatedPartition<T> {
             index,
             term: self.replica.term_at(index),
             data,
+            conf: Some(self.replica.conf_at(index)),
         })
     }
 
@@ -510,8 +511,8 @@ impl<T: Clone> ReplicatedPartition<T> {
         let commit = self.replica.commit_index();
         let mut records = 0u64;
         let log = self.replica.log();
-        let from_snapshot = match log.snapshot() {
-            Some(s) => batches(&s.data).unwrap_or_else(|e| {
+        let from_snapshot = match log.snapshot_data() {
+            Some(data) => batches(data).unwrap_or_else(|e| {
                 panic!(
                     "partition {}: the snapshot does not decode: {e}",
                     self.partition

@@ -192,6 +192,7 @@ impl Sim {
                             index: *index,
                             term: r.replica().term_at(*index),
                             data: replication::topic::snapshot_data(*end),
+                            conf: Some(r.replica().conf_at(*index)),
                         };
                         compact(&mut n.disk, &snap);
                         r.compacted(*index, snap.data);

@@ -38,7 +38,10 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub const HELLO_MAGIC: &[u8; 8] = b"RLRAFT01";
+/// `RLRAFT` and the node-to-node version: 02 since every Raft message carries its sender's
+/// configuration epoch and a snapshot its configuration's (`replication::Replica::conf_epoch`),
+/// which a node of version 01 would not strip.
+pub const HELLO_MAGIC: &[u8; 8] = b"RLRAFT02";
 /// The largest frame: one append message (`replication::MAX_MESSAGE_BYTES` of entries) plus its
 /// envelope.
 pub const MAX_FRAME_BYTES: usize = {
@@ -210,7 +213,16 @@ pub fn parse_hello(p: &[u8]) -> Result<Hello, String> {
         }
     }
     let mut r = R(p);
-    if r.take(8)? != HELLO_MAGIC {
+    let magic = r.take(8)?;
+    if magic != HELLO_MAGIC {
+        if magic.starts_with(b"RLRAFT") {
+            return Err(format!(
+                "a Ringleader node of node-to-node version {} (this node speaks {}): run one \
+                 Ringleader version on every node",
+                String::from_utf8_lossy(&magic[6..]),
+                String::from_utf8_lossy(&HELLO_MAGIC[6..])
+            ));
+        }
         return Err("not a Ringleader node-to-node hello".into());
     }
     let node = u64::from_be_bytes(r.take(8)?.try_into().unwrap());
@@ -563,6 +575,11 @@ mod tests {
         let mut bad = f[8..].to_vec();
         bad[0] = b'X';
         assert!(parse_hello(&bad).unwrap_err().contains("not a Ringleader"));
+        let mut older = f[8..].to_vec();
+        older[..8].copy_from_slice(b"RLRAFT01");
+        assert!(parse_hello(&older)
+            .unwrap_err()
+            .contains("version 01 (this node speaks 02)"));
         let mut long = f[8..].to_vec();
         long.push(0);
         assert!(parse_hello(&long).unwrap_err().contains("trailing"));

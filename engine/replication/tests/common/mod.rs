@@ -130,6 +130,14 @@ impl Net {
 
 /// A simulation of three nodes that the shared fault schedule can drive.
 pub trait Faulty {
+    /// The nodes that exist (up or down): what faults pick from.
+    fn nodes(&self) -> Vec<NodeId> {
+        VOTERS.to_vec()
+    }
+    /// The nodes that must agree once healed (the partition's replicas).
+    fn members(&self) -> Vec<NodeId> {
+        VOTERS.to_vec()
+    }
     fn rng(&mut self) -> &mut Rng;
     fn net(&mut self) -> &mut Net;
     fn alive(&self, id: NodeId) -> bool;
@@ -145,9 +153,11 @@ pub trait Faulty {
 
     /// Every node has applied up to the same entry and knows the same commit index.
     fn agreed(&self) -> bool {
-        VOTERS.iter().all(|&id| {
-            self.commit_index(id) == self.commit_index(VOTERS[0])
-                && self.last_applied(id) == self.last_applied(VOTERS[0])
+        let members = self.members();
+        members.iter().all(|&id| {
+            self.alive(id)
+                && self.commit_index(id) == self.commit_index(members[0])
+                && self.last_applied(id) == self.last_applied(members[0])
         })
     }
 }
@@ -159,19 +169,21 @@ pub fn fault_phase<S: Faulty>(sim: &mut S, steps: u64, propose_per_mille: u64) -
     let mut faults = 0;
     for _ in 0..steps {
         let r = sim.rng().below(10_000);
+        let nodes = sim.nodes();
+        let pick = |sim: &mut S| nodes[sim.rng().below(nodes.len() as u64) as usize];
         if r < 8 {
-            let id = VOTERS[sim.rng().below(3) as usize];
+            let id = pick(sim);
             if sim.alive(id) {
                 sim.crash(id);
                 faults += 1;
             }
         } else if r < 30 {
-            let id = VOTERS[sim.rng().below(3) as usize];
+            let id = pick(sim);
             if !sim.alive(id) {
                 sim.restart(id);
             }
         } else if r < 36 {
-            let id = VOTERS[sim.rng().below(3) as usize];
+            let id = pick(sim);
             sim.net().isolated = Some(id);
             faults += 1;
         } else if r < 60 {
@@ -191,7 +203,7 @@ pub fn fault_phase<S: Faulty>(sim: &mut S, steps: u64, propose_per_mille: u64) -
 pub fn heal_and_settle<S: Faulty>(sim: &mut S) -> bool {
     sim.net().isolated = None;
     sim.net().drop_per_mille = 0;
-    for id in VOTERS {
+    for id in sim.nodes() {
         if !sim.alive(id) {
             sim.restart(id);
         }
