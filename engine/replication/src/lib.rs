@@ -288,13 +288,10 @@ impl Log {
             .map_or((self.base_conf_index, &self.base_conf), |(i, c)| (*i, c))
     }
 
-    fn conf(&self) -> &ConfState {
-        self.confs.last().map_or(&self.base_conf, |(_, c)| c)
-    }
-
-    /// The index of the change that made the configuration in force (0: the first voters).
-    fn conf_index(&self) -> u64 {
-        self.confs.last().map_or(self.base_conf_index, |(i, _)| *i)
+    /// The configuration in force now, and the index of the change that made it (0: the first
+    /// voters).
+    fn conf(&self) -> (u64, &ConfState) {
+        self.conf_at(u64::MAX)
     }
 
     /// raft-rs's snapshot of the shell's `data` at `index`. Its data travels as the index of
@@ -358,7 +355,7 @@ impl Storage for Log {
     fn initial_state(&self) -> raft::Result<RaftState> {
         Ok(RaftState {
             hard_state: self.hard_state.clone(),
-            conf_state: self.conf().clone(),
+            conf_state: self.conf().1.clone(),
         })
     }
 
@@ -608,7 +605,7 @@ impl Replica {
     /// still win while the current change is the newest, but then every commit on either side
     /// needs a majority of the older configuration, so Raft's own overlap holds.)
     pub fn conf_epoch(&self) -> u64 {
-        self.log().conf_index()
+        self.log().conf().0
     }
 
     /// Tag messages leaving now with this replica's epoch: two bytes `RE` and the epoch ahead
@@ -875,10 +872,7 @@ impl Replica {
                 )
                 .collect()
         };
-        if changes.is_empty() {
-            self.target = None; // reached
-            return;
-        }
+        assert!(!changes.is_empty(), "a membership step with no change");
         let mut cc = ConfChangeV2::default();
         // One change is raft-rs's simple change; more go through a joint configuration, which
         // this crate leaves itself once it is applied widely enough (above).

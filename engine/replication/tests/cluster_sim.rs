@@ -192,8 +192,8 @@ impl Sim {
         ids
     }
 
-    /// The live node that leads the newest term, if any.
-    fn leader(&self) -> Option<NodeId> {
+    /// The live nodes that believe they lead (an old leader may not know yet that it does not).
+    fn leaders(&self) -> Vec<NodeId> {
         self.ids()
             .into_iter()
             .filter(|id| {
@@ -202,6 +202,13 @@ impl Sim {
                     .as_ref()
                     .is_some_and(|r| r.role().is_leader)
             })
+            .collect()
+    }
+
+    /// The live node that leads the newest term, if any.
+    fn leader(&self) -> Option<NodeId> {
+        self.leaders()
+            .into_iter()
             .max_by_key(|id| self.nodes[id].replica.as_ref().unwrap().term())
     }
 
@@ -453,17 +460,7 @@ impl Sim {
     }
 
     fn propose(&mut self) {
-        let leaders: Vec<NodeId> = self
-            .ids()
-            .into_iter()
-            .filter(|id| {
-                self.nodes[id]
-                    .replica
-                    .as_ref()
-                    .is_some_and(|r| r.role().is_leader)
-            })
-            .collect();
-        for id in leaders {
+        for id in self.leaders() {
             self.next_payload += 1;
             let data = format!("batch-{}", self.next_payload).into_bytes();
             let r = self.nodes.get_mut(&id).unwrap().replica.as_mut().unwrap();
