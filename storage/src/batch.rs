@@ -363,6 +363,172 @@ pub fn is_leader_change(key: Option<&[u8]>) -> bool {
     }
 }
 
+/// Control record type of KRaft's voter set (`ControlRecordType.java`: KRAFT_VOTERS 6).
+pub const CONTROL_KRAFT_VOTERS: i16 = 6;
+
+/// The tagged field of a `VotersRecord` that carries the caller's own encoding of the change
+/// (Kafka's reader keeps unknown tags aside and ignores them, `VotersRecord.read`). A large tag,
+/// so no field Kafka may add to the record (tags count up from 0) collides with it.
+pub const VOTERS_CHANGE_TAG: u32 = 0x524C; // "RL"
+
+/// Most voters a voters record holds (the bound on what [`parse_voters_change`] accepts).
+pub const MAX_VOTERS_IN_RECORD: usize = 1024;
+
+fn put_uvarint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8 & 0x7f) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fn uvarint(b: &[u8], pos: &mut usize) -> Result<u64, String> {
+    let mut v = 0u64;
+    for shift in (0..35).step_by(7) {
+        let byte = *b.get(*pos).ok_or("truncated varint")?;
+        *pos += 1;
+        v |= u64::from(byte & 0x7f) << shift;
+        if byte & 0x80 == 0 {
+            return Ok(v);
+        }
+    }
+    Err("varint longer than 5 bytes".into())
+}
+
+/// Encode a configuration change as a KRaft voters control batch, as KRaft's
+/// `MemoryRecords.withVotersRecord` builds one (the leader change's layout above, key type 6),
+/// so `kafka-dump-log` shows the voters a change leads to. The value is `VotersRecord` v0
+/// (`VotersRecord.json`, flexible from v0): [version i16 = 0, voters (compact array), each
+/// [voter id i32, directory id (uuid, zero: directory ids are not tracked), endpoints = []
+/// (0x01), KRaftVersionFeature {min 0, max 1, no tags}, no tags], then one tagged field,
+/// [`VOTERS_CHANGE_TAG`], holding `change`, the caller's own encoding of the change (what a
+/// restart needs to redo it, which the voter list alone does not say).
+pub fn encode_voters_change(
+    base_offset: u64,
+    timestamp: i64,
+    leader_epoch: i32,
+    voters: &[i32],
+    change: &[u8],
+    out: &mut Vec<u8>,
+) {
+    assert!(voters.len() <= MAX_VOTERS_IN_RECORD, "too many voters");
+    let start = out.len();
+    let mut key = [0u8; 4];
+    key[2..4].copy_from_slice(&CONTROL_KRAFT_VOTERS.to_be_bytes());
+    let mut value = Vec::with_capacity(8 + voters.len() * 27 + change.len());
+    value.extend_from_slice(&0i16.to_be_bytes()); // VotersRecord version
+    put_uvarint(&mut value, voters.len() as u64 + 1);
+    for id in voters {
+        value.extend_from_slice(&id.to_be_bytes());
+        value.extend_from_slice(&[0; 16]); // VoterDirectoryId: Uuid.ZERO_UUID
+        value.push(1); // Endpoints: []
+        value.extend_from_slice(&0i16.to_be_bytes()); // MinSupportedVersion
+        value.extend_from_slice(&1i16.to_be_bytes()); // MaxSupportedVersion
+        value.push(0); // KRaftVersionFeature's tagged fields
+        value.push(0); // the voter's tagged fields
+    }
+    value.push(1); // one tagged field
+    put_uvarint(&mut value, u64::from(VOTERS_CHANGE_TAG));
+    put_uvarint(&mut value, change.len() as u64);
+    value.extend_from_slice(change);
+    let producer = BatchProducer {
+        attributes: ATTR_CONTROL,
+        producer_id: -1,
+        producer_epoch: -1,
+        base_sequence: -1,
+    };
+    encode_batch_as(
+        base_offset,
+        timestamp,
+        producer,
+        &[(Some(&key), Some(&value))],
+        out,
+    );
+    // The partition leader epoch lies before the CRC's range: no CRC to redo.
+    out[start + 12..start + 16].copy_from_slice(&leader_epoch.to_be_bytes());
+}
+
+/// Whether a control record's key is a KRaft voters record (version >= 0, type 6).
+pub fn is_voters(key: Option<&[u8]>) -> bool {
+    match key {
+        Some(k) if k.len() >= 4 => {
+            i16::from_be_bytes([k[0], k[1]]) >= 0
+                && i16::from_be_bytes([k[2], k[3]]) == CONTROL_KRAFT_VOTERS
+        }
+        _ => false,
+    }
+}
+
+/// The voters and the change [`encode_voters_change`] wrote into a `VotersRecord` value; any
+/// v0 record is read (endpoints and other tagged fields skipped), but one without the change's
+/// tagged field, or that does not parse whole, is an error saying why.
+pub fn parse_voters_change(value: &[u8]) -> Result<(Vec<i32>, Vec<u8>), String> {
+    let mut p = 0usize;
+    let take = |p: &mut usize, n: usize| -> Result<&[u8], String> {
+        let end = p.checked_add(n).filter(|&e| e <= value.len());
+        let end = end.ok_or_else(|| format!("truncated at byte {p}"))?;
+        let s = &value[*p..end];
+        *p = end;
+        Ok(s)
+    };
+    let skip_tags = |p: &mut usize| -> Result<(), String> {
+        for _ in 0..uvarint(value, p)? {
+            uvarint(value, p)?;
+            let n = uvarint(value, p)? as usize;
+            take(p, n)?;
+        }
+        Ok(())
+    };
+    let version = i16::from_be_bytes(take(&mut p, 2)?.try_into().expect("2 bytes"));
+    if version != 0 {
+        return Err(format!("VotersRecord version {version}, not 0"));
+    }
+    let n = uvarint(value, &mut p)?
+        .checked_sub(1)
+        .ok_or("null voters array")? as usize;
+    if n > MAX_VOTERS_IN_RECORD {
+        return Err(format!("{n} voters, more than {MAX_VOTERS_IN_RECORD}"));
+    }
+    let mut voters = Vec::with_capacity(n);
+    for _ in 0..n {
+        voters.push(i32::from_be_bytes(
+            take(&mut p, 4)?.try_into().expect("4 bytes"),
+        ));
+        take(&mut p, 16)?; // directory id
+        let endpoints = uvarint(value, &mut p)?
+            .checked_sub(1)
+            .ok_or("null endpoints")?;
+        for _ in 0..endpoints {
+            for _ in 0..2 {
+                // name, host: compact strings
+                let len = uvarint(value, &mut p)?
+                    .checked_sub(1)
+                    .ok_or("null string")?;
+                take(&mut p, len as usize)?;
+            }
+            take(&mut p, 2)?; // port
+            skip_tags(&mut p)?;
+        }
+        take(&mut p, 4)?; // KRaftVersionFeature
+        skip_tags(&mut p)?;
+        skip_tags(&mut p)?;
+    }
+    let mut change = None;
+    for _ in 0..uvarint(value, &mut p)? {
+        let tag = uvarint(value, &mut p)?;
+        let n = uvarint(value, &mut p)? as usize;
+        let bytes = take(&mut p, n)?;
+        if tag == u64::from(VOTERS_CHANGE_TAG) {
+            change = Some(bytes.to_vec());
+        }
+    }
+    if p != value.len() {
+        return Err(format!("{} bytes after the record", value.len() - p));
+    }
+    let change = change.ok_or("no change tagged in the record (not written by Ringleader)")?;
+    Ok((voters, change))
+}
+
 /// The header fields of a batch that readers need.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BatchHeader {
@@ -915,6 +1081,72 @@ mod tests {
         assert!(!is_leader_change(Some(&[0, 0, 0])));
         assert!(!is_leader_change(Some(&[0xff, 0xff, 0, 2])));
         assert!(!is_leader_change(None));
+    }
+
+    #[test]
+    fn a_voters_change_is_krafts_voters_control_batch() {
+        // What Kafka 4.4 writes for `MemoryRecords.withVotersRecord(offset 5, ts, leader epoch
+        // 7, buffer, record)`, the record being voters 1, 2 and 4 (zero directory ids, no
+        // endpoints, KRaft versions 0..=1) with an unknown tagged field 0x524C = [9, 8, 7]
+        // added (`unknownTaggedFields()`), printed by a jshell-style program against
+        // kafka-clients-4.4.0.jar.
+        let kafka = "00000000000000050000009a000000070226306db50020000000000000018bcfe569c8\
+                     0000018bcfe569c8ffffffffffffffffffffffffffff00000001ce010000000800000006\
+                     b801000004000000010000000000000000000000000000000001000000010000000000\
+                     020000000000000000000000000000000001000000010000000000040000000000000000\
+                     00000000000000000100000001000001cca4010309080700";
+        let kafka: Vec<u8> = (0..kafka.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&kafka[i..i + 2], 16).unwrap())
+            .collect();
+        let mut out = Vec::new();
+        encode_voters_change(5, 1_700_000_000_456, 7, &[1, 2, 4], &[9, 8, 7], &mut out);
+        assert_eq!(out, kafka);
+        let Peek::Batch(h) = peek_batch(&out, 0, 1 << 20).unwrap() else {
+            panic!()
+        };
+        assert!(h.is_control() && !h.is_transactional());
+        let recs = decode_records(&out, &h, 0).unwrap();
+        assert!(is_voters(recs[0].key.as_deref()));
+        assert!(!is_leader_change(recs[0].key.as_deref()));
+        assert_eq!(
+            parse_marker(recs[0].key.as_deref(), recs[0].value.as_deref()),
+            None
+        );
+        let value = recs[0].value.as_deref().unwrap();
+        assert_eq!(
+            parse_voters_change(value).unwrap(),
+            (vec![1, 2, 4], vec![9, 8, 7])
+        );
+        // No voters, and a change long enough for a two-byte length.
+        let mut out = Vec::new();
+        encode_voters_change(0, 0, 1, &[], &[7; 300], &mut out);
+        let Peek::Batch(h) = peek_batch(&out, 0, 1 << 20).unwrap() else {
+            panic!()
+        };
+        let recs = decode_records(&out, &h, 0).unwrap();
+        let value = recs[0].value.as_deref().unwrap();
+        assert_eq!(parse_voters_change(value).unwrap(), (vec![], vec![7; 300]));
+        // Refused: every truncation, a trailing byte, no change tag (Kafka's own record), a
+        // newer version.
+        for cut in 0..value.len() {
+            assert!(parse_voters_change(&value[..cut]).is_err(), "cut at {cut}");
+        }
+        let mut longer = value.to_vec();
+        longer.push(0);
+        assert!(parse_voters_change(&longer).is_err());
+        let mut untagged = value[..3].to_vec(); // version, an empty voters array
+        untagged.push(0);
+        assert_eq!(
+            parse_voters_change(&untagged).unwrap_err(),
+            "no change tagged in the record (not written by Ringleader)"
+        );
+        let mut newer = value.to_vec();
+        newer[1] = 1;
+        assert!(parse_voters_change(&newer).is_err());
+        assert!(!is_voters(Some(&[0, 0, 0, 2])));
+        assert!(!is_voters(Some(&[0xff, 0xff, 0, 6])));
+        assert!(!is_voters(None));
     }
 
     #[test]
