@@ -183,6 +183,10 @@ pub struct Work {
     pub send_now: Vec<Message>,
     /// To append durably, replacing whatever the log held from the first entry's index on.
     pub entries: Vec<Entry>,
+    /// For each configuration change among `entries`: its index and the voters of the
+    /// configuration it leads to (the incoming side while joint), which the shell writes beside
+    /// it for Kafka's tools to read (a KRaft voters record).
+    pub change_voters: Vec<(u64, Vec<NodeId>)>,
     /// To store durably with the entries, if it changed.
     pub hard_state: Option<HardState>,
     /// The hard state must reach the disk with this write even if only its commit index
@@ -221,6 +225,37 @@ pub struct LogSnapshot {
 pub struct SnapshotConf {
     pub state: ConfState,
     pub index: u64,
+}
+
+impl SnapshotConf {
+    /// How a shell stores it beside its snapshot: the index (8 bytes, big-endian), then
+    /// raft-rs's ConfState in its protobuf encoding.
+    pub fn encode(&self) -> Vec<u8> {
+        use protobuf::Message as _;
+        let mut b = self.index.to_be_bytes().to_vec();
+        b.extend(
+            self.state
+                .write_to_bytes()
+                .expect("a ConfState always encodes"),
+        );
+        b
+    }
+
+    /// What [`SnapshotConf::encode`] wrote; an error saying why for anything else.
+    pub fn decode(bytes: &[u8]) -> Result<SnapshotConf, String> {
+        use protobuf::Message as _;
+        let (index, state) = bytes
+            .split_first_chunk::<8>()
+            .ok_or_else(|| format!("{} bytes, shorter than a configuration", bytes.len()))?;
+        let state = ConfState::parse_from_bytes(state).map_err(|e| e.to_string())?;
+        if state.voters.is_empty() {
+            return Err("a configuration without voters".into());
+        }
+        Ok(SnapshotConf {
+            state,
+            index: u64::from_be_bytes(*index),
+        })
+    }
 }
 
 /// What waited for the shell's durable write: send and apply, in this order.
@@ -890,6 +925,36 @@ impl Replica {
         self.raw.raft.id
     }
 
+    /// The voters each configuration change among `entries` (about to be appended) leads to:
+    /// those of the configuration this replica applied, then every change after it in its log
+    /// (appended, not applied yet) up to the one in question. Only a change's incoming side
+    /// counts (`voters_after`), so a joint configuration needs no tracking of its own.
+    fn voters_of_changes(&self, entries: &[Entry]) -> Vec<(u64, Vec<NodeId>)> {
+        if !entries.iter().any(is_conf_change) {
+            return Vec::new();
+        }
+        let (conf_index, conf) = self.log().conf();
+        let mut voters = conf.voters.clone();
+        let raft_log = &self.raw.raft.raft_log;
+        // Entries at or below the snapshot are applied, so not after `conf_index`.
+        let from = (conf_index + 1).max(raft_log.first_index());
+        let to = entries[0].index;
+        if from < to {
+            let earlier = raft_log
+                .slice(from, to, None, GetEntriesContext::empty(false))
+                .expect("the log holds what it applied up to its last entry");
+            for e in earlier.iter().filter(|e| is_conf_change(e)) {
+                voters_after(&mut voters, e);
+            }
+        }
+        let mut out = Vec::new();
+        for e in entries.iter().filter(|e| is_conf_change(e)) {
+            voters_after(&mut voters, e);
+            out.push((e.index, voters.clone()));
+        }
+        out
+    }
+
     pub fn role(&self) -> Role {
         self.role
     }
@@ -1191,6 +1256,7 @@ impl Replica {
                 }
             }),
             must_sync: false,
+            change_voters: Vec::new(),
         };
         self.note_snapshots(&work.send_now);
         // Tagged with the epoch before this work's configuration changes apply: those count
@@ -1227,6 +1293,7 @@ impl Replica {
         if let Some(hs) = &work.hard_state {
             store.hard_state = hs.clone();
         }
+        work.change_voters = self.voters_of_changes(&work.entries);
         let number = rd.number();
         let after = rd.take_persisted_messages();
         self.raw.advance_append_async(rd);
@@ -1296,6 +1363,25 @@ fn split_snapshot_data(bytes: &[u8]) -> (u64, &[u8]) {
         Some((index, rest)) => (u64::from_be_bytes(*index), rest),
         None => (0, bytes),
     }
+}
+
+/// The voters `voters` (a configuration's incoming side) become by the change in `e`: added
+/// voters join, demoted and removed ones leave; an empty change (leaving a joint configuration)
+/// keeps them. Sorted. A change that does not decode changes nothing (raft-rs drops it too).
+fn voters_after(voters: &mut Vec<NodeId>, e: &Entry) {
+    for c in decode_conf_change(e).iter().flat_map(|cc| cc.get_changes()) {
+        match c.get_change_type() {
+            ConfChangeType::AddNode => {
+                if !voters.contains(&c.node_id) {
+                    voters.push(c.node_id);
+                }
+            }
+            ConfChangeType::AddLearnerNode | ConfChangeType::RemoveNode => {
+                voters.retain(|&v| v != c.node_id)
+            }
+        }
+    }
+    voters.sort_unstable();
 }
 
 fn is_conf_change(e: &Entry) -> bool {

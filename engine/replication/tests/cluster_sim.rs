@@ -55,6 +55,9 @@ struct Node {
     removed: bool,
     /// The commit index a write synced (`Work::must_sync`): a crash keeps at least this one.
     synced_commit: u64,
+    /// The voters each configuration change it made durable leads to, by index, as
+    /// `Work::change_voters` named them (what the broker writes in its voters records).
+    change_voters: BTreeMap<u64, Vec<NodeId>>,
 }
 
 impl Node {
@@ -68,6 +71,7 @@ impl Node {
             was_member: false,
             removed: false,
             synced_commit: 0,
+            change_voters: BTreeMap::new(),
         }
     }
 }
@@ -100,6 +104,8 @@ struct Sim {
     /// Membership changes asked for and completed (the leader applied the target, not joint).
     changes_asked: u64,
     changes_done: u64,
+    /// Applied configurations whose voters matched what `Work::change_voters` had named.
+    voters_checked: u64,
     retired: u64,
 }
 
@@ -150,6 +156,7 @@ impl Sim {
             next_id: BOOT.len() as NodeId + 1,
             changes_asked: 0,
             changes_done: 0,
+            voters_checked: 0,
             retired: 0,
         }
     }
@@ -398,6 +405,18 @@ impl Sim {
                 return;
             };
             if let Some(m) = &work.membership {
+                // Applied from its entry (not a snapshot): the voters its record was written
+                // with are the ones now in force.
+                let epoch = node.replica.as_ref().unwrap().conf_epoch();
+                if work.snapshot.is_none() {
+                    if let Some(named) = node.change_voters.get(&epoch) {
+                        assert_eq!(
+                            named, &m.voters,
+                            "node {id}: the change at {epoch} was written naming other voters"
+                        );
+                        self.voters_checked += 1;
+                    }
+                }
                 if m.contains(id) {
                     node.was_member = true;
                 } else if node.was_member && !m.is_joint() {
@@ -440,6 +459,14 @@ impl Sim {
                 }
             }
             persist(&mut node.disk, &work);
+            if work.snapshot.is_some() {
+                node.change_voters.clear();
+            }
+            if let Some(first) = work.entries.first() {
+                node.change_voters.split_off(&first.index);
+            }
+            node.change_voters
+                .extend(work.change_voters.iter().cloned());
         }
         let leader_term = {
             let r = self.nodes[&id].replica.as_ref().unwrap();
@@ -670,17 +697,20 @@ fn compacted_logs_catch_followers_up_by_snapshot_under_faults() {
 fn voters_change_under_faults_without_losing_an_acknowledged_entry() {
     let seeds = seeds(40);
     let (mut acked, mut done, mut retired, mut installs, mut compactions) = (0, 0, 0, 0, 0);
+    let mut voters_checked = 0;
     for seed in 0..seeds {
         let sim = run_sim(seed, 6_000, 20, 20);
         acked += sim.acked.len();
         done += sim.changes_done;
+        voters_checked += sim.voters_checked;
         retired += sim.retired;
         installs += sim.installs;
         compactions += sim.compactions;
     }
     eprintln!(
         "{seeds} seeds: {acked} entries acknowledged, {done} membership changes completed, \
-         {retired} removed nodes retired, {compactions} compactions, {installs} snapshots installed"
+         {retired} removed nodes retired, {compactions} compactions, {installs} snapshots \
+         installed, {voters_checked} applied configurations matched their records' voters"
     );
     assert!(
         acked > seeds as usize * 20,
@@ -689,6 +719,10 @@ fn voters_change_under_faults_without_losing_an_acknowledged_entry() {
     // Each seed changes its voters several times under the faults, and removed nodes learn it.
     assert!(done > seeds * 3, "only {done} membership changes completed");
     assert!(retired > seeds, "only {retired} removed nodes retired");
+    assert!(
+        voters_checked > done,
+        "only {voters_checked} configurations checked against their records"
+    );
 }
 
 #[test]
