@@ -8,13 +8,17 @@
 //! partitionLeaderEpoch (Kafka's meaning for that field); a non-empty entry's data is a Kafka
 //! record batch (v2, base offset 0, as [`crate::batch::encode_batch_as`] writes it) stored with
 //! its base offset and leader epoch rewritten; an empty entry (a new leader's no-op) is stored
-//! as a KRaft LeaderChange control batch ([`crate::batch::encode_leader_change`]). A conflicting
+//! as a KRaft LeaderChange control batch ([`crate::batch::encode_leader_change`]), and a
+//! configuration change as a KRaft voters control batch naming the voters it leads to, the
+//! caller's encoding of the change in a tagged field ([`crate::batch::encode_voters_change`]),
+//! so Kafka's tools read it. A conflicting
 //! suffix is cut with [`PartitionLog::truncate_from`]. The hard state lives in [`STATE_FILE`],
 //! two checksummed slots written in place, never over the last durable one, so an update never
 //! destroys the previous durable value.
 //!
 //! Snapshots (log compaction). [`SNAPSHOT_FILE`] holds the last snapshot: its index *S*, its
-//! term, the caller's state machine data, and a start offset *B*. Batches whose offsets are all
+//! term, the caller's state machine data, the caller's encoding of the configuration as of *S*
+//! (its membership, which the entries it replaces no longer say), and a start offset *B*. Batches whose offsets are all
 //! below *B* are not part of the Raft log (they are covered by the snapshot, or were discarded
 //! when a leader's snapshot was installed) and are skipped; the first batch at *B* is index
 //! *S* + 1, and each later batch the next index. Without a snapshot *S* = 0 and *B* = 0: index
@@ -48,7 +52,10 @@
 //! the data over); talk to the network; read a clock (the caller passes `now_ms`); know the
 //! Raft library (entries are plain (index, term, data), no `raft` crate).
 
-use crate::batch::{encode_leader_change, for_each_record, is_leader_change, peek_batch, Peek};
+use crate::batch::{
+    encode_leader_change, encode_voters_change, for_each_record, is_leader_change, is_voters,
+    parse_voters_change, peek_batch, Peek,
+};
 use crate::io::{LogDir, LogFile};
 use crate::log::{scan_batches, LogConfig, PartitionLog};
 use std::io;
@@ -56,10 +63,12 @@ use std::io;
 /// The hard state's file, next to the segments (not a segment name, so the log ignores it).
 pub const STATE_FILE: &str = "raft-state";
 
-/// The snapshot's file, next to the segments: magic `RLSN`, version 1 (u8), then big-endian
+/// The snapshot's file, next to the segments: magic `RLSN`, version 2 (u8), then big-endian
 /// index u64, term u64, start offset u64 (*B*, see the module documentation), data length u32,
-/// the data, and CRC-32C (u32) of everything before it. Replaced whole (see
-/// [`SNAPSHOT_TMP_FILE`]), never written in place.
+/// the data, configuration length u32, the configuration (the caller's encoding of the
+/// membership as of the snapshot; empty when it stores none), and CRC-32C (u32) of everything
+/// before it. Version 1, read too, has no configuration: it ends with the data. Replaced whole
+/// (see [`SNAPSHOT_TMP_FILE`]), never written in place.
 pub const SNAPSHOT_FILE: &str = "raft-snapshot";
 
 /// Where a new snapshot is written and synced before it is renamed over [`SNAPSHOT_FILE`]; one
@@ -67,7 +76,7 @@ pub const SNAPSHOT_FILE: &str = "raft-snapshot";
 pub const SNAPSHOT_TMP_FILE: &str = "raft-snapshot.tmp";
 
 const SNAPSHOT_MAGIC: &[u8; 4] = b"RLSN";
-const SNAPSHOT_VERSION: u8 = 1;
+const SNAPSHOT_VERSION: u8 = 2;
 /// Bytes of a snapshot file before its data: magic, version, index, term, start, length.
 const SNAPSHOT_HEADER: usize = 4 + 1 + 8 + 8 + 8 + 4;
 
@@ -98,15 +107,44 @@ pub struct StoredEntry {
     pub index: u64,
     pub term: u64,
     pub data: Vec<u8>,
+    /// Some for a configuration change: `data` is the change in the caller's own encoding and
+    /// this the voters it leads to (see [`EntryRef::voters`]).
+    pub voters: Option<Vec<i32>>,
+}
+
+/// One entry to append: `data` a record batch, or empty for a no-op; with `voters`, a
+/// configuration change instead, whose `data` is the caller's encoding of the change (any
+/// bytes, kept as they are) and `voters` the voters of the configuration it leads to, written
+/// as a KRaft voters control batch ([`crate::batch::encode_voters_change`]) so Kafka's tools
+/// show them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EntryRef<'a> {
+    pub index: u64,
+    pub term: u64,
+    pub data: &'a [u8],
+    pub voters: Option<&'a [i32]>,
+}
+
+impl StoredEntry {
+    pub fn as_ref(&self) -> EntryRef<'_> {
+        EntryRef {
+            index: self.index,
+            term: self.term,
+            data: &self.data,
+            voters: self.voters.as_deref(),
+        }
+    }
 }
 
 /// The snapshot found at open: the caller's state machine `data` as of entry `index`, whose
-/// term was `term`.
+/// term was `term`, and the configuration then in force as the caller encoded it (`conf`;
+/// empty when none was stored).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredSnapshot {
     pub index: u64,
     pub term: u64,
     pub data: Vec<u8>,
+    pub conf: Vec<u8>,
 }
 
 /// The Raft log and hard state of one partition (see the module documentation).
@@ -142,21 +180,40 @@ fn invalid_data(why: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, why)
 }
 
-/// A leader change control batch (one record whose key is a LeaderChange): how an empty entry
-/// is stored. `Err` when the batch's records do not parse.
-fn is_leader_change_batch(
+/// What a batch of this module's own kinds stands for (everything else is a record batch).
+#[derive(Debug, PartialEq, Eq)]
+enum Special {
+    /// A leader change control batch: how an empty entry is stored.
+    NoOp,
+    /// A voters control batch: how a configuration change is stored (voters, change).
+    Voters(Vec<i32>, Vec<u8>),
+}
+
+/// Whether a batch is one of [`Special`]'s (a control batch of one record whose key is a
+/// LeaderChange or a KRaft voters record). `Err` when the batch's records do not parse, or a
+/// voters record is not one [`crate::batch::encode_voters_change`] wrote.
+fn special(
     h: &crate::batch::BatchHeader,
     batch: &[u8],
     pos: u64,
-) -> Result<bool, crate::batch::BatchError> {
+) -> Result<Option<Special>, String> {
     if !h.is_control() || h.records_count != 1 {
-        return Ok(false);
+        return Ok(None);
     }
-    let mut leader_change = false;
-    for_each_record(batch, h, pos, |_, _, k, _| {
-        leader_change = is_leader_change(k)
-    })?;
-    Ok(leader_change)
+    let mut found = Ok(None);
+    for_each_record(batch, h, pos, |_, _, k, v| {
+        found = if is_leader_change(k) {
+            Ok(Some(Special::NoOp))
+        } else if is_voters(k) {
+            parse_voters_change(v.unwrap_or_default())
+                .map(|(voters, change)| Some(Special::Voters(voters, change)))
+                .map_err(|why| format!("voters record at offset {}: {why}", h.base_offset))
+        } else {
+            Ok(None)
+        }
+    })
+    .map_err(|e| e.to_string())?;
+    found
 }
 
 fn encode_slot(seq: u64, hs: HardState) -> Vec<u8> {
@@ -203,15 +260,25 @@ async fn read_state<F: LogFile>(file: &F) -> io::Result<(u64, HardState, u64)> {
     Ok(best)
 }
 
-/// The bytes of [`SNAPSHOT_FILE`] (see there). `InvalidInput` for data of 4 GiB or more.
-fn encode_snapshot(index: u64, term: u64, start: u64, data: &[u8]) -> io::Result<Vec<u8>> {
-    let len = u32::try_from(data.len()).map_err(|_| {
-        invalid_input(format!(
-            "snapshot at index {index}: {} bytes of data, more than a u32 length",
-            data.len()
-        ))
-    })?;
-    let mut b = Vec::with_capacity(SNAPSHOT_HEADER + data.len() + 4);
+/// The bytes of [`SNAPSHOT_FILE`] (see there). `InvalidInput` for data or a configuration of
+/// 4 GiB or more.
+fn encode_snapshot(
+    index: u64,
+    term: u64,
+    start: u64,
+    data: &[u8],
+    conf: &[u8],
+) -> io::Result<Vec<u8>> {
+    let length = |part: &[u8], what: &str| {
+        u32::try_from(part.len()).map_err(|_| {
+            invalid_input(format!(
+                "snapshot at index {index}: {} bytes of {what}, more than a u32 length",
+                part.len()
+            ))
+        })
+    };
+    let (len, conf_len) = (length(data, "data")?, length(conf, "configuration")?);
+    let mut b = Vec::with_capacity(SNAPSHOT_HEADER + data.len() + 4 + conf.len() + 4);
     b.extend_from_slice(SNAPSHOT_MAGIC);
     b.push(SNAPSHOT_VERSION);
     for v in [index, term, start] {
@@ -219,6 +286,8 @@ fn encode_snapshot(index: u64, term: u64, start: u64, data: &[u8]) -> io::Result
     }
     b.extend_from_slice(&len.to_be_bytes());
     b.extend_from_slice(data);
+    b.extend_from_slice(&conf_len.to_be_bytes());
+    b.extend_from_slice(conf);
     let crc = crc32c::crc32c(&b);
     b.extend_from_slice(&crc.to_be_bytes());
     Ok(b)
@@ -234,29 +303,47 @@ fn decode_snapshot(b: &[u8]) -> Result<(StoredSnapshot, u64), String> {
     if crc != crc32c::crc32c(body) {
         return Err("CRC mismatch".into());
     }
-    if &body[..4] != SNAPSHOT_MAGIC || body[4] != SNAPSHOT_VERSION {
+    let version = body[4];
+    if &body[..4] != SNAPSHOT_MAGIC || !(1..=SNAPSHOT_VERSION).contains(&version) {
         return Err(format!(
-            "magic {:?} version {}, not {SNAPSHOT_MAGIC:?} version {SNAPSHOT_VERSION}",
+            "magic {:?} version {version}, not {SNAPSHOT_MAGIC:?} version 1 to {SNAPSHOT_VERSION}",
             &body[..4],
-            body[4]
         ));
     }
     let word = |at: usize| u64::from_be_bytes(body[at..at + 8].try_into().expect("8 bytes"));
     let (index, term, start) = (word(5), word(13), word(21));
     let len = u32::from_be_bytes(body[29..33].try_into().expect("4 bytes")) as usize;
-    if len != body.len() - SNAPSHOT_HEADER {
-        return Err(format!(
-            "data length {len}, but {} bytes of data",
-            body.len() - SNAPSHOT_HEADER
-        ));
-    }
+    let rest = body.len() - SNAPSHOT_HEADER;
+    let data_end = SNAPSHOT_HEADER + len;
+    let conf = match version {
+        1 if len == rest => Vec::new(),
+        1 => return Err(format!("data length {len}, but {rest} bytes of data")),
+        _ => {
+            if rest < 4 || len > rest - 4 {
+                return Err(format!(
+                    "data length {len}, but {rest} bytes of data and configuration"
+                ));
+            }
+            let conf_len =
+                u32::from_be_bytes(body[data_end..data_end + 4].try_into().expect("4 bytes"))
+                    as usize;
+            if conf_len != rest - len - 4 {
+                return Err(format!(
+                    "configuration length {conf_len}, but {} bytes of it",
+                    rest - len - 4
+                ));
+            }
+            body[data_end + 4..].to_vec()
+        }
+    };
     if index == u64::MAX {
         return Err("index u64::MAX leaves no index for the next entry".into());
     }
     let snapshot = StoredSnapshot {
         index,
         term,
-        data: body[SNAPSHOT_HEADER..].to_vec(),
+        data: body[SNAPSHOT_HEADER..data_end].to_vec(),
+        conf,
     };
     Ok((snapshot, start))
 }
@@ -353,20 +440,22 @@ impl<D: LogDir> RaftLog<D> {
                             h.base_offset
                         ));
                     }
-                    let data =
-                        if is_leader_change_batch(h, batch, pos).map_err(|e| e.to_string())? {
-                            Vec::new()
-                        } else {
+                    let (data, voters) = match special(h, batch, pos)? {
+                        Some(Special::NoOp) => (Vec::new(), None),
+                        Some(Special::Voters(voters, change)) => (change, Some(voters)),
+                        None => {
                             // Back to the bytes the entry was written with (see `append`).
                             let mut data = batch.to_vec();
                             data[0..8].fill(0);
                             data[12..16].fill(0);
-                            data
-                        };
+                            (data, None)
+                        }
+                    };
                     entries.push(StoredEntry {
                         index: first_index + bases.len() as u64,
                         term: epoch as u64,
                         data,
+                        voters,
                     });
                     bases.push(h.base_offset);
                     terms.push(epoch as u64);
@@ -494,32 +583,43 @@ impl<D: LogDir> RaftLog<D> {
         // What recovery checks of each record (uncompressed, every record parses), or the next
         // open would cut this entry and everything after it.
         for_each_record(data, &h, 0, |_, _, _, _| {}).map_err(|e| bad(e.to_string()))?;
-        if is_leader_change_batch(&h, data, 0).map_err(|e| bad(e.to_string()))? {
-            return Err(bad(
-                "a leader change batch (an empty entry is written as one)".into(),
-            ));
+        // Either would read back as another kind of entry.
+        let mut special = None;
+        if h.is_control() && h.records_count == 1 {
+            for_each_record(data, &h, 0, |_, _, k, _| {
+                if is_leader_change(k) {
+                    special = Some("a leader change batch (an empty entry is written as one)");
+                } else if is_voters(k) {
+                    special = Some("a voters batch (a configuration change is written as one)");
+                }
+            })
+            .map_err(|e| bad(e.to_string()))?;
+        }
+        if let Some(why) = special {
+            return Err(bad(why.into()));
         }
         Ok(h.last_offset_delta as u64)
     }
 
-    /// Append `entries` (index, term, data), contiguous, cutting first whatever the log holds
-    /// from the first one's index on (a conflicting suffix, Raft §5.3; the cut is durable when
-    /// it returns). Unsynced until [`Self::sync`]. An empty `data` is a no-op entry, written as
-    /// a LeaderChange control batch naming `leader` (-1 if unknown) and stamped `now_ms`.
+    /// Append `entries`, contiguous, cutting first whatever the log holds from the first one's
+    /// index on (a conflicting suffix, Raft §5.3; the cut is durable when it returns). Unsynced
+    /// until [`Self::sync`]. An empty `data` is a no-op entry, written as a LeaderChange control
+    /// batch naming `leader` (-1 if unknown) and stamped `now_ms`; a configuration change
+    /// (`voters`) a voters control batch stamped `now_ms`.
     ///
     /// Refused before anything is written or cut: an index below [`Self::first_index`] (0, or
     /// one the snapshot covers: the cut never reaches into it), past `last_index() + 1` (a gap)
-    /// or not following the previous entry, and a term above `i32::MAX` (it must fit the leader
-    /// epoch), all `InvalidInput`; data that is not one batch as `check_data` describes,
-    /// `InvalidData`. On an I/O error the log must be reopened, as [`PartitionLog::append`]
+    /// or not following the previous entry, a term above `i32::MAX` (it must fit the leader
+    /// epoch), a change naming more than [`crate::batch::MAX_VOTERS_IN_RECORD`] voters, all
+    /// `InvalidInput`; data that is not one batch as `check_data` describes, `InvalidData`. On an I/O error the log must be reopened, as [`PartitionLog::append`]
     /// says.
     pub async fn append(
         &mut self,
-        entries: &[(u64, u64, &[u8])],
+        entries: &[EntryRef<'_>],
         leader: i32,
         now_ms: i64,
     ) -> io::Result<()> {
-        let Some(&(first, _, _)) = entries.first() else {
+        let Some(first) = entries.first().map(|e| e.index) else {
             return Ok(());
         };
         let last = self.last_index();
@@ -543,7 +643,16 @@ impl<D: LogDir> RaftLog<D> {
         let cut_at = self.bases.get(keep).copied();
         // Every check first, offsets included, so a refused append changes nothing.
         let mut next = cut_at.unwrap_or(self.log.next_offset());
-        for (i, &(index, term, data)) in entries.iter().enumerate() {
+        for (
+            i,
+            &EntryRef {
+                index,
+                term,
+                data,
+                voters,
+            },
+        ) in entries.iter().enumerate()
+        {
             if index != first + i as u64 {
                 return Err(invalid_input(format!(
                     "entry {index} does not follow entry {}",
@@ -555,10 +664,16 @@ impl<D: LogDir> RaftLog<D> {
                     "entry {index}: term {term} does not fit a leader epoch (i32)"
                 )));
             }
-            let delta = if data.is_empty() {
-                0
-            } else {
-                self.check_data(index, data)?
+            let delta = match voters {
+                Some(v) if v.len() > crate::batch::MAX_VOTERS_IN_RECORD => {
+                    return Err(invalid_input(format!(
+                        "entry {index}: {} voters, more than a voters record holds",
+                        v.len()
+                    )))
+                }
+                Some(_) => 0,
+                None if data.is_empty() => 0,
+                None => self.check_data(index, data)?,
             };
             match next.checked_add(delta) {
                 Some(l) if l <= i64::MAX as u64 => next = l + 1,
@@ -574,10 +689,17 @@ impl<D: LogDir> RaftLog<D> {
             self.bases.truncate(keep);
             self.terms.truncate(keep);
         }
-        for &(_, term, data) in entries {
+        for &EntryRef {
+            term, data, voters, ..
+        } in entries
+        {
             let offset = self.log.next_offset();
             let epoch = (term as i32).to_be_bytes();
-            let batch = if data.is_empty() {
+            let batch = if let Some(voters) = voters {
+                let mut b = Vec::with_capacity(96 + voters.len() * 27 + data.len());
+                encode_voters_change(offset, now_ms, term as i32, voters, data, &mut b);
+                b
+            } else if data.is_empty() {
                 let mut b = Vec::with_capacity(96);
                 encode_leader_change(offset, now_ms, term as i32, leader, &mut b);
                 b
@@ -597,7 +719,8 @@ impl<D: LogDir> RaftLog<D> {
     }
 
     /// The caller's state machine holds `data`, a snapshot of every entry up to `index`, whose
-    /// term is `term`: make it the log's snapshot and drop the entries it covers. The snapshot
+    /// term is `term`, and `conf` is the configuration as of `index` in the caller's encoding
+    /// (empty: none stored): make it the log's snapshot and drop the entries it covers. The snapshot
     /// file is durable before anything is dropped; then whole segments below entry `index + 1`'s
     /// offset (the log's end when `index` is the last entry) are removed. The log goes on
     /// from `index + 1`: entries after `index` stay, and appends continue as before. The caller
@@ -606,7 +729,13 @@ impl<D: LogDir> RaftLog<D> {
     /// `InvalidInput` before anything is written: an `index` the snapshot already covers or
     /// past [`Self::last_index`], a `term` that is not entry `index`'s, data of 4 GiB or more.
     /// On an I/O error the log must be reopened.
-    pub async fn compact(&mut self, index: u64, term: u64, data: &[u8]) -> io::Result<()> {
+    pub async fn compact(
+        &mut self,
+        index: u64,
+        term: u64,
+        data: &[u8],
+        conf: &[u8],
+    ) -> io::Result<()> {
         let last = self.last_index();
         if index < self.first_index || index > last {
             return Err(invalid_input(format!(
@@ -625,7 +754,7 @@ impl<D: LogDir> RaftLog<D> {
             Some(&offset) => offset,
             None => self.log.next_offset(),
         };
-        self.write_snapshot(index, term, start, data).await?;
+        self.write_snapshot(index, term, start, data, conf).await?;
         self.bases.drain(..=at);
         self.terms.drain(..=at);
         self.first_index = index + 1;
@@ -635,7 +764,7 @@ impl<D: LogDir> RaftLog<D> {
     }
 
     /// Install a leader's snapshot: `data` holds every entry up to `index`, whose term is
-    /// `term`. Every entry the log held is discarded, even those after `index` (Raft's restore
+    /// `term`, `conf` the configuration as of `index` (as in [`Self::compact`]). Every entry the log held is discarded, even those after `index` (Raft's restore
     /// replaces the whole log); the next entry is `index + 1`, appended at the log's current
     /// end offset (the discarded batches stay in the active segment, below the snapshot's start
     /// offset, skipped at open). The snapshot file is durable before anything is dropped; then
@@ -645,7 +774,13 @@ impl<D: LogDir> RaftLog<D> {
     /// `InvalidInput` before anything is written: an `index` below the current snapshot's (an
     /// older snapshot) or `u64::MAX`, data of 4 GiB or more. On an I/O error the log must be
     /// reopened.
-    pub async fn install(&mut self, index: u64, term: u64, data: &[u8]) -> io::Result<()> {
+    pub async fn install(
+        &mut self,
+        index: u64,
+        term: u64,
+        data: &[u8],
+        conf: &[u8],
+    ) -> io::Result<()> {
         if index < self.first_index - 1 || index == u64::MAX {
             return Err(invalid_input(format!(
                 "snapshot at index {index}: the current snapshot covers up to {}",
@@ -653,7 +788,7 @@ impl<D: LogDir> RaftLog<D> {
             )));
         }
         let start = self.log.next_offset();
-        self.write_snapshot(index, term, start, data).await?;
+        self.write_snapshot(index, term, start, data, conf).await?;
         self.bases.clear();
         self.terms.clear();
         self.first_index = index + 1;
@@ -671,8 +806,9 @@ impl<D: LogDir> RaftLog<D> {
         term: u64,
         start: u64,
         data: &[u8],
+        conf: &[u8],
     ) -> io::Result<()> {
-        let bytes = encode_snapshot(index, term, start, data)?;
+        let bytes = encode_snapshot(index, term, start, data, conf)?;
         let dir = &self.log.dir;
         let tmp = dir.open(SNAPSHOT_TMP_FILE).await?;
         // A leftover of a failed write must not keep bytes past the new content.
@@ -788,14 +924,16 @@ mod tests {
     }
 
     fn entry(index: u64, term: u64, data: Vec<u8>) -> StoredEntry {
-        StoredEntry { index, term, data }
+        StoredEntry {
+            index,
+            term,
+            data,
+            voters: None,
+        }
     }
 
     fn append(log: &mut RaftLog<MemDir>, entries: &[StoredEntry]) -> io::Result<()> {
-        let refs: Vec<(u64, u64, &[u8])> = entries
-            .iter()
-            .map(|e| (e.index, e.term, e.data.as_slice()))
-            .collect();
+        let refs: Vec<EntryRef<'_>> = entries.iter().map(StoredEntry::as_ref).collect();
         block_on(log.append(&refs, 3, 42))
     }
 
@@ -880,27 +1018,8 @@ mod tests {
         append(&mut log, &mixed()).unwrap();
         block_on(log.sync()).unwrap();
         drop(log);
-        // Every batch, as the log's own scanner reads the segment files.
-        let mut names: Vec<_> = block_on(dir.list())
-            .unwrap()
-            .into_iter()
-            .filter(|n| parse_segment_name(n).is_some())
-            .collect();
-        names.sort();
-        assert!(names.len() > 1);
-        let mut batches = Vec::new();
-        for name in &names {
-            let file = block_on(dir.open(name)).unwrap();
-            let len = block_on(file.len()).unwrap();
-            let (end, stop) = block_on(scan_batches(&file, len, 1 << 20, 1 << 20, |pos, h, b| {
-                let epoch = i32::from_be_bytes(b[12..16].try_into().unwrap());
-                let recs = decode_records(b, h, pos).map_err(|e| e.to_string())?;
-                batches.push((h.clone(), epoch, recs));
-                Ok(())
-            }))
-            .unwrap();
-            assert_eq!((end, stop), (len, None), "{name}");
-        }
+        assert!(segment_files(&dir).len() > 1);
+        let batches = all_batches(&dir);
         let bases: Vec<u64> = batches.iter().map(|b| b.0.base_offset).collect();
         assert_eq!(bases, [0, 1, 2, 5, 6, 7, 8, 9]);
         let mut next = 0;
@@ -1270,6 +1389,7 @@ mod tests {
             index,
             term,
             data: data.to_vec(),
+            conf: Vec::new(),
         }
     }
 
@@ -1282,6 +1402,28 @@ mod tests {
             .collect();
         bases.sort_unstable();
         bases
+    }
+
+    /// Every batch in `dir`'s segments, as the log's own scanner reads them: header, leader
+    /// epoch, records.
+    fn all_batches(
+        dir: &MemDir,
+    ) -> Vec<(crate::batch::BatchHeader, i32, Vec<crate::batch::LogRecord>)> {
+        let mut batches = Vec::new();
+        for base in segment_files(dir) {
+            let name = segment_name(base);
+            let file = block_on(dir.open(&name)).unwrap();
+            let len = block_on(file.len()).unwrap();
+            let (end, stop) = block_on(scan_batches(&file, len, 1 << 20, 1 << 20, |pos, h, b| {
+                let epoch = i32::from_be_bytes(b[12..16].try_into().unwrap());
+                let recs = decode_records(b, h, pos).map_err(|e| e.to_string())?;
+                batches.push((h.clone(), epoch, recs));
+                Ok(())
+            }))
+            .unwrap();
+            assert_eq!((end, stop), (len, None), "{name}");
+        }
+        batches
     }
 
     fn has_file(dir: &MemDir, name: &str) -> bool {
@@ -1308,6 +1450,98 @@ mod tests {
     }
 
     #[test]
+    fn configuration_changes_are_voters_batches_and_read_back_as_written() {
+        let dir = MemDir::new();
+        let (mut log, _, _, _) = open(&dir);
+        let change = |index, term, change: &[u8], voters: &[i32]| StoredEntry {
+            index,
+            term,
+            data: change.to_vec(),
+            voters: Some(voters.to_vec()),
+        };
+        let want = vec![
+            entry(1, 1, vec![]),
+            change(2, 1, b"add 4 as a learner", &[1, 2, 3]),
+            entry(3, 1, batch(&[("k", Some("v"))])),
+            change(4, 2, b"promote 4, remove 1", &[2, 3, 4]),
+            change(5, 2, b"", &[2, 3, 4]), // leave the joint configuration: an empty change
+            change(6, 2, &[0xab; 700], &[]),
+        ];
+        append(&mut log, &want).unwrap();
+        block_on(log.sync()).unwrap();
+        drop(log);
+        let (mut log, _, _, entries) = open(&dir);
+        assert_eq!(entries, want);
+        // On disk: KRaft voters control batches, whose records name the voters.
+        let mut seen = Vec::new();
+        for (h, epoch, recs) in all_batches(&dir) {
+            if is_voters(recs[0].key.as_deref()) {
+                assert!(h.is_control() && epoch >= 1);
+                seen.push(
+                    parse_voters_change(recs[0].value.as_deref().unwrap())
+                        .unwrap()
+                        .0,
+                );
+            }
+        }
+        assert_eq!(seen, [&[1, 2, 3][..], &[2, 3, 4], &[2, 3, 4], &[]]);
+        // A conflicting suffix cut through them, as through any entry.
+        let new = vec![change(4, 3, b"remove 4", &[1, 2, 3])];
+        append(&mut log, &new).unwrap();
+        block_on(log.sync()).unwrap();
+        drop(log);
+        let (mut log, _, _, entries) = open(&dir);
+        assert_eq!(entries[..3], want[..3]);
+        assert_eq!(entries[3..], new);
+        // A record batch that is a voters batch is refused as data (it would read back as a
+        // change), and so is a change naming more voters than a record holds.
+        let mut voters_batch = Vec::new();
+        encode_voters_change(0, 0, 0, &[1], b"x", &mut voters_batch);
+        let err = append(&mut log, &[entry(5, 3, voters_batch)]).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidData);
+        let many = vec![1; crate::batch::MAX_VOTERS_IN_RECORD + 1];
+        let err = append(&mut log, &[change(5, 3, b"x", &many)]).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+        assert_eq!(log.last_index(), 4);
+    }
+
+    #[test]
+    fn a_version_1_snapshot_file_reads_with_no_configuration() {
+        let dir = MemDir::new();
+        let (mut log, _, _, _) = open(&dir);
+        append(&mut log, &run(1, 4, 1, "a")).unwrap();
+        block_on(log.compact(2, 1, b"two", b"conf")).unwrap();
+        drop(log);
+        // What version 1 wrote: the same header, the data, the CRC.
+        let mut v1 = Vec::new();
+        v1.extend_from_slice(SNAPSHOT_MAGIC);
+        v1.push(1);
+        for v in [2u64, 1, 2] {
+            v1.extend_from_slice(&v.to_be_bytes());
+        }
+        v1.extend_from_slice(&3u32.to_be_bytes());
+        v1.extend_from_slice(b"two");
+        let crc = crc32c::crc32c(&v1);
+        v1.extend_from_slice(&crc.to_be_bytes());
+        let file = block_on(dir.open(SNAPSHOT_FILE)).unwrap();
+        block_on(file.truncate(0)).unwrap();
+        block_on(file.write_at(0, v1)).unwrap();
+        let (_, _, snapshot, entries) = open(&dir);
+        assert_eq!(snapshot, Some(snap(2, 1, b"two")));
+        assert_eq!(entries, run(3, 4, 1, "a"));
+        // Version 2 lengths that do not add up are refused.
+        for (data_len, conf_len) in [(4u32, 4u32), (3, 5), (3, 3), (100, 4)] {
+            let mut b = encode_snapshot(2, 1, 2, b"two", b"conf").unwrap();
+            b.truncate(b.len() - 4);
+            b[29..33].copy_from_slice(&data_len.to_be_bytes());
+            b[36..40].copy_from_slice(&conf_len.to_be_bytes());
+            let crc = crc32c::crc32c(&b);
+            b.extend_from_slice(&crc.to_be_bytes());
+            assert!(decode_snapshot(&b).is_err(), "{data_len} {conf_len}");
+        }
+    }
+
+    #[test]
     fn a_compacted_log_reopens_from_its_snapshot_without_the_segments_it_covers() {
         let dir = MemDir::new();
         let (mut log, _, snapshot, _) = open(&dir);
@@ -1320,7 +1554,7 @@ mod tests {
         block_on(log.sync()).unwrap();
         let before = log.log().segments();
         assert!(before.len() > 4, "{before:?}");
-        block_on(log.compact(20, 1, b"state at 20")).unwrap();
+        block_on(log.compact(20, 1, b"state at 20", b"voters at 20")).unwrap();
         assert_eq!(
             (log.first_index(), log.last_index(), log.snapshot()),
             (21, 30, Some((20, 1)))
@@ -1346,7 +1580,14 @@ mod tests {
         assert_eq!(log.base_offset(31), Some(30));
         drop(log);
         let (mut log, _, snapshot, entries) = open(&dir);
-        assert_eq!(snapshot, Some(snap(20, 1, b"state at 20")));
+        let conf = b"voters at 20".to_vec();
+        assert_eq!(
+            snapshot,
+            Some(StoredSnapshot {
+                conf,
+                ..snap(20, 1, b"state at 20")
+            })
+        );
         let mut want = old[20..].to_vec();
         want.extend(more);
         assert_eq!(entries, want);
@@ -1361,7 +1602,7 @@ mod tests {
             "the open removes nothing more"
         );
         // A second compaction replaces the snapshot.
-        block_on(log.compact(32, 2, b"state at 32")).unwrap();
+        block_on(log.compact(32, 2, b"state at 32", b"")).unwrap();
         append(&mut log, &[entry(34, 2, vec![])]).unwrap();
         block_on(log.sync()).unwrap();
         drop(log);
@@ -1391,7 +1632,7 @@ mod tests {
         append(&mut log, &run(1, 12, 1, "a")).unwrap();
         block_on(log.sync()).unwrap();
         assert!(log.log().segment_count() > 1);
-        block_on(log.compact(12, 1, b"all")).unwrap();
+        block_on(log.compact(12, 1, b"all", b"")).unwrap();
         assert_eq!((log.first_index(), log.last_index()), (13, 12));
         assert_eq!(
             log.log().segment_count(),
@@ -1408,7 +1649,7 @@ mod tests {
         );
         append(&mut log, &run(13, 14, 2, "b")).unwrap();
         assert_eq!(log.base_offset(13), Some(12));
-        block_on(log.compact(14, 2, b"all again")).unwrap();
+        block_on(log.compact(14, 2, b"all again", b"")).unwrap();
         append(&mut log, &[entry(15, 3, vec![])]).unwrap();
         block_on(log.sync()).unwrap();
         drop(log);
@@ -1425,7 +1666,7 @@ mod tests {
         append(&mut log, &run(1, 10, 1, "a")).unwrap();
         block_on(log.sync()).unwrap();
         // The leader's snapshot at 6, below the last index: entries 7..=10 go too.
-        block_on(log.install(6, 2, b"leader state")).unwrap();
+        block_on(log.install(6, 2, b"leader state", b"leader voters")).unwrap();
         assert_eq!(
             (log.first_index(), log.last_index(), log.snapshot()),
             (7, 6, Some((6, 2)))
@@ -1449,13 +1690,20 @@ mod tests {
         block_on(log.sync()).unwrap();
         drop(log);
         let (mut log, _, snapshot, entries) = open(&dir);
-        assert_eq!(snapshot, Some(snap(6, 2, b"leader state")));
+        let conf = b"leader voters".to_vec();
+        assert_eq!(
+            snapshot,
+            Some(StoredSnapshot {
+                conf,
+                ..snap(6, 2, b"leader state")
+            })
+        );
         assert_eq!(entries, new);
         assert_eq!((log.first_index(), log.last_index()), (7, 8));
         // An older snapshot is refused; one far past the log's end is fine.
-        let err = block_on(log.install(5, 2, b"old")).unwrap_err();
+        let err = block_on(log.install(5, 2, b"old", b"")).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
-        block_on(log.install(20, 3, b"far ahead")).unwrap();
+        block_on(log.install(20, 3, b"far ahead", b"")).unwrap();
         assert_eq!((log.first_index(), log.last_index()), (21, 20));
         append(&mut log, &[entry(21, 3, vec![])]).unwrap();
         assert_eq!(log.base_offset(21), Some(12));
@@ -1468,7 +1716,7 @@ mod tests {
         // On a new log (nothing written yet): entry index + 1 is at offset 0.
         let dir = MemDir::new();
         let (mut log, _, _, _) = open(&dir);
-        block_on(log.install(4, 1, b"")).unwrap();
+        block_on(log.install(4, 1, b"", b"")).unwrap();
         append(&mut log, &run(5, 6, 1, "c")).unwrap();
         assert_eq!(log.base_offset(5), Some(0));
         block_on(log.sync()).unwrap();
@@ -1493,7 +1741,7 @@ mod tests {
             block_on(log.sync()).unwrap();
             let segments = segment_files(&dir);
             dir.fail_after(fail_at);
-            let done = block_on(log.compact(20, 1, b"s")).is_ok();
+            let done = block_on(log.compact(20, 1, b"s", b"")).is_ok();
             drop(log);
             dir.crash(|_, _| 0);
             let snapshotted = has_file(&dir, SNAPSHOT_FILE);
@@ -1537,12 +1785,12 @@ mod tests {
         drop(log);
         // A crash while the first snapshot was written (its name made durable by some other
         // directory sync): torn, never renamed into place.
-        let torn = encode_snapshot(3, 1, 3, b"torn").unwrap()[..20].to_vec();
+        let torn = encode_snapshot(3, 1, 3, b"torn", b"").unwrap()[..20].to_vec();
         put_file(&dir, SNAPSHOT_TMP_FILE, torn.clone());
         let (mut log, _, snapshot, entries) = open(&dir);
         assert_eq!((snapshot, entries), (None, run(1, 5, 1, "a")));
         assert!(!has_file(&dir, SNAPSHOT_TMP_FILE), "removed at open");
-        block_on(log.compact(3, 1, b"three")).unwrap();
+        block_on(log.compact(3, 1, b"three", b"")).unwrap();
         drop(log);
         // The same over an existing snapshot: the previous one stays.
         put_file(&dir, SNAPSHOT_TMP_FILE, torn);
@@ -1553,7 +1801,7 @@ mod tests {
         drop(log);
         // Any flipped bit or cut in the snapshot file: InvalidData, never a guess.
         let whole = dir.with_file(SNAPSHOT_FILE, |b| b.clone()).unwrap();
-        assert_eq!(whole, encode_snapshot(3, 1, 3, b"three").unwrap());
+        assert_eq!(whole, encode_snapshot(3, 1, 3, b"three", b"").unwrap());
         let bad_with = |f: &dyn Fn(&mut Vec<u8>)| {
             dir.with_file(SNAPSHOT_FILE, |b| {
                 b.clone_from(&whole);
@@ -1580,10 +1828,12 @@ mod tests {
             b[0] = b'X';
             restamp(b)
         });
-        bad_with(&|b| {
-            b[4] = 2;
-            restamp(b)
-        });
+        for version in [0, SNAPSHOT_VERSION + 1] {
+            bad_with(&|b| {
+                b[4] = version;
+                restamp(b)
+            });
+        }
         bad_with(&|b| {
             b[32] += 1;
             restamp(b)
@@ -1600,7 +1850,7 @@ mod tests {
         let (mut log, _, _, _) = open(&dir);
         use io::ErrorKind::InvalidInput;
         let compact_err = |log: &mut RaftLog<MemDir>, index, term| {
-            block_on(log.compact(index, term, b"x"))
+            block_on(log.compact(index, term, b"x", b""))
                 .expect_err("refused")
                 .kind()
         };
@@ -1616,7 +1866,7 @@ mod tests {
         assert_eq!(dir.ops(), ops, "nothing written");
         assert_eq!(log.snapshot(), None);
         assert!(!has_file(&dir, SNAPSHOT_FILE));
-        block_on(log.compact(4, 2, b"four")).unwrap();
+        block_on(log.compact(4, 2, b"four", b"")).unwrap();
         // At or below the snapshot: refused, the log unchanged.
         let good = batch(&[("g", Some("v"))]);
         for index in [0, 1, 4] {
@@ -1653,7 +1903,7 @@ mod tests {
             put_file(
                 &dir,
                 SNAPSHOT_FILE,
-                encode_snapshot(2, 1, start, b"s").unwrap(),
+                encode_snapshot(2, 1, start, b"s", b"").unwrap(),
             );
             dir
         };

@@ -177,15 +177,22 @@ async fn compact(p: &DataPartition, log: &mut RaftLog<GlommioDir>, index: u64, e
         p.topic.name,
         p.partition
     );
-    let term = raft.borrow().replica().term_at(index);
-    let data = replication::topic::snapshot_data(end);
-    if let Err(e) = log.compact(index, term, &data).await {
+    let snap = {
+        let raft = raft.borrow();
+        replication::LogSnapshot {
+            index,
+            term: raft.replica().term_at(index),
+            data: replication::topic::snapshot_data(end),
+            conf: Some(raft.replica().conf_at(index)),
+        }
+    };
+    if let Err(e) = crate::raft_io::compact(log, &snap).await {
         panic!(
             "{}-{}: the Raft snapshot could not be written ({e}); stopping this node",
             p.topic.name, p.partition
         );
     }
-    raft.borrow_mut().compacted(index, data);
+    raft.borrow_mut().compacted(index, snap.data);
     tracing::debug!(topic = %p.topic.name, partition = p.partition, index, end, "raft log compacted");
 }
 
@@ -227,8 +234,9 @@ pub(super) async fn open(
         ..storage::log::LogConfig::default()
     };
     let (log, hs, snapshot, stored) = RaftLog::open(raft_dir, config).await?;
-    let mut replica = Replica::restart(node, voters, crate::raft_io::durable(hs, snapshot, stored))
-        .map_err(|e| std::io::Error::other(e.to_string()))?;
+    let mut replica =
+        Replica::restart(node, voters, crate::raft_io::durable(hs, snapshot, stored)?)
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
     if voters.first() == Some(&node) {
         let _ = replica.campaign();
     }

@@ -108,8 +108,12 @@ impl MetadataLog {
             .await
             .map_err(|e| anyhow::anyhow!("{METADATA_DIR}: opening its Raft log: {e}"))?;
         let voters = cluster.voter_ids();
-        let mut replica = Replica::restart(cluster.node_id, &voters, durable(hs, snapshot, stored))
-            .map_err(|e| anyhow::anyhow!("{METADATA_DIR}: {e}"))?;
+        let mut replica = Replica::restart(
+            cluster.node_id,
+            &voters,
+            durable(hs, snapshot, stored).map_err(|e| anyhow::anyhow!("{METADATA_DIR}: {e}"))?,
+        )
+        .map_err(|e| anyhow::anyhow!("{METADATA_DIR}: {e}"))?;
         if voters[0] == cluster.node_id {
             let _ = replica.campaign();
         }

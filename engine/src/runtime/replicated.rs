@@ -26,7 +26,7 @@ use crate::group::{GroupConfig, ReqId};
 use crate::oneshot::OneShot;
 use crate::partition_core::Released;
 pub(crate) use crate::raft_io::mono_ms;
-use crate::raft_io::{durable, persist, snapshot_min_bytes};
+use crate::raft_io::{compact, durable, persist, snapshot_min_bytes};
 use crate::runtime::partition::{PartitionCall, PartitionOp, PartitionReply};
 use crate::runtime::peers::Links;
 use glommio::channels::local_channel::{self, LocalReceiver, LocalSender};
@@ -98,9 +98,13 @@ impl ReplicaSet {
             let (log, hs, snapshot, stored) = open.await.map_err(|e| {
                 anyhow::anyhow!("__consumer_offsets-{p}: opening its Raft log: {e}")
             })?;
-            let mut replica =
-                Replica::restart(cluster.node_id, &voters, durable(hs, snapshot, stored))
-                    .map_err(|e| anyhow::anyhow!("__consumer_offsets-{p}: {e}"))?;
+            let mut replica = Replica::restart(
+                cluster.node_id,
+                &voters,
+                durable(hs, snapshot, stored)
+                    .map_err(|e| anyhow::anyhow!("__consumer_offsets-{p}: {e}"))?,
+            )
+            .map_err(|e| anyhow::anyhow!("__consumer_offsets-{p}: {e}"))?;
             if voters[p as usize % voters.len()] == cluster.node_id {
                 let _ = replica.campaign();
             }
@@ -359,7 +363,7 @@ async fn writer(
             if let Some(snap) = snapshot {
                 // Durable before the log drops what it covers; nothing else writes meanwhile
                 // (this task is the partition's only writer).
-                if let Err(e) = log.compact(snap.index, snap.term, &snap.data).await {
+                if let Err(e) = compact(&mut log, &snap).await {
                     panic!(
                         "__consumer_offsets-{partition}: the Raft snapshot could not be written \
                          ({e}); stopping this node"
