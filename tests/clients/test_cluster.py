@@ -261,13 +261,13 @@ def test_commits_survive_killing_the_coordinator(cluster):
 
 def raft_snapshot(node: Broker, partition: int) -> int | None:
     """The index of the Raft snapshot a node's replica of __consumer_offsets-<partition> holds
-    (storage/src/raft_log.rs's `raft-snapshot`: magic, version, then the index), None if none."""
+    (storage/src/raft_log.rs's `raft-snapshot`: magic, version 2, then the index), None if none."""
     path = node.data_dir / f"__consumer_offsets-{partition}" / "raft-snapshot"
     try:
         head = path.read_bytes()[:13]
     except FileNotFoundError:
         return None
-    assert head[:5] == b"RLSN\x01", head
+    assert head[:5] == b"RLSN\x02", head
     return int.from_bytes(head[5:13], "big")
 
 
