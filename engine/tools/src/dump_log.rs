@@ -707,7 +707,9 @@ fn txn_state_name(status: i8) -> Option<&'static str> {
 }
 
 /// ` endTxnMarker: COMMIT coordinatorEpoch: N` for a transaction marker (Kafka's
-/// `printControlRecord`), ` controlType: NAME(id)` for other control records.
+/// `printControlRecord`), the message as JSON for a KRaft leader change or voters record (what
+/// a cluster node's Raft logs hold, `storage::raft_log`), ` controlType: NAME(id)` for other
+/// control records and for those whose value does not parse.
 fn control_record(r: &Rec) -> String {
     let key = r.key.as_deref().unwrap_or_default();
     if key.len() < 4 {
@@ -725,12 +727,154 @@ fn control_record(r: &Rec) -> String {
         _ => "UNKNOWN",
     };
     let value = r.value.as_deref().unwrap_or_default();
-    if id <= 1 && value.len() >= 6 {
-        let epoch = i32::from_be_bytes(value[2..6].try_into().expect("4 bytes"));
-        format!(" endTxnMarker: {name} coordinatorEpoch: {epoch}")
-    } else {
-        format!(" controlType: {name}({id})")
+    let json = |j: Json| serde_json::to_string(&j).expect("JSON always serialises");
+    match id {
+        0 | 1 if value.len() >= 6 => {
+            let epoch = i32::from_be_bytes(value[2..6].try_into().expect("4 bytes"));
+            format!(" endTxnMarker: {name} coordinatorEpoch: {epoch}")
+        }
+        2 => match leader_change_json(value) {
+            Some(j) => format!(" LeaderChange: {}", json(j)),
+            None => format!(" controlType: {name}({id})"),
+        },
+        // Kafka prints this one without a colon.
+        6 => match voters_json(value) {
+            Some(j) => format!(" KRaftVoters {}", json(j)),
+            None => format!(" controlType: {name}({id})"),
+        },
+        _ => format!(" controlType: {name}({id})"),
     }
+}
+
+/// A reader of KRaft's flexible-version messages (compact arrays and strings, tagged fields).
+struct Flex<'a> {
+    b: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Flex<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        let end = self.at.checked_add(n).filter(|&e| e <= self.b.len())?;
+        let out = &self.b[self.at..end];
+        self.at = end;
+        Some(out)
+    }
+    fn i16(&mut self) -> Option<i16> {
+        Some(i16::from_be_bytes(self.take(2)?.try_into().ok()?))
+    }
+    fn i32(&mut self) -> Option<i32> {
+        Some(i32::from_be_bytes(self.take(4)?.try_into().ok()?))
+    }
+    fn uvarint(&mut self) -> Option<u64> {
+        let mut v = 0u64;
+        for shift in (0..35).step_by(7) {
+            let byte = self.take(1)?[0];
+            v |= u64::from(byte & 0x7f) << shift;
+            if byte & 0x80 == 0 {
+                return Some(v);
+            }
+        }
+        None
+    }
+    /// A compact array's or string's length (None for null, as these messages never hold one).
+    fn len(&mut self) -> Option<usize> {
+        usize::try_from(self.uvarint()?.checked_sub(1)?).ok()
+    }
+    fn string(&mut self) -> Option<String> {
+        let n = self.len()?;
+        String::from_utf8(self.take(n)?.to_vec()).ok()
+    }
+    /// Skip a tagged-field section (Kafka's JSON converters do not print unknown tags).
+    fn tags(&mut self) -> Option<()> {
+        for _ in 0..self.uvarint()? {
+            self.uvarint()?;
+            let n = usize::try_from(self.uvarint()?).ok()?;
+            self.take(n)?;
+        }
+        Some(())
+    }
+    fn array<T>(&mut self, mut item: impl FnMut(&mut Self) -> Option<T>) -> Option<Vec<T>> {
+        let n = self.len()?;
+        // Each element takes at least one byte: a bound before anything is allocated.
+        if n > self.b.len() - self.at {
+            return None;
+        }
+        (0..n).map(|_| item(self)).collect()
+    }
+    fn done(&self) -> Option<()> {
+        (self.at == self.b.len()).then_some(())
+    }
+}
+
+/// `LeaderChangeMessage` v0 as Kafka's `LeaderChangeMessageJsonConverter` prints it.
+fn leader_change_json(value: &[u8]) -> Option<Json> {
+    let mut f = Flex { b: value, at: 0 };
+    let version = f.i16()?;
+    if version != 0 {
+        return None;
+    }
+    let leader = f.i32()?;
+    let mut voters = || {
+        f.array(|f| {
+            let id = f.i32()?;
+            f.tags()?;
+            Some(Json::Obj(vec![("voterId", Json::Int(id.into()))]))
+        })
+    };
+    let (voters, granting) = (voters()?, voters()?);
+    f.tags()?;
+    f.done()?;
+    Some(Json::Obj(vec![
+        ("version", Json::Int(0)),
+        ("leaderId", Json::Int(leader.into())),
+        ("voters", Json::Arr(voters)),
+        ("grantingVoters", Json::Arr(granting)),
+    ]))
+}
+
+/// `VotersRecord` v0 as Kafka's `VotersRecordJsonConverter` prints it.
+fn voters_json(value: &[u8]) -> Option<Json> {
+    let mut f = Flex { b: value, at: 0 };
+    let version = f.i16()?;
+    if version != 0 {
+        return None;
+    }
+    let voters = f.array(|f| {
+        let id = f.i32()?;
+        let dir = uuid::Uuid::from_slice(f.take(16)?).ok()?;
+        let endpoints = f.array(|f| {
+            let name = f.string()?;
+            let host = f.string()?;
+            let port = u16::from_be_bytes(f.take(2)?.try_into().ok()?);
+            f.tags()?;
+            Some(Json::Obj(vec![
+                ("name", s(&name)),
+                ("host", s(&host)),
+                ("port", Json::Int(port.into())),
+            ]))
+        })?;
+        let (min, max) = (f.i16()?, f.i16()?);
+        f.tags()?;
+        f.tags()?;
+        Some(Json::Obj(vec![
+            ("voterId", Json::Int(id.into())),
+            ("voterDirectoryId", uuid(&dir)),
+            ("endpoints", Json::Arr(endpoints)),
+            (
+                "kRaftVersionFeature",
+                Json::Obj(vec![
+                    ("minSupportedVersion", Json::Int(min.into())),
+                    ("maxSupportedVersion", Json::Int(max.into())),
+                ]),
+            ),
+        ]))
+    })?;
+    f.tags()?;
+    f.done()?;
+    Some(Json::Obj(vec![
+        ("version", Json::Int(0)),
+        ("voters", Json::Arr(voters)),
+    ]))
 }
 
 /// The key and payload texts Kafka's `OffsetsMessageParser` prints for one record.
@@ -2035,6 +2179,69 @@ mod tests {
             ..r
         };
         assert_eq!(control_record(&r), " controlType: UNKNOWN(9)");
+        // KRaft's records, as Kafka 4.4's kafka-dump-log printed them from a cluster node's Raft
+        // log (`storage::raft_log`): the batches `storage::batch` writes.
+        let record = |batch: Vec<u8>| {
+            let storage::batch::Peek::Batch(h) =
+                storage::batch::peek_batch(&batch, 0, 1 << 20).unwrap()
+            else {
+                panic!()
+            };
+            let rec = storage::batch::decode_records(&batch, &h, 0)
+                .unwrap()
+                .remove(0);
+            Rec {
+                offset: 0,
+                timestamp: 0,
+                key: rec.key.map(|k| k.to_vec()),
+                value: rec.value.map(|v| v.to_vec()),
+                header_keys: Vec::new(),
+            }
+        };
+        let mut b = Vec::new();
+        storage::batch::encode_leader_change(0, 0, 1, 1, &mut b);
+        assert_eq!(
+            control_record(&record(b)),
+            r#" LeaderChange: {"version":0,"leaderId":1,"voters":[],"grantingVoters":[]}"#
+        );
+        let mut b = Vec::new();
+        storage::batch::encode_voters_change(0, 0, 1, &[1, 2], b"change", &mut b);
+        let zero = r#""voterDirectoryId":"AAAAAAAAAAAAAAAAAAAAAA","endpoints":[],"kRaftVersionFeature":{"minSupportedVersion":0,"maxSupportedVersion":1}"#;
+        assert_eq!(
+            control_record(&record(b)),
+            format!(
+                r#" KRaftVoters {{"version":0,"voters":[{{"voterId":1,{zero}}},{{"voterId":2,{zero}}}]}}"#
+            )
+        );
+        // Kafka's own voters record, endpoints included: the bytes kafka-clients 4.4.0
+        // serialises for voter 3, directory id all 0x01 bytes, endpoint CONTROLLER at
+        // localhost:9093, versions 0..=1, and the JSON its `VotersRecordJsonConverter` writes.
+        let mut v = vec![0, 0, 2, 0, 0, 0, 3];
+        v.extend_from_slice(&[1; 16]);
+        v.extend_from_slice(&[2, 11]);
+        v.extend_from_slice(b"CONTROLLER");
+        v.push(10);
+        v.extend_from_slice(b"localhost");
+        v.extend_from_slice(&9093u16.to_be_bytes());
+        v.extend_from_slice(&[0, 0, 0, 0, 1, 0, 0, 0]);
+        let r = Rec {
+            offset: 0,
+            timestamp: 0,
+            key: Some(vec![0, 0, 0, 6]),
+            value: Some(v.clone()),
+            header_keys: Vec::new(),
+        };
+        assert_eq!(
+            control_record(&r),
+            r#" KRaftVoters {"version":0,"voters":[{"voterId":3,"voterDirectoryId":"AQEBAQEBAQEBAQEBAQEBAQ","endpoints":[{"name":"CONTROLLER","host":"localhost","port":9093}],"kRaftVersionFeature":{"minSupportedVersion":0,"maxSupportedVersion":1}}]}"#
+        );
+        // A value that does not parse: the control type, as before.
+        v.push(0);
+        let r = Rec {
+            value: Some(v),
+            ..r
+        };
+        assert_eq!(control_record(&r), " controlType: KRAFT_VOTERS(6)");
         assert_eq!(increment_sequence(i32::MAX, 1), 0);
         assert_eq!(increment_sequence(-1, 5), -1);
         assert_eq!(increment_sequence(3, 2), 5);
