@@ -25,6 +25,8 @@ use uuid::Uuid;
 /// The encoding's version, the first byte of an entry: a node that reads a version it does not
 /// know refuses the entry rather than guess (every node refuses it alike).
 const VERSION: u8 = 1;
+/// The first byte of a snapshot of the state ([`MetadataState::encode_snapshot`]).
+const SNAPSHOT_VERSION: u8 = 1;
 /// The largest proposal: bounds an entry of the metadata log (a topic's configs are the only
 /// part a client sizes).
 pub const MAX_PROPOSAL_BYTES: usize = 1 << 20;
@@ -82,7 +84,7 @@ pub struct Proposal {
 pub enum DecodeError {
     #[error("empty metadata entry")]
     Empty,
-    #[error("metadata entry of version {0}, this node reads version {VERSION}")]
+    #[error("metadata entry or snapshot of version {0}, this node reads version {VERSION}")]
     Version(u8),
     #[error("metadata entry of {0} bytes, more than {MAX_PROPOSAL_BYTES}")]
     TooLarge(usize),
@@ -151,7 +153,7 @@ pub enum MetaError {
 }
 
 /// A topic and the node leading each of its partitions (`leaders[p]`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PlacedTopic {
     pub topic: Topic,
     pub leaders: Vec<NodeId>,
@@ -170,7 +172,7 @@ pub struct Applied {
 }
 
 /// The metadata every node of a cluster holds once it has applied the log up to `applied`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MetadataState {
     voters: Vec<NodeId>,
     topics: BTreeMap<String, PlacedTopic>,
@@ -209,6 +211,61 @@ impl MetadataState {
     /// The index of the last entry applied (0 before the first).
     pub fn applied_index(&self) -> u64 {
         self.applied
+    }
+
+    /// The state as the metadata log's snapshot at `index` holds it: [`SNAPSHOT_VERSION`],
+    /// then the state as JSON (like an entry, readable with any tool). `index` is the Raft
+    /// index the snapshot is taken at, at or past the last entry applied (a leader's empty
+    /// entries after it are never handed to [`Self::apply`]).
+    pub fn encode_snapshot(&self, index: u64) -> Vec<u8> {
+        assert!(
+            index >= self.applied,
+            "a snapshot at {index}, before entry {} it applied",
+            self.applied
+        );
+        let mut b = vec![SNAPSHOT_VERSION];
+        serde_json::to_writer(&mut b, self).expect("a state always serialises");
+        b
+    }
+
+    /// What [`Self::encode_snapshot`] wrote. Refused: another version, bytes that do not
+    /// parse, a state without voters or without `offsets` (every node starts from it, so a
+    /// snapshot of another cluster's, or a corrupt one, is told apart here).
+    pub fn decode_snapshot(b: &[u8], offsets: &Topic) -> Result<Self, DecodeError> {
+        let (&version, json) = b.split_first().ok_or(DecodeError::Empty)?;
+        if version != SNAPSHOT_VERSION {
+            return Err(DecodeError::Version(version));
+        }
+        let state: Self =
+            serde_json::from_slice(json).map_err(|e| DecodeError::Malformed(e.to_string()))?;
+        if state.voters.is_empty() {
+            return Err(DecodeError::Malformed("a snapshot without voters".into()));
+        }
+        match state.topics.get(&offsets.name).map(|t| &t.topic) {
+            Some(t) if t == offsets => {}
+            Some(t) => {
+                return Err(DecodeError::Malformed(format!(
+                    "the snapshot's {} is topic id {} with {} partitions, this node's is {} with \
+                     {} (cluster.id and offsets.topic.num.partitions must not change)",
+                    offsets.name, t.id, t.partitions, offsets.id, offsets.partitions
+                )))
+            }
+            None => {
+                return Err(DecodeError::Malformed(format!(
+                    "a snapshot without {}",
+                    offsets.name
+                )))
+            }
+        }
+        Ok(state)
+    }
+
+    /// The ids of the topics deleted so far: what a node that installs a snapshot may remove
+    /// from its disk (the deletions inside it never reach [`Self::apply`] there). Ids stay in
+    /// `ids` after a deletion (never reused), so these are the ids no topic holds now.
+    pub fn deleted_ids(&self) -> Vec<Uuid> {
+        let live: BTreeSet<Uuid> = self.topics.values().map(|t| t.topic.id).collect();
+        self.ids.difference(&live).copied().collect()
     }
 
     pub fn topic(&self, name: &str) -> Option<&PlacedTopic> {
@@ -492,6 +549,72 @@ mod tests {
         let placement = s.placement();
         assert_eq!(placement.len(), 1, "only placed topics: {placement:?}");
         assert_eq!(placement["orders"], vec![3, 1, 2, 3, 1, 2]);
+    }
+
+    #[test]
+    fn a_snapshot_restores_the_state_and_names_what_was_deleted() {
+        let mut s = MetadataState::new(&[1, 2, 3], offsets());
+        s.apply(1, &entry(1, create("orders", 100, 4, 2)));
+        s.apply(2, &entry(2, create("gone", 101, 1, 0)));
+        s.apply(
+            3,
+            &entry(
+                3,
+                Command::DeleteTopic {
+                    name: "gone".into(),
+                },
+            ),
+        );
+        let configs = BTreeMap::from([("retention.ms".to_string(), "60000".to_string())]);
+        s.apply(
+            4,
+            &entry(
+                4,
+                Command::SetConfigs {
+                    name: "orders".into(),
+                    configs,
+                },
+            ),
+        );
+        assert_eq!(s.deleted_ids(), [Uuid::from_u128(101)]);
+        // Taken at index 6 (two no-ops after the last change).
+        let bytes = s.encode_snapshot(6);
+        let mut back = MetadataState::decode_snapshot(&bytes, &offsets()).unwrap();
+        assert_eq!(back, s);
+        assert_eq!(back.applied_index(), 4);
+        assert_eq!(back.deleted_ids(), [Uuid::from_u128(101)]);
+        // It goes on as the original does: the deleted id stays unusable, a repeated
+        // proposal is still a duplicate.
+        let again = entry(9, create("gone", 101, 1, 0));
+        assert_eq!(back.apply(7, &again).result, s.apply(7, &again).result);
+        assert_eq!(
+            back.apply(
+                8,
+                &entry(
+                    4,
+                    Command::DeleteTopic {
+                        name: "orders".into()
+                    }
+                )
+            )
+            .result,
+            Err(MetaError::Duplicate(1, 4))
+        );
+        // Refused: another cluster's offsets topic, another version, garbage, nothing.
+        let mut other = offsets();
+        other.id = Uuid::from_u128(8);
+        assert!(MetadataState::decode_snapshot(&bytes, &other).is_err());
+        let mut newer = bytes.clone();
+        newer[0] = 2;
+        assert_eq!(
+            MetadataState::decode_snapshot(&newer, &offsets()),
+            Err(DecodeError::Version(2))
+        );
+        assert!(MetadataState::decode_snapshot(&bytes[..bytes.len() - 1], &offsets()).is_err());
+        assert_eq!(
+            MetadataState::decode_snapshot(&[], &offsets()),
+            Err(DecodeError::Empty)
+        );
     }
 
     #[test]

@@ -13,16 +13,21 @@
 //! - replicas converge to one state, and replaying the log into a fresh state (a restart)
 //!   gives that state again;
 //! - at most one topic per name at any point: a create of a name that exists always fails.
+//!
+//! Replicas compact their logs at random points to a snapshot of their state
+//! (`MetadataState::encode_snapshot`, as `engine::runtime::metadata_log` does), so a node that
+//! was down or cut off catches up by installing the leader's snapshot, and a restart starts from
+//! its own; the checks above then hold against the history of every index any node applied.
 
 mod common;
 use common::{
-    fault_phase, heal_and_settle, lose_commit, persist, seeds, Faulty, Net, Rng, STEPS_PER_TICK,
-    VOTERS,
+    compact, fault_phase, heal_and_settle, lose_commit, persist, seeds, Faulty, Net, Rng,
+    STEPS_PER_TICK, VOTERS,
 };
 use coordinator::topics::{Topic, CONSUMER_OFFSETS};
 use replication::eraftpb::{Entry, Message};
 use replication::metadata::{Applied, Command, MetaError, MetadataState, Proposal};
-use replication::{Durable, NodeId, Replica, Work};
+use replication::{Durable, LogSnapshot, NodeId, Replica, Work};
 use std::collections::{BTreeMap, HashMap};
 use uuid::Uuid;
 
@@ -56,6 +61,22 @@ struct Sim {
     net: Net,
     /// (origin, seq) → (index, result) the origin answered its client with.
     answered: HashMap<(NodeId, u64), (u64, Result<(), MetaError>)>,
+    /// Every index any node applied, and what applying it did (the same on every node).
+    history: BTreeMap<u64, Applied>,
+    /// The command of every such index that held one.
+    commands: BTreeMap<u64, Command>,
+    /// Per mille of drives after which a node compacts its log to a snapshot of its state.
+    compact_per_mille: u64,
+    compactions: usize,
+    installs: usize,
+}
+
+/// A node's state as its disk holds it: the snapshot's, or the first state.
+fn restored(disk: &Durable) -> MetadataState {
+    match &disk.snapshot {
+        Some(s) => MetadataState::decode_snapshot(&s.data, &offsets()).unwrap(),
+        None => MetadataState::new(&VOTERS, offsets()),
+    }
 }
 
 impl Sim {
@@ -80,7 +101,31 @@ impl Sim {
             nodes,
             net: Net::default(),
             answered: HashMap::new(),
+            history: BTreeMap::new(),
+            commands: BTreeMap::new(),
+            compact_per_mille: 0,
+            compactions: 0,
+            installs: 0,
         }
+    }
+
+    /// Compact `id`'s log to everything it applied, as the broker's metadata log does.
+    fn compact(&mut self, id: NodeId) {
+        let node = self.nodes.get_mut(&id).unwrap();
+        let r = node.replica.as_mut().unwrap();
+        let index = r.applied_index();
+        if index <= r.snapshot_index() {
+            return;
+        }
+        let snap = LogSnapshot {
+            index,
+            term: r.term_at(index),
+            data: node.state.encode_snapshot(index),
+            conf: Some(r.conf_at(index)),
+        };
+        compact(&mut node.disk, &snap);
+        r.compact(index, snap.data);
+        self.compactions += 1;
     }
 
     fn send(&mut self, msgs: Vec<Message>) {
@@ -92,10 +137,13 @@ impl Sim {
             let node = self.nodes.get_mut(&id).unwrap();
             let applied = node.state.apply(e.index, &e.data);
             // Determinism: the same result at this index on every node that applied it.
-            for (other, n) in &self.nodes {
-                if let Some(a) = n.applied.get(&e.index) {
-                    assert_eq!(a, &applied, "nodes {id} and {other} differ at {}", e.index);
-                }
+            let first = self
+                .history
+                .entry(e.index)
+                .or_insert_with(|| applied.clone());
+            assert_eq!(first, &applied, "node {id} differs at {}", e.index);
+            if let Ok(p) = Proposal::decode(&e.data) {
+                self.commands.entry(e.index).or_insert(p.command);
             }
             let node = self.nodes.get_mut(&id).unwrap();
             if let Some((origin, seq)) = applied.proposal {
@@ -127,11 +175,22 @@ impl Sim {
                 }
                 let (work, _) = node.writing.take().unwrap();
                 persist(&mut node.disk, &work);
+                if let Some(s) = &work.snapshot {
+                    // The leader's state replaces this node's (the broker's `install`).
+                    node.state = MetadataState::decode_snapshot(&s.data, &offsets()).unwrap();
+                    assert!(node.state.applied_index() <= s.index);
+                    // What it applies from now on follows the snapshot.
+                    node.applied.clear();
+                    self.installs += 1;
+                }
                 self.apply(id, work.committed.clone());
                 let node = self.nodes.get_mut(&id).unwrap();
                 let after = node.replica.as_mut().unwrap().persisted(&work);
                 self.send(after.send);
                 self.apply(id, after.committed);
+                if self.rng.chance(self.compact_per_mille) {
+                    self.compact(id);
+                }
                 continue;
             }
             let Some(work) = node.replica.as_mut().unwrap().work() else {
@@ -219,8 +278,9 @@ impl Faulty for Sim {
     fn restart(&mut self, id: NodeId) {
         let n = self.nodes.get_mut(&id).unwrap();
         n.replica = Some(Replica::restart(id, &VOTERS, n.disk.clone()).unwrap());
-        // The registry is rebuilt from the log, as committed entries are handed out again.
-        n.state = MetadataState::new(&VOTERS, offsets());
+        // The registry is rebuilt from the snapshot and the log, as committed entries are
+        // handed out again.
+        n.state = restored(&n.disk);
         n.applied.clear();
     }
 
@@ -253,13 +313,28 @@ impl Faulty for Sim {
     }
 
     fn last_applied(&self, id: NodeId) -> Option<u64> {
-        self.nodes[&id].applied.keys().next_back().copied()
+        // The state machine's: a node that installed a snapshot applied no entry below it, but
+        // its state says which entry it holds last.
+        Some(self.nodes[&id].state.applied_index())
+    }
+
+    /// As every simulation's, and no node is still writing (its write hands the state machine
+    /// entries that Raft already counts as applied).
+    fn agreed(&self) -> bool {
+        let members = VOTERS;
+        members.iter().all(|&id| {
+            self.alive(id)
+                && self.nodes[&id].writing.is_none()
+                && self.commit_index(id) == self.commit_index(members[0])
+                && self.last_applied(id) == self.last_applied(members[0])
+        })
     }
 }
 
 /// (answered Ok, answered with an error, faults, duplicates refused)
-fn run(seed: u64, steps: u64) -> (usize, usize, usize, usize) {
+fn run(seed: u64, steps: u64, compact_per_mille: u64) -> (Sim, usize, usize, usize, usize) {
     let mut sim = Sim::new(seed);
+    sim.compact_per_mille = compact_per_mille;
     let faults = fault_phase(&mut sim, steps, 150);
     assert!(
         heal_and_settle(&mut sim),
@@ -272,15 +347,22 @@ fn run(seed: u64, steps: u64) -> (usize, usize, usize, usize) {
             n.state, first.state,
             "seed {seed}: node {id}'s metadata differs"
         );
-        assert_eq!(
-            n.applied, first.applied,
-            "seed {seed}: node {id} applied differently"
-        );
+        // What it applied since its last start is the history from some index on (a restart
+        // or a snapshot starts it later).
+        let mut mine = n.applied.iter();
+        if let Some((from, _)) = n.applied.iter().next() {
+            let theirs: Vec<_> = sim.history.range(from..).collect();
+            assert!(
+                mine.by_ref().eq(theirs.into_iter()),
+                "seed {seed}: node {id} applied differently"
+            );
+        }
     }
+    let history = &sim.history;
     // No answered change lost, and answered as every node applied it.
     let (mut ok, mut err) = (0, 0);
     for ((origin, seq), (index, result)) in &sim.answered {
-        let a = first.applied.get(index).unwrap_or_else(|| {
+        let a = history.get(index).unwrap_or_else(|| {
             panic!("seed {seed}: answered entry {index} ({origin}, {seq}) lost")
         });
         assert_eq!(
@@ -295,8 +377,8 @@ fn run(seed: u64, steps: u64) -> (usize, usize, usize, usize) {
             err += 1;
         }
     }
-    // A restart replays the log into a fresh state: the same state again.
-    let mut replayed = MetadataState::new(&VOTERS, offsets());
+    // A restart replays the log into the state its snapshot holds: the same state again.
+    let mut replayed = restored(&first.disk);
     // Only what is applied: a follower's disk may still hold an uncommitted tail.
     let entries: Vec<&Entry> = first
         .disk
@@ -308,12 +390,12 @@ fn run(seed: u64, steps: u64) -> (usize, usize, usize, usize) {
         replayed.apply(e.index, &e.data);
     }
     assert_eq!(replayed, first.state, "seed {seed}: replay differs");
-    // Creates of a name that existed failed (checked by replaying the answers in log order).
+    // Creates of a name that existed failed (checked by replaying the answers in log order,
+    // from the start of the history: every index was applied by some node).
     let mut names: BTreeMap<String, bool> = BTreeMap::new();
-    for e in &entries {
-        let p = Proposal::decode(&e.data).unwrap();
-        let result = &first.applied[&e.index].result;
-        match p.command {
+    for (index, command) in &sim.commands {
+        let result = &history[index].result;
+        match command.clone() {
             Command::CreateTopic { name, .. } => {
                 if names.get(&name).copied().unwrap_or(false)
                     && !matches!(result, Err(MetaError::Duplicate(..)))
@@ -332,7 +414,7 @@ fn run(seed: u64, steps: u64) -> (usize, usize, usize, usize) {
     }
     // A proposal takes effect at one index only, however often it arrived.
     let mut effective = std::collections::HashSet::new();
-    for (index, a) in &first.applied {
+    for (index, a) in history {
         if let (Some(p), false) = (
             a.proposal,
             matches!(a.result, Err(MetaError::Duplicate(..))),
@@ -343,12 +425,11 @@ fn run(seed: u64, steps: u64) -> (usize, usize, usize, usize) {
             );
         }
     }
-    let duplicates = first
-        .applied
+    let duplicates = history
         .values()
         .filter(|a| matches!(a.result, Err(MetaError::Duplicate(..))))
         .count();
-    (ok, err, faults, duplicates)
+    (sim, ok, err, faults, duplicates)
 }
 
 #[test]
@@ -356,7 +437,7 @@ fn three_nodes_agree_on_every_topic_change_under_faults() {
     let seeds = seeds(40);
     let (mut ok, mut err, mut faults, mut dups) = (0, 0, 0, 0);
     for seed in 0..seeds {
-        let (o, e, f, d) = run(seed, 4_000);
+        let (_, o, e, f, d) = run(seed, 4_000, 0);
         ok += o;
         err += e;
         faults += f;
@@ -370,4 +451,30 @@ fn three_nodes_agree_on_every_topic_change_under_faults() {
     assert!(ok > seeds as usize * 5, "only {ok} changes answered ok");
     assert!(err > seeds as usize * 2, "only {err} changes refused");
     assert!(faults > seeds as usize, "only {faults} faults");
+}
+
+#[test]
+fn nodes_catch_up_and_restart_from_snapshots_of_the_metadata_state() {
+    let seeds = seeds(40);
+    let (mut ok, mut compactions, mut installs) = (0, 0, 0);
+    for seed in 0..seeds {
+        let (sim, o, ..) = run(seed, 4_000, 30);
+        ok += o;
+        compactions += sim.compactions;
+        installs += sim.installs;
+    }
+    eprintln!(
+        "{seeds} seeds: {ok} changes answered ok, {compactions} compactions, \
+         {installs} snapshots installed"
+    );
+    assert!(ok > seeds as usize * 5, "only {ok} changes answered ok");
+    assert!(
+        compactions > seeds as usize * 5,
+        "only {compactions} compactions"
+    );
+    // A node down or cut off while the others compact can only catch up by snapshot.
+    assert!(
+        installs > seeds as usize / 4,
+        "only {installs} snapshots installed"
+    );
 }
