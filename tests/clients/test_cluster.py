@@ -678,6 +678,69 @@ def produce_acked(nodes, name: str, values: list[bytes], partitions: int) -> Non
     assert prod.flush(30) == 0 and errors == [], errors[:3]
 
 
+def metadata_snapshot(node: Broker) -> int | None:
+    """The index of the metadata log's Raft snapshot on a node (`raft-snapshot`), None if none."""
+    try:
+        head = (node.data_dir / "__cluster_metadata-0" / "raft-snapshot").read_bytes()[:13]
+    except FileNotFoundError:
+        return None
+    assert head[:5] == b"RLSN\x02", head
+    return int.from_bytes(head[5:13], "big")
+
+
+def test_a_node_down_while_the_metadata_log_compacts_catches_up_by_its_snapshot(compacting_cluster):
+    """The metadata log compacts to a snapshot of the topics every few KiB of entries (here 8 KiB):
+    a node that was down meanwhile gets the leader's snapshot, lists every topic created while it
+    was down, and removes the directories of a topic deleted meanwhile (a deletion it never applied
+    as an entry); a whole-cluster restart then starts every node from its snapshot."""
+    from confluent_kafka.admin import NewTopic
+
+    nodes = compacting_cluster
+    create_topic(nodes, "doomed", 1, replication_factor=3)
+    wait_until(lambda: replicated_settled(nodes, "doomed"), 30, "doomed led")
+    down = nodes[2]
+    assert list(down.data_dir.glob("doomed-*")), "node 3 holds a replica of doomed"
+    had = metadata_snapshot(down) or 0
+    down.kill()
+    admin = confluent_admin(nodes[0])
+    admin.delete_topics(["doomed"], operation_timeout=20)["doomed"].result(timeout=30)
+    names = [f"while-down-{i}" for i in range(60)]
+    for chunk in (names[:30], names[30:]):
+        fs = admin.create_topics([NewTopic(n, num_partitions=2, replication_factor=1) for n in chunk],
+                                 request_timeout=30, operation_timeout=20)
+        for n, f in fs.items():
+            assert f.result(timeout=40) is None, n
+    wait_until(lambda: all((metadata_snapshot(n) or 0) > had for n in nodes[:2]), 30,
+               "the live nodes compacted their metadata logs")
+
+    down.start()
+    for n in names[::10]:
+        wait_same_topic(nodes, n, 2)
+    wait_same_topic(nodes, "doomed", None)
+    assert any("leader's snapshot installed" in line for line in down.log_text().splitlines()), \
+        down.log_tail()
+    wait_until(lambda: not list(down.data_dir.glob("doomed-*")), 20,
+               "doomed's directory removed on the node that missed its deletion")
+    listed = set(confluent_topics(confluent_admin(down)))
+    assert set(names) <= listed, sorted(set(names) - listed)
+
+    # Every node restarts from its own snapshot (and the entries after it).
+    for b in nodes:
+        b.kill()
+    for b in nodes:
+        b.start()
+    for b in nodes:
+        assert (metadata_snapshot(b) or 0) > had
+
+        def lists_them(b=b):
+            listed = set(confluent_topics(confluent_admin(b)))
+            return set(names) <= listed and "doomed" not in listed
+        wait_until(lists_them, 30, f"{b.data_dir.name} lists the topics after the restart")
+    create_topic(nodes, "after-restart", 1)
+    for i, n in enumerate(nodes):
+        assert "panicked" not in n.log_text(), f"node {i + 1} panicked: {n.log_tail()}"
+
+
 def test_a_replicated_topic_grows_survives_a_whole_cluster_restart_and_is_deleted(cluster):
     """A factor-3 topic grown by CreatePartitions gets its new partitions' Raft groups on every node;
     after all three nodes are SIGKILLed and started again its records are all there and it takes

@@ -15,14 +15,16 @@
 //! Storage is a Raft log like a replicated `__consumer_offsets` partition's
 //! (`storage::raft_log`, in `DATA/__cluster_metadata-0/`; the name of KRaft's own metadata log):
 //! each entry is a Kafka record batch of one record whose value is the encoded proposal, so
-//! `kafka-dump-log` reads it. Peer messages travel the shard-0 links with the partition number
-//! [`METADATA_PARTITION`].
+//! `kafka-dump-log` reads it. The log compacts to a snapshot of the state
+//! (`MetadataState::encode_snapshot`) every `raft_io::snapshot_min_bytes()` of entries applied; a
+//! restart starts from it, and a node that fell behind installs the leader's. Peer messages
+//! travel the shard-0 links with the partition number [`METADATA_PARTITION`].
 //!
 //! Must not: decide a change's result (`MetadataState::apply` does, alike on every node), or
 //! answer a change before its entry applied here.
 
 use crate::cluster::{Cluster, NodeId};
-use crate::raft_io::{durable, persist};
+use crate::raft_io::{compact, durable, persist};
 use crate::runtime::peers::{Links, METADATA_PARTITION};
 use crate::topics::{MetaInbox, MetaOutcome, MetaRequest};
 use glommio::channels::local_channel::{self, LocalReceiver, LocalSender};
@@ -82,7 +84,11 @@ pub fn offsets_topic_id(cluster_id: &str) -> Uuid {
 pub struct MetadataLog {
     node: NodeId,
     replica: RefCell<Replica>,
+    /// `__consumer_offsets` as every node's state starts with it (a snapshot must hold it).
+    offsets: crate::topics::Topic,
     state: RefCell<MetadataState>,
+    /// Bytes of entries applied since the log was last compacted ([`MetadataLog::compact`]).
+    since_snapshot: Cell<usize>,
     broker: Arc<crate::broker::Broker>,
     links: Rc<Links>,
     inbox: Arc<MetaInbox>,
@@ -108,15 +114,8 @@ impl MetadataLog {
             .await
             .map_err(|e| anyhow::anyhow!("{METADATA_DIR}: opening its Raft log: {e}"))?;
         let voters = cluster.voter_ids();
-        let mut replica = Replica::restart(
-            cluster.node_id,
-            &voters,
-            durable(hs, snapshot, stored).map_err(|e| anyhow::anyhow!("{METADATA_DIR}: {e}"))?,
-        )
-        .map_err(|e| anyhow::anyhow!("{METADATA_DIR}: {e}"))?;
-        if voters[0] == cluster.node_id {
-            let _ = replica.campaign();
-        }
+        let durable =
+            durable(hs, snapshot, stored).map_err(|e| anyhow::anyhow!("{METADATA_DIR}: {e}"))?;
         let offsets = crate::topics::Topic {
             name: crate::topics::CONSUMER_OFFSETS.into(),
             id: offsets_topic_id(&cluster.cluster_id),
@@ -125,7 +124,24 @@ impl MetadataLog {
             configs: Default::default(),
             replication_factor: 1,
         };
-        let state = MetadataState::new(&voters, offsets);
+        // The state as of the log's snapshot (the entries after it replay on top), or the
+        // first state.
+        let state = match &durable.snapshot {
+            Some(s) => MetadataState::decode_snapshot(&s.data, &offsets).map_err(|e| {
+                anyhow::anyhow!("{METADATA_DIR}: its snapshot at index {}: {e}", s.index)
+            })?,
+            None => MetadataState::new(&voters, offsets.clone()),
+        };
+        let mut replica = Replica::restart(cluster.node_id, &voters, durable)
+            .map_err(|e| anyhow::anyhow!("{METADATA_DIR}: {e}"))?;
+        if voters[0] == cluster.node_id {
+            let _ = replica.campaign();
+        }
+        // Topics the snapshot's deletions removed (a crash may have come between a deletion
+        // and its sweep before that snapshot was taken).
+        if let Some(dir) = &broker.data_dir {
+            crate::data::sweep_topic_ids(dir, state.deleted_ids());
+        }
         let inbox = Arc::new(MetaInbox::default());
         broker
             .topics
@@ -137,7 +153,9 @@ impl MetadataLog {
         let meta = Rc::new(MetadataLog {
             node: cluster.node_id,
             replica: RefCell::new(replica),
+            offsets,
             state: RefCell::new(state),
+            since_snapshot: Cell::new(0),
             broker,
             links,
             inbox,
@@ -272,6 +290,8 @@ impl MetadataLog {
         let mut answers = Vec::new();
         let mut deleted = Vec::new();
         for e in committed {
+            self.since_snapshot
+                .set(self.since_snapshot.get() + e.data.len());
             // An entry whose batch does not hold a proposal is applied as empty: reported as
             // undecodable, alike on every node.
             let value = proposal_bytes(&e.data);
@@ -306,6 +326,57 @@ impl MetadataLog {
         }
     }
 
+    /// A leader's snapshot replaced this node's log (it was down or cut off while the others
+    /// compacted theirs): its state becomes this node's. Topics deleted in the entries it
+    /// replaces are swept from the disk here, as `apply` sweeps each deletion. A proposal of
+    /// ours that applied among those entries is not answered: its caller times out
+    /// (REQUEST_TIMED_OUT) and retries, as after a lost proposal.
+    fn install(&self, snap: &replication::LogSnapshot) {
+        let state = match MetadataState::decode_snapshot(&snap.data, &self.offsets) {
+            Ok(s) => s,
+            // Made durable already: this node cannot go on with a state it cannot read, nor
+            // restart into one.
+            Err(e) => panic!(
+                "{METADATA_DIR}: the leader's snapshot at index {} does not decode ({e}); \
+                 stopping this node",
+                snap.index
+            ),
+        };
+        self.broker
+            .topics
+            .install(state.snapshot(), state.placement());
+        if let Some(dir) = &self.broker.data_dir {
+            crate::data::sweep_topic_ids(dir, state.deleted_ids());
+        }
+        *self.state.borrow_mut() = state;
+        self.since_snapshot.set(0);
+        tracing::info!(
+            index = snap.index,
+            "metadata log: leader's snapshot installed"
+        );
+    }
+
+    /// Compact the log to everything applied once the entries applied since the last
+    /// compaction weigh `raft_io::snapshot_min_bytes()`: the snapshot is the state, which is
+    /// small (topics, their placement and configs), so a restart or a lagging node replays
+    /// from it instead of from the cluster's first entry. None when not due.
+    fn snapshot_due(&self) -> Option<replication::LogSnapshot> {
+        if self.since_snapshot.get() < crate::raft_io::snapshot_min_bytes() {
+            return None;
+        }
+        let replica = self.replica.borrow();
+        let index = replica.applied_index();
+        if index <= replica.snapshot_index() {
+            return None;
+        }
+        Some(replication::LogSnapshot {
+            index,
+            term: replica.term_at(index),
+            data: self.state.borrow().encode_snapshot(index),
+            conf: Some(replica.conf_at(index)),
+        })
+    }
+
     fn send(&self, msgs: &[replication::eraftpb::Message]) {
         for m in msgs {
             self.links
@@ -338,22 +409,32 @@ async fn writer(meta: Rc<MetadataLog>, mut log: RaftLog<GlommioDir>, doorbell: L
                 tracing::info!(leader = ?role.leader, term = role.term, "metadata log: leader");
             }
             meta.send(&work.send_now);
-            // No replica of the metadata log compacts it (its state is small and its log is
-            // replayed whole at start), so no leader has a snapshot to send.
-            assert!(
-                work.snapshot.is_none(),
-                "{METADATA_DIR}: a snapshot from the leader, but the metadata log is never compacted"
-            );
             let leader = meta.replica.borrow().role().leader.map_or(-1, |l| l as i32);
             if let Err(e) = persist(&mut log, &work, leader).await {
                 panic!(
                     "{METADATA_DIR}: the Raft log could not be written ({e}); stopping this node"
                 );
             }
+            if let Some(snap) = &work.snapshot {
+                meta.install(snap);
+            }
             meta.apply(work.committed.clone());
             let after = meta.replica.borrow_mut().persisted(&work);
             meta.send(&after.send);
             meta.apply(after.committed);
+            if let Some(snap) = meta.snapshot_due() {
+                // Durable before the replica drops the entries it covers; this task is the
+                // log's only writer.
+                if let Err(e) = compact(&mut log, &snap).await {
+                    panic!(
+                        "{METADATA_DIR}: the Raft snapshot could not be written ({e}); stopping \
+                         this node"
+                    );
+                }
+                meta.replica.borrow_mut().compact(snap.index, snap.data);
+                meta.since_snapshot.set(0);
+                tracing::debug!(index = snap.index, "metadata log compacted");
+            }
         }
     }
 }
