@@ -359,7 +359,8 @@ impl MetadataLog {
     /// Compact the log to everything applied once the entries applied since the last
     /// compaction weigh `raft_io::snapshot_min_bytes()`: the snapshot is the state, which is
     /// small (topics, their placement and configs), so a restart or a lagging node replays
-    /// from it instead of from the cluster's first entry. None when not due.
+    /// from it instead of from the cluster's first entry. None when not due, or when the
+    /// state is past what one node-to-node frame carries (`partition::MAX_SNAPSHOT_BYTES`).
     fn snapshot_due(&self) -> Option<replication::LogSnapshot> {
         if self.since_snapshot.get() < crate::raft_io::snapshot_min_bytes() {
             return None;
@@ -369,10 +370,21 @@ impl MetadataLog {
         if index <= replica.snapshot_index() {
             return None;
         }
+        let data = self.state.borrow().encode_snapshot(index);
+        if data.len() > replication::partition::MAX_SNAPSHOT_BYTES {
+            // It could not travel to a lagging node (a node-to-node frame holds at most that):
+            // the log keeps its entries, and the next try waits for another interval.
+            self.since_snapshot.set(0);
+            tracing::warn!(
+                bytes = data.len(),
+                "metadata log: its state is too large to snapshot; the log is not compacted"
+            );
+            return None;
+        }
         Some(replication::LogSnapshot {
             index,
             term: replica.term_at(index),
-            data: self.state.borrow().encode_snapshot(index),
+            data,
             conf: Some(replica.conf_at(index)),
         })
     }
