@@ -325,15 +325,36 @@ pub fn encode_leader_change(
     leader_id: i32,
     out: &mut Vec<u8>,
 ) {
-    let start = out.len();
-    let mut key = [0u8; 4];
-    key[2..4].copy_from_slice(&CONTROL_LEADER_CHANGE.to_be_bytes());
     let mut value = Vec::with_capacity(9);
     value.extend_from_slice(&0i16.to_be_bytes()); // LeaderChangeMessage version
     value.extend_from_slice(&leader_id.to_be_bytes());
     value.push(1); // Voters: compact array of 0 elements (length + 1)
     value.push(1); // GrantingVoters: the same
     value.push(0); // no tagged fields
+    encode_kraft_control(
+        base_offset,
+        timestamp,
+        leader_epoch,
+        CONTROL_LEADER_CHANGE,
+        &value,
+        out,
+    );
+}
+
+/// A KRaft control batch as `MemoryRecordsBuilder` writes one (`appendControlRecord`): attributes
+/// control only, producer id and epoch -1, base sequence -1, partition leader epoch
+/// `leader_epoch`, one record keyed [version 0, `control_type`] holding `value`.
+fn encode_kraft_control(
+    base_offset: u64,
+    timestamp: i64,
+    leader_epoch: i32,
+    control_type: i16,
+    value: &[u8],
+    out: &mut Vec<u8>,
+) {
+    let start = out.len();
+    let mut key = [0u8; 4];
+    key[2..4].copy_from_slice(&control_type.to_be_bytes());
     let producer = BatchProducer {
         attributes: ATTR_CONTROL,
         producer_id: -1,
@@ -344,23 +365,28 @@ pub fn encode_leader_change(
         base_offset,
         timestamp,
         producer,
-        &[(Some(&key), Some(&value))],
+        &[(Some(&key), Some(value))],
         out,
     );
     // The partition leader epoch lies before the CRC's range: no CRC to redo.
     out[start + 12..start + 16].copy_from_slice(&leader_epoch.to_be_bytes());
 }
 
-/// Whether a control record's key is a leader change (version >= 0, type 2), as Kafka's
+/// Whether a control record's key is of `control_type` (version >= 0), as Kafka's
 /// `ControlRecordType.parse` reads a key: at least 4 bytes.
-pub fn is_leader_change(key: Option<&[u8]>) -> bool {
+fn is_control_type(key: Option<&[u8]>, control_type: i16) -> bool {
     match key {
         Some(k) if k.len() >= 4 => {
             i16::from_be_bytes([k[0], k[1]]) >= 0
-                && i16::from_be_bytes([k[2], k[3]]) == CONTROL_LEADER_CHANGE
+                && i16::from_be_bytes([k[2], k[3]]) == control_type
         }
         _ => false,
     }
+}
+
+/// Whether a control record's key is a leader change (type 2).
+pub fn is_leader_change(key: Option<&[u8]>) -> bool {
+    is_control_type(key, CONTROL_LEADER_CHANGE)
 }
 
 /// Control record type of KRaft's voter set (`ControlRecordType.java`: KRAFT_VOTERS 6).
@@ -382,17 +408,156 @@ fn put_uvarint(out: &mut Vec<u8>, mut v: u64) {
     out.push(v as u8);
 }
 
-fn uvarint(b: &[u8], pos: &mut usize) -> Result<u64, String> {
-    let mut v = 0u64;
-    for shift in (0..35).step_by(7) {
-        let byte = *b.get(*pos).ok_or("truncated varint")?;
-        *pos += 1;
-        v |= u64::from(byte & 0x7f) << shift;
-        if byte & 0x80 == 0 {
-            return Ok(v);
+/// A reader of KRaft's flexible-version control messages (compact arrays and strings, tagged
+/// fields), for [`parse_voters_record`] and [`parse_leader_change`].
+struct Flex<'a> {
+    b: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Flex<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
+        let end = self.at.checked_add(n).filter(|&e| e <= self.b.len());
+        let end = end.ok_or_else(|| format!("truncated at byte {}", self.at))?;
+        let out = &self.b[self.at..end];
+        self.at = end;
+        Ok(out)
+    }
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], String> {
+        Ok(self.take(N)?.try_into().expect("N bytes"))
+    }
+    fn i16(&mut self) -> Result<i16, String> {
+        self.array().map(i16::from_be_bytes)
+    }
+    fn i32(&mut self) -> Result<i32, String> {
+        self.array().map(i32::from_be_bytes)
+    }
+    fn uvarint(&mut self) -> Result<u64, String> {
+        let mut v = 0u64;
+        for shift in (0..35).step_by(7) {
+            let byte = self.take(1).map_err(|_| "truncated varint")?[0];
+            v |= u64::from(byte & 0x7f) << shift;
+            if byte & 0x80 == 0 {
+                return Ok(v);
+            }
+        }
+        Err("varint longer than 5 bytes".into())
+    }
+    /// A compact array's or string's length (these messages hold no null ones).
+    fn len(&mut self) -> Result<usize, String> {
+        let n = self
+            .uvarint()?
+            .checked_sub(1)
+            .ok_or("a null array or string")?;
+        Ok(n as usize)
+    }
+    fn string(&mut self) -> Result<String, String> {
+        let n = self.len()?;
+        String::from_utf8(self.take(n)?.to_vec()).map_err(|_| "a string not in UTF-8".into())
+    }
+    /// A compact array of at most `max` elements, each read by `item`.
+    fn items<T>(
+        &mut self,
+        max: usize,
+        mut item: impl FnMut(&mut Self) -> Result<T, String>,
+    ) -> Result<Vec<T>, String> {
+        let n = self.len()?;
+        // Each element takes at least one byte: a bound before anything is allocated.
+        if n > max || n > self.b.len() - self.at {
+            return Err(format!("an array of {n} elements"));
+        }
+        (0..n).map(|_| item(self)).collect()
+    }
+    /// A tagged-field section: (tag, bytes) for each field.
+    fn tags(&mut self) -> Result<Vec<(u64, &'a [u8])>, String> {
+        let n = self.uvarint()?;
+        let mut out = Vec::new();
+        for _ in 0..n {
+            let tag = self.uvarint()?;
+            let len = self.uvarint()? as usize;
+            out.push((tag, self.take(len)?));
+        }
+        Ok(out)
+    }
+    fn version_0(&mut self, what: &str) -> Result<(), String> {
+        match self.i16()? {
+            0 => Ok(()),
+            v => Err(format!("{what} version {v}, not 0")),
         }
     }
-    Err("varint longer than 5 bytes".into())
+    fn done(&self) -> Result<(), String> {
+        match self.b.len() - self.at {
+            0 => Ok(()),
+            n => Err(format!("{n} bytes after the record")),
+        }
+    }
+}
+
+/// One voter of a `VotersRecord`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordVoter {
+    pub id: i32,
+    pub directory_id: [u8; 16],
+    /// (listener name, host, port)
+    pub endpoints: Vec<(String, String, u16)>,
+    /// KRaftVersionFeature: (min, max) supported.
+    pub kraft_versions: (i16, i16),
+}
+
+/// A `VotersRecord` v0 and the change [`encode_voters_change`] tagged into it, if any.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VotersRecord {
+    pub voters: Vec<RecordVoter>,
+    pub change: Option<Vec<u8>>,
+}
+
+/// Any `VotersRecord` v0 (Kafka's own too): an error saying why for what does not parse whole.
+pub fn parse_voters_record(value: &[u8]) -> Result<VotersRecord, String> {
+    let mut f = Flex { b: value, at: 0 };
+    f.version_0("VotersRecord")?;
+    let voters = f.items(MAX_VOTERS_IN_RECORD, |f| {
+        let id = f.i32()?;
+        let directory_id = f.array()?;
+        let endpoints = f.items(usize::MAX, |f| {
+            let endpoint = (f.string()?, f.string()?, u16::from_be_bytes(f.array()?));
+            f.tags()?;
+            Ok(endpoint)
+        })?;
+        let kraft_versions = (f.i16()?, f.i16()?);
+        f.tags()?; // KRaftVersionFeature's
+        f.tags()?; // the voter's
+        Ok(RecordVoter {
+            id,
+            directory_id,
+            endpoints,
+            kraft_versions,
+        })
+    })?;
+    let change = f
+        .tags()?
+        .into_iter()
+        .find(|(tag, _)| *tag == u64::from(VOTERS_CHANGE_TAG))
+        .map(|(_, b)| b.to_vec());
+    f.done()?;
+    Ok(VotersRecord { voters, change })
+}
+
+/// A `LeaderChangeMessage` v0: (leader id, voters, granting voters).
+pub fn parse_leader_change(value: &[u8]) -> Result<(i32, Vec<i32>, Vec<i32>), String> {
+    let mut f = Flex { b: value, at: 0 };
+    f.version_0("LeaderChangeMessage")?;
+    let leader = f.i32()?;
+    let mut voters = || {
+        f.items(usize::MAX, |f| {
+            let id = f.i32()?;
+            f.tags()?;
+            Ok(id)
+        })
+    };
+    let (voters, granting) = (voters()?, voters()?);
+    f.tags()?;
+    f.done()?;
+    Ok((leader, voters, granting))
 }
 
 /// Encode a configuration change as a KRaft voters control batch, as KRaft's
@@ -412,9 +577,6 @@ pub fn encode_voters_change(
     out: &mut Vec<u8>,
 ) {
     assert!(voters.len() <= MAX_VOTERS_IN_RECORD, "too many voters");
-    let start = out.len();
-    let mut key = [0u8; 4];
-    key[2..4].copy_from_slice(&CONTROL_KRAFT_VOTERS.to_be_bytes());
     let mut value = Vec::with_capacity(8 + voters.len() * 27 + change.len());
     value.extend_from_slice(&0i16.to_be_bytes()); // VotersRecord version
     put_uvarint(&mut value, voters.len() as u64 + 1);
@@ -431,102 +593,30 @@ pub fn encode_voters_change(
     put_uvarint(&mut value, u64::from(VOTERS_CHANGE_TAG));
     put_uvarint(&mut value, change.len() as u64);
     value.extend_from_slice(change);
-    let producer = BatchProducer {
-        attributes: ATTR_CONTROL,
-        producer_id: -1,
-        producer_epoch: -1,
-        base_sequence: -1,
-    };
-    encode_batch_as(
+    encode_kraft_control(
         base_offset,
         timestamp,
-        producer,
-        &[(Some(&key), Some(&value))],
+        leader_epoch,
+        CONTROL_KRAFT_VOTERS,
+        &value,
         out,
     );
-    // The partition leader epoch lies before the CRC's range: no CRC to redo.
-    out[start + 12..start + 16].copy_from_slice(&leader_epoch.to_be_bytes());
 }
 
-/// Whether a control record's key is a KRaft voters record (version >= 0, type 6).
+/// Whether a control record's key is a KRaft voters record (type 6).
 pub fn is_voters(key: Option<&[u8]>) -> bool {
-    match key {
-        Some(k) if k.len() >= 4 => {
-            i16::from_be_bytes([k[0], k[1]]) >= 0
-                && i16::from_be_bytes([k[2], k[3]]) == CONTROL_KRAFT_VOTERS
-        }
-        _ => false,
-    }
+    is_control_type(key, CONTROL_KRAFT_VOTERS)
 }
 
 /// The voters and the change [`encode_voters_change`] wrote into a `VotersRecord` value; any
-/// v0 record is read (endpoints and other tagged fields skipped), but one without the change's
-/// tagged field, or that does not parse whole, is an error saying why.
+/// v0 record is read ([`parse_voters_record`]), but one without the change's tagged field is an
+/// error too.
 pub fn parse_voters_change(value: &[u8]) -> Result<(Vec<i32>, Vec<u8>), String> {
-    let mut p = 0usize;
-    let take = |p: &mut usize, n: usize| -> Result<&[u8], String> {
-        let end = p.checked_add(n).filter(|&e| e <= value.len());
-        let end = end.ok_or_else(|| format!("truncated at byte {p}"))?;
-        let s = &value[*p..end];
-        *p = end;
-        Ok(s)
-    };
-    let skip_tags = |p: &mut usize| -> Result<(), String> {
-        for _ in 0..uvarint(value, p)? {
-            uvarint(value, p)?;
-            let n = uvarint(value, p)? as usize;
-            take(p, n)?;
-        }
-        Ok(())
-    };
-    let version = i16::from_be_bytes(take(&mut p, 2)?.try_into().expect("2 bytes"));
-    if version != 0 {
-        return Err(format!("VotersRecord version {version}, not 0"));
-    }
-    let n = uvarint(value, &mut p)?
-        .checked_sub(1)
-        .ok_or("null voters array")? as usize;
-    if n > MAX_VOTERS_IN_RECORD {
-        return Err(format!("{n} voters, more than {MAX_VOTERS_IN_RECORD}"));
-    }
-    let mut voters = Vec::with_capacity(n);
-    for _ in 0..n {
-        voters.push(i32::from_be_bytes(
-            take(&mut p, 4)?.try_into().expect("4 bytes"),
-        ));
-        take(&mut p, 16)?; // directory id
-        let endpoints = uvarint(value, &mut p)?
-            .checked_sub(1)
-            .ok_or("null endpoints")?;
-        for _ in 0..endpoints {
-            for _ in 0..2 {
-                // name, host: compact strings
-                let len = uvarint(value, &mut p)?
-                    .checked_sub(1)
-                    .ok_or("null string")?;
-                take(&mut p, len as usize)?;
-            }
-            take(&mut p, 2)?; // port
-            skip_tags(&mut p)?;
-        }
-        take(&mut p, 4)?; // KRaftVersionFeature
-        skip_tags(&mut p)?;
-        skip_tags(&mut p)?;
-    }
-    let mut change = None;
-    for _ in 0..uvarint(value, &mut p)? {
-        let tag = uvarint(value, &mut p)?;
-        let n = uvarint(value, &mut p)? as usize;
-        let bytes = take(&mut p, n)?;
-        if tag == u64::from(VOTERS_CHANGE_TAG) {
-            change = Some(bytes.to_vec());
-        }
-    }
-    if p != value.len() {
-        return Err(format!("{} bytes after the record", value.len() - p));
-    }
-    let change = change.ok_or("no change tagged in the record (not written by Ringleader)")?;
-    Ok((voters, change))
+    let record = parse_voters_record(value)?;
+    let change = record
+        .change
+        .ok_or("no change tagged in the record (not written by Ringleader)")?;
+    Ok((record.voters.iter().map(|v| v.id).collect(), change))
 }
 
 /// The header fields of a batch that readers need.

@@ -746,134 +746,58 @@ fn control_record(r: &Rec) -> String {
     }
 }
 
-/// A reader of KRaft's flexible-version messages (compact arrays and strings, tagged fields).
-struct Flex<'a> {
-    b: &'a [u8],
-    at: usize,
-}
-
-impl<'a> Flex<'a> {
-    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
-        let end = self.at.checked_add(n).filter(|&e| e <= self.b.len())?;
-        let out = &self.b[self.at..end];
-        self.at = end;
-        Some(out)
-    }
-    fn i16(&mut self) -> Option<i16> {
-        Some(i16::from_be_bytes(self.take(2)?.try_into().ok()?))
-    }
-    fn i32(&mut self) -> Option<i32> {
-        Some(i32::from_be_bytes(self.take(4)?.try_into().ok()?))
-    }
-    fn uvarint(&mut self) -> Option<u64> {
-        let mut v = 0u64;
-        for shift in (0..35).step_by(7) {
-            let byte = self.take(1)?[0];
-            v |= u64::from(byte & 0x7f) << shift;
-            if byte & 0x80 == 0 {
-                return Some(v);
-            }
-        }
-        None
-    }
-    /// A compact array's or string's length (None for null, as these messages never hold one).
-    fn len(&mut self) -> Option<usize> {
-        usize::try_from(self.uvarint()?.checked_sub(1)?).ok()
-    }
-    fn string(&mut self) -> Option<String> {
-        let n = self.len()?;
-        String::from_utf8(self.take(n)?.to_vec()).ok()
-    }
-    /// Skip a tagged-field section (Kafka's JSON converters do not print unknown tags).
-    fn tags(&mut self) -> Option<()> {
-        for _ in 0..self.uvarint()? {
-            self.uvarint()?;
-            let n = usize::try_from(self.uvarint()?).ok()?;
-            self.take(n)?;
-        }
-        Some(())
-    }
-    fn array<T>(&mut self, mut item: impl FnMut(&mut Self) -> Option<T>) -> Option<Vec<T>> {
-        let n = self.len()?;
-        // Each element takes at least one byte: a bound before anything is allocated.
-        if n > self.b.len() - self.at {
-            return None;
-        }
-        (0..n).map(|_| item(self)).collect()
-    }
-    fn done(&self) -> Option<()> {
-        (self.at == self.b.len()).then_some(())
-    }
-}
-
 /// `LeaderChangeMessage` v0 as Kafka's `LeaderChangeMessageJsonConverter` prints it.
 fn leader_change_json(value: &[u8]) -> Option<Json> {
-    let mut f = Flex { b: value, at: 0 };
-    let version = f.i16()?;
-    if version != 0 {
-        return None;
-    }
-    let leader = f.i32()?;
-    let mut voters = || {
-        f.array(|f| {
-            let id = f.i32()?;
-            f.tags()?;
-            Some(Json::Obj(vec![("voterId", Json::Int(id.into()))]))
-        })
+    let (leader, voters, granting) = storage::batch::parse_leader_change(value).ok()?;
+    let ids = |ids: Vec<i32>| {
+        let voter = |id: i32| Json::Obj(vec![("voterId", Json::Int(id.into()))]);
+        Json::Arr(ids.into_iter().map(voter).collect())
     };
-    let (voters, granting) = (voters()?, voters()?);
-    f.tags()?;
-    f.done()?;
     Some(Json::Obj(vec![
         ("version", Json::Int(0)),
         ("leaderId", Json::Int(leader.into())),
-        ("voters", Json::Arr(voters)),
-        ("grantingVoters", Json::Arr(granting)),
+        ("voters", ids(voters)),
+        ("grantingVoters", ids(granting)),
     ]))
 }
 
-/// `VotersRecord` v0 as Kafka's `VotersRecordJsonConverter` prints it.
+/// `VotersRecord` v0 as Kafka's `VotersRecordJsonConverter` prints it (our change's tagged
+/// field, like any unknown tag, is not printed).
 fn voters_json(value: &[u8]) -> Option<Json> {
-    let mut f = Flex { b: value, at: 0 };
-    let version = f.i16()?;
-    if version != 0 {
-        return None;
-    }
-    let voters = f.array(|f| {
-        let id = f.i32()?;
-        let dir = uuid::Uuid::from_slice(f.take(16)?).ok()?;
-        let endpoints = f.array(|f| {
-            let name = f.string()?;
-            let host = f.string()?;
-            let port = u16::from_be_bytes(f.take(2)?.try_into().ok()?);
-            f.tags()?;
-            Some(Json::Obj(vec![
+    let record = storage::batch::parse_voters_record(value).ok()?;
+    let voter = |v: storage::batch::RecordVoter| {
+        let endpoint = |(name, host, port): (String, String, u16)| {
+            Json::Obj(vec![
                 ("name", s(&name)),
                 ("host", s(&host)),
                 ("port", Json::Int(port.into())),
-            ]))
-        })?;
-        let (min, max) = (f.i16()?, f.i16()?);
-        f.tags()?;
-        f.tags()?;
-        Some(Json::Obj(vec![
-            ("voterId", Json::Int(id.into())),
-            ("voterDirectoryId", uuid(&dir)),
-            ("endpoints", Json::Arr(endpoints)),
+            ])
+        };
+        Json::Obj(vec![
+            ("voterId", Json::Int(v.id.into())),
+            (
+                "voterDirectoryId",
+                uuid(&uuid::Uuid::from_bytes(v.directory_id)),
+            ),
+            (
+                "endpoints",
+                Json::Arr(v.endpoints.into_iter().map(endpoint).collect()),
+            ),
             (
                 "kRaftVersionFeature",
                 Json::Obj(vec![
-                    ("minSupportedVersion", Json::Int(min.into())),
-                    ("maxSupportedVersion", Json::Int(max.into())),
+                    ("minSupportedVersion", Json::Int(v.kraft_versions.0.into())),
+                    ("maxSupportedVersion", Json::Int(v.kraft_versions.1.into())),
                 ]),
             ),
-        ]))
-    })?;
-    f.tags()?;
-    f.done()?;
+        ])
+    };
     Some(Json::Obj(vec![
         ("version", Json::Int(0)),
-        ("voters", Json::Arr(voters)),
+        (
+            "voters",
+            Json::Arr(record.voters.into_iter().map(voter).collect()),
+        ),
     ]))
 }
 
