@@ -94,7 +94,7 @@ impl Broker {
             };
         };
         if topic.internal {
-            let all: Vec<i32> = cluster.voters.iter().map(|v| v.id as i32).collect();
+            let all: Vec<i32> = cluster.members().iter().map(|v| *v as i32).collect();
             return match cluster.leader(partition) {
                 Some(l) => PartitionView {
                     leader: l as i32,

@@ -38,13 +38,37 @@ pub struct Voter {
     pub addr: String,
 }
 
+/// The metadata log's Raft group as this node's replica of it last saw it (DescribeQuorum).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct QuorumView {
+    pub leader: Option<NodeId>,
+    pub term: u64,
+    /// This replica's commit index: the group's high watermark as far as it knows.
+    pub commit: u64,
+    /// This replica's last index.
+    pub last: u64,
+    /// The group's voters and learners, as this replica applied its configuration.
+    pub voters: Vec<NodeId>,
+    pub learners: Vec<NodeId>,
+    /// On the leader: each member's matched index (its own: its last index). Empty elsewhere.
+    pub matched: Vec<(NodeId, u64)>,
+}
+
 pub struct Cluster {
     pub node_id: NodeId,
     /// `cluster.id`: every node of a cluster is configured with the same one, and peers whose
     /// hello names another are refused.
     pub cluster_id: String,
-    /// Every voter, this node among them, in `controller.quorum.voters` order.
+    /// Every voter, this node among them, in `controller.quorum.voters` order: the address book
+    /// of the nodes this one was started with (a node removed since stays in it, as it stays in
+    /// `controller.quorum.voters`); [`Self::members`] says which are nodes of the cluster now.
     pub voters: Vec<Voter>,
+    /// The nodes of the cluster now, as the metadata log applied on this node says:
+    /// `voters` less the nodes removed (RemoveRaftVoter), never more. Each Raft group's leader
+    /// takes the others out of its group (`Replica::follow_removals`).
+    members: ArcSwap<Vec<NodeId>>,
+    /// The metadata log's group, published by its shard on every tick.
+    quorum: ArcSwap<QuorumView>,
     /// Per `__consumer_offsets` partition: the leader this node's replica knows of, 0 = none.
     leaders: Vec<AtomicU64>,
     /// Per partition of a topic with a replica on every voter (by topic id, partition): the
@@ -91,12 +115,72 @@ impl Cluster {
             topic_leaders: RwLock::default(),
             endpoints: ArcSwap::from_pointee(endpoints),
             inbound: (0..voters.len()).map(|_| AtomicUsize::new(0)).collect(),
+            members: ArcSwap::from_pointee(voters.iter().map(|v| v.id).collect()),
+            quorum: ArcSwap::from_pointee(QuorumView::default()),
             voters,
         }
     }
 
     pub fn voter_ids(&self) -> Vec<NodeId> {
         self.voters.iter().map(|v| v.id).collect()
+    }
+
+    /// The nodes of the cluster now (see `members`), in `controller.quorum.voters` order.
+    pub fn members(&self) -> std::sync::Arc<Vec<NodeId>> {
+        self.members.load_full()
+    }
+
+    /// The node is one of the cluster now.
+    pub fn is_member(&self, node: NodeId) -> bool {
+        self.members.load().contains(&node)
+    }
+
+    /// The metadata log applied here names `members` as the cluster's nodes. Only voters, and
+    /// never one more than before (a node is only ever removed).
+    pub fn set_members(&self, members: &[NodeId]) {
+        let now = self.members.load();
+        assert!(
+            members.iter().all(|m| now.contains(m)),
+            "members {members:?} name a node outside {now:?}"
+        );
+        if members != now.as_slice() {
+            if !members.contains(&self.node_id) && now.contains(&self.node_id) {
+                tracing::warn!(
+                    node = self.node_id,
+                    "this node was removed from the cluster (RemoveRaftVoter): it leads nothing \
+                     from now on and may be stopped; its data directory is left as it is"
+                );
+            }
+            self.members.store(std::sync::Arc::new(members.to_vec()));
+        }
+    }
+
+    /// The metadata log's group as last published.
+    pub fn quorum(&self) -> std::sync::Arc<QuorumView> {
+        self.quorum.load_full()
+    }
+
+    /// Published by the metadata log's shard (only when it changed: readers are rare).
+    pub fn set_quorum(&self, view: QuorumView) {
+        if **self.quorum.load() != view {
+            self.quorum.store(std::sync::Arc::new(view));
+        }
+    }
+
+    /// The directory id DescribeQuorum reports for `node` and RemoveRaftVoter must name: a
+    /// pure function of `cluster.id` and the node id, so every node gives the same one without
+    /// telling the others. (Kafka's `directory.id` is random per log directory, KIP-853, and
+    /// tells a node that lost its disk from its earlier self; here a node id is never a member
+    /// twice, so the id alone does.) Shaped as a version-4 UUID, never the nil id.
+    pub fn directory_id(&self, node: NodeId) -> Uuid {
+        let mut b = [0u8; 16];
+        for (i, chunk) in b.chunks_mut(4).enumerate() {
+            let h = crc32c::crc32c(format!("{i}/{}/directory/{node}", self.cluster_id).as_bytes());
+            chunk.copy_from_slice(&h.to_be_bytes());
+        }
+        b[6] = (b[6] & 0x0f) | 0x40;
+        b[8] = (b[8] & 0x3f) | 0x80;
+        Uuid::from_bytes(b)
     }
 
     /// The other voters.
@@ -271,6 +355,21 @@ mod tests {
         c.count_inbound(3, -1);
         assert!(!c.is_up(3));
         assert!(!c.is_up(9), "not a voter");
+        assert_eq!(*c.members(), [1, 2, 3]);
+        c.set_members(&[1, 2]);
+        assert_eq!(*c.members(), [1, 2]);
+        assert!(c.is_member(2) && !c.is_member(3));
+        assert_eq!(
+            c.peers().count(),
+            2,
+            "the address book keeps a removed node"
+        );
+        let d = c.directory_id(3);
+        assert_eq!(d, c.directory_id(3), "stable");
+        assert_ne!(d, c.directory_id(1));
+        assert_eq!(d.get_version_num(), 4);
+        let other = Cluster::new(2, "c2".into(), c.voters.clone(), 4, ep(9092));
+        assert_ne!(d, other.directory_id(3), "another cluster's");
         assert_eq!(
             c.nodes_on("PLAINTEXT")
                 .iter()

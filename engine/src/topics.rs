@@ -57,6 +57,12 @@ pub enum RegistryError {
     /// gets REQUEST_TIMED_OUT and retries).
     #[error("the cluster's metadata log did not apply the change: {0}")]
     NotAvailable(String),
+    /// RemoveRaftVoter of a node that is not one of the cluster's (VOTER_NOT_FOUND).
+    #[error("{0}")]
+    NotAVoter(String),
+    /// RemoveRaftVoter that would strand a partition or leave too few nodes (the message says).
+    #[error("{0}")]
+    CannotRemove(String),
 }
 
 #[derive(Serialize, Deserialize)]
@@ -111,15 +117,15 @@ pub struct TopicRegistry {
     /// Set on a node of a cluster: changes go through the metadata log.
     meta: std::sync::OnceLock<Arc<MetaInbox>>,
     /// On a node of a cluster: the node the metadata log placed each topic partition on, by
-    /// topic name (`leaders[p]`). Empty on a single node, which leads every partition.
+    /// topic name (`leaders[p]`), the first voters of each replicated partition's Raft group,
+    /// and the cluster's voters now, in `controller.quorum.voters` order (the order a
+    /// partition's replicas follow its placed node in, [`Self::replicas`]). Empty on a single
+    /// node, which leads every partition.
     placement: ArcSwap<Placement>,
-    /// On a node of a cluster: the voters in `controller.quorum.voters` order, the order a
-    /// partition's replicas follow its placed node in ([`Self::replicas`]).
-    voters: std::sync::OnceLock<Vec<u64>>,
 }
 
-/// Per topic name, the node leading each partition (`replication::metadata::MetadataState::placement`).
-pub type Placement = std::collections::HashMap<String, Vec<u64>>;
+/// Where the metadata log put each topic partition (`replication::metadata::MetadataState::placement`).
+pub type Placement = replication::metadata::Placement;
 
 impl TopicRegistry {
     /// Load (or create) the registry in `data_dir`, making sure `__consumer_offsets` exists with
@@ -146,8 +152,7 @@ impl TopicRegistry {
             current: Arc::new(ArcSwap::from_pointee(TopicsSnapshot::from_topics(topics))),
             writer: Mutex::new(()),
             meta: std::sync::OnceLock::new(),
-            placement: ArcSwap::from_pointee(Placement::new()),
-            voters: std::sync::OnceLock::new(),
+            placement: ArcSwap::from_pointee(Placement::default()),
         };
         if reg.snapshot().get(CONSUMER_OFFSETS).is_none() {
             let t = Topic {
@@ -163,20 +168,15 @@ impl TopicRegistry {
         Ok(reg)
     }
 
-    /// Make this registry the view of the cluster's metadata log of `voters` (in
-    /// `controller.quorum.voters` order, as the log places partitions over them): from now on
-    /// changes are proposed through `inbox`, and the topics are what [`Self::install`] puts here.
+    /// Make this registry the view of the cluster's metadata log: from now on changes are
+    /// proposed through `inbox`, and the topics are what [`Self::install`] puts here.
     pub fn use_metadata_log(
         &self,
         inbox: Arc<MetaInbox>,
-        voters: &[u64],
         topics: TopicsSnapshot,
         placement: Placement,
     ) {
-        assert!(
-            self.voters.set(voters.to_vec()).is_ok(),
-            "the metadata log is set once"
-        );
+        assert!(!placement.voters.is_empty(), "a cluster has voters");
         assert!(self.meta.set(inbox).is_ok(), "the metadata log is set once");
         self.install(topics, placement);
     }
@@ -194,7 +194,27 @@ impl TopicRegistry {
     /// elected), and for a partition whose placement this node has not installed yet. Lock-free.
     pub fn placed(&self, topic: &Topic, partition: i32) -> Option<u64> {
         let p = usize::try_from(partition).ok()?;
-        self.placement.load().get(&topic.name)?.get(p).copied()
+        self.placement
+            .load()
+            .leaders
+            .get(&topic.name)?
+            .get(p)
+            .copied()
+    }
+
+    /// On a node of a cluster: the voters the Raft group of `partition` of `topic` started with
+    /// (`controller.quorum.voters`, or the voters there were when a node had been removed before
+    /// the partition was created), which its replica restarts from. None on a single node.
+    pub fn first_voters(&self, topic: &Topic, partition: i32) -> Option<Vec<u64>> {
+        let placement = self.placement.load();
+        (!placement.bootstrap.is_empty())
+            .then(|| placement.first_voters(&topic.name, partition).to_vec())
+    }
+
+    /// On a node of a cluster: its nodes now, in `controller.quorum.voters` order, less those
+    /// removed, as the metadata log applied here says. Empty on a single node.
+    pub fn voters(&self) -> Vec<u64> {
+        self.placement.load().voters.clone()
     }
 
     /// On a node of a cluster: the nodes holding a replica of `partition` of `topic`, the placed
@@ -207,7 +227,8 @@ impl TopicRegistry {
         if topic.internal {
             return None;
         }
-        let voters = self.voters.get()?;
+        let placement = self.placement.load();
+        let voters = &placement.voters;
         let first = self.placed(topic, partition)?;
         let at = voters.iter().position(|v| *v == first)?;
         let n = usize::try_from(topic.replication_factor)
@@ -276,9 +297,19 @@ impl TopicRegistry {
                     current,
                     requested,
                 },
+                e @ MetaError::NotAVoter(..) => RegistryError::NotAVoter(e.to_string()),
+                MetaError::CannotRemove(m) => RegistryError::CannotRemove(m),
                 e => RegistryError::NotAvailable(e.to_string()),
             }),
         }
+    }
+
+    /// On a node of a cluster: take node `id` out of the cluster (RemoveRaftVoter), once the
+    /// metadata log applied it here. The Raft groups it is a voter of follow on their leaders'
+    /// ticks (`Replica::follow_removals`).
+    pub async fn remove_voter(&self, id: u64) -> Result<(), RegistryError> {
+        self.propose(replication::metadata::Command::RemoveVoter { id })
+            .await
     }
 
     /// [`Self::create`] on a node of a cluster, with `replication_factor` replicas per partition
@@ -525,16 +556,20 @@ mod tests {
         };
         let (all, one) = (topic("all", 3), topic("one", 1));
         assert_eq!(reg.replicas(&all, 0), None, "a single node");
-        let placement: Placement = [
-            ("all".to_string(), vec![5, 9, 2]),
-            ("one".to_string(), vec![9, 2, 5]),
-        ]
-        .into();
+        let mut placement = Placement {
+            leaders: [
+                ("all".to_string(), vec![5, 9, 2]),
+                ("one".to_string(), vec![9, 2, 5]),
+            ]
+            .into(),
+            voters: vec![2, 5, 9],
+            bootstrap: vec![2, 5, 9],
+            ..Placement::default()
+        };
         reg.use_metadata_log(
             Arc::new(MetaInbox::default()),
-            &[2, 5, 9],
             TopicsSnapshot::from_topics([all.clone(), one.clone()]),
-            placement,
+            placement.clone(),
         );
         assert_eq!(reg.replicas(&all, 0), Some(vec![5, 9, 2]));
         assert_eq!(reg.replicas(&all, 1), Some(vec![9, 2, 5]), "wraps");
@@ -550,6 +585,27 @@ mod tests {
         let mut internal = topic("all", 3);
         internal.internal = true;
         assert_eq!(reg.replicas(&internal, 0), None);
+        assert_eq!(reg.first_voters(&all, 2), Some(vec![2, 5, 9]));
+        // Node 9 removed (the metadata log moved its partitions to the next voter, 2, and its
+        // replicated topics' factor to 2); partition 3 was created after.
+        let mut all2 = all.clone();
+        all2.replication_factor = 2;
+        all2.partitions = 4;
+        placement.leaders.insert("all".into(), vec![5, 2, 2, 5]);
+        placement.voters = vec![2, 5];
+        placement
+            .first_voters
+            .insert("all".into(), [(3, vec![2, 5])].into());
+        reg.install(TopicsSnapshot::from_topics([all2.clone()]), placement);
+        assert_eq!(reg.voters(), [2, 5]);
+        assert_eq!(reg.replicas(&all2, 0), Some(vec![5, 2]));
+        assert_eq!(reg.replicas(&all2, 1), Some(vec![2, 5]));
+        assert_eq!(
+            reg.first_voters(&all2, 2),
+            Some(vec![2, 5, 9]),
+            "as it started"
+        );
+        assert_eq!(reg.first_voters(&all2, 3), Some(vec![2, 5]));
         std::fs::remove_dir_all(&d).unwrap();
     }
 

@@ -802,6 +802,53 @@ impl Replica {
         Ok(())
     }
 
+    /// On the leader, once no change is under way: take out of the partition every voter and
+    /// learner that is not one of `members` (the cluster's nodes as this node's metadata log
+    /// has applied them), through [`Self::change_voters`]. True if a change started. Every node
+    /// calls it on every tick and only the leader acts; a view of `members` that lags (a node
+    /// replaying its metadata log) names more nodes, never fewer, so it only delays a removal.
+    /// Removing is all it does: a node is added to a partition by [`Self::change_voters`]
+    /// alone. Nothing happens when no member is left in the partition.
+    pub fn follow_removals(&mut self, members: &[NodeId]) -> bool {
+        if self.raw.raft.state != StateRole::Leader || !self.membership_settled() {
+            return false;
+        }
+        let m = self.membership();
+        if m.voters
+            .iter()
+            .chain(&m.learners)
+            .all(|id| members.contains(id))
+        {
+            return false;
+        }
+        let target: Vec<NodeId> = m
+            .voters
+            .iter()
+            .copied()
+            .filter(|id| members.contains(id))
+            .collect();
+        !target.is_empty() && self.change_voters(&target).is_ok()
+    }
+
+    /// On the leader: every member's log as far as the leader knows it matches its own (its own
+    /// entry is its last index), by node id. Empty on a follower, which does not track others.
+    pub fn matched(&self) -> Vec<(NodeId, u64)> {
+        if self.raw.raft.state != StateRole::Leader {
+            return Vec::new();
+        }
+        let me = self.id();
+        let last = self.last_index();
+        let mut out: Vec<(NodeId, u64)> = self
+            .raw
+            .raft
+            .prs()
+            .iter()
+            .map(|(id, pr)| (*id, if *id == me { last } else { pr.matched }))
+            .collect();
+        out.sort_unstable();
+        out
+    }
+
     /// No membership change is asked for or under way.
     pub fn membership_settled(&self) -> bool {
         self.target.is_none() && !self.raw.raft.has_pending_conf() && !self.membership().is_joint()

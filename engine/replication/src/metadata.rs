@@ -68,6 +68,14 @@ pub enum Command {
         name: String,
         configs: BTreeMap<String, String>,
     },
+    /// Take a node out of the cluster (RemoveRaftVoter): it leaves the voters, every topic
+    /// replicated on every voter keeps a replica on each remaining one (its replication factor
+    /// drops by one), and the partitions it was placed on as preferred leader move to the next
+    /// remaining voter. Each Raft group's leader then removes it from the group
+    /// (`Replica::follow_removals`); this entry only says where the cluster is going.
+    RemoveVoter {
+        id: NodeId,
+    },
 }
 
 /// A command and who asked: `origin` is the proposing node and `seq` its own counter, so the
@@ -150,6 +158,13 @@ pub enum MetaError {
     /// the last [`DEDUP_WINDOW`] of its proposer's.
     #[error("proposal {1} of node {0} was applied already")]
     Duplicate(NodeId, u64),
+    /// RemoveVoter of a node that is not (or no longer) a voter: Kafka's VOTER_NOT_FOUND.
+    #[error("Node {0} is not a voter of this cluster (voters {1:?}).")]
+    NotAVoter(NodeId, Vec<NodeId>),
+    /// RemoveVoter that would leave a partition without any replica, or the cluster without
+    /// enough voters: the node must stay until that changes.
+    #[error("{0}")]
+    CannotRemove(String),
 }
 
 /// A topic and the node leading each of its partitions (`leaders[p]`).
@@ -157,6 +172,36 @@ pub enum MetaError {
 pub struct PlacedTopic {
     pub topic: Topic,
     pub leaders: Vec<NodeId>,
+    /// For a topic replicated on every voter: the voters the Raft groups of its partitions
+    /// started with, by the first partition they apply from, where those were not the
+    /// cluster's first voters (`controller.quorum.voters`): a topic created, or grown, after a
+    /// node was removed. A replica restarts from its partition's first voters plus the
+    /// configuration changes in its log, so these must never change once written.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub first_voters: BTreeMap<i32, Vec<NodeId>>,
+}
+
+/// Where the metadata log put things, as a node's broker reads it: every placed topic's
+/// partition leaders (`leaders[name][p]`), the first voters of the partitions of topics
+/// replicated on every voter, and the cluster's voters now and at its start.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Placement {
+    pub leaders: std::collections::HashMap<String, Vec<NodeId>>,
+    pub first_voters: std::collections::HashMap<String, BTreeMap<i32, Vec<NodeId>>>,
+    /// The nodes of the cluster now ([`MetadataState::voters`]).
+    pub voters: Vec<NodeId>,
+    /// `controller.quorum.voters`: the first voters of every Raft group not in `first_voters`.
+    pub bootstrap: Vec<NodeId>,
+}
+
+impl Placement {
+    /// The voters the Raft group of `partition` of `topic` started with.
+    pub fn first_voters(&self, topic: &str, partition: i32) -> &[NodeId] {
+        self.first_voters
+            .get(topic)
+            .and_then(|m| m.range(..=partition).next_back())
+            .map_or(&self.bootstrap, |(_, v)| v)
+    }
 }
 
 /// What applying one entry did: whose proposal it was (`None` when it did not decode), its
@@ -174,7 +219,17 @@ pub struct Applied {
 /// The metadata every node of a cluster holds once it has applied the log up to `applied`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MetadataState {
+    /// The nodes of the cluster now: `controller.quorum.voters` less every node removed since
+    /// (in that order, the order partitions are placed over).
     voters: Vec<NodeId>,
+    /// The nodes removed so far: never a voter again (a replica id is never a member twice,
+    /// `Replica::join`). Absent in a snapshot written before nodes could be removed.
+    #[serde(default)]
+    removed: BTreeSet<NodeId>,
+    /// `controller.quorum.voters`, which every node starts from. Absent in a snapshot written
+    /// before nodes could be removed, when it was `voters`.
+    #[serde(default)]
+    bootstrap: Vec<NodeId>,
     topics: BTreeMap<String, PlacedTopic>,
     ids: BTreeSet<Uuid>,
     /// Per proposing node, the sequence numbers of its last [`DEDUP_WINDOW`] proposals applied.
@@ -192,6 +247,8 @@ impl MetadataState {
         assert!(offsets.internal, "{CONSUMER_OFFSETS} is internal");
         let mut s = Self {
             voters: voters.to_vec(),
+            removed: BTreeSet::new(),
+            bootstrap: voters.to_vec(),
             topics: BTreeMap::new(),
             ids: BTreeSet::new(),
             seen: BTreeMap::new(),
@@ -203,6 +260,7 @@ impl MetadataState {
             PlacedTopic {
                 topic: offsets,
                 leaders: Vec::new(),
+                first_voters: BTreeMap::new(),
             },
         );
         s
@@ -236,10 +294,13 @@ impl MetadataState {
         if version != SNAPSHOT_VERSION {
             return Err(DecodeError::Version(version));
         }
-        let state: Self =
+        let mut state: Self =
             serde_json::from_slice(json).map_err(|e| DecodeError::Malformed(e.to_string()))?;
         if state.voters.is_empty() {
             return Err(DecodeError::Malformed("a snapshot without voters".into()));
+        }
+        if state.bootstrap.is_empty() {
+            state.bootstrap = state.voters.clone();
         }
         match state.topics.get(&offsets.name).map(|t| &t.topic) {
             Some(t) if t == offsets => {}
@@ -268,6 +329,17 @@ impl MetadataState {
         self.ids.difference(&live).copied().collect()
     }
 
+    /// The nodes of the cluster now, in `controller.quorum.voters` order: the voters every Raft
+    /// group's leader moves its group to (removals only; a group never gains a voter here).
+    pub fn voters(&self) -> &[NodeId] {
+        &self.voters
+    }
+
+    /// The nodes removed from the cluster so far.
+    pub fn removed(&self) -> &BTreeSet<NodeId> {
+        &self.removed
+    }
+
     pub fn topic(&self, name: &str) -> Option<&PlacedTopic> {
         self.topics.get(name)
     }
@@ -278,13 +350,25 @@ impl MetadataState {
         self.topics.get(name)?.leaders.get(p).copied()
     }
 
-    /// Every placed topic's partition leaders (`leaders[p]` leads partition *p*), by name.
-    pub fn placement(&self) -> std::collections::HashMap<String, Vec<NodeId>> {
-        self.topics
-            .iter()
-            .filter(|(_, t)| !t.leaders.is_empty())
-            .map(|(n, t)| (n.clone(), t.leaders.clone()))
-            .collect()
+    /// Every placed topic's partition leaders (`leaders[p]` leads partition *p*) and first
+    /// voters, by name, and the voters.
+    pub fn placement(&self) -> Placement {
+        Placement {
+            leaders: self
+                .topics
+                .iter()
+                .filter(|(_, t)| !t.leaders.is_empty())
+                .map(|(n, t)| (n.clone(), t.leaders.clone()))
+                .collect(),
+            first_voters: self
+                .topics
+                .iter()
+                .filter(|(_, t)| !t.first_voters.is_empty())
+                .map(|(n, t)| (n.clone(), t.first_voters.clone()))
+                .collect(),
+            voters: self.voters.clone(),
+            bootstrap: self.bootstrap.clone(),
+        }
     }
 
     /// The topics as the coordinator and the handlers read them.
@@ -401,9 +485,14 @@ impl MetadataState {
                     return Err(MetaError::IdInUse(id));
                 }
                 let leaders = self.placed(first_leader, 0, partitions);
+                let mut first_voters = BTreeMap::new();
+                if replication_factor > 1 && self.voters != self.bootstrap {
+                    first_voters.insert(0, self.voters.clone());
+                }
                 self.topics.insert(
                     name.clone(),
                     PlacedTopic {
+                        first_voters,
                         topic: Topic {
                             name,
                             id,
@@ -463,6 +552,17 @@ impl MetadataState {
                     let t = self.topics.get_mut(&name).expect("checked above");
                     t.leaders.extend(more);
                     t.topic.partitions = count;
+                    // New partitions are new Raft groups, started with the voters there are now.
+                    if t.topic.replication_factor > 1 {
+                        let last = t
+                            .first_voters
+                            .range(..from)
+                            .next_back()
+                            .map_or(&self.bootstrap, |(_, v)| v);
+                        if *last != self.voters {
+                            t.first_voters.insert(from, self.voters.clone());
+                        }
+                    }
                 }
                 Ok(())
             }
@@ -474,7 +574,56 @@ impl MetadataState {
                 t.topic.configs = configs;
                 Ok(())
             }
+            Command::RemoveVoter { id } => self.remove_voter(id),
         }
+    }
+
+    /// Kafka's controller refuses to remove a voter when the quorum would be left without one
+    /// (`RemoveVoterHandler` in `raft/src/main/java/org/apache/kafka/raft/internals/`); here a
+    /// node is also every replica of the topics replicated on every voter, and the only one
+    /// of a partition of replication factor 1 placed on it, so:
+    /// - at least two voters stay: a topic replicated on every voter stays a Raft group of two
+    ///   or more (a factor of 1 is the unreplicated storage path, which a topic never switches
+    ///   to);
+    /// - no partition of replication factor 1 is placed on it (its records exist nowhere else:
+    ///   delete the topic, or wait for partition reassignment, which is not built).
+    fn remove_voter(&mut self, id: NodeId) -> Result<(), MetaError> {
+        let Some(at) = self.voters.iter().position(|v| *v == id) else {
+            return Err(MetaError::NotAVoter(id, self.voters.clone()));
+        };
+        if self.voters.len() <= 2 {
+            return Err(MetaError::CannotRemove(format!(
+                "Cannot remove node {id}: the cluster would be left with {} voter(s); at least 2 \
+                 must stay.",
+                self.voters.len() - 1
+            )));
+        }
+        for (name, t) in &self.topics {
+            if t.topic.replication_factor <= 1 {
+                if let Some(p) = t.leaders.iter().position(|l| *l == id) {
+                    return Err(MetaError::CannotRemove(format!(
+                        "Cannot remove node {id}: it holds the only replica of partition {p} of \
+                         topic '{name}' (replication factor 1); delete the topic first."
+                    )));
+                }
+            }
+        }
+        let old = std::mem::take(&mut self.voters);
+        self.voters = old.iter().copied().filter(|v| *v != id).collect();
+        self.removed.insert(id);
+        // The voter after the removed one in the old order (wrapping): its partitions move there,
+        // so a topic's round robin stays a rotation of the voters that are left.
+        let next = old[(at + 1) % old.len()];
+        let n = i16::try_from(self.voters.len()).expect("voters are bounded");
+        for t in self.topics.values_mut() {
+            if !t.topic.internal && t.topic.replication_factor > 1 {
+                t.topic.replication_factor = n;
+            }
+            for l in t.leaders.iter_mut().filter(|l| **l == id) {
+                *l = next;
+            }
+        }
+        Ok(())
     }
 
     fn colliding(&self, name: &str) -> Option<String> {
@@ -547,8 +696,14 @@ mod tests {
             "placed by its own elections"
         );
         let placement = s.placement();
-        assert_eq!(placement.len(), 1, "only placed topics: {placement:?}");
-        assert_eq!(placement["orders"], vec![3, 1, 2, 3, 1, 2]);
+        assert_eq!(
+            placement.leaders.len(),
+            1,
+            "only placed topics: {placement:?}"
+        );
+        assert_eq!(placement.leaders["orders"], vec![3, 1, 2, 3, 1, 2]);
+        assert_eq!(placement.voters, [1, 2, 3]);
+        assert_eq!(placement.first_voters("orders", 5), [1, 2, 3]);
     }
 
     #[test]
@@ -906,6 +1061,112 @@ mod tests {
         )
         .unwrap();
         assert_eq!(t.replication_factor, 1);
+    }
+
+    fn replicated(name: &str, id: u128, partitions: i32, rf: i16) -> Command {
+        Command::CreateTopic {
+            name: name.into(),
+            id: Uuid::from_u128(id),
+            partitions,
+            configs: BTreeMap::new(),
+            first_leader: 0,
+            replication_factor: rf,
+        }
+    }
+
+    #[test]
+    fn a_removed_voter_leaves_every_topic_and_new_groups_start_without_it() {
+        let mut s = MetadataState::new(&[1, 2, 3], offsets());
+        let mut i = 0;
+        let mut run = |s: &mut MetadataState, c: Command| {
+            i += 1;
+            s.apply(i, &entry(i, c)).result
+        };
+        assert_eq!(run(&mut s, replicated("orders", 100, 3, 3)), Ok(()));
+        assert_eq!(run(&mut s, create("solo", 101, 1, 2)), Ok(()));
+        assert_eq!(s.topic("solo").unwrap().leaders, [3]);
+        // Node 3 holds solo's only replica: refused, nothing changes.
+        let before = s.clone();
+        let refused = run(&mut s, Command::RemoveVoter { id: 3 });
+        assert!(
+            matches!(&refused, Err(MetaError::CannotRemove(m)) if m.contains("'solo'")),
+            "{refused:?}"
+        );
+        assert_eq!(s.voters(), before.voters());
+        assert_eq!(s.topic("orders"), before.topic("orders"));
+        let gone = Command::DeleteTopic {
+            name: "solo".into(),
+        };
+        assert_eq!(run(&mut s, gone), Ok(()));
+        assert_eq!(run(&mut s, Command::RemoveVoter { id: 3 }), Ok(()));
+        assert_eq!(s.voters(), [1, 2]);
+        assert_eq!(s.removed().iter().copied().collect::<Vec<_>>(), [3]);
+        let orders = s.topic("orders").unwrap();
+        assert_eq!(
+            orders.topic.replication_factor, 2,
+            "a replica on each node left"
+        );
+        assert_eq!(
+            orders.leaders,
+            [1, 2, 1],
+            "node 3's partition moves to the next voter"
+        );
+        assert_eq!(
+            s.topic(CONSUMER_OFFSETS).unwrap().topic.replication_factor,
+            1,
+            "the internal topic's factor is the cluster's, not recorded"
+        );
+        // Its partitions' groups started with all three: that stays.
+        assert_eq!(s.placement().first_voters("orders", 2), [1, 2, 3]);
+        assert_eq!(
+            run(&mut s, Command::RemoveVoter { id: 3 }),
+            Err(MetaError::NotAVoter(3, vec![1, 2]))
+        );
+        assert!(matches!(
+            run(&mut s, Command::RemoveVoter { id: 2 }),
+            Err(MetaError::CannotRemove(_))
+        ));
+        assert_eq!(s.voters(), [1, 2]);
+        // New topics and partitions: factors of the voters there are now, groups of them.
+        assert!(matches!(
+            run(&mut s, replicated("wide", 102, 1, 3)),
+            Err(MetaError::InvalidReplicationFactor(_))
+        ));
+        assert_eq!(run(&mut s, replicated("late", 103, 2, 2)), Ok(()));
+        let grow = |name: &str, n| Command::CreatePartitions {
+            changes: vec![(name.into(), n)],
+        };
+        assert_eq!(run(&mut s, grow("orders", 5)), Ok(()));
+        assert_eq!(run(&mut s, grow("late", 4)), Ok(()));
+        let placement = s.placement();
+        assert_eq!(placement.voters, [1, 2]);
+        assert_eq!(placement.bootstrap, [1, 2, 3]);
+        assert_eq!(placement.first_voters("late", 0), [1, 2]);
+        assert_eq!(placement.first_voters("late", 3), [1, 2]);
+        assert_eq!(placement.first_voters["late"].len(), 1, "one range");
+        assert_eq!(placement.first_voters("orders", 2), [1, 2, 3]);
+        assert_eq!(placement.first_voters("orders", 3), [1, 2]);
+        assert_eq!(placement.first_voters("orders", 4), [1, 2]);
+        assert_eq!(placement.leaders["orders"], [1, 2, 1, 2, 1]);
+        // A snapshot keeps all of it.
+        let back = MetadataState::decode_snapshot(&s.encode_snapshot(i), &offsets()).unwrap();
+        assert_eq!(back, s);
+        assert_eq!(back.placement(), placement);
+    }
+
+    #[test]
+    fn a_snapshot_from_before_removals_reads_its_voters_as_the_first_ones() {
+        let mut s = MetadataState::new(&[1, 2, 3], offsets());
+        s.apply(1, &entry(1, replicated("orders", 100, 2, 3)));
+        let bytes = s.encode_snapshot(1);
+        let mut json: serde_json::Value = serde_json::from_slice(&bytes[1..]).unwrap();
+        let obj = json.as_object_mut().unwrap();
+        assert!(obj.remove("removed").is_some() && obj.remove("bootstrap").is_some());
+        let mut old = vec![SNAPSHOT_VERSION];
+        serde_json::to_writer(&mut old, &json).unwrap();
+        let back = MetadataState::decode_snapshot(&old, &offsets()).unwrap();
+        assert_eq!(back, s);
+        assert_eq!(back.placement().first_voters("orders", 1), [1, 2, 3]);
     }
 
     #[test]

@@ -523,7 +523,13 @@ impl<T: Clone> ReplicatedPartition<T> {
         let from_log = log
             .entries()
             .iter()
-            .filter(|e| e.index <= commit && !e.data.is_empty())
+            // Configuration changes (a node removed, `Replica::follow_removals`) are Raft's,
+            // not the coordinator's: only normal entries hold record batches.
+            .filter(|e| {
+                e.index <= commit
+                    && e.get_entry_type() == crate::eraftpb::EntryType::EntryNormal
+                    && !e.data.is_empty()
+            })
             .map(|e| &e.data[..]);
         for data in from_snapshot.into_iter().chain(from_log) {
             let Ok(Peek::Batch(h)) = peek_batch(data, 0, MAX_ENTRY_BYTES) else {

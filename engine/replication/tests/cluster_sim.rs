@@ -100,6 +100,9 @@ struct Sim {
     faults: usize,
     /// The voters asked for; the leader is asked to reach them every tick.
     target: Vec<NodeId>,
+    /// The cluster's nodes as the broker's metadata log names them: when set, every live
+    /// replica is handed them every tick (`Replica::follow_removals`), as the broker does.
+    cluster_members: Option<Vec<NodeId>>,
     next_id: NodeId,
     /// Membership changes asked for and completed (the leader applied the target, not joint).
     changes_asked: u64,
@@ -153,6 +156,7 @@ impl Sim {
             new_changes: true,
             faults: 0,
             target: BOOT.to_vec(),
+            cluster_members: None,
             next_id: BOOT.len() as NodeId + 1,
             changes_asked: 0,
             changes_done: 0,
@@ -567,6 +571,13 @@ impl Faulty for Sim {
         if self.membership_per_mille > 0 {
             self.drive_membership(tick);
         }
+        if let (Some(members), true) = (&self.cluster_members, tick) {
+            for node in self.nodes.values_mut() {
+                if let Some(r) = node.replica.as_mut() {
+                    r.follow_removals(members);
+                }
+            }
+        }
         if self.rng.chance(propose_per_mille) {
             self.propose();
         }
@@ -801,6 +812,65 @@ fn a_new_node_catches_up_as_a_learner_and_a_replaced_leader_hands_over_first() {
         "nothing acknowledged during the change"
     );
     // Never two lease holders: `run_step` checks it at every step.
+}
+
+#[test]
+fn removing_the_leaders_node_from_the_members_moves_the_partition_off_it() {
+    let mut sim = Sim::new(5);
+    for _ in 0..400 {
+        sim.run_step(300);
+    }
+    let old = sim.leader().expect("a leader within 40 ticks");
+    let acked_before = sim.acked.len();
+    // A view naming every node (and one more) changes nothing.
+    let mut all = BOOT.to_vec();
+    all.push(99);
+    sim.cluster_members = Some(all);
+    for _ in 0..200 {
+        sim.run_step(300);
+    }
+    let m = sim.nodes[&sim.leader().unwrap()]
+        .replica
+        .as_ref()
+        .unwrap()
+        .membership();
+    assert_eq!(m.voters, BOOT, "nothing to remove");
+    // The node leading it is removed: it hands over first, the new leader removes it.
+    let left: Vec<NodeId> = BOOT.iter().copied().filter(|&id| id != old).collect();
+    sim.cluster_members = Some(left.clone());
+    sim.target = left.clone();
+    let mut steps = 0;
+    while !sim.agreed() {
+        sim.run_step(300);
+        steps += 1;
+        assert!(
+            steps < 5_000,
+            "the removal did not complete: {}",
+            sim.dump()
+        );
+        if let Some(l) = sim.leader() {
+            let m = sim.nodes[&l].replica.as_ref().unwrap().membership();
+            assert!(l != old || m.is_voter(old), "leader {old} removed itself");
+        }
+    }
+    let new = sim.leader().unwrap();
+    assert!(left.contains(&new), "leader {new} after removing {old}");
+    let r = sim.nodes[&new].replica.as_ref().unwrap();
+    assert_eq!(r.membership().voters, left);
+    assert!(r.membership_settled());
+    assert!(
+        sim.acked.len() > acked_before,
+        "nothing acknowledged across it"
+    );
+    for id in &left {
+        for (idx, data) in &sim.acked {
+            assert_eq!(
+                sim.nodes[id].applied.get(idx),
+                Some(data),
+                "entry {idx} not on node {id}"
+            );
+        }
+    }
 }
 
 #[test]

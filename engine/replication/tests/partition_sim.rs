@@ -647,3 +647,73 @@ fn a_leader_whose_thread_stalled_does_not_answer_once_another_may_lead() {
     let now_serving = sim.run_until_serving(3_000);
     assert_eq!(now_serving, new);
 }
+
+#[test]
+fn a_removed_coordinator_hands_over_and_its_groups_load_across_the_change() {
+    let mut sim = Sim::new(11);
+    let old = sim.run_until_serving(2_000);
+    let mut commit_some = |sim: &mut Sim| {
+        for _ in 0..50 {
+            sim.run_step(true);
+        }
+        for _ in 0..200 {
+            sim.run_step(false);
+        }
+        sim.acked()
+    };
+    let before = commit_some(&mut sim);
+    assert!(before > 0, "nothing acknowledged");
+    // The cluster's metadata removes the coordinator's node: every replica is told, as the
+    // broker tells them on every tick.
+    let left: Vec<NodeId> = VOTERS.iter().copied().filter(|&id| id != old).collect();
+    let mut new = None;
+    for _ in 0..5_000 {
+        sim.run_step(false);
+        for node in sim.nodes.values_mut() {
+            if let Some(p) = node.part.as_mut() {
+                p.replica_mut().follow_removals(&left);
+            }
+        }
+        if let [id] = sim.serving()[..] {
+            let r = sim.nodes[&id].part.as_ref().unwrap().replica();
+            if left.contains(&id) && r.membership().voters == left && r.membership_settled() {
+                new = Some(id);
+                break;
+            }
+        }
+    }
+    let new = new.expect("a coordinator among the nodes left, without the removed one");
+    sim.crash(old);
+    assert!(
+        sim.fetch(new) >= before,
+        "a commit made before the removal is lost"
+    );
+    let after = commit_some(&mut sim);
+    assert!(after > before, "nothing acknowledged by the two nodes left");
+    // The new coordinator crashes and restarts: the group loads from a log holding the
+    // configuration change (an entry that is not a record batch), on whichever node leads.
+    sim.crash(new);
+    for _ in 0..300 {
+        sim.run_step(false);
+    }
+    assert!(
+        sim.serving().is_empty(),
+        "one node of two cannot lead alone"
+    );
+    sim.start(new);
+    let next = sim.run_until_serving(5_000);
+    assert!(left.contains(&next), "node {next} coordinates");
+    assert!(
+        sim.fetch(next) >= after,
+        "a commit made after the removal is lost"
+    );
+    let other = left.iter().copied().find(|&id| id != next).unwrap();
+    sim.crash(next);
+    sim.start(next);
+    let last = sim.run_until_serving(5_000);
+    assert!(
+        left.contains(&last),
+        "node {last} coordinates ({other} was the other)"
+    );
+    assert!(sim.fetch(last) >= after);
+}

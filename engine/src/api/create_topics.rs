@@ -87,7 +87,7 @@ pub(crate) fn validate_topic_config(key: &str, value: &str) -> Result<(), String
 /// `replication::metadata::MetadataState::check_replication_factor`, which the metadata log
 /// applies too).
 pub(super) fn replication_factor(broker: &Broker, rf: i32) -> Result<i16, String> {
-    let nodes = broker.cluster.as_ref().map_or(1, |c| c.voters.len());
+    let nodes = broker.cluster.as_ref().map_or(1, |c| c.members().len());
     replication::metadata::MetadataState::check_replication_factor(rf, nodes)?;
     Ok(i16::try_from(rf).expect("at most the number of voters"))
 }

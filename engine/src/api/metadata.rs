@@ -97,7 +97,9 @@ impl Broker {
     /// alone, or on a cluster every node whose endpoint on a listener of that name is known
     /// (peers tell theirs in their node-to-node hello, `runtime/peers.rs`). A node that is
     /// down stays listed, as its last endpoint: clients only connect to it if it leads
-    /// something or coordinates a group, which a dead node does not once another leads.
+    /// something or coordinates a group, which a dead node does not once another leads. A node
+    /// removed from the cluster (RemoveRaftVoter) is not; this node always is, removed or not
+    /// (a client talking to it must find it in the list).
     pub(crate) fn nodes_on(
         &self,
         listener: &crate::listeners::Listener,
@@ -113,7 +115,8 @@ impl Broker {
         let mut out: Vec<(i32, String, i32)> = cluster
             .nodes_on(&listener.name)
             .into_iter()
-            .filter(|(id, _)| *id as i32 != self.node_id)
+            // A node removed from the cluster is not listed (Kafka lists registered brokers).
+            .filter(|(id, _)| *id as i32 != self.node_id && cluster.is_member(*id))
             .map(|(id, e)| (id as i32, e.host, e.port))
             .collect();
         out.push(own);

@@ -224,7 +224,8 @@ fn send(ctx: &ClusterCtx, p: &DataPartition, msgs: &[replication::eraftpb::Messa
 pub(super) async fn open(
     dir: &std::path::Path,
     node: NodeId,
-    voters: &[NodeId],
+    first_voters: &[NodeId],
+    campaign: bool,
 ) -> std::io::Result<(RefCell<TopicReplica>, RaftLog<GlommioDir>)> {
     let raft_dir = GlommioDir::new(dir.join("raft"))?;
     let segment_bytes = 4 * crate::raft_io::snapshot_min_bytes() as u64;
@@ -234,10 +235,13 @@ pub(super) async fn open(
         ..storage::log::LogConfig::default()
     };
     let (log, hs, snapshot, stored) = RaftLog::open(raft_dir, config).await?;
-    let mut replica =
-        Replica::restart(node, voters, crate::raft_io::durable(hs, snapshot, stored)?)
-            .map_err(|e| std::io::Error::other(e.to_string()))?;
-    if voters.first() == Some(&node) {
+    let mut replica = Replica::restart(
+        node,
+        first_voters,
+        crate::raft_io::durable(hs, snapshot, stored)?,
+    )
+    .map_err(|e| std::io::Error::other(e.to_string()))?;
+    if campaign {
         let _ = replica.campaign();
     }
     Ok((

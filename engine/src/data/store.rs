@@ -152,11 +152,14 @@ impl DataStore {
             }
         }
         let now = crate::raft_io::mono_ms();
+        let members = ctx.cluster.members();
         for slot in self.parts.borrow().values() {
             if let Slot::Ready(p) = slot {
                 if let Some(raft) = &p.raft {
                     let mut raft = raft.borrow_mut();
                     raft.replica_mut().tick(now);
+                    // A node removed from the cluster leaves the partition's group.
+                    raft.replica_mut().follow_removals(&members);
                     if raft.replica().has_work() {
                         p.kick.notify_all();
                     }
@@ -335,9 +338,17 @@ impl DataStore {
         }
         let ctx = self.cluster.borrow().clone();
         let raft = match (self.raft_voters(topic, partition), ctx) {
-            (Some(voters), Some(ctx)) => {
+            (Some(replicas), Some(ctx)) => {
+                // The group restarts from the voters it started with (the configuration changes
+                // in its log apply on top), and the first replica stands for election.
+                let first = self
+                    .broker
+                    .topics
+                    .first_voters(topic, partition)
+                    .unwrap_or_else(|| replicas.clone());
+                let me = self.broker.node_id as u64;
                 let (raft, raft_log) =
-                    super::replica::open(&path, self.broker.node_id as u64, &voters)
+                    super::replica::open(&path, me, &first, replicas.first() == Some(&me))
                         .await
                         .map_err(storage_error)?;
                 Some((raft, raft_log, ctx))

@@ -134,9 +134,11 @@ impl MetadataLog {
         };
         let mut replica = Replica::restart(cluster.node_id, &voters, durable)
             .map_err(|e| anyhow::anyhow!("{METADATA_DIR}: {e}"))?;
-        if voters[0] == cluster.node_id {
+        // The first node of the cluster now stands at once (a removed one stays quiet).
+        if state.voters().first() == Some(&cluster.node_id) {
             let _ = replica.campaign();
         }
+        cluster.set_members(state.voters());
         // Topics the snapshot's deletions removed (a crash may have come between a deletion
         // and its sweep before that snapshot was taken).
         if let Some(dir) = &broker.data_dir {
@@ -145,7 +147,7 @@ impl MetadataLog {
         let inbox = Arc::new(MetaInbox::default());
         broker
             .topics
-            .use_metadata_log(inbox.clone(), &voters, state.snapshot(), state.placement());
+            .use_metadata_log(inbox.clone(), state.snapshot(), state.placement());
         let (tx, rx) = local_channel::new_bounded(1);
         // Sequence numbers only grow, across restarts too (a proposal from before a restart can
         // still apply after it, and must not be taken for a new one).
@@ -201,6 +203,29 @@ impl MetadataLog {
     pub fn raft_tick(&self, now_ms: i64) {
         let mut replica = self.replica.borrow_mut();
         replica.tick(now_ms);
+        // A node removed from the cluster leaves the metadata log's group too (its leader
+        // takes it out once the removal applied here).
+        if let Some(cluster) = &self.broker.cluster {
+            replica.follow_removals(&cluster.members());
+            let m = replica.membership();
+            let role = replica.role();
+            cluster.set_quorum(crate::cluster::QuorumView {
+                leader: role.leader,
+                term: role.term,
+                commit: replica.commit_index(),
+                last: replica.last_index(),
+                voters: m
+                    .voters
+                    .iter()
+                    .chain(&m.outgoing)
+                    .copied()
+                    .collect::<std::collections::BTreeSet<_>>()
+                    .into_iter()
+                    .collect(),
+                learners: m.learners,
+                matched: replica.matched(),
+            });
+        }
         let mut pending = self.pending.borrow_mut();
         pending.retain(|_, p| p.since.elapsed() < PENDING_TTL);
         let role = replica.role();
@@ -315,6 +340,9 @@ impl MetadataLog {
         self.broker
             .topics
             .install(state.snapshot(), state.placement());
+        if let Some(cluster) = &self.broker.cluster {
+            cluster.set_members(state.voters());
+        }
         // Topics these entries deleted (also when a restarted node replays its log): their
         // directories go (the shards close their open logs at their next retention pass, or
         // at once on the node whose DeleteTopics request it was).
@@ -345,6 +373,9 @@ impl MetadataLog {
         self.broker
             .topics
             .install(state.snapshot(), state.placement());
+        if let Some(cluster) = &self.broker.cluster {
+            cluster.set_members(state.voters());
+        }
         if let Some(dir) = &self.broker.data_dir {
             crate::data::sweep_topic_ids(dir, state.deleted_ids());
         }

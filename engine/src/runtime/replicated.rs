@@ -279,8 +279,13 @@ impl ReplicaSet {
     /// One Raft tick for every partition (elections, heartbeats, the lease).
     pub fn raft_tick(&self) {
         let now = mono_ms();
+        let members = self.cluster.members();
         for idx in 0..self.slots.len() {
-            self.slots[idx].part.borrow_mut().replica_mut().tick(now);
+            let mut part = self.slots[idx].part.borrow_mut();
+            part.replica_mut().tick(now);
+            // A node removed from the cluster leaves every partition's group.
+            part.replica_mut().follow_removals(&members);
+            drop(part);
             self.ring_if_work(idx);
         }
     }
