@@ -573,6 +573,54 @@ fn describe_client_quotas_needs_describe_configs_on_the_cluster() {
     assert_eq!(r.entries, None);
 }
 
+/// DescribeQuorum needs DESCRIBE and RemoveRaftVoter ALTER on the cluster (`KafkaApis`,
+/// `ControllerApis`); allowed, a single node answers that it has no quorum (it is no cluster).
+#[test]
+fn quorum_apis_need_describe_and_alter_on_the_cluster() {
+    const UNSUPPORTED_VERSION: i16 = 35;
+    let dir = data_dir("acls-quorum");
+    let sets = [AUTHORIZER, "allow.everyone.if.no.acl.found=true"];
+    let b = Broker::start(&dir, &sets);
+    let mut c = Client::connect(b.addr);
+    let describe = |c: &mut Client| {
+        let Response::DescribeQuorum(r) =
+            c.call(2, Request::DescribeQuorum(DescribeQuorumRequest::default()))
+        else {
+            panic!()
+        };
+        r
+    };
+    let remove = |c: &mut Client| {
+        let req = RemoveRaftVoterRequest::default()
+            .with_cluster_id(None)
+            .with_voter_id(2);
+        let Response::RemoveRaftVoter(r) = c.call(0, Request::RemoveRaftVoter(req)) else {
+            panic!()
+        };
+        r
+    };
+    assert_eq!(
+        describe(&mut c).error_code,
+        INVALID_REQUEST,
+        "a single node"
+    );
+    let r = remove(&mut c);
+    assert_eq!(r.error_code, UNSUPPORTED_VERSION, "a single node: {r:?}");
+    // Alter allowed gives Describe too (Kafka's implied operations); a Describe denied then
+    // refuses DescribeQuorum and not the removal, an Alter denied refuses the removal.
+    assert_eq!(acl(&mut c, 4, "kafka-cluster", 7, 3), 0, "allow Alter");
+    assert_eq!(describe(&mut c).error_code, INVALID_REQUEST, "implied");
+    assert_eq!(deny(&mut c, 4, "kafka-cluster", 8), 0, "deny Describe");
+    assert_eq!(describe(&mut c).error_code, CLUSTER_AUTHORIZATION_FAILED);
+    assert_eq!(
+        remove(&mut c).error_code,
+        UNSUPPORTED_VERSION,
+        "Alter allowed"
+    );
+    assert_eq!(deny(&mut c, 4, "kafka-cluster", 7), 0, "deny Alter");
+    assert_eq!(remove(&mut c).error_code, CLUSTER_AUTHORIZATION_FAILED);
+}
+
 /// A regex subscription resolves only to the topics the member may Describe (Kafka 4.x
 /// `GroupMetadataManager.refreshRegularExpressions`): the denied topic is neither assigned nor
 /// named in the group's resolved regex.

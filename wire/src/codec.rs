@@ -117,6 +117,8 @@ apis! {
     ConsumerGroupDescribe = 69: ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse;
     SaslHandshake = 17: SaslHandshakeRequest, SaslHandshakeResponse;
     SaslAuthenticate = 36: SaslAuthenticateRequest, SaslAuthenticateResponse;
+    DescribeQuorum = 55: DescribeQuorumRequest, DescribeQuorumResponse;
+    RemoveRaftVoter = 81: RemoveRaftVoterRequest, RemoveRaftVoterResponse;
 }
 
 /// Decode one request frame (without its length prefix).
@@ -402,6 +404,8 @@ mod tests {
             30 => Request::CreateAcls(Default::default()),
             31 => Request::DeleteAcls(Default::default()),
             48 => Request::DescribeClientQuotas(Default::default()),
+            55 => Request::DescribeQuorum(Default::default()),
+            81 => Request::RemoveRaftVoter(Default::default()),
             k => panic!("add a default request for key {k}"),
         }
     }

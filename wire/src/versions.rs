@@ -65,6 +65,8 @@ pub const SERVED: &[ApiRange] = &[
     r(30, 1, 3), // CreateAcls: 4.x 1-3 (v0 removed by KIP-896)
     r(31, 1, 3), // DeleteAcls: 4.x 1-3 (v0 removed by KIP-896)
     r(48, 0, 1), // DescribeClientQuotas: trunk 0-1 (always no entries: no quotas are enforced)
+    r(55, 0, 2), // DescribeQuorum: trunk 0-2 (a cluster's metadata log, `engine::api::describe_quorum`)
+    r(81, 0, 0), // RemoveRaftVoter: trunk 0 (a cluster node's removal, `engine::api::remove_raft_voter`)
 ];
 
 /// A lookup table of served versions, indexed by api key for O(1) checks on the hot path.

@@ -76,6 +76,8 @@ fn default_request(api_key: i16) -> Request {
         30 => Request::CreateAcls(Default::default()),
         31 => Request::DeleteAcls(Default::default()),
         48 => Request::DescribeClientQuotas(Default::default()),
+        55 => Request::DescribeQuorum(Default::default()),
+        81 => Request::RemoveRaftVoter(Default::default()),
         k => panic!("add a default request for api key {k}"),
     }
 }
@@ -375,6 +377,8 @@ fn golden_api_key(stem: &str) -> i16 {
         ("list_transactions", 66),
         ("consumer_group_heartbeat", 68),
         ("consumer_group_describe", 69),
+        ("describe_quorum", 55),
+        ("remove_raft_voter", 81),
     ];
     STEMS
         .iter()

@@ -1959,6 +1959,11 @@ impl<'a> Walk<'a> {
         let got = self.i16(what);
         assert_eq!(got, want, "{}: `{what}` at offset {at}", self.ctx);
     }
+    fn expect_u16(&mut self, what: &str, want: u16) {
+        let at = self.pos;
+        let got = u16::from_be_bytes(self.take(2, what).try_into().unwrap());
+        assert_eq!(got, want, "{}: `{what}` at offset {at}", self.ctx);
+    }
     fn expect_i32(&mut self, what: &str, want: i32) {
         let at = self.pos;
         let got = self.i32(what);
@@ -3589,6 +3594,224 @@ fn walk_describe_producers(frame: &[u8], v: i16) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// The metadata log's quorum: DescribeQuorum (55) and RemoveRaftVoter (81) (KIP-595, KIP-853).
+
+const METADATA_TOPIC: &str = "__cluster_metadata";
+/// The metadata log's leader epoch (Raft term) and high watermark (commit index).
+const QUORUM_EPOCH: i32 = 4;
+const QUORUM_HW: i64 = 1187;
+/// When the leader answered (ms since the epoch).
+const QUORUM_NOW: i64 = 1_700_000_123_456;
+/// The quorum's replicas: (id, directory id, log end offset, last fetch, last caught up).
+/// Voters 1 (the leader: both timestamps are now), 2 (caught up) and 3 (a little behind), and
+/// node 4, a learner catching up (an observer) that has not been caught up yet.
+type QuorumReplica = (i32, [u8; 16], i64, i64, i64);
+const QUORUM_VOTERS: &[QuorumReplica] = &[
+    (
+        1,
+        [
+            0x5c, 0x1f, 0x0b, 0x2d, 0x9e, 0x47, 0x4a, 0x61, 0x8f, 0x12, 0x3a, 0x54, 0x6b, 0x7c,
+            0x8d, 0x9e,
+        ],
+        QUORUM_HW,
+        QUORUM_NOW,
+        QUORUM_NOW,
+    ),
+    (
+        2,
+        [
+            0xa3, 0x04, 0x6e, 0x11, 0x27, 0xd8, 0x4b, 0x90, 0xb6, 0x45, 0x0c, 0x7e, 0x21, 0x93,
+            0xf0, 0x58,
+        ],
+        QUORUM_HW,
+        QUORUM_NOW - 12,
+        QUORUM_NOW - 12,
+    ),
+    (
+        3,
+        [
+            0x0e, 0x9d, 0x33, 0xc7, 0x64, 0x2a, 0x41, 0x05, 0x9c, 0x7b, 0xe2, 0x18, 0x4f, 0xa6,
+            0x3d, 0x71,
+        ],
+        QUORUM_HW - 7,
+        QUORUM_NOW - 340,
+        QUORUM_NOW - 1_502,
+    ),
+];
+const QUORUM_OBSERVERS: &[QuorumReplica] = &[(
+    4,
+    [
+        0x66, 0xe0, 0x4d, 0x8a, 0x13, 0xbc, 0x4e, 0x27, 0xa9, 0x50, 0xd4, 0x0f, 0x82, 0x3b, 0xc5,
+        0x19,
+    ],
+    950,
+    QUORUM_NOW - 25,
+    -1,
+)];
+/// The voters' node-to-node endpoints (`Nodes`, v2): (node id, listener, host, port).
+const QUORUM_NODES: &[(i32, &str, &str, u16)] = &[
+    (1, "CONTROLLER", HOST, 9093),
+    (2, "CONTROLLER", HOST, 9193),
+    (3, "CONTROLLER", HOST, 9293),
+];
+
+/// DescribeQuorum as `kafka-metadata-quorum describe --status` sees it, in every served version:
+/// the metadata log's partition with its leader, three voters and one observer; v1 adds the
+/// replicas' fetch timestamps; v2 the directory ids, the voters' endpoints and the error
+/// messages, which stay the empty string of the crate's default: what Kafka's leader sends
+/// (`RaftUtil.singletonDescribeQuorumResponse` sets none, and the generated default of a string is "").
+fn describe_quorum_response(v: i16) -> DescribeQuorumResponse {
+    use describe_quorum_response::*;
+    let replicas = |list: &[QuorumReplica]| -> Vec<ReplicaState> {
+        list.iter()
+            .map(|&(id, dir, leo, fetch, caught_up)| {
+                let mut r = ReplicaState::default()
+                    .with_replica_id(BrokerId(id))
+                    .with_log_end_offset(leo);
+                if v >= 1 {
+                    r.last_fetch_timestamp = fetch;
+                    r.last_caught_up_timestamp = caught_up;
+                }
+                if v >= 2 {
+                    r.replica_directory_id = uuid(dir);
+                }
+                r
+            })
+            .collect()
+    };
+    let partition = PartitionData::default()
+        .with_partition_index(0)
+        .with_error_code(0)
+        .with_leader_id(BrokerId(1))
+        .with_leader_epoch(QUORUM_EPOCH)
+        .with_high_watermark(QUORUM_HW)
+        .with_current_voters(replicas(QUORUM_VOTERS))
+        .with_observers(replicas(QUORUM_OBSERVERS));
+    let mut r = DescribeQuorumResponse::default()
+        .with_error_code(0)
+        .with_topics(vec![TopicData::default()
+            .with_topic_name(TopicName(s(METADATA_TOPIC)))
+            .with_partitions(vec![partition])]);
+    if v >= 2 {
+        r.nodes = QUORUM_NODES
+            .iter()
+            .map(|&(id, listener, host, port)| {
+                Node::default()
+                    .with_node_id(BrokerId(id))
+                    .with_listeners(vec![Listener::default()
+                        .with_name(s(listener))
+                        .with_host(s(host))
+                        .with_port(port)])
+            })
+            .collect();
+    }
+    r
+}
+
+/// RemoveRaftVoter (v0 only): node 3 removed. Kafka's success carries the message "NONE"
+/// (`RaftUtil.removeVoterResponse` falls back to `Errors.NONE.message()`).
+fn remove_raft_voter_response(_v: i16) -> RemoveRaftVoterResponse {
+    RemoveRaftVoterResponse::default()
+        .with_throttle_time_ms(THROTTLE)
+        .with_error_code(0)
+        .with_error_message(Some(s("NONE")))
+}
+
+const VOTER_NOT_FOUND_MSG: &str = "node 7 is not a voter of this cluster (voters [1, 2, 3])";
+
+/// RemoveRaftVoter of a node that is not a voter: VOTER_NOT_FOUND with its message.
+fn remove_raft_voter_error_response(_v: i16) -> RemoveRaftVoterResponse {
+    RemoveRaftVoterResponse::default()
+        .with_throttle_time_ms(THROTTLE)
+        .with_error_code(ResponseError::VoterNotFound.code())
+        .with_error_message(Some(s(VOTER_NOT_FOUND_MSG)))
+}
+
+// DescribeQuorumResponse.json: validVersions 0-2, flexible 0+ (so response header v1). ErrorCode,
+// ErrorMessage (nullable)[2+], Topics[]{TopicName, Partitions[]{PartitionIndex, ErrorCode,
+// ErrorMessage (nullable)[2+], LeaderId, LeaderEpoch, HighWatermark (int64),
+// CurrentVoters[]ReplicaState, Observers[]ReplicaState}}, Nodes[2+][]{NodeId,
+// Listeners[]{Name, Host, Port (uint16)}}; ReplicaState (common struct): ReplicaId,
+// ReplicaDirectoryId (uuid)[2+], LogEndOffset (int64), LastFetchTimestamp (int64)[1+],
+// LastCaughtUpTimestamp (int64)[1+]. No tagged fields are defined.
+fn walk_describe_quorum(frame: &[u8], v: i16) {
+    let mut w = Walk::response(frame, format!("DescribeQuorum v{v}"), true, true);
+    w.expect_i16("error_code", 0);
+    if v >= 2 {
+        w.expect_nstr("error_message", Some(""));
+    }
+    w.expect_array("topics", 1);
+    w.expect_str("topics[0].topic_name", METADATA_TOPIC);
+    w.expect_array("topics[0].partitions", 1);
+    w.expect_i32("partition.partition_index", 0);
+    w.expect_i16("partition.error_code", 0);
+    if v >= 2 {
+        w.expect_nstr("partition.error_message", Some(""));
+    }
+    w.expect_i32("partition.leader_id", 1);
+    w.expect_i32("partition.leader_epoch", QUORUM_EPOCH);
+    w.expect_i64("partition.high_watermark", QUORUM_HW);
+    for (what, list) in [
+        ("partition.current_voters", QUORUM_VOTERS),
+        ("partition.observers", QUORUM_OBSERVERS),
+    ] {
+        w.expect_array(what, list.len());
+        for &(id, dir, leo, fetch, caught_up) in list {
+            w.expect_i32("replica.replica_id", id);
+            if v >= 2 {
+                w.expect_uuid("replica.replica_directory_id", dir);
+            }
+            w.expect_i64("replica.log_end_offset", leo);
+            if v >= 1 {
+                w.expect_i64("replica.last_fetch_timestamp", fetch);
+                w.expect_i64("replica.last_caught_up_timestamp", caught_up);
+            }
+            w.expect_no_tags("replica tags");
+        }
+    }
+    w.expect_no_tags("partition tags");
+    w.expect_no_tags("topic tags");
+    if v >= 2 {
+        w.expect_array("nodes", QUORUM_NODES.len());
+        for &(id, listener, host, port) in QUORUM_NODES {
+            w.expect_i32("node.node_id", id);
+            w.expect_array("node.listeners", 1);
+            w.expect_str("listener.name", listener);
+            w.expect_str("listener.host", host);
+            w.expect_u16("listener.port", port);
+            w.expect_no_tags("listener tags");
+            w.expect_no_tags("node tags");
+        }
+    }
+    w.expect_no_tags("top-level tags");
+    w.end();
+}
+
+// RemoveRaftVoterResponse.json: validVersions 0, flexible 0+. ThrottleTimeMs, ErrorCode,
+// ErrorMessage (nullable). No tagged fields are defined.
+fn walk_remove_raft_voter_body(frame: &[u8], v: i16, error: i16, message: Option<&str>) {
+    let mut w = Walk::response(frame, format!("RemoveRaftVoter v{v}"), true, true);
+    w.expect_i32("throttle_time_ms", THROTTLE);
+    w.expect_i16("error_code", error);
+    w.expect_nstr("error_message", message);
+    w.expect_no_tags("top-level tags");
+    w.end();
+}
+
+fn walk_remove_raft_voter(frame: &[u8], v: i16) {
+    walk_remove_raft_voter_body(frame, v, 0, Some("NONE"));
+}
+
+fn walk_remove_raft_voter_error(frame: &[u8], v: i16) {
+    walk_remove_raft_voter_body(
+        frame,
+        v,
+        ResponseError::VoterNotFound.code(),
+        Some(VOTER_NOT_FOUND_MSG),
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
 // Golden files.
 
 struct GoldenApi {
@@ -3903,6 +4126,20 @@ const GOLDEN_APIS: &[GoldenApi] = &[
         build: |v| Response::DeleteAcls(delete_acls_response(v)),
         walk: walk_delete_acls,
     },
+    GoldenApi {
+        api_key: 55,
+        file_stem: "describe_quorum",
+        name: "DescribeQuorum",
+        build: |v| Response::DescribeQuorum(describe_quorum_response(v)),
+        walk: walk_describe_quorum,
+    },
+    GoldenApi {
+        api_key: 81,
+        file_stem: "remove_raft_voter",
+        name: "RemoveRaftVoter",
+        build: |v| Response::RemoveRaftVoter(remove_raft_voter_response(v)),
+        walk: walk_remove_raft_voter,
+    },
 ];
 
 /// Further golden responses of a served API, one file per served version each
@@ -3921,6 +4158,13 @@ const GOLDEN_VARIANTS: &[GoldenApi] = &[
         name: "InitProducerId (CONCURRENT_TRANSACTIONS)",
         build: |v| Response::InitProducerId(init_producer_id_error_response(v)),
         walk: walk_init_producer_id_error,
+    },
+    GoldenApi {
+        api_key: 81,
+        file_stem: "remove_raft_voter_error",
+        name: "RemoveRaftVoter (VOTER_NOT_FOUND)",
+        build: |v| Response::RemoveRaftVoter(remove_raft_voter_error_response(v)),
+        walk: walk_remove_raft_voter_error,
     },
 ];
 
@@ -4304,6 +4548,21 @@ fn golden_create_acls() {
 #[test]
 fn golden_delete_acls() {
     run_golden(golden_api(31));
+}
+
+#[test]
+fn golden_describe_quorum_responses() {
+    run_golden(golden_api(55));
+}
+
+#[test]
+fn golden_remove_raft_voter_responses() {
+    run_golden(golden_api(81));
+}
+
+#[test]
+fn golden_remove_raft_voter_error_responses() {
+    run_golden(golden_variant("remove_raft_voter_error"));
 }
 
 #[test]
@@ -6936,11 +7195,85 @@ fn requests_acls() {
 }
 
 #[test]
+fn requests_describe_quorum() {
+    use describe_quorum_request::*;
+    // What `kafka-metadata-quorum describe --status` asks (the metadata log's one partition),
+    // at every served version: the request is the same in all three (flexible from v0).
+    for v in 0..=2i16 {
+        let mut e = Enc::request(55, v, CID, Some("adminclient-1"), true);
+        e.arr(1);
+        e.str(METADATA_TOPIC);
+        e.arr(1);
+        e.i32(0);
+        e.tags();
+        e.tags();
+        e.tags();
+        let expect = DescribeQuorumRequest::default().with_topics(vec![TopicData::default()
+            .with_topic_name(TopicName(s(METADATA_TOPIC)))
+            .with_partitions(vec![PartitionData::default().with_partition_index(0)])]);
+        check_request(
+            e.finish(),
+            Some("adminclient-1"),
+            v,
+            Request::DescribeQuorum(expect),
+        );
+    }
+    // No topics at all (the crate's default request): an empty array, not a null one.
+    let mut e = Enc::request(55, 2, CID, None, true);
+    e.arr(0);
+    e.tags();
+    check_request(
+        e.finish(),
+        None,
+        2,
+        Request::DescribeQuorum(DescribeQuorumRequest::default()),
+    );
+}
+
+#[test]
+fn requests_remove_raft_voter() {
+    let dir = QUORUM_VOTERS[2].1;
+    // `kafka-metadata-quorum remove-controller --controller-id 3 --controller-directory-id ...`:
+    // `Admin.removeRaftVoter` without a cluster id sends a null one.
+    let mut e = Enc::request(81, 0, CID, Some("adminclient-1"), true);
+    e.nstr(None);
+    e.i32(3);
+    e.uuid(dir);
+    e.tags();
+    let expect = RemoveRaftVoterRequest::default()
+        .with_cluster_id(None)
+        .with_voter_id(3)
+        .with_voter_directory_id(uuid(dir));
+    check_request(
+        e.finish(),
+        Some("adminclient-1"),
+        0,
+        Request::RemoveRaftVoter(expect),
+    );
+    // With `RemoveRaftVoterOptions.clusterId` set.
+    let mut e = Enc::request(81, 0, CID, Some("adminclient-1"), true);
+    e.nstr(Some(CLUSTER_ID));
+    e.i32(3);
+    e.uuid(dir);
+    e.tags();
+    let expect = RemoveRaftVoterRequest::default()
+        .with_cluster_id(Some(s(CLUSTER_ID)))
+        .with_voter_id(3)
+        .with_voter_directory_id(uuid(dir));
+    check_request(
+        e.finish(),
+        Some("adminclient-1"),
+        0,
+        Request::RemoveRaftVoter(expect),
+    );
+}
+
+#[test]
 fn request_golden_cases_cover_every_served_api() {
     // The request tests above exist for exactly these keys; a new served key needs its own.
     let covered = [
         0i16, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 24, 25, 26, 28,
-        29, 30, 31, 32, 33, 36, 37, 42, 44, 47, 48, 50, 51, 57, 60, 61, 65, 66, 68, 69,
+        29, 30, 31, 32, 33, 36, 37, 42, 44, 47, 48, 50, 51, 55, 57, 60, 61, 65, 66, 68, 69, 81,
     ];
     for r in SERVED {
         assert!(

@@ -18,7 +18,8 @@
 //! answer from the shared state, `update_features.rs` changes its feature levels, and
 //! `describe_user_scram_credentials.rs` / `alter_user_scram_credentials.rs` read and change the
 //! SCRAM credentials (`crate::scram_store`); `describe_client_quotas.rs` answers that no client
-//! quota is configured (none are enforced).
+//! quota is configured (none are enforced); `describe_quorum.rs` and `remove_raft_voter.rs`
+//! describe a cluster's metadata log and take a node out of it.
 
 use crate::runtime::shard::Caller;
 use crate::runtime::shard::{Handled, Shard};
@@ -49,6 +50,7 @@ mod describe_cluster;
 mod describe_configs;
 mod describe_groups;
 mod describe_producers;
+mod describe_quorum;
 mod describe_transactions;
 mod describe_user_scram_credentials;
 mod end_txn;
@@ -67,6 +69,7 @@ mod offset_commit;
 mod offset_delete;
 mod offset_fetch;
 mod produce;
+mod remove_raft_voter;
 mod sasl_authenticate;
 mod sasl_handshake;
 mod sync_group;
@@ -110,6 +113,9 @@ pub fn handle(shard: &Rc<Shard>, caller: &Rc<Caller>, v: i16, request: Request) 
         Request::DescribeClientQuotas(r) => done(Response::DescribeClientQuotas(
             describe_client_quotas::handle(b, caller, r, v),
         )),
+        Request::DescribeQuorum(r) => done(Response::DescribeQuorum(describe_quorum::handle(
+            b, caller, r, v,
+        ))),
         Request::OffsetCommit(r) => {
             let (shard, caller) = (shard.clone(), caller.clone());
             Handled::Waiting(Box::pin(async move {
@@ -201,6 +207,9 @@ async fn dispatch(
         Request::Metadata(r) => Response::Metadata(metadata::handle(b, caller, r, v).await),
         Request::CreateTopics(r) => {
             Response::CreateTopics(create_topics::handle(b, caller, r, v).await)
+        }
+        Request::RemoveRaftVoter(r) => {
+            Response::RemoveRaftVoter(remove_raft_voter::handle(b, caller, r).await)
         }
         Request::DeleteTopics(r) => {
             Response::DeleteTopics(delete_topics::handle(shard, caller, r, v).await)

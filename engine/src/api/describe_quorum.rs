@@ -1,0 +1,116 @@
+//! DescribeQuorum: the cluster's metadata log as a KRaft quorum (`kafka-metadata-quorum
+//! describe --status / --replication`): its leader and term, its high watermark, its voters
+//! with their log end offsets, and (v2) each voter's directory id and node-to-node address.
+//!
+//! Where it differs from Kafka 4.4: a Kafka broker forwards this to the active controller, so
+//! the answer is always the leader's. This node answers from its own replica of the log
+//! (`Cluster::quorum`): on the leader that is Kafka's answer; on a follower the high watermark is
+//! its own commit index, the leader's log end offset is given as that high watermark (a lower
+//! bound) and the other followers' as -1 (unknown). Fetch timestamps are not tracked (-1). A
+//! single node has no metadata log: answered with an error.
+
+use super::auth::{self, Op};
+use super::common::{code, s};
+use crate::broker::Broker;
+use crate::runtime::shard::Caller;
+use kafka_protocol::messages::describe_quorum_response::{
+    Listener, Node, PartitionData, ReplicaState, TopicData,
+};
+use kafka_protocol::messages::*;
+use kafka_protocol::ResponseError;
+
+/// Kafka's metadata log topic, the one partition DescribeQuorum describes.
+const METADATA_TOPIC: &str = "__cluster_metadata";
+/// The listener name the voters' node-to-node addresses are reported under (v2).
+const CONTROLLER_LISTENER: &str = "CONTROLLER";
+
+/// DescribeQuorum v0–v2.
+pub(super) fn handle(
+    broker: &Broker,
+    caller: &Caller,
+    req: DescribeQuorumRequest,
+    version: i16,
+) -> DescribeQuorumResponse {
+    // Kafka: DESCRIBE on the cluster (`KafkaApis.handleDescribeQuorumRequest`).
+    if !auth::cluster(broker, caller, Op::Describe) {
+        return DescribeQuorumResponse::default()
+            .with_error_code(code(ResponseError::ClusterAuthorizationFailed));
+    }
+    let Some(cluster) = &broker.cluster else {
+        return DescribeQuorumResponse::default()
+            .with_error_code(code(ResponseError::InvalidRequest))
+            .with_error_message(Some(s(
+                "this node is not one of a cluster (controller.quorum.voters names it alone): \
+                 it has no metadata quorum",
+            )));
+    };
+    let q = cluster.quorum();
+    // On the leader: what it knows each voter's log matches. On a follower: its own log end,
+    // the high watermark for the leader (a lower bound of its log end, which only the leader
+    // knows; Kafka's tool computes every lag from the leader's), and -1 (unknown) for the rest.
+    let leo = |id: u64| -> i64 {
+        if let Some((_, m)) = q.matched.iter().find(|(n, _)| *n == id) {
+            *m as i64
+        } else if id == cluster.node_id {
+            q.last as i64
+        } else if q.matched.is_empty() && q.leader == Some(id) {
+            q.commit as i64
+        } else {
+            -1
+        }
+    };
+    let state = |id: u64| {
+        ReplicaState::default()
+            .with_replica_id(BrokerId(id as i32))
+            .with_replica_directory_id(cluster.directory_id(id))
+            .with_log_end_offset(leo(id))
+            .with_last_fetch_timestamp(-1)
+            .with_last_caught_up_timestamp(-1)
+    };
+    // Kafka answers a request for another partition with UNKNOWN_TOPIC_OR_PARTITION on it
+    // (`KafkaRaftClient.handleDescribeQuorumRequest`).
+    let mut resp = DescribeQuorumResponse::default();
+    for t in req.topics {
+        let mut topic = TopicData::default().with_topic_name(t.topic_name.clone());
+        for p in t.partitions {
+            let part = if t.topic_name.as_str() == METADATA_TOPIC && p.partition_index == 0 {
+                PartitionData::default()
+                    .with_leader_id(BrokerId(q.leader.map_or(-1, |l| l as i32)))
+                    .with_leader_epoch(i32::try_from(q.term).unwrap_or(i32::MAX))
+                    .with_high_watermark(q.commit as i64)
+                    .with_current_voters(q.voters.iter().map(|v| state(*v)).collect())
+                    .with_observers(q.learners.iter().map(|v| state(*v)).collect())
+            } else {
+                PartitionData::default()
+                    .with_error_code(code(ResponseError::UnknownTopicOrPartition))
+                    .with_leader_id(BrokerId(-1))
+                    .with_leader_epoch(-1)
+                    .with_high_watermark(-1)
+            };
+            topic
+                .partitions
+                .push(part.with_partition_index(p.partition_index));
+        }
+        resp.topics.push(topic);
+    }
+    if version >= 2 {
+        resp.nodes = cluster
+            .voters
+            .iter()
+            // Voters only, as Kafka lists them (`LeaderState.describeQuorum`).
+            .filter(|v| q.voters.contains(&v.id))
+            .filter_map(|v| {
+                let (host, port) = v.addr.rsplit_once(':')?;
+                Some(
+                    Node::default()
+                        .with_node_id(BrokerId(v.id as i32))
+                        .with_listeners(vec![Listener::default()
+                            .with_name(s(CONTROLLER_LISTENER))
+                            .with_host(s(host))
+                            .with_port(port.parse().ok()?)]),
+                )
+            })
+            .collect();
+    }
+    resp
+}
