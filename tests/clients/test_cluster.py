@@ -50,7 +50,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from kafka_ref import offsets_partition
-from harness import (Broker, Reader, confluent_admin, confluent_create, confluent_topic_ids,
+from harness import (Broker, BrokerError, Reader, confluent_admin, confluent_create, confluent_topic_ids,
                      confluent_topics, connect, free_port, kstring, recv_frame, request_frame, wait_until)
 
 TOPIC = "orders"
@@ -739,6 +739,21 @@ def test_a_node_down_while_the_metadata_log_compacts_catches_up_by_its_snapshot(
     create_topic(nodes, "after-restart", 1)
     for i, n in enumerate(nodes):
         assert "panicked" not in n.log_text(), f"node {i + 1} panicked: {n.log_tail()}"
+
+    # `controller.quorum.voters` must stay as the cluster started (every Raft group restarts from
+    # it, docs/replication.md "Removing a node"): a node restarted from its snapshot with the
+    # list in another order refuses to start, and starts with the list it had.
+    last = nodes[2]
+    last.kill()
+    right = list(last.sets)
+    voters = next(s for s in right if s.startswith("controller.quorum.voters="))
+    reordered = ",".join(reversed(voters.split("=", 1)[1].split(",")))
+    last.sets = [s for s in right if s != voters] + [f"controller.quorum.voters={reordered}"]
+    with pytest.raises(BrokerError, match="must keep that list"):
+        last.start()
+    last.sets = right
+    last.start()
+    wait_same_topic(nodes, "after-restart", 1)
 
 
 def test_a_replicated_topic_grows_survives_a_whole_cluster_restart_and_is_deleted(cluster):

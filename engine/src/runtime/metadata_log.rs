@@ -132,6 +132,17 @@ impl MetadataLog {
             })?,
             None => MetadataState::new(&voters, offsets.clone()),
         };
+        // Every Raft group started from `controller.quorum.voters` restarts from it (plus the
+        // configuration changes in its log), so the list must stay as the cluster began, a
+        // removed node included.
+        let bootstrap = state.placement().bootstrap;
+        if bootstrap != voters {
+            anyhow::bail!(
+                "controller.quorum.voters names nodes {voters:?}; this cluster started with \
+                 {bootstrap:?} and must keep that list (a removed node stays in it, RemoveRaftVoter \
+                 took it out of the cluster)"
+            );
+        }
         let mut replica = Replica::restart(cluster.node_id, &voters, durable)
             .map_err(|e| anyhow::anyhow!("{METADATA_DIR}: {e}"))?;
         // The first node of the cluster now stands at once (a removed one stays quiet).
