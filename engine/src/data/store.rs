@@ -170,7 +170,13 @@ impl DataStore {
 
     /// A peer's Raft message for a replicated partition this shard owns.
     async fn step(self: &Rc<Self>, topic: Arc<Topic>, partition: i32, message: Vec<u8>) {
-        if self.raft_voters(&topic, partition).is_none() {
+        // A replica open here goes on hearing its group after this node was removed from the
+        // cluster: a leader handing over (`Replica::follow_removals`) needs its peers' answers.
+        let open_here = matches!(
+            self.parts.borrow().get(&(topic.id, partition)),
+            Some(Slot::Ready(p)) if p.raft.is_some()
+        );
+        if !open_here && self.raft_voters(&topic, partition).is_none() {
             return;
         }
         let Ok(p) = self.partition(&topic, partition).await else {

@@ -182,10 +182,14 @@ class ClusterMembershipTest {
             Throwable wrongDir = cause(() -> a.removeRaftVoter(3, Uuid.randomUuid()).all().get(30, TimeUnit.SECONDS));
             assertTrue(wrongDir instanceof VoterNotFoundException, "wrong directory id: " + wrongDir);
             // The removal, asked of node 2 (the metadata log's leader or not).
+            long t0 = System.nanoTime();
             a.removeRaftVoter(3, dirs.get(3)).all().get(30, TimeUnit.SECONDS);
+            long answered = System.nanoTime();
+            awaitVoters(cluster, 1, Set.of(1, 2));
+            awaitVoters(cluster, 2, Set.of(1, 2));
+            System.out.printf("removal of node 3: answered in %d ms, metadata log voters {1, 2} on both nodes "
+                    + "%d ms later%n", (answered - t0) / 1_000_000, (System.nanoTime() - answered) / 1_000_000);
         }
-        awaitVoters(cluster, 1, Set.of(1, 2));
-        awaitVoters(cluster, 2, Set.of(1, 2));
         try (Admin a = Clients.admin(cluster.node(1))) {
             Set<Integer> listed = a.describeCluster().nodes().get(15, TimeUnit.SECONDS).stream().map(Node::id)
                     .collect(Collectors.toSet());
