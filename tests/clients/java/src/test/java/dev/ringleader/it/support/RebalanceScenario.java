@@ -147,6 +147,11 @@ public final class RebalanceScenario {
         private void loop() {
             java.util.Properties props = Clients.consumerProps(broker, group,
                     protocol.equals("consumer") ? "consumer" : "classic");
+            // The range assignor orders members by member id, which starts with the client id. The
+            // client's default ("consumer-<group>-<n>", n counting every consumer this JVM made) sorts
+            // "-10" before "-9", so which member gets which half would depend on how many consumers
+            // the tests before this one created: named by the member's own name instead.
+            props.put(org.apache.kafka.clients.consumer.ConsumerConfig.CLIENT_ID_CONFIG, "rebalance-" + group + "-" + name);
             if (protocol.equals("classic-cooperative")) {
                 props.put(org.apache.kafka.clients.consumer.ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG,
                         org.apache.kafka.clients.consumer.CooperativeStickyAssignor.class.getName());
