@@ -54,6 +54,20 @@ pub struct QuorumView {
     pub matched: Vec<(NodeId, u64)>,
 }
 
+/// An id every node of a cluster derives alike from `key` (which names what it is for and the
+/// cluster's id): CRC-32C of `<i>/<key>` for each of its four 32-bit words, shaped as a version-4
+/// UUID, so never the nil id nor Kafka's reserved metadata topic id (1).
+pub fn derived_id(key: &str) -> Uuid {
+    let mut b = [0u8; 16];
+    for (i, chunk) in b.chunks_mut(4).enumerate() {
+        let h = crc32c::crc32c(format!("{i}/{key}").as_bytes());
+        chunk.copy_from_slice(&h.to_be_bytes());
+    }
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    Uuid::from_bytes(b)
+}
+
 pub struct Cluster {
     pub node_id: NodeId,
     /// `cluster.id`: every node of a cluster is configured with the same one, and peers whose
@@ -173,14 +187,7 @@ impl Cluster {
     /// tells a node that lost its disk from its earlier self; here a node id is never a member
     /// twice, so the id alone does.) Shaped as a version-4 UUID, never the nil id.
     pub fn directory_id(&self, node: NodeId) -> Uuid {
-        let mut b = [0u8; 16];
-        for (i, chunk) in b.chunks_mut(4).enumerate() {
-            let h = crc32c::crc32c(format!("{i}/{}/directory/{node}", self.cluster_id).as_bytes());
-            chunk.copy_from_slice(&h.to_be_bytes());
-        }
-        b[6] = (b[6] & 0x0f) | 0x40;
-        b[8] = (b[8] & 0x3f) | 0x80;
-        Uuid::from_bytes(b)
+        derived_id(&format!("{}/directory/{node}", self.cluster_id))
     }
 
     /// The other voters.

@@ -211,12 +211,6 @@ impl TopicRegistry {
             .then(|| placement.first_voters(&topic.name, partition).to_vec())
     }
 
-    /// On a node of a cluster: its nodes now, in `controller.quorum.voters` order, less those
-    /// removed, as the metadata log applied here says. Empty on a single node.
-    pub fn voters(&self) -> Vec<u64> {
-        self.placement.load().voters.clone()
-    }
-
     /// On a node of a cluster: the nodes holding a replica of `partition` of `topic`, the placed
     /// node (its preferred leader) first, then the voters after it in voter order, wrapping,
     /// `topic.replication_factor` of them (so with one on every voter, each partition's list
@@ -597,7 +591,6 @@ mod tests {
             .first_voters
             .insert("all".into(), [(3, vec![2, 5])].into());
         reg.install(TopicsSnapshot::from_topics([all2.clone()]), placement);
-        assert_eq!(reg.voters(), [2, 5]);
         assert_eq!(reg.replicas(&all2, 0), Some(vec![5, 2]));
         assert_eq!(reg.replicas(&all2, 1), Some(vec![2, 5]));
         assert_eq!(

@@ -1394,10 +1394,13 @@ impl Replica {
 /// Committed entries the state machine applies: a new leader's empty entry (Raft §8) and
 /// configuration changes are raft-rs's own.
 fn only_data(entries: Vec<Entry>) -> Vec<Entry> {
-    entries
-        .into_iter()
-        .filter(|e| e.get_entry_type() == EntryType::EntryNormal && !e.data.is_empty())
-        .collect()
+    entries.into_iter().filter(is_data).collect()
+}
+
+/// An entry the state machine applies: a normal entry with data (not a leader's empty entry, not
+/// a configuration change, which is Raft's own).
+pub fn is_data(e: &Entry) -> bool {
+    e.get_entry_type() == EntryType::EntryNormal && !e.data.is_empty()
 }
 
 /// The mark ahead of a message's configuration epoch in its context.

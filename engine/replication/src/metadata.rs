@@ -197,11 +197,24 @@ pub struct Placement {
 impl Placement {
     /// The voters the Raft group of `partition` of `topic` started with.
     pub fn first_voters(&self, topic: &str, partition: i32) -> &[NodeId] {
-        self.first_voters
-            .get(topic)
-            .and_then(|m| m.range(..=partition).next_back())
-            .map_or(&self.bootstrap, |(_, v)| v)
+        match self.first_voters.get(topic) {
+            Some(ranges) => first_voters_of(ranges, &self.bootstrap, partition),
+            None => &self.bootstrap,
+        }
     }
+}
+
+/// The voters `partition`'s Raft group started with: those of the range it falls in
+/// (`PlacedTopic::first_voters`, keyed by each range's first partition), else `bootstrap`.
+fn first_voters_of<'a>(
+    ranges: &'a BTreeMap<i32, Vec<NodeId>>,
+    bootstrap: &'a [NodeId],
+    partition: i32,
+) -> &'a [NodeId] {
+    ranges
+        .range(..=partition)
+        .next_back()
+        .map_or(bootstrap, |(_, v)| v)
 }
 
 /// What applying one entry did: whose proposal it was (`None` when it did not decode), its
@@ -222,10 +235,6 @@ pub struct MetadataState {
     /// The nodes of the cluster now: `controller.quorum.voters` less every node removed since
     /// (in that order, the order partitions are placed over).
     voters: Vec<NodeId>,
-    /// The nodes removed so far: never a voter again (a replica id is never a member twice,
-    /// `Replica::join`). Absent in a snapshot written before nodes could be removed.
-    #[serde(default)]
-    removed: BTreeSet<NodeId>,
     /// `controller.quorum.voters`, which every node starts from. Absent in a snapshot written
     /// before nodes could be removed, when it was `voters`.
     #[serde(default)]
@@ -247,7 +256,6 @@ impl MetadataState {
         assert!(offsets.internal, "{CONSUMER_OFFSETS} is internal");
         let mut s = Self {
             voters: voters.to_vec(),
-            removed: BTreeSet::new(),
             bootstrap: voters.to_vec(),
             topics: BTreeMap::new(),
             ids: BTreeSet::new(),
@@ -335,9 +343,15 @@ impl MetadataState {
         &self.voters
     }
 
-    /// The nodes removed from the cluster so far.
-    pub fn removed(&self) -> &BTreeSet<NodeId> {
-        &self.removed
+    /// The nodes removed from the cluster so far: the first voters that are voters no more
+    /// (nodes are only ever removed, and a removed one is never a voter again: a replica id is
+    /// never a member twice, `Replica::join`).
+    pub fn removed(&self) -> Vec<NodeId> {
+        self.bootstrap
+            .iter()
+            .copied()
+            .filter(|n| !self.voters.contains(n))
+            .collect()
     }
 
     pub fn topic(&self, name: &str) -> Option<&PlacedTopic> {
@@ -554,12 +568,8 @@ impl MetadataState {
                     t.topic.partitions = count;
                     // New partitions are new Raft groups, started with the voters there are now.
                     if t.topic.replication_factor > 1 {
-                        let last = t
-                            .first_voters
-                            .range(..from)
-                            .next_back()
-                            .map_or(&self.bootstrap, |(_, v)| v);
-                        if *last != self.voters {
+                        let last = first_voters_of(&t.first_voters, &self.bootstrap, from - 1);
+                        if last != self.voters {
                             t.first_voters.insert(from, self.voters.clone());
                         }
                     }
@@ -610,7 +620,6 @@ impl MetadataState {
         }
         let old = std::mem::take(&mut self.voters);
         self.voters = old.iter().copied().filter(|v| *v != id).collect();
-        self.removed.insert(id);
         // The voter after the removed one in the old order (wrapping): its partitions move there,
         // so a topic's round robin stays a rotation of the voters that are left.
         let next = old[(at + 1) % old.len()];
@@ -1100,7 +1109,7 @@ mod tests {
         assert_eq!(run(&mut s, gone), Ok(()));
         assert_eq!(run(&mut s, Command::RemoveVoter { id: 3 }), Ok(()));
         assert_eq!(s.voters(), [1, 2]);
-        assert_eq!(s.removed().iter().copied().collect::<Vec<_>>(), [3]);
+        assert_eq!(s.removed(), [3]);
         let orders = s.topic("orders").unwrap();
         assert_eq!(
             orders.topic.replication_factor, 2,
@@ -1161,7 +1170,7 @@ mod tests {
         let bytes = s.encode_snapshot(1);
         let mut json: serde_json::Value = serde_json::from_slice(&bytes[1..]).unwrap();
         let obj = json.as_object_mut().unwrap();
-        assert!(obj.remove("removed").is_some() && obj.remove("bootstrap").is_some());
+        assert!(obj.remove("bootstrap").is_some());
         let mut old = vec![SNAPSHOT_VERSION];
         serde_json::to_writer(&mut old, &json).unwrap();
         let back = MetadataState::decode_snapshot(&old, &offsets()).unwrap();

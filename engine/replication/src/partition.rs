@@ -524,12 +524,8 @@ impl<T: Clone> ReplicatedPartition<T> {
             .entries()
             .iter()
             // Configuration changes (a node removed, `Replica::follow_removals`) are Raft's,
-            // not the coordinator's: only normal entries hold record batches.
-            .filter(|e| {
-                e.index <= commit
-                    && e.get_entry_type() == crate::eraftpb::EntryType::EntryNormal
-                    && !e.data.is_empty()
-            })
+            // not the coordinator's: only data entries hold record batches.
+            .filter(|e| e.index <= commit && crate::is_data(e))
             .map(|e| &e.data[..]);
         for data in from_snapshot.into_iter().chain(from_log) {
             let Ok(Peek::Batch(h)) = peek_batch(data, 0, MAX_ENTRY_BYTES) else {

@@ -652,7 +652,7 @@ fn a_leader_whose_thread_stalled_does_not_answer_once_another_may_lead() {
 fn a_removed_coordinator_hands_over_and_its_groups_load_across_the_change() {
     let mut sim = Sim::new(11);
     let old = sim.run_until_serving(2_000);
-    let mut commit_some = |sim: &mut Sim| {
+    let commit_some = |sim: &mut Sim| {
         for _ in 0..50 {
             sim.run_step(true);
         }

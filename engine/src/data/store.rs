@@ -351,7 +351,7 @@ impl DataStore {
                     .broker
                     .topics
                     .first_voters(topic, partition)
-                    .unwrap_or_else(|| replicas.clone());
+                    .expect("a partition with replicas has first voters");
                 let me = self.broker.node_id as u64;
                 let (raft, raft_log) =
                     super::replica::open(&path, me, &first, replicas.first() == Some(&me))

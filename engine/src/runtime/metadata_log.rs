@@ -70,15 +70,7 @@ struct Pending {
 /// `__consumer_offsets`'s topic id on a cluster: the same on every node, from `cluster.id`, as
 /// the metadata log's state starts from it (a single node's registry draws a random one).
 pub fn offsets_topic_id(cluster_id: &str) -> Uuid {
-    let mut b = [0u8; 16];
-    for (i, chunk) in b.chunks_mut(4).enumerate() {
-        let h = crc32c::crc32c(format!("{i}/{cluster_id}/__consumer_offsets").as_bytes());
-        chunk.copy_from_slice(&h.to_be_bytes());
-    }
-    // Shaped as a version-4 UUID: never the nil id nor Kafka's reserved metadata topic id (1).
-    b[6] = (b[6] & 0x0f) | 0x40;
-    b[8] = (b[8] & 0x3f) | 0x80;
-    Uuid::from_bytes(b)
+    crate::cluster::derived_id(&format!("{cluster_id}/__consumer_offsets"))
 }
 
 pub struct MetadataLog {
@@ -135,8 +127,9 @@ impl MetadataLog {
         // Every Raft group started from `controller.quorum.voters` restarts from it (plus the
         // configuration changes in its log), so the list must stay as the cluster began, a
         // removed node included.
-        let bootstrap = state.placement().bootstrap;
-        if bootstrap != voters {
+        let placement = state.placement();
+        let bootstrap = &placement.bootstrap;
+        if *bootstrap != voters {
             anyhow::bail!(
                 "controller.quorum.voters names nodes {voters:?}; this cluster started with \
                  {bootstrap:?} and must keep that list (a removed node stays in it, RemoveRaftVoter \
@@ -158,7 +151,7 @@ impl MetadataLog {
         let inbox = Arc::new(MetaInbox::default());
         broker
             .topics
-            .use_metadata_log(inbox.clone(), state.snapshot(), state.placement());
+            .use_metadata_log(inbox.clone(), state.snapshot(), placement);
         let (tx, rx) = local_channel::new_bounded(1);
         // Sequence numbers only grow, across restarts too (a proposal from before a restart can
         // still apply after it, and must not be taken for a new one).
@@ -348,12 +341,7 @@ impl MetadataLog {
             }
         }
         // Installed before the answers: a caller reads its new topic at once.
-        self.broker
-            .topics
-            .install(state.snapshot(), state.placement());
-        if let Some(cluster) = &self.broker.cluster {
-            cluster.set_members(state.voters());
-        }
+        self.publish(&state);
         // Topics these entries deleted (also when a restarted node replays its log): their
         // directories go (the shards close their open logs at their next retention pass, or
         // at once on the node whose DeleteTopics request it was).
@@ -362,6 +350,17 @@ impl MetadataLog {
         }
         for (reply, result) in answers {
             let _ = reply.try_send(MetaOutcome::Applied(result));
+        }
+    }
+
+    /// What the broker reads of `state`: the registry's topics and placement, and the cluster's
+    /// members.
+    fn publish(&self, state: &MetadataState) {
+        self.broker
+            .topics
+            .install(state.snapshot(), state.placement());
+        if let Some(cluster) = &self.broker.cluster {
+            cluster.set_members(state.voters());
         }
     }
 
@@ -381,12 +380,7 @@ impl MetadataLog {
                 snap.index
             ),
         };
-        self.broker
-            .topics
-            .install(state.snapshot(), state.placement());
-        if let Some(cluster) = &self.broker.cluster {
-            cluster.set_members(state.voters());
-        }
+        self.publish(&state);
         if let Some(dir) = &self.broker.data_dir {
             crate::data::sweep_topic_ids(dir, state.deleted_ids());
         }
