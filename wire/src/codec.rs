@@ -119,6 +119,7 @@ apis! {
     SaslAuthenticate = 36: SaslAuthenticateRequest, SaslAuthenticateResponse;
     DescribeQuorum = 55: DescribeQuorumRequest, DescribeQuorumResponse;
     RemoveRaftVoter = 81: RemoveRaftVoterRequest, RemoveRaftVoterResponse;
+    AddRaftVoter = 80: AddRaftVoterRequest, AddRaftVoterResponse;
 }
 
 /// Decode one request frame (without its length prefix).
@@ -406,6 +407,7 @@ mod tests {
             48 => Request::DescribeClientQuotas(Default::default()),
             55 => Request::DescribeQuorum(Default::default()),
             81 => Request::RemoveRaftVoter(Default::default()),
+            80 => Request::AddRaftVoter(Default::default()),
             k => panic!("add a default request for key {k}"),
         }
     }

@@ -78,6 +78,7 @@ fn default_request(api_key: i16) -> Request {
         48 => Request::DescribeClientQuotas(Default::default()),
         55 => Request::DescribeQuorum(Default::default()),
         81 => Request::RemoveRaftVoter(Default::default()),
+        80 => Request::AddRaftVoter(Default::default()),
         k => panic!("add a default request for api key {k}"),
     }
 }
@@ -379,6 +380,7 @@ fn golden_api_key(stem: &str) -> i16 {
         ("consumer_group_describe", 69),
         ("describe_quorum", 55),
         ("remove_raft_voter", 81),
+        ("add_raft_voter", 80),
     ];
     STEMS
         .iter()

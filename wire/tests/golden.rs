@@ -3594,7 +3594,8 @@ fn walk_describe_producers(frame: &[u8], v: i16) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The metadata log's quorum: DescribeQuorum (55) and RemoveRaftVoter (81) (KIP-595, KIP-853).
+// The metadata log's quorum: DescribeQuorum (55), RemoveRaftVoter (81) and AddRaftVoter (80)
+// (KIP-595, KIP-853).
 
 const METADATA_TOPIC: &str = "__cluster_metadata";
 /// The metadata log's leader epoch (Raft term) and high watermark (commit index).
@@ -3809,6 +3810,46 @@ fn walk_remove_raft_voter_error(frame: &[u8], v: i16) {
         ResponseError::VoterNotFound.code(),
         Some(VOTER_NOT_FOUND_MSG),
     );
+}
+
+/// AddRaftVoter (v0 only): node 4, the observer of `QUORUM_OBSERVERS`, added. Kafka's success
+/// carries the message "NONE" too (`RaftUtil.addVoterResponse` falls back to
+/// `Errors.NONE.message()`).
+fn add_raft_voter_response(_v: i16) -> AddRaftVoterResponse {
+    AddRaftVoterResponse::default()
+        .with_throttle_time_ms(THROTTLE)
+        .with_error_code(0)
+        .with_error_message(Some(s("NONE")))
+}
+
+const DUPLICATE_VOTER_MSG: &str = "node 3 is already a voter of this cluster (voters [1, 2, 3])";
+
+/// AddRaftVoter of a node that already is a voter: DUPLICATE_VOTER (126) with its message.
+fn add_raft_voter_error_response(_v: i16) -> AddRaftVoterResponse {
+    AddRaftVoterResponse::default()
+        .with_throttle_time_ms(THROTTLE)
+        .with_error_code(ResponseError::DuplicateVoter.code())
+        .with_error_message(Some(s(DUPLICATE_VOTER_MSG)))
+}
+
+// AddRaftVoterResponse.json: validVersions 0 (later versions are the same), flexible 0+.
+// ThrottleTimeMs, ErrorCode, ErrorMessage (nullable). No tagged fields are defined.
+fn walk_add_raft_voter_body(frame: &[u8], v: i16, error: i16, message: Option<&str>) {
+    let mut w = Walk::response(frame, format!("AddRaftVoter v{v}"), true, true);
+    w.expect_i32("throttle_time_ms", THROTTLE);
+    w.expect_i16("error_code", error);
+    w.expect_nstr("error_message", message);
+    w.expect_no_tags("top-level tags");
+    w.end();
+}
+
+fn walk_add_raft_voter(frame: &[u8], v: i16) {
+    walk_add_raft_voter_body(frame, v, 0, Some("NONE"));
+}
+
+fn walk_add_raft_voter_error(frame: &[u8], v: i16) {
+    // DUPLICATE_VOTER is 126 in Kafka's `Errors`, independently of the crate's table.
+    walk_add_raft_voter_body(frame, v, 126, Some(DUPLICATE_VOTER_MSG));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -4140,6 +4181,13 @@ const GOLDEN_APIS: &[GoldenApi] = &[
         build: |v| Response::RemoveRaftVoter(remove_raft_voter_response(v)),
         walk: walk_remove_raft_voter,
     },
+    GoldenApi {
+        api_key: 80,
+        file_stem: "add_raft_voter",
+        name: "AddRaftVoter",
+        build: |v| Response::AddRaftVoter(add_raft_voter_response(v)),
+        walk: walk_add_raft_voter,
+    },
 ];
 
 /// Further golden responses of a served API, one file per served version each
@@ -4165,6 +4213,13 @@ const GOLDEN_VARIANTS: &[GoldenApi] = &[
         name: "RemoveRaftVoter (VOTER_NOT_FOUND)",
         build: |v| Response::RemoveRaftVoter(remove_raft_voter_error_response(v)),
         walk: walk_remove_raft_voter_error,
+    },
+    GoldenApi {
+        api_key: 80,
+        file_stem: "add_raft_voter_error",
+        name: "AddRaftVoter (DUPLICATE_VOTER)",
+        build: |v| Response::AddRaftVoter(add_raft_voter_error_response(v)),
+        walk: walk_add_raft_voter_error,
     },
 ];
 
@@ -4566,6 +4621,16 @@ fn golden_remove_raft_voter_error_responses() {
 }
 
 #[test]
+fn golden_add_raft_voter_responses() {
+    run_golden(golden_api(80));
+}
+
+#[test]
+fn golden_add_raft_voter_error_responses() {
+    run_golden(golden_variant("add_raft_voter_error"));
+}
+
+#[test]
 fn every_served_api_has_golden_coverage_and_no_file_is_stale() {
     for r in SERVED {
         assert!(
@@ -4776,6 +4841,9 @@ impl Enc {
     }
     fn uuid(&mut self, x: [u8; 16]) {
         self.b.extend_from_slice(&x);
+    }
+    fn u16(&mut self, x: u16) {
+        self.b.extend_from_slice(&x.to_be_bytes());
     }
     fn i64(&mut self, x: i64) {
         self.b.extend_from_slice(&x.to_be_bytes());
@@ -7269,11 +7337,84 @@ fn requests_remove_raft_voter() {
 }
 
 #[test]
+fn requests_add_raft_voter() {
+    use add_raft_voter_request::Listener;
+    let (id, dir, ..) = QUORUM_OBSERVERS[0];
+    // `kafka-metadata-quorum add-controller` on node 4 (the observer catching up):
+    // `Admin.addRaftVoter` with the node's directory id and its controller endpoint, the Admin's
+    // default api timeout (60 s) and, without `AddRaftVoterOptions.clusterId`, a null cluster id.
+    let mut e = Enc::request(80, 0, CID, Some("adminclient-1"), true);
+    e.nstr(None);
+    e.i32(60_000);
+    e.i32(id);
+    e.uuid(dir);
+    e.arr(1);
+    e.str("CONTROLLER");
+    e.str(HOST);
+    e.u16(9393);
+    e.tags();
+    e.tags();
+    let listener = || {
+        Listener::default()
+            .with_name(s("CONTROLLER"))
+            .with_host(s(HOST))
+            .with_port(9393)
+    };
+    let expect = AddRaftVoterRequest::default()
+        .with_cluster_id(None)
+        .with_timeout_ms(60_000)
+        .with_voter_id(id)
+        .with_voter_directory_id(uuid(dir))
+        .with_listeners(vec![listener()]);
+    check_request(
+        e.finish(),
+        Some("adminclient-1"),
+        0,
+        Request::AddRaftVoter(expect),
+    );
+    // With `AddRaftVoterOptions.clusterId` set and two listeners (a port above i16::MAX too,
+    // which a signed read would get wrong).
+    let mut e = Enc::request(80, 0, CID, Some("adminclient-1"), true);
+    e.nstr(Some(CLUSTER_ID));
+    e.i32(30_000);
+    e.i32(id);
+    e.uuid(dir);
+    e.arr(2);
+    e.str("CONTROLLER");
+    e.str(HOST);
+    e.u16(9393);
+    e.tags();
+    e.str("CONTROLLER_TLS");
+    e.str(HOST2);
+    e.u16(49_393);
+    e.tags();
+    e.tags();
+    let expect = AddRaftVoterRequest::default()
+        .with_cluster_id(Some(s(CLUSTER_ID)))
+        .with_timeout_ms(30_000)
+        .with_voter_id(id)
+        .with_voter_directory_id(uuid(dir))
+        .with_listeners(vec![
+            listener(),
+            Listener::default()
+                .with_name(s("CONTROLLER_TLS"))
+                .with_host(s(HOST2))
+                .with_port(49_393),
+        ]);
+    check_request(
+        e.finish(),
+        Some("adminclient-1"),
+        0,
+        Request::AddRaftVoter(expect),
+    );
+}
+
+#[test]
 fn request_golden_cases_cover_every_served_api() {
     // The request tests above exist for exactly these keys; a new served key needs its own.
     let covered = [
         0i16, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 24, 25, 26, 28,
-        29, 30, 31, 32, 33, 36, 37, 42, 44, 47, 48, 50, 51, 55, 57, 60, 61, 65, 66, 68, 69, 81,
+        29, 30, 31, 32, 33, 36, 37, 42, 44, 47, 48, 50, 51, 55, 57, 60, 61, 65, 66, 68, 69, 80, 81,
     ];
     for r in SERVED {
         assert!(
