@@ -93,53 +93,64 @@ impl Broker {
                 error: 0,
             };
         };
+        // While a node joins or leaves, a group's replicas are its configuration as the replica
+        // here applied it (a leaving node stays listed until its group let it go, a joining one
+        // is listed at once), and a joining node is in the ISR once it caught up (no longer a
+        // learner), as Kafka lists a reassignment's adding and removing replicas.
+        let group = if topic.internal {
+            uuid::Uuid::nil()
+        } else {
+            topic.id
+        };
+        let ids = |v: Vec<u64>| -> Vec<i32> { v.into_iter().map(|n| n as i32).collect() };
         if topic.internal {
-            let all: Vec<i32> = cluster.members().iter().map(|v| *v as i32).collect();
+            let (all, learners) = cluster.replicas_of(group, partition, &cluster.members());
+            let isr = all
+                .iter()
+                .copied()
+                .filter(|n| !learners.contains(n))
+                .collect();
             return match cluster.leader(partition) {
                 Some(l) => PartitionView {
                     leader: l as i32,
-                    replicas: all.clone(),
-                    isr: all,
+                    replicas: ids(all),
+                    isr: ids(isr),
                     error: 0,
                 },
                 None => PartitionView {
                     leader: -1,
-                    replicas: all,
+                    replicas: ids(all),
                     isr: Vec::new(),
                     error: LEADER_NOT_AVAILABLE,
                 },
             };
         }
         if topic.replication_factor > 1 {
-            let replicas: Vec<i32> = self
-                .topics
-                .replicas(topic, partition)
-                .unwrap_or_default()
-                .into_iter()
-                .map(|n| n as i32)
-                .collect();
+            let placed = self.topics.replicas(topic, partition).unwrap_or_default();
+            let (replicas, learners) = cluster.replicas_of(group, partition, &placed);
             // A leader known here but cut off from this node may have been replaced already
             // (this node would not hear of it): reported as none, as for a placed partition,
             // until a new one is known. The ISR is what is up (Raft's commit needs a majority
-            // of it, not all; a node that is back is caught up by its leader): Kafka's ISR is
-            // the replicas the leader has seen caught up, which we do not track per partition.
+            // of it, not all; a node that is back is caught up by its leader) and not a
+            // learner: Kafka's ISR is the replicas the leader has seen caught up, which we do
+            // not track per partition.
             return match cluster
                 .topic_leader(topic.id, partition)
-                .filter(|l| cluster.is_up(*l) && replicas.contains(&(*l as i32)))
+                .filter(|l| cluster.is_up(*l) && replicas.contains(l))
             {
                 Some(l) => PartitionView {
                     leader: l as i32,
-                    isr: replicas
+                    isr: ids(replicas
                         .iter()
                         .copied()
-                        .filter(|r| cluster.is_up(*r as u64))
-                        .collect(),
-                    replicas,
+                        .filter(|r| cluster.is_up(*r) && !learners.contains(r))
+                        .collect()),
+                    replicas: ids(replicas),
                     error: 0,
                 },
                 None => PartitionView {
                     leader: -1,
-                    replicas,
+                    replicas: ids(replicas),
                     isr: Vec::new(),
                     error: LEADER_NOT_AVAILABLE,
                 },

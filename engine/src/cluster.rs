@@ -54,6 +54,26 @@ pub struct QuorumView {
     pub matched: Vec<(NodeId, u64)>,
 }
 
+/// A Raft group's configuration as a replica applied it: its voters (both sides of a joint
+/// configuration) and its learners, each sorted.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GroupView {
+    pub voters: Vec<NodeId>,
+    pub learners: Vec<NodeId>,
+}
+
+impl GroupView {
+    /// From a replica's membership.
+    pub fn of(m: &replication::Membership) -> Self {
+        let mut voters: Vec<NodeId> = m.voters.iter().chain(&m.outgoing).copied().collect();
+        voters.sort_unstable();
+        voters.dedup();
+        let mut learners = m.learners.clone();
+        learners.sort_unstable();
+        GroupView { voters, learners }
+    }
+}
+
 /// An id every node of a cluster derives alike from `key` (which names what it is for and the
 /// cluster's id): CRC-32C of `<i>/<key>` for each of its four 32-bit words, shaped as a version-4
 /// UUID, so never the nil id nor Kafka's reserved metadata topic id (1).
@@ -73,14 +93,22 @@ pub struct Cluster {
     /// `cluster.id`: every node of a cluster is configured with the same one, and peers whose
     /// hello names another are refused.
     pub cluster_id: String,
-    /// Every voter, this node among them, in `controller.quorum.voters` order: the address book
-    /// of the nodes this one was started with (a node removed since stays in it, as it stays in
-    /// `controller.quorum.voters`); [`Self::members`] says which are nodes of the cluster now.
+    /// Every voter `controller.quorum.voters` names, in its order: the nodes the cluster
+    /// started with, the first voters of every Raft group created before a node joined or left
+    /// (a node removed since stays in it, as it stays in `controller.quorum.voters`). A node
+    /// started to join an existing cluster is not among them. [`Self::members`] says which
+    /// nodes are of the cluster now.
     pub voters: Vec<Voter>,
-    /// The nodes of the cluster now, as the metadata log applied on this node says:
-    /// `voters` less the nodes removed (RemoveRaftVoter), never more. Each Raft group's leader
-    /// takes the others out of its group (`Replica::follow_removals`).
+    /// The address book: `voters`, then every node that joined since (AddRaftVoter, as the
+    /// metadata log applied here says) and, on a joining node, itself. Only ever appended to,
+    /// so a node's position in it (its [`Self::inbound`] slot) never changes.
+    book: ArcSwap<Vec<Voter>>,
+    /// The nodes of the cluster now, as the metadata log applied on this node says: `voters`
+    /// and the nodes joined since, less the nodes removed (RemoveRaftVoter). Each Raft group's
+    /// leader moves its group to them (`Replica::follow_members`).
     members: ArcSwap<Vec<NodeId>>,
+    /// The nodes removed so far: never members again.
+    removed: ArcSwap<Vec<NodeId>>,
     /// The metadata log's group, published by its shard on every tick.
     quorum: ArcSwap<QuorumView>,
     /// Per `__consumer_offsets` partition: the leader this node's replica knows of, 0 = none.
@@ -89,10 +117,16 @@ pub struct Cluster {
     /// leader this node's replica knows of; absent = none known. Topics come and go and grow,
     /// so a map rather than `leaders`' fixed slots; it changes only when a replica's role does.
     topic_leaders: RwLock<hashbrown::HashMap<(Uuid, i32), NodeId>>,
+    /// Per Raft group with a replica here, by topic id (nil for `__consumer_offsets`) and
+    /// partition: its configuration as that replica applied it. Metadata reports a group's
+    /// replicas from it while a node joins or leaves (Kafka lists a reassignment's adding and
+    /// removing replicas too) and leaves its learners (added, not caught up) out of the ISR.
+    groups: RwLock<hashbrown::HashMap<(Uuid, i32), GroupView>>,
     /// Where each node serves clients (this node's own from the start, peers' once they
     /// introduced themselves).
     endpoints: ArcSwap<BTreeMap<NodeId, Vec<Endpoint>>>,
-    /// Per voter (in `voters` order): node-to-node connections it has open to this node now.
+    /// Per node of the address book (by position, up to [`MAX_BOOK`]): node-to-node
+    /// connections it has open to this node now.
     /// Every shard of a running peer keeps one ([`crate::runtime::peers`]), and a killed
     /// process's connections are closed by its kernel, so a count of 0 means the node is down or
     /// cut off.
@@ -108,7 +142,13 @@ impl std::fmt::Debug for Cluster {
     }
 }
 
+/// The most nodes an address book holds: every node id a cluster ever had (a producer id lane
+/// each, `producer_ids::MAX_NODES`).
+pub const MAX_BOOK: usize = crate::producer_ids::MAX_NODES;
+const _: () = assert!(MAX_BOOK as u64 == replication::metadata::MAX_NODES);
+
 impl Cluster {
+    /// A node of the cluster `voters` names (this node among them).
     pub fn new(
         node_id: NodeId,
         cluster_id: String,
@@ -120,28 +160,90 @@ impl Cluster {
             voters.iter().any(|v| v.id == node_id),
             "node {node_id} is one of the voters"
         );
+        Self::build(node_id, cluster_id, voters, None, partitions, own)
+    }
+
+    /// A node started to join the running cluster `voters` names (AddRaftVoter adds it), with
+    /// `addr` its node-to-node address. It is no member until the metadata log says so.
+    pub fn joining(
+        node_id: NodeId,
+        cluster_id: String,
+        voters: Vec<Voter>,
+        addr: String,
+        partitions: i32,
+        own: Vec<Endpoint>,
+    ) -> Self {
+        assert!(
+            !voters.iter().any(|v| v.id == node_id),
+            "node {node_id} is one of the first voters: it does not join"
+        );
+        let me = Voter { id: node_id, addr };
+        Self::build(node_id, cluster_id, voters, Some(me), partitions, own)
+    }
+
+    fn build(
+        node_id: NodeId,
+        cluster_id: String,
+        voters: Vec<Voter>,
+        me: Option<Voter>,
+        partitions: i32,
+        own: Vec<Endpoint>,
+    ) -> Self {
+        assert!(voters.len() <= MAX_BOOK, "too many voters");
         let mut endpoints = BTreeMap::new();
         endpoints.insert(node_id, own);
+        let book: Vec<Voter> = voters.iter().cloned().chain(me).collect();
         Cluster {
             node_id,
             cluster_id,
             leaders: (0..partitions.max(0)).map(|_| AtomicU64::new(0)).collect(),
             topic_leaders: RwLock::default(),
+            groups: RwLock::default(),
             endpoints: ArcSwap::from_pointee(endpoints),
-            inbound: (0..voters.len()).map(|_| AtomicUsize::new(0)).collect(),
+            inbound: (0..MAX_BOOK).map(|_| AtomicUsize::new(0)).collect(),
             members: ArcSwap::from_pointee(voters.iter().map(|v| v.id).collect()),
+            removed: ArcSwap::from_pointee(Vec::new()),
+            book: ArcSwap::from_pointee(book),
             quorum: ArcSwap::from_pointee(QuorumView::default()),
             voters,
         }
     }
 
+    /// `controller.quorum.voters`' node ids: the first voters of the cluster's first groups.
     pub fn voter_ids(&self) -> Vec<NodeId> {
         self.voters.iter().map(|v| v.id).collect()
     }
 
-    /// The nodes of the cluster now (see `members`), in `controller.quorum.voters` order.
+    /// This node's node-to-node address (where its peers connect).
+    pub fn own_addr(&self) -> String {
+        self.address(self.node_id)
+            .expect("this node is in its own address book")
+    }
+
+    /// The node-to-node address of `node`, if it is in the address book.
+    pub fn address(&self, node: NodeId) -> Option<String> {
+        self.book
+            .load()
+            .iter()
+            .find(|v| v.id == node)
+            .map(|v| v.addr.clone())
+    }
+
+    /// The node is in the address book: one of the first voters, a node that joined since, or
+    /// this node.
+    pub fn knows(&self, node: NodeId) -> bool {
+        self.book.load().iter().any(|v| v.id == node)
+    }
+
+    /// The nodes of the cluster now (see `members`), in `controller.quorum.voters` order then
+    /// the order they joined.
     pub fn members(&self) -> std::sync::Arc<Vec<NodeId>> {
         self.members.load_full()
+    }
+
+    /// The nodes removed from the cluster so far.
+    pub fn removed(&self) -> std::sync::Arc<Vec<NodeId>> {
+        self.removed.load_full()
     }
 
     /// The node is one of the cluster now.
@@ -149,14 +251,38 @@ impl Cluster {
         self.members.load().contains(&node)
     }
 
-    /// The metadata log applied here names `members` as the cluster's nodes. Only voters, and
-    /// never one more than before (a node is only ever removed).
-    pub fn set_members(&self, members: &[NodeId]) {
-        let now = self.members.load();
+    /// The metadata log applied here names `members` as the cluster's nodes, `removed` as the
+    /// nodes removed so far and `joined` (with their node-to-node addresses) as the nodes added
+    /// since the start. The address book learns the joined ones first, so a member always has
+    /// an address. A node is added once and removed once: `removed` only grows.
+    pub fn set_members(&self, members: &[NodeId], removed: &[NodeId], joined: &[(NodeId, String)]) {
+        let book = self.book.load();
+        let new: Vec<Voter> = joined
+            .iter()
+            .filter(|(id, _)| !book.iter().any(|v| v.id == *id))
+            .map(|(id, addr)| Voter {
+                id: *id,
+                addr: addr.clone(),
+            })
+            .collect();
+        if !new.is_empty() {
+            let mut grown = Vec::clone(&book);
+            grown.extend(new);
+            assert!(grown.len() <= MAX_BOOK, "the address book is full");
+            self.book.store(std::sync::Arc::new(grown));
+        }
+        drop(book);
+        let book = self.book.load();
         assert!(
-            members.iter().all(|m| now.contains(m)),
-            "members {members:?} name a node outside {now:?}"
+            members.iter().all(|m| book.iter().any(|v| v.id == *m)),
+            "members {members:?} name a node outside the address book"
         );
+        let before = self.removed.load();
+        assert!(
+            before.iter().all(|r| removed.contains(r)),
+            "removed {removed:?} forgets one of {before:?}"
+        );
+        let now = self.members.load();
         if members != now.as_slice() {
             if !members.contains(&self.node_id) && now.contains(&self.node_id) {
                 tracing::warn!(
@@ -165,7 +291,17 @@ impl Cluster {
                      from now on and may be stopped; its data directory is left as it is"
                 );
             }
+            if members.contains(&self.node_id) && !now.contains(&self.node_id) {
+                tracing::info!(
+                    node = self.node_id,
+                    "this node was added to the cluster (AddRaftVoter): its replicas catch up \
+                     as learners and become voters"
+                );
+            }
             self.members.store(std::sync::Arc::new(members.to_vec()));
+        }
+        if removed != before.as_slice() {
+            self.removed.store(std::sync::Arc::new(removed.to_vec()));
         }
     }
 
@@ -190,9 +326,14 @@ impl Cluster {
         derived_id(&format!("{}/directory/{node}", self.cluster_id))
     }
 
-    /// The other voters.
-    pub fn peers(&self) -> impl Iterator<Item = &Voter> {
-        self.voters.iter().filter(move |v| v.id != self.node_id)
+    /// The other nodes of the address book.
+    pub fn peers(&self) -> Vec<Voter> {
+        self.book
+            .load()
+            .iter()
+            .filter(|v| v.id != self.node_id)
+            .cloned()
+            .collect()
     }
 
     /// The node `partition`'s replica here knows as leader.
@@ -244,6 +385,60 @@ impl Cluster {
             .write()
             .unwrap_or_else(|p| p.into_inner())
             .retain(|(t, _), _| *t != topic);
+        self.groups
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|(t, _), _| *t != topic);
+    }
+
+    /// Published by the shard that hosts a replica of `partition` of `topic` (nil:
+    /// `__consumer_offsets`) on every Raft tick: the group's configuration as it applied it.
+    /// Takes the lock for writing only when it changed.
+    pub fn set_group(&self, topic: Uuid, partition: i32, view: GroupView) {
+        let same = self
+            .groups
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&(topic, partition))
+            == Some(&view);
+        if !same {
+            self.groups
+                .write()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert((topic, partition), view);
+        }
+    }
+
+    /// The configuration of the group of `partition` of `topic` (nil: `__consumer_offsets`)
+    /// as the replica here applied it; None when no replica here published one.
+    pub fn group(&self, topic: Uuid, partition: i32) -> Option<GroupView> {
+        self.groups
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&(topic, partition))
+            .cloned()
+    }
+
+    /// `nodes` (the metadata log's replica list of a partition) as its group is now, where the
+    /// replica here published it: those still in the group, in that order, then the group's
+    /// other members (a node joining or leaving); and which of them are learners.
+    pub fn replicas_of(
+        &self,
+        topic: Uuid,
+        partition: i32,
+        nodes: &[NodeId],
+    ) -> (Vec<NodeId>, Vec<NodeId>) {
+        let Some(g) = self.group(topic, partition) else {
+            return (nodes.to_vec(), Vec::new());
+        };
+        let in_group = |n: &NodeId| g.voters.contains(n) || g.learners.contains(n);
+        let mut out: Vec<NodeId> = nodes.iter().copied().filter(|n| in_group(n)).collect();
+        for n in g.voters.iter().chain(&g.learners) {
+            if !out.contains(n) {
+                out.push(*n);
+            }
+        }
+        (out, g.learners)
     }
 
     /// How many `__consumer_offsets` partitions this node leads (logs, tests).
@@ -256,7 +451,7 @@ impl Cluster {
 
     /// A connection from `node` opened (`+1`) or closed (`-1`).
     pub fn count_inbound(&self, node: NodeId, delta: isize) {
-        if let Some(i) = self.voters.iter().position(|v| v.id == node) {
+        if let Some(i) = self.book.load().iter().position(|v| v.id == node) {
             if delta >= 0 {
                 self.inbound[i].fetch_add(delta as usize, Ordering::AcqRel);
             } else {
@@ -275,7 +470,8 @@ impl Cluster {
     pub fn is_up(&self, node: NodeId) -> bool {
         node == self.node_id
             || self
-                .voters
+                .book
+                .load()
                 .iter()
                 .position(|v| v.id == node)
                 .is_some_and(|i| self.inbound[i].load(Ordering::Acquire) > 0)
@@ -338,7 +534,10 @@ mod tests {
             })
             .collect();
         let c = Cluster::new(2, "c1".into(), voters, 4, ep(9092));
-        assert_eq!(c.peers().map(|v| v.id).collect::<Vec<_>>(), vec![1, 3]);
+        assert_eq!(
+            c.peers().iter().map(|v| v.id).collect::<Vec<_>>(),
+            vec![1, 3]
+        );
         assert_eq!(c.leader(1), None);
         c.set_leader(1, Some(3));
         c.set_leader(2, Some(2));
@@ -363,13 +562,28 @@ mod tests {
         assert!(!c.is_up(3));
         assert!(!c.is_up(9), "not a voter");
         assert_eq!(*c.members(), [1, 2, 3]);
-        c.set_members(&[1, 2]);
+        c.set_members(&[1, 2], &[3], &[]);
         assert_eq!(*c.members(), [1, 2]);
+        assert_eq!(*c.removed(), [3]);
         assert!(c.is_member(2) && !c.is_member(3));
+        assert_eq!(c.peers().len(), 2, "the address book keeps a removed node");
+        // A node joins: the book learns its address, it becomes a member and can be up.
+        assert!(!c.knows(4));
+        c.set_members(&[1, 2, 4], &[3], &[(4, "127.0.0.1:19004".into())]);
+        assert_eq!(c.address(4).as_deref(), Some("127.0.0.1:19004"));
         assert_eq!(
-            c.peers().count(),
-            2,
-            "the address book keeps a removed node"
+            c.peers().iter().map(|v| v.id).collect::<Vec<_>>(),
+            [1, 3, 4]
+        );
+        assert!(!c.is_up(4));
+        c.count_inbound(4, 1);
+        assert!(c.is_up(4));
+        c.count_inbound(4, -1);
+        assert_eq!(c.own_addr(), "127.0.0.1:19002");
+        assert_eq!(
+            c.voter_ids(),
+            [1, 2, 3],
+            "the first voters stay as configured"
         );
         let d = c.directory_id(3);
         assert_eq!(d, c.directory_id(3), "stable");
@@ -408,7 +622,37 @@ mod tests {
         assert_eq!(c.topic_leader(a, 0), Some(1));
         c.set_topic_leader(a, 0, None);
         assert_eq!(c.topic_leader(a, 0), None);
+        let joining = GroupView {
+            voters: vec![1, 2, 3],
+            learners: vec![4],
+        };
+        c.set_group(a, 1, joining.clone());
+        c.set_group(Uuid::nil(), 1, joining);
+        assert_eq!(
+            c.replicas_of(a, 1, &[3, 1, 2, 4]),
+            (vec![3, 1, 2, 4], vec![4])
+        );
+        assert_eq!(
+            c.replicas_of(a, 0, &[1, 2]),
+            (vec![1, 2], vec![]),
+            "none published"
+        );
+        // Node 1 is leaving (the metadata log dropped it), node 4 caught up.
+        let leaving = GroupView {
+            voters: vec![1, 2, 3, 4],
+            learners: vec![],
+        };
+        c.set_group(Uuid::nil(), 1, leaving);
+        assert_eq!(
+            c.replicas_of(Uuid::nil(), 1, &[2, 3, 4]),
+            (vec![2, 3, 4, 1], vec![])
+        );
         c.forget_topic(a);
+        assert_eq!(c.group(a, 1), None);
+        assert!(
+            c.group(Uuid::nil(), 1).is_some(),
+            "__consumer_offsets' stay"
+        );
         assert_eq!(c.topic_leader(a, 1), None);
         assert_eq!(c.topic_leader(b, 0), Some(1), "another topic's stay");
     }

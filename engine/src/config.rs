@@ -973,7 +973,7 @@ config_keys! {
     "advertised.listeners" => advertised_listeners: String = String::new(), Listeners { advertised: true },
         "What clients of each listener are told: NAME://host:port entries (host:port is PLAINTEXT). A listener without an entry is advertised at its bound address.";
     "listeners" => listeners: String = "PLAINTEXT://:9092".to_string(), Listeners { advertised: false },
-        "The listeners served, NAME://host:port each (an empty host: every interface), their protocols from listener.security.protocol.map. --listen replaces the PLAINTEXT one's address; without this key the broker serves PLAINTEXT on 127.0.0.1:9092. Controller listeners (controller.listener.names, CONTROLLER) are skipped.";
+        "The listeners served, NAME://host:port each (an empty host: every interface), their protocols from listener.security.protocol.map. --listen replaces the PLAINTEXT one's address; without this key the broker serves PLAINTEXT on 127.0.0.1:9092. Controller listeners (controller.listener.names, CONTROLLER) serve no clients; on a node that controller.quorum.voters does not name, the first is its node-to-node address (it joins that cluster once AddRaftVoter adds it).";
     "log.dirs" => log_dirs: String = String::new(), LogDirs,
         "The data directory (exactly one), used when --data-dir is not given; otherwise ./data.";
 
@@ -1596,13 +1596,62 @@ impl Config {
             return Ok(());
         }
         let ids: Vec<String> = voters.iter().map(|v| v.id.to_string()).collect();
-        Err(ConfigError::Inconsistent {
-            reason: format!(
-                "controller.quorum.voters names nodes {} but not this node (node.id={this}): \
-                 every node of a Ringleader cluster is a voter, so list this node too",
-                ids.join(", ")
-            ),
-        })
+        // A node started to join the running cluster those voters are (AddRaftVoter adds it):
+        // its node-to-node address is its controller listener, as a KRaft controller added with
+        // `kafka-metadata-quorum add-controller` has one. Its producer id lane is its id
+        // (`producer_ids`), past the first voters' positions.
+        match self.join_address() {
+            Ok(Some(_)) => {
+                let max = crate::producer_ids::MAX_NODES as i64;
+                if this < voters.len() as i64 || this >= max {
+                    return Err(ConfigError::Inconsistent {
+                        reason: format!(
+                            "node.id={this} cannot join the cluster of nodes {}: a joining \
+                             node's id is between {} (the number of nodes in \
+                             controller.quorum.voters) and {}",
+                            ids.join(", "),
+                            voters.len(),
+                            max - 1
+                        ),
+                    });
+                }
+                Ok(())
+            }
+            Ok(None) => Err(ConfigError::Inconsistent {
+                reason: format!(
+                    "controller.quorum.voters names nodes {} but not this node (node.id={this}): \
+                     list this node too, or give it a controller listener \
+                     (listeners=...,CONTROLLER://host:port) to join that running cluster",
+                    ids.join(", ")
+                ),
+            }),
+            Err(reason) => Err(ConfigError::Inconsistent { reason }),
+        }
+    }
+
+    /// On a node that joins a running cluster (`controller.quorum.voters` does not name it):
+    /// its node-to-node listener, the first of `listeners` that `controller.listener.names`
+    /// names (or named CONTROLLER), as (host, port); an empty host listens on every interface.
+    /// None when there is none.
+    pub fn join_address(&self) -> Result<Option<(String, u16)>, String> {
+        if !self.origins.contains_key("listeners") {
+            return Ok(None);
+        }
+        let controllers: Vec<String> = self
+            .controller_listener_names
+            .split(',')
+            .map(|n| n.trim().to_ascii_uppercase())
+            .filter(|n| !n.is_empty())
+            .chain(["CONTROLLER".to_string()])
+            .collect();
+        Ok(parse_listener_list(&self.listeners, false)?
+            .into_iter()
+            .find(|e| {
+                e.name
+                    .as_deref()
+                    .is_some_and(|n| controllers.contains(&n.to_ascii_uppercase()))
+            })
+            .map(|e| (e.host, e.port)))
     }
 
     /// On a cluster every `__consumer_offsets` partition has a replica on every voter, and a
@@ -2927,5 +2976,25 @@ mod tests {
                 .contains("names nodes 1, 3 but not this node"),
             "{err}"
         );
+        // With a controller listener, the node joins that cluster: its node-to-node address.
+        set(&mut c, "node.id=4");
+        set(
+            &mut c,
+            "listeners=PLAINTEXT://127.0.0.1:9094,CONTROLLER://127.0.0.1:19004",
+        );
+        c.validate().unwrap();
+        assert_eq!(
+            c.join_address().unwrap(),
+            Some(("127.0.0.1".to_string(), 19004))
+        );
+        assert_eq!(
+            c.listener_specs().unwrap().len(),
+            1,
+            "not served to clients"
+        );
+        // Its id must be a free producer id lane: past the first voters' positions.
+        set(&mut c, "node.id=0");
+        let err = c.validate().unwrap_err();
+        assert!(err.to_string().contains("between 2"), "{err}");
     }
 }

@@ -108,11 +108,16 @@ pub fn open_broker_with(
         })
         .collect();
     let cluster = cluster_of(&config, endpoints)?;
+    if let Some(c) = &cluster {
+        meta::ensure_directory_id(data_dir, c.directory_id(c.node_id))?;
+    }
+    // A first voter's lane is its position in controller.quorum.voters; a joining node's is its
+    // id, which the metadata log and the config require to be past those positions.
     let lane = cluster.as_ref().map(|c| {
         c.voters
             .iter()
             .position(|v| v.id == c.node_id)
-            .expect("a node is one of its voters")
+            .unwrap_or(c.node_id as usize)
     });
     Ok(Arc::new(broker::Broker {
         versions: wire::Versions::default(),
@@ -156,7 +161,7 @@ fn cluster_of(
         "a node of a cluster (controller.quorum.voters names other nodes) needs cluster.id, \
          the same on every node"
     );
-    let voters = voters
+    let voters: Vec<cluster::Voter> = voters
         .into_iter()
         .map(|v| cluster::Voter {
             id: v.id as u64,
@@ -167,11 +172,31 @@ fn cluster_of(
             },
         })
         .collect();
-    Ok(Some(Arc::new(cluster::Cluster::new(
-        config.node_id as u64,
-        config.cluster_id.clone(),
-        voters,
-        config.offsets_topic_num_partitions,
-        endpoints,
+    let node = config.node_id as u64;
+    let partitions = config.offsets_topic_num_partitions;
+    let cluster_id = config.cluster_id.clone();
+    if voters.iter().any(|v| v.id == node) {
+        return Ok(Some(Arc::new(cluster::Cluster::new(
+            node, cluster_id, voters, partitions, endpoints,
+        ))));
+    }
+    // Not one of the first voters: a node started to join (Config::validate checked it has a
+    // controller listener).
+    let (host, port) = config
+        .join_address()
+        .map_err(|e| anyhow::anyhow!("listeners: {e}"))?
+        .ok_or_else(|| anyhow::anyhow!("node {node} is not in controller.quorum.voters"))?;
+    let host = if host.is_empty() {
+        "0.0.0.0".to_string()
+    } else {
+        host
+    };
+    let addr = if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    };
+    Ok(Some(Arc::new(cluster::Cluster::joining(
+        node, cluster_id, voters, addr, partitions, endpoints,
     ))))
 }

@@ -65,9 +65,65 @@ pub fn load_or_create(
     })
 }
 
+/// On a node of a cluster: make `meta.properties` name the directory id the cluster knows this
+/// node by (`Cluster::directory_id`), as Kafka's KRaft `meta.properties` names its
+/// `directory.id` (Kafka's base64 form), so `kafka-metadata-quorum add-controller
+/// --command-config <this node's properties>` reads it from the data directory (its
+/// `log.dirs`) as it reads a controller's. Added once (an older directory lacks it); a different
+/// one stops the start (the directory belongs to another node or cluster).
+pub fn ensure_directory_id(data_dir: &Path, id: uuid::Uuid) -> anyhow::Result<()> {
+    let path = data_dir.join("meta.properties");
+    let want = coordinator::base64_uuid(id);
+    let bytes = storage::durable_file::read(&path)?
+        .ok_or_else(|| anyhow::anyhow!("{}: missing", path.display()))?;
+    let text = String::from_utf8_lossy(&bytes).into_owned();
+    let have = text
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .find(|(k, _)| k.trim() == "directory.id")
+        .map(|(_, v)| v.trim().to_string());
+    match have {
+        Some(h) if h == want => Ok(()),
+        Some(h) => anyhow::bail!(
+            "{} names directory.id {h}; this node of this cluster is {want}",
+            path.display()
+        ),
+        None => {
+            let mut text = text;
+            if !text.ends_with('\n') {
+                text.push('\n');
+            }
+            text.push_str(&format!("directory.id={want}\n"));
+            storage::durable_file::write_atomic(&path, text.as_bytes())?;
+            Ok(())
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cluster_node_names_its_directory_id_once() {
+        let dir = std::env::temp_dir().join(format!("rl-meta-dir-id-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        load_or_create(&dir, 4, "c1").unwrap();
+        let id = uuid::Uuid::from_u128(0x1234_5678_9abc_4def_8123_456789abcdef);
+        ensure_directory_id(&dir, id).unwrap();
+        ensure_directory_id(&dir, id).unwrap();
+        let text = std::fs::read_to_string(dir.join("meta.properties")).unwrap();
+        assert_eq!(text.matches("directory.id=").count(), 1, "{text}");
+        assert!(text.contains(&format!("directory.id={}", coordinator::base64_uuid(id))));
+        assert!(ensure_directory_id(&dir, uuid::Uuid::from_u128(9)).is_err());
+        assert_eq!(
+            load_or_create(&dir, 4, "c1").unwrap().node_id,
+            4,
+            "still read"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn cluster_id_shape() {

@@ -263,6 +263,15 @@ mod tests {
                 for now in 1..=3 {
                     r.tick(now * 1000);
                     drive(&mut r, &mut log).await;
+                    // Node 2 (not running here) answers that it holds the log: a learner is
+                    // made a voter only once it answered.
+                    if r.membership().learners == [2] {
+                        let mut ack = replication::eraftpb::Message::default();
+                        ack.set_msg_type(replication::eraftpb::MessageType::MsgAppendResponse);
+                        (ack.from, ack.to, ack.term, ack.index) = (2, 1, r.term(), r.last_index());
+                        r.step(ack).unwrap();
+                        drive(&mut r, &mut log).await;
+                    }
                 }
                 let two = Membership {
                     voters: vec![1, 2],

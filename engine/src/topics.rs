@@ -63,6 +63,12 @@ pub enum RegistryError {
     /// RemoveRaftVoter that would strand a partition or leave too few nodes (the message says).
     #[error("{0}")]
     CannotRemove(String),
+    /// AddRaftVoter of a node that is a voter already (DUPLICATE_VOTER).
+    #[error("{0}")]
+    DuplicateVoter(String),
+    /// AddRaftVoter of a node that cannot join (the message says; INVALID_REQUEST).
+    #[error("{0}")]
+    CannotAdd(String),
 }
 
 #[derive(Serialize, Deserialize)]
@@ -293,6 +299,8 @@ impl TopicRegistry {
                 },
                 e @ MetaError::NotAVoter(..) => RegistryError::NotAVoter(e.to_string()),
                 MetaError::CannotRemove(m) => RegistryError::CannotRemove(m),
+                e @ MetaError::DuplicateVoter(..) => RegistryError::DuplicateVoter(e.to_string()),
+                MetaError::CannotAdd(m) => RegistryError::CannotAdd(m),
                 e => RegistryError::NotAvailable(e.to_string()),
             }),
         }
@@ -300,9 +308,17 @@ impl TopicRegistry {
 
     /// On a node of a cluster: take node `id` out of the cluster (RemoveRaftVoter), once the
     /// metadata log applied it here. The Raft groups it is a voter of follow on their leaders'
-    /// ticks (`Replica::follow_removals`).
+    /// ticks (`Replica::follow_members`).
     pub async fn remove_voter(&self, id: u64) -> Result<(), RegistryError> {
         self.propose(replication::metadata::Command::RemoveVoter { id })
+            .await
+    }
+
+    /// On a node of a cluster: add node `id`, whose node-to-node address is `addr`, to the
+    /// cluster (AddRaftVoter), once the metadata log applied it here. Every Raft group on every
+    /// voter then takes it in, as a learner until it caught up (`Replica::follow_members`).
+    pub async fn add_voter(&self, id: u64, addr: String) -> Result<(), RegistryError> {
+        self.propose(replication::metadata::Command::AddVoter { id, addr })
             .await
     }
 

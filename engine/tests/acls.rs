@@ -573,8 +573,9 @@ fn describe_client_quotas_needs_describe_configs_on_the_cluster() {
     assert_eq!(r.entries, None);
 }
 
-/// DescribeQuorum needs DESCRIBE and RemoveRaftVoter ALTER on the cluster (`KafkaApis`,
-/// `ControllerApis`); allowed, a single node answers that it has no quorum (it is no cluster).
+/// DescribeQuorum needs DESCRIBE, AddRaftVoter and RemoveRaftVoter ALTER on the cluster
+/// (`KafkaApis`, `ControllerApis`); allowed, a single node answers that it has no quorum (it
+/// is no cluster).
 #[test]
 fn quorum_apis_need_describe_and_alter_on_the_cluster() {
     const UNSUPPORTED_VERSION: i16 = 35;
@@ -599,11 +600,22 @@ fn quorum_apis_need_describe_and_alter_on_the_cluster() {
         };
         r
     };
+    let add = |c: &mut Client| {
+        let req = AddRaftVoterRequest::default()
+            .with_cluster_id(None)
+            .with_voter_id(4);
+        let Response::AddRaftVoter(r) = c.call(0, Request::AddRaftVoter(req)) else {
+            panic!()
+        };
+        r
+    };
     assert_eq!(
         describe(&mut c).error_code,
         INVALID_REQUEST,
         "a single node"
     );
+    let r = add(&mut c);
+    assert_eq!(r.error_code, UNSUPPORTED_VERSION, "a single node: {r:?}");
     let r = remove(&mut c);
     assert_eq!(r.error_code, UNSUPPORTED_VERSION, "a single node: {r:?}");
     // Alter allowed gives Describe too (Kafka's implied operations); a Describe denied then
@@ -617,8 +629,10 @@ fn quorum_apis_need_describe_and_alter_on_the_cluster() {
         UNSUPPORTED_VERSION,
         "Alter allowed"
     );
+    assert_eq!(add(&mut c).error_code, UNSUPPORTED_VERSION, "Alter allowed");
     assert_eq!(deny(&mut c, 4, "kafka-cluster", 7), 0, "deny Alter");
     assert_eq!(remove(&mut c).error_code, CLUSTER_AUTHORIZATION_FAILED);
+    assert_eq!(add(&mut c).error_code, CLUSTER_AUTHORIZATION_FAILED);
 }
 
 /// A regex subscription resolves only to the topics the member may Describe (Kafka 4.x

@@ -44,6 +44,7 @@ from __future__ import annotations
 import logging
 import os
 import statistics
+import struct
 import time
 
 import pytest
@@ -916,3 +917,165 @@ def test_a_replicated_topic_keeps_every_acknowledged_record_through_leader_kills
         contents = [b"".join(f.read_bytes() for f in fs) for fs in logs]
         assert contents[0] and contents[0] == contents[1] == contents[2], \
             f"partition {p}: the nodes' logs differ ({[len(c) for c in contents]} bytes)"
+
+
+def uvarint(n: int) -> bytes:
+    out = b""
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out += bytes([b | 0x80])
+        else:
+            return out + bytes([b])
+
+
+def compact_string(s: str | None) -> bytes:
+    if s is None:
+        return b"\x00"
+    b = s.encode()
+    return uvarint(len(b) + 1) + b
+
+
+def add_raft_voter(node: Broker, voter: int, directory: bytes, controller: str) -> tuple[int, str | None]:
+    """AddRaftVoter v0 (flexible: request header v2) asked of `node`: voter `voter` with its
+    directory id and CONTROLLER listener `host:port`. Returns (error code, error message)."""
+    host, port = controller.rsplit(":", 1)
+    body = (compact_string(CLUSTER_ID) + struct.pack(">ii", 30000, voter) + directory
+            + uvarint(2) + compact_string("CONTROLLER") + compact_string(host)
+            + struct.pack(">H", int(port)) + b"\x00" + b"\x00")
+    payload = struct.pack(">hhi", 80, 0, 7) + kstring("ringleader-raw-test") + b"\x00" + body
+    with connect(node.bootstrap, timeout=40) as s:
+        s.sendall(struct.pack(">i", len(payload)) + payload)
+        r = Reader(recv_frame(s))
+    assert r.take(">i") == 7
+    assert r.take("B") == 0  # response header v1: no tagged fields
+    r.take(">i")  # throttle_time_ms
+    code = r.take(">h")
+    n = r.take("B")  # compact nullable string, short messages: one length byte
+    message = None if n == 0 else r.take(f"{n - 1}s").decode()
+    return code, message
+
+
+def crc32c(data: bytes) -> int:
+    crc = 0xFFFFFFFF
+    for byte in data:
+        crc ^= byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+    return crc ^ 0xFFFFFFFF
+
+
+def directory_id(node: int) -> bytes:
+    """Node `node`'s directory id as every Ringleader node derives it (`engine::cluster::derived_id`
+    of "{cluster.id}/directory/{node}"): CRC-32C of "i/key" for each 32-bit word, version-4 shaped."""
+    key = f"{CLUSTER_ID}/directory/{node}"
+    b = bytearray(b"".join(struct.pack(">I", crc32c(f"{i}/{key}".encode())) for i in range(4)))
+    b[6] = (b[6] & 0x0F) | 0x40
+    b[8] = (b[8] & 0x3F) | 0x80
+    return bytes(b)
+
+
+def remove_raft_voter(node: Broker, voter: int) -> int:
+    """RemoveRaftVoter v0 of `voter` asked of `node`: its error code."""
+    body = compact_string(CLUSTER_ID) + struct.pack(">i", voter) + directory_id(voter) + b"\x00"
+    payload = struct.pack(">hhi", 81, 0, 8) + kstring("ringleader-raw-test") + b"\x00" + body
+    with connect(node.bootstrap, timeout=40) as s:
+        s.sendall(struct.pack(">i", len(payload)) + payload)
+        r = Reader(recv_frame(s))
+    assert r.take(">i") == 8
+    r.take("B")
+    r.take(">i")
+    return r.take(">h")
+
+
+def offsets_replicas(node: Broker) -> dict[int, list[int]]:
+    """partition -> replicas of __consumer_offsets as `node`'s Metadata tells it."""
+    try:
+        md = confluent_admin(node).list_topics(topic="__consumer_offsets", timeout=10)
+    except Exception:
+        return {0: []}
+    return {p.id: list(p.replicas) for p in md.topics["__consumer_offsets"].partitions.values()}
+
+
+def test_a_node_joins_a_compacted_cluster_and_takes_its_offsets_by_snapshot(compacting_cluster, tmp_path):
+    """A fourth node joins three whose logs compacted (snapshots every 8 KiB): AddRaftVoter names it
+    (its directory id from its log); every `__consumer_offsets` group and the metadata log take it as
+    a learner, which installs the leaders' snapshots and becomes a voter; a replicated topic whose
+    Raft logs compacted before it joined keeps it a learner (a topic snapshot carries no records,
+    and re-seeding a replica is not built), never counted and out of the ISR; then one of the first
+    nodes is removed, and once every offsets group let it go two of the first three go: every
+    acknowledged commit is read through the new node."""
+    import re
+
+    nodes = compacting_cluster
+    bootstrap = ",".join(n.bootstrap for n in nodes)
+    create_topic(nodes, TOPIC, 1)
+    create_topic(nodes, "wide", 1, replication_factor=3)
+    wait_until(lambda: replicated_settled(nodes, "wide"), 30, "wide led")
+    # Enough records that every replica of "wide" compacts its Raft log before node 4 joins.
+    def wide_compacted():
+        return all((n.data_dir / "wide-0" / "raft" / "raft-snapshot").exists() for n in nodes)
+    while not wide_compacted():
+        produce_acked(nodes, "wide", [b"x" * 200 for _ in range(100)], 1)
+        assert sum(1 for _ in (nodes[0].data_dir / "wide-0").glob("*.log")) < 50, "never compacted"
+    p = offsets_partition(GROUP)
+    c = consumer(bootstrap)
+    acked = 0
+    while min(raft_snapshot(n, p) or 0 for n in nodes) < 50:
+        acked += 1
+        commit_until_acked(c, acked)
+        assert acked < 3000, "the offsets logs never compacted"
+
+    voters = next(s for s in nodes[0].sets if s.startswith("controller.quorum.voters="))
+    four = Broker(data_dir=tmp_path / "node4", log_path=tmp_path / "node4.log", listeners=["CONTROLLER"],
+                  sets=["node.id=4", voters, f"cluster.id={CLUSTER_ID}",
+                        f"offsets.topic.segment.bytes={SEGMENT_BYTES}"])
+    four.start()
+    nodes.append(four)  # the fixture kills it too
+    found = re.search(r"directory_id=([0-9a-f-]{36})", four.log_text())
+    assert found, four.log_tail()
+    directory = bytes.fromhex(found.group(1).replace("-", ""))
+    assert directory == directory_id(4), "the logged id is the derived one"
+    assert add_raft_voter(nodes[0], 4, bytes(16), four.listener("CONTROLLER"))[0] == 42  # INVALID_REQUEST
+    assert add_raft_voter(nodes[1], 4, directory, four.listener("CONTROLLER")) == (0, "NONE")
+    assert add_raft_voter(nodes[2], 4, directory, four.listener("CONTROLLER"))[0] == 126  # DUPLICATE_VOTER
+
+    # Node 4 installs the group's snapshot (its log never held the early entries) and votes.
+    wait_until(lambda: (raft_snapshot(four, p) or 0) > 0, 30, "node 4 installed the offsets snapshot")
+
+    def offsets_isr_has_four():
+        try:
+            return all(4 in isr for _, _, isr in partition_leaders(four, "__consumer_offsets", isr=True).values())
+        except Exception:
+            return False
+    wait_until(offsets_isr_has_four, 60, "node 4 in the ISR of every __consumer_offsets partition")
+    # The compacted topic's partition: node 4 listed as a replica, never in sync, holding nothing
+    # (the leader's snapshot predates it and carries no records).
+    time.sleep(2)
+    for n in nodes:
+        view = partition_leaders(n, "wide", isr=True)
+        assert 4 not in view[0][2] and view[0][0] in (1, 2, 3), view
+    assert not list((four.data_dir / "wide-0").glob("*.log")), "node 4 holds none of wide's records"
+
+    for _ in range(5):
+        acked += 1
+        commit_until_acked(c, acked)
+    # Two of the first three go, one removed first: the node left and node 4 are the offsets groups'
+    # majority. (The node holding TOPIC's one replica stays: a factor-1 partition's node cannot be
+    # removed. The topic "wide" keeps its first replicas, node 4 being a learner there, so it is not
+    # used below.)
+    holder = partition_leaders(nodes[0], TOPIC)[0][0]
+    gone, also = [i for i in (1, 2, 3) if i != holder]
+    assert remove_raft_voter(nodes[holder - 1], gone) == 0
+    left = sorted({1, 2, 3, 4} - {gone})
+    wait_until(lambda: all(sorted(r) == left for r in offsets_replicas(four).values()), 60,
+               f"every __consumer_offsets group let node {gone} go")
+    acked += 1
+    commit_until_acked(c, acked)
+    nodes[gone - 1].kill()
+    nodes[also - 1].kill()
+    c.close()
+    assert committed(four.bootstrap) == acked
+    for n in (nodes[holder - 1], four):
+        assert "panicked" not in n.log_text(), n.log_tail()

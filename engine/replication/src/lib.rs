@@ -289,6 +289,10 @@ pub struct Log {
     confs: Vec<(u64, ConfState)>,
     /// What the entries before the first one were compacted to (index 0: never compacted).
     snapshot: Snapshot,
+    /// raft-rs asked for a snapshot for a member the stored one's configuration does not name
+    /// (a node added since it was taken, which refuses a snapshot that leaves it out): the next
+    /// compaction is due whatever the log's size ([`Replica::snapshot_wanted`]).
+    wanted: std::cell::Cell<bool>,
 }
 
 impl Log {
@@ -439,11 +443,29 @@ impl Storage for Log {
         Ok(Log::last_index(self))
     }
 
-    fn snapshot(&self, request_index: u64, _to: u64) -> raft::Result<Snapshot> {
+    fn snapshot(&self, request_index: u64, to: u64) -> raft::Result<Snapshot> {
         // raft-rs asks only for a follower that needs entries we compacted away, so a snapshot
         // exists; one older than asked for cannot help (the next compaction makes a newer one).
+        // A replica restores only a snapshot whose configuration names it (raft-rs's
+        // `restore`): one taken before a node was added cannot bring that node up, so a newer
+        // one is asked of the shell.
+        let names = |s: &Snapshot| {
+            let cs = s.get_metadata().get_conf_state();
+            cs.get_voters()
+                .iter()
+                .chain(cs.get_learners())
+                .chain(cs.get_voters_outgoing())
+                .chain(cs.get_learners_next())
+                .any(|id| *id == to)
+        };
         match self.snapshot() {
-            Some(s) if s.get_metadata().index >= request_index => Ok(s.clone()),
+            Some(s) if s.get_metadata().index >= request_index && names(s) => Ok(s.clone()),
+            Some(s) if !names(s) => {
+                self.wanted.set(true);
+                Err(raft::Error::Store(
+                    StorageError::SnapshotTemporarilyUnavailable,
+                ))
+            }
             _ => Err(raft::Error::Store(
                 StorageError::SnapshotTemporarilyUnavailable,
             )),
@@ -563,6 +585,7 @@ impl Replica {
             base_conf_index: 0,
             confs: Vec::new(),
             snapshot: Snapshot::default(),
+            wanted: Default::default(),
         };
         if let Some(s) = durable.snapshot {
             if let Some(conf) = s.conf {
@@ -779,7 +802,8 @@ impl Replica {
 
     /// On the leader: move the partition's voters to `voters`, one configuration change at a
     /// time as ticks come — new nodes join as learners first and become voters only once
-    /// caught up (within [`CATCH_UP_ENTRIES`] of the commit index), so adding a replica never
+    /// caught up (it answered, holds what the leader compacted, and is within [`CATCH_UP_ENTRIES`] of
+    /// the commit index), so adding a replica never
     /// makes a majority wait for a copy of the whole log; then one joint-consensus change
     /// (raft-rs's ConfChangeV2, left automatically) adds them and removes the voters not named,
     /// so a majority of the old and of the new voters holds every entry committed across it.
@@ -802,30 +826,39 @@ impl Replica {
         Ok(())
     }
 
-    /// On the leader, once no change is under way: take out of the partition every voter and
-    /// learner that is not one of `members` (the cluster's nodes as this node's metadata log
-    /// has applied them), through [`Self::change_voters`]. True if a change started. Every node
-    /// calls it on every tick and only the leader acts; a view of `members` that lags (a node
-    /// replaying its metadata log) names more nodes, never fewer, so it only delays a removal.
-    /// Removing is all it does: a node is added to a partition by [`Self::change_voters`]
-    /// alone. Nothing happens when no member is left in the partition.
-    pub fn follow_removals(&mut self, members: &[NodeId]) -> bool {
+    /// On the leader, once no change is under way: move the partition's voters to the cluster's
+    /// nodes, `members` and `removed` as this node's metadata log has applied them, through
+    /// [`Self::change_voters`] (a member missing from the group joins as a learner first and
+    /// becomes a voter once caught up; a removed node leaves). True if a change started. Every
+    /// node calls it on every tick and only the leader acts.
+    ///
+    /// Only a node in `removed` is taken out, never one merely missing from `members`: a
+    /// leader whose metadata log lags (a node replaying it, or one that has not applied a node's
+    /// addition yet) must not undo a change another leader made, and a node id is added once
+    /// and removed once, so a lagging view only delays either. Nothing happens when no member
+    /// would be left in the partition.
+    pub fn follow_members(&mut self, members: &[NodeId], removed: &[NodeId]) -> bool {
         if self.raw.raft.state != StateRole::Leader || !self.membership_settled() {
             return false;
         }
         let m = self.membership();
-        if m.voters
+        let stale = m
+            .voters
             .iter()
             .chain(&m.learners)
-            .all(|id| members.contains(id))
-        {
+            .any(|id| removed.contains(id));
+        let missing = members
+            .iter()
+            .any(|id| !removed.contains(id) && !m.voters.contains(id));
+        if !stale && !missing {
             return false;
         }
         let target: Vec<NodeId> = m
             .voters
             .iter()
+            .chain(members)
             .copied()
-            .filter(|id| members.contains(id))
+            .filter(|id| !removed.contains(id))
             .collect();
         !target.is_empty() && self.change_voters(&target).is_ok()
     }
@@ -908,13 +941,18 @@ impl Replica {
                 .copied()
                 .filter(|id| !m.voters.contains(id))
                 .collect();
+            // Caught up: it answered (a node added but not running, or cut off, never becomes a
+            // voter a majority would wait for), holds everything the leader compacted away (a
+            // replica that cannot take the leader's snapshot stays a learner), and is near the
+            // commit index.
             let commit = self.commit_index();
+            let compacted = self.snapshot_index();
             let caught_up = promote.iter().all(|id| {
-                self.raw
-                    .raft
-                    .prs()
-                    .get(*id)
-                    .is_some_and(|pr| pr.matched + CATCH_UP_ENTRIES >= commit)
+                self.raw.raft.prs().get(*id).is_some_and(|pr| {
+                    pr.matched > 0
+                        && pr.matched >= compacted
+                        && pr.matched + CATCH_UP_ENTRIES >= commit
+                })
             });
             if !caught_up {
                 return;
@@ -1113,9 +1151,17 @@ impl Replica {
         let drop = (index + 1 - store.first_index()) as usize;
         store.entries.drain(..drop);
         store.snapshot = store.snapshot_of(index, term, data);
+        store.wanted.set(false);
         let (conf_index, conf) = store.conf_at(index);
         (store.base_conf_index, store.base_conf) = (conf_index, conf.clone());
         store.confs.retain(|(i, _)| *i > index);
+    }
+
+    /// On the leader: a member needs a snapshot newer than the stored one (it was added since
+    /// that one was taken), so the shell should compact now, whatever the log's size, if it
+    /// applied anything since.
+    pub fn snapshot_wanted(&self) -> bool {
+        self.log().wanted.get() && self.applied_index() > self.snapshot_index()
     }
 
     /// The index the shell's state machine has applied up to: everything committed and handed
@@ -1408,6 +1454,12 @@ const EPOCH_TAG: [u8; 2] = *b"RE";
 
 /// A snapshot's data as raft-rs carries it: the index of its configuration's change, then the
 /// shell's data. Data too short for the index (a broken peer) reads as the first voters'.
+/// The shell's part of a snapshot as a Raft message carries it (after the configuration's
+/// epoch): what [`Log::snapshot_data`] gives on the node that took it.
+pub fn shell_snapshot_data(bytes: &[u8]) -> &[u8] {
+    split_snapshot_data(bytes).1
+}
+
 fn split_snapshot_data(bytes: &[u8]) -> (u64, &[u8]) {
     match bytes.split_first_chunk::<8>() {
         Some((index, rest)) => (u64::from_be_bytes(*index), rest),

@@ -36,6 +36,9 @@ pub const DEDUP_WINDOW: usize = 1024;
 /// The most partitions one topic may have, as the broker bounds one CreateTopics or
 /// CreatePartitions request (`engine::api::create_partitions::MAX_PARTITIONS_PER_REQUEST`).
 pub const MAX_PARTITIONS_PER_TOPIC: i32 = 10_000;
+/// Node ids a joining node may have are below this: the number of producer id lanes
+/// (`engine::producer_ids::MAX_NODES`, which must be the same).
+pub const MAX_NODES: NodeId = 1024;
 
 /// One change to the cluster's metadata.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -72,9 +75,19 @@ pub enum Command {
     /// replicated on every voter keeps a replica on each remaining one (its replication factor
     /// drops by one), and the partitions it was placed on as preferred leader move to the next
     /// remaining voter. Each Raft group's leader then removes it from the group
-    /// (`Replica::follow_removals`); this entry only says where the cluster is going.
+    /// (`Replica::follow_members`); this entry only says where the cluster is going.
     RemoveVoter {
         id: NodeId,
+    },
+    /// Add a node to the cluster (AddRaftVoter): it joins the voters, after the others in
+    /// placement order, with `addr` its node-to-node address (every node's address book learns
+    /// it from here); every topic replicated on every voter gains a replica on it (its
+    /// replication factor grows by one). Each Raft group's leader then adds it to the group,
+    /// as a learner until it caught up (`Replica::follow_members`). Partitions already placed
+    /// stay where they are; new topics and partitions are placed over it too.
+    AddVoter {
+        id: NodeId,
+        addr: String,
     },
 }
 
@@ -165,6 +178,13 @@ pub enum MetaError {
     /// enough voters: the node must stay until that changes.
     #[error("{0}")]
     CannotRemove(String),
+    /// AddVoter of a node that is a voter already: Kafka's DUPLICATE_VOTER.
+    #[error("The voter id {0} is already part of the set of voters {1:?}.")]
+    DuplicateVoter(NodeId, Vec<NodeId>),
+    /// AddVoter that cannot be: a node id that was a member before, an id outside the
+    /// producer id lanes, a bad address, a cluster at its size bound.
+    #[error("{0}")]
+    CannotAdd(String),
 }
 
 /// A topic and the node leading each of its partitions (`leaders[p]`).
@@ -192,6 +212,11 @@ pub struct Placement {
     pub voters: Vec<NodeId>,
     /// `controller.quorum.voters`: the first voters of every Raft group not in `first_voters`.
     pub bootstrap: Vec<NodeId>,
+    /// The nodes that joined since (AddVoter), in the order they did, with their node-to-node
+    /// addresses: the rest of the address book.
+    pub joined: Vec<(NodeId, String)>,
+    /// The nodes removed so far ([`MetadataState::removed`]).
+    pub removed: Vec<NodeId>,
 }
 
 impl Placement {
@@ -239,6 +264,10 @@ pub struct MetadataState {
     /// before nodes could be removed, when it was `voters`.
     #[serde(default)]
     bootstrap: Vec<NodeId>,
+    /// Every node that joined after the start (AddVoter), in order, with its node-to-node
+    /// address; a joined node that was removed since stays (its id is never a member again).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    joined: Vec<(NodeId, String)>,
     topics: BTreeMap<String, PlacedTopic>,
     ids: BTreeSet<Uuid>,
     /// Per proposing node, the sequence numbers of its last [`DEDUP_WINDOW`] proposals applied.
@@ -257,6 +286,7 @@ impl MetadataState {
         let mut s = Self {
             voters: voters.to_vec(),
             bootstrap: voters.to_vec(),
+            joined: Vec::new(),
             topics: BTreeMap::new(),
             ids: BTreeSet::new(),
             seen: BTreeMap::new(),
@@ -337,21 +367,27 @@ impl MetadataState {
         self.ids.difference(&live).copied().collect()
     }
 
-    /// The nodes of the cluster now, in `controller.quorum.voters` order: the voters every Raft
-    /// group's leader moves its group to (removals only; a group never gains a voter here).
+    /// The nodes of the cluster now, in `controller.quorum.voters` order then the order they
+    /// joined: the voters every Raft group on every node moves to.
     pub fn voters(&self) -> &[NodeId] {
         &self.voters
     }
 
-    /// The nodes removed from the cluster so far: the first voters that are voters no more
-    /// (nodes are only ever removed, and a removed one is never a voter again: a replica id is
-    /// never a member twice, `Replica::join`).
+    /// The nodes removed from the cluster so far: the first and the joined nodes that are voters
+    /// no more (a removed one is never a voter again: a replica id is never a member twice,
+    /// `Replica::join`).
     pub fn removed(&self) -> Vec<NodeId> {
         self.bootstrap
             .iter()
             .copied()
+            .chain(self.joined.iter().map(|(id, _)| *id))
             .filter(|n| !self.voters.contains(n))
             .collect()
+    }
+
+    /// The nodes that joined after the start, with their node-to-node addresses.
+    pub fn joined(&self) -> &[(NodeId, String)] {
+        &self.joined
     }
 
     pub fn topic(&self, name: &str) -> Option<&PlacedTopic> {
@@ -382,6 +418,8 @@ impl MetadataState {
                 .collect(),
             voters: self.voters.clone(),
             bootstrap: self.bootstrap.clone(),
+            joined: self.joined.clone(),
+            removed: self.removed(),
         }
     }
 
@@ -585,7 +623,70 @@ impl MetadataState {
                 Ok(())
             }
             Command::RemoveVoter { id } => self.remove_voter(id),
+            Command::AddVoter { id, addr } => self.add_voter(id, addr),
         }
+    }
+
+    /// Kafka's controller refuses a voter it already has (`AddVoterHandler` in
+    /// `raft/src/main/java/org/apache/kafka/raft/internals/`: DUPLICATE_VOTER). Here also:
+    /// - an id that was a member before (removed since): a replica id is never a member twice
+    ///   (`Replica::join`), a node that lost its disk or was removed comes back under a new id;
+    /// - an id below the number of first voters or past [`MAX_NODES`]: a node's producer ids
+    ///   are the lane of its id then (the first voters' lanes are their positions), so two
+    ///   nodes never share a lane (`engine::producer_ids`);
+    /// - an address that is not `host:port`, or is a joined voter's (the broker checks the
+    ///   first voters', which the state does not hold);
+    /// - a cluster of [`crate::MAX_VOTERS`] voters already.
+    fn add_voter(&mut self, id: NodeId, addr: String) -> Result<(), MetaError> {
+        if self.voters.contains(&id) {
+            return Err(MetaError::DuplicateVoter(id, self.voters.clone()));
+        }
+        let refuse = |why: String| Err(MetaError::CannotAdd(why));
+        if self.bootstrap.contains(&id) || self.joined.iter().any(|(j, _)| *j == id) {
+            return refuse(format!(
+                "Node {id} was a member of this cluster before and was removed: a node id is \
+                 never a member twice; start the node under a new node.id."
+            ));
+        }
+        if id < self.bootstrap.len() as NodeId || id >= MAX_NODES {
+            return refuse(format!(
+                "Node id {id} cannot join: a joining node's id is between {} (the number of \
+                 nodes in controller.quorum.voters) and {}.",
+                self.bootstrap.len(),
+                MAX_NODES - 1
+            ));
+        }
+        if self.voters.len() >= crate::MAX_VOTERS {
+            return refuse(format!(
+                "The cluster has {} voters, the most it may have.",
+                self.voters.len()
+            ));
+        }
+        let valid = addr
+            .rsplit_once(':')
+            .is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok_and(|p| p > 0));
+        if !valid || addr.len() > 300 {
+            return refuse(format!("Node {id}'s address {addr:?} is not host:port."));
+        }
+        // A removed node's address may serve a new node (a node replaced on the same host).
+        if self
+            .joined
+            .iter()
+            .any(|(j, a)| *a == addr && self.voters.contains(j))
+        {
+            return refuse(format!(
+                "Node {id}'s address {addr} is another node's already."
+            ));
+        }
+        self.voters.push(id);
+        self.joined.push((id, addr));
+        let n = i16::try_from(self.voters.len()).expect("voters are bounded");
+        for t in self.topics.values_mut() {
+            if !t.topic.internal && t.topic.replication_factor > 1 {
+                t.topic.replication_factor = n;
+            }
+        }
+        Ok(())
     }
 
     /// Kafka's controller refuses to remove a voter when the quorum would be left without one
@@ -1161,6 +1262,83 @@ mod tests {
         let back = MetadataState::decode_snapshot(&s.encode_snapshot(i), &offsets()).unwrap();
         assert_eq!(back, s);
         assert_eq!(back.placement(), placement);
+    }
+
+    #[test]
+    fn a_joined_voter_gets_a_replica_of_every_replicated_topic_and_is_never_added_twice() {
+        let mut s = MetadataState::new(&[1, 2, 3], offsets());
+        let mut i = 0;
+        let mut run = |s: &mut MetadataState, c: Command| {
+            i += 1;
+            s.apply(i, &entry(i, c)).result
+        };
+        let add = |id, addr: &str| Command::AddVoter {
+            id,
+            addr: addr.into(),
+        };
+        assert_eq!(run(&mut s, replicated("orders", 100, 3, 3)), Ok(()));
+        assert_eq!(run(&mut s, create("solo", 101, 2, 0)), Ok(()));
+        let before = s.clone();
+        for (bad, why) in [
+            (add(2, "h:1"), "a voter"),
+            (add(1, "h:1"), "a voter"),
+            (add(0, "h:1"), "below the first voters' lanes"),
+            (add(2000, "h:1"), "past the lanes"),
+            (add(7, "nohost"), "no port"),
+            (add(7, ":9"), "no host"),
+            (add(7, "h:0"), "port 0"),
+            (add(7, "h:x"), "bad port"),
+        ] {
+            assert!(run(&mut s, bad).is_err(), "{why}");
+            assert_eq!(s.voters(), before.voters(), "{why}: nothing changed");
+        }
+        assert_eq!(
+            run(&mut s, add(3, "h:1")),
+            Err(MetaError::DuplicateVoter(3, vec![1, 2, 3]))
+        );
+        assert_eq!(run(&mut s, add(7, "127.0.0.1:19107")), Ok(()));
+        assert_eq!(s.voters(), [1, 2, 3, 7]);
+        assert_eq!(s.joined(), [(7, "127.0.0.1:19107".to_string())]);
+        assert!(s.removed().is_empty());
+        let orders = s.topic("orders").unwrap();
+        assert_eq!(orders.topic.replication_factor, 4, "a replica on it too");
+        assert_eq!(orders.leaders, [1, 2, 3], "placed partitions stay");
+        assert_eq!(s.topic("solo").unwrap().topic.replication_factor, 1);
+        assert!(matches!(
+            run(&mut s, add(8, "127.0.0.1:19107")),
+            Err(MetaError::CannotAdd(m)) if m.contains("another node's")
+        ));
+        // Its groups started with the first three; groups created now start with all four.
+        let placement = s.placement();
+        assert_eq!(placement.first_voters("orders", 2), [1, 2, 3]);
+        assert_eq!(placement.joined, [(7, "127.0.0.1:19107".to_string())]);
+        assert_eq!(run(&mut s, replicated("wide", 102, 5, 4)), Ok(()));
+        assert_eq!(s.topic("wide").unwrap().leaders, [1, 2, 3, 7, 1]);
+        assert_eq!(s.placement().first_voters("wide", 4), [1, 2, 3, 7]);
+        // Removed, a joined node stays in the address book and never comes back.
+        assert_eq!(run(&mut s, Command::RemoveVoter { id: 7 }), Ok(()));
+        assert_eq!(s.removed(), [7]);
+        assert_eq!(s.topic("orders").unwrap().topic.replication_factor, 3);
+        assert_eq!(s.voters(), [1, 2, 3]);
+        assert_eq!(s.topic("wide").unwrap().leaders, [1, 2, 3, 1, 1]);
+        assert!(matches!(
+            run(&mut s, add(7, "127.0.0.1:19107")),
+            Err(MetaError::CannotAdd(m)) if m.contains("never a member twice")
+        ));
+        assert_eq!(
+            run(&mut s, add(8, "127.0.0.1:19107")),
+            Ok(()),
+            "a removed node's address serves a new node"
+        );
+        assert_eq!(s.voters(), [1, 2, 3, 8]);
+        assert!(matches!(
+            run(&mut s, add(3, "127.0.0.1:1")),
+            Err(MetaError::DuplicateVoter(..))
+        ));
+        // A snapshot keeps all of it.
+        let back = MetadataState::decode_snapshot(&s.encode_snapshot(i), &offsets()).unwrap();
+        assert_eq!(back, s);
+        assert_eq!(back.placement(), s.placement());
     }
 
     #[test]

@@ -274,13 +274,15 @@ impl<T: Clone> ReplicatedPartition<T> {
     }
 
     /// A snapshot, if one is due: everything applied, compacted, once the log since the last
-    /// one outweighs it.
+    /// one outweighs it, or at once when a member added since the last one needs it
+    /// (`Replica::snapshot_wanted`).
     fn maybe_snapshot(&mut self) -> Option<LogSnapshot> {
         let index = self.replica.applied_index();
         if self.snapshotting
             || self.compacted.unsupported
             || index <= self.replica.snapshot_index()
-            || self.since_snapshot < self.snapshot_min_bytes.max(self.compacted.bytes())
+            || (self.since_snapshot < self.snapshot_min_bytes.max(self.compacted.bytes())
+                && !self.replica.snapshot_wanted())
             || self.compacted.bytes() > MAX_SNAPSHOT_BYTES
         {
             return None;
@@ -523,7 +525,7 @@ impl<T: Clone> ReplicatedPartition<T> {
         let from_log = log
             .entries()
             .iter()
-            // Configuration changes (a node removed, `Replica::follow_removals`) are Raft's,
+            // Configuration changes (a node removed, `Replica::follow_members`) are Raft's,
             // not the coordinator's: only data entries hold record batches.
             .filter(|e| e.index <= commit && crate::is_data(e))
             .map(|e| &e.data[..]);

@@ -671,7 +671,7 @@ fn a_removed_coordinator_hands_over_and_its_groups_load_across_the_change() {
         sim.run_step(false);
         for node in sim.nodes.values_mut() {
             if let Some(p) = node.part.as_mut() {
-                p.replica_mut().follow_removals(&left);
+                p.replica_mut().follow_members(&left, &[old]);
             }
         }
         if let [id] = sim.serving()[..] {

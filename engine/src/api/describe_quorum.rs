@@ -94,16 +94,18 @@ pub(super) fn handle(
         resp.topics.push(topic);
     }
     if version >= 2 {
-        resp.nodes = cluster
+        resp.nodes = q
             .voters
             .iter()
-            // Voters only, as Kafka lists them (`LeaderState.describeQuorum`).
-            .filter(|v| q.voters.contains(&v.id))
-            .filter_map(|v| {
-                let (host, port) = v.addr.rsplit_once(':')?;
+            // Voters only, as Kafka lists them (`LeaderState.describeQuorum`), from the
+            // address book (the first voters and the nodes joined since).
+            .filter_map(|id| {
+                let addr = cluster.address(*id)?;
+                let (host, port) = addr.rsplit_once(':')?;
+                let host = host.trim_start_matches('[').trim_end_matches(']');
                 Some(
                     Node::default()
-                        .with_node_id(BrokerId(v.id as i32))
+                        .with_node_id(BrokerId(*id as i32))
                         .with_listeners(vec![Listener::default()
                             .with_name(s(CONTROLLER_LISTENER))
                             .with_host(s(host))

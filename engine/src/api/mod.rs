@@ -18,8 +18,8 @@
 //! answer from the shared state, `update_features.rs` changes its feature levels, and
 //! `describe_user_scram_credentials.rs` / `alter_user_scram_credentials.rs` read and change the
 //! SCRAM credentials (`crate::scram_store`); `describe_client_quotas.rs` answers that no client
-//! quota is configured (none are enforced); `describe_quorum.rs` and `remove_raft_voter.rs`
-//! describe a cluster's metadata log and take a node out of it.
+//! quota is configured (none are enforced); `describe_quorum.rs`, `add_raft_voter.rs` and
+//! `remove_raft_voter.rs` describe a cluster's metadata log and add a node to it or take one out.
 
 use crate::runtime::shard::Caller;
 use crate::runtime::shard::{Handled, Shard};
@@ -32,6 +32,7 @@ mod common;
 
 mod add_offsets_to_txn;
 mod add_partitions_to_txn;
+mod add_raft_voter;
 mod alter_configs;
 mod alter_user_scram_credentials;
 mod api_versions;
@@ -207,6 +208,9 @@ async fn dispatch(
         Request::Metadata(r) => Response::Metadata(metadata::handle(b, caller, r, v).await),
         Request::CreateTopics(r) => {
             Response::CreateTopics(create_topics::handle(b, caller, r, v).await)
+        }
+        Request::AddRaftVoter(r) => {
+            Response::AddRaftVoter(add_raft_voter::handle(b, caller, r).await)
         }
         Request::RemoveRaftVoter(r) => {
             Response::RemoveRaftVoter(remove_raft_voter::handle(b, caller, r).await)

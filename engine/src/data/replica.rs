@@ -253,10 +253,40 @@ pub(super) async fn open(
     ))
 }
 
-/// Step a peer's message; false if it does not decode or step.
-pub(super) fn step(raft: &RefCell<TopicReplica>, message: &[u8]) -> bool {
-    match replication::decode(message) {
-        Ok(m) => raft.borrow_mut().replica_mut().step(m).is_ok(),
-        Err(_) => false,
+/// Step a peer's message; false if it does not decode or step, or is a snapshot this replica
+/// must not take.
+///
+/// A leader's snapshot carries no records, only the topic log's end at its index
+/// ([`replication::topic::snapshot_end`]); a replica whose topic log (ending at `log_end`)
+/// does not end there would be left with a hole. That is a replica added to the partition
+/// (a node that joined the cluster) after the others compacted their Raft logs: it is not
+/// taken, so the new replica stays a learner (never counted in a majority, out of the ISR) and
+/// the partition keeps its older replicas, until re-seeding a replica from the others'
+/// topic logs is built. Logged once in a while.
+pub(super) fn step(raft: &RefCell<TopicReplica>, message: &[u8], log_end: u64) -> bool {
+    let Ok(m) = replication::decode(message) else {
+        return false;
+    };
+    if m.get_msg_type() == replication::eraftpb::MessageType::MsgSnapshot {
+        let end = replication::topic::snapshot_end(replication::shell_snapshot_data(
+            m.get_snapshot().get_data(),
+        ));
+        let ahead = m.get_snapshot().get_metadata().index > raft.borrow().replica().last_index();
+        if ahead && end != Some(log_end) {
+            static REFUSED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+            let n = REFUSED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            if n % 100 == 0 {
+                tracing::warn!(
+                    snapshot_end = ?end,
+                    log_end,
+                    refused_so_far = n + 1,
+                    "a replicated topic partition's leader sent a snapshot past this replica's \
+                     records (it joined after the others compacted): not taken; this replica \
+                     stays a learner, as re-seeding a replica's records is not built"
+                );
+            }
+            return false;
+        }
     }
+    raft.borrow_mut().replica_mut().step(m).is_ok()
 }

@@ -152,14 +152,17 @@ impl DataStore {
             }
         }
         let now = crate::raft_io::mono_ms();
-        let members = ctx.cluster.members();
+        let (members, removed) = (ctx.cluster.members(), ctx.cluster.removed());
         for slot in self.parts.borrow().values() {
             if let Slot::Ready(p) = slot {
                 if let Some(raft) = &p.raft {
                     let mut raft = raft.borrow_mut();
                     raft.replica_mut().tick(now);
-                    // A node removed from the cluster leaves the partition's group.
-                    raft.replica_mut().follow_removals(&members);
+                    // A node added to the cluster joins the partition's group, a removed one
+                    // leaves it.
+                    raft.replica_mut().follow_members(&members, &removed);
+                    let view = crate::cluster::GroupView::of(&raft.replica().membership());
+                    ctx.cluster.set_group(p.topic.id, p.partition, view);
                     if raft.replica().has_work() {
                         p.kick.notify_all();
                     }
@@ -171,7 +174,7 @@ impl DataStore {
     /// A peer's Raft message for a replicated partition this shard owns.
     async fn step(self: &Rc<Self>, topic: Arc<Topic>, partition: i32, message: Vec<u8>) {
         // A replica open here goes on hearing its group after this node was removed from the
-        // cluster: a leader handing over (`Replica::follow_removals`) needs its peers' answers.
+        // cluster: a leader handing over (`Replica::follow_members`) needs its peers' answers.
         let open_here = matches!(
             self.parts.borrow().get(&(topic.id, partition)),
             Some(Slot::Ready(p)) if p.raft.is_some()
@@ -183,7 +186,8 @@ impl DataStore {
             return;
         };
         if let Some(raft) = &p.raft {
-            if super::replica::step(raft, &message) && raft.borrow().replica().has_work() {
+            let end = p.log.borrow().next_offset();
+            if super::replica::step(raft, &message, end) && raft.borrow().replica().has_work() {
                 p.kick.notify_all();
             }
         }

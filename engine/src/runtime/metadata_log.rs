@@ -142,7 +142,21 @@ impl MetadataLog {
         if state.voters().first() == Some(&cluster.node_id) {
             let _ = replica.campaign();
         }
-        cluster.set_members(state.voters());
+        cluster.set_members(state.voters(), &state.removed(), state.joined());
+        if !state.voters().contains(&cluster.node_id) && !state.removed().contains(&cluster.node_id)
+        {
+            // What AddRaftVoter must name (`kafka-metadata-quorum add-controller`, or Admin's
+            // addRaftVoter): logged for the operator. (A joined node restarted before its
+            // snapshot held its addition logs it too: the entries after the snapshot replay
+            // after this.)
+            tracing::info!(
+                node = cluster.node_id,
+                directory_id = %cluster.directory_id(cluster.node_id),
+                controller_listener = %cluster.own_addr(),
+                "this node waits to be added to the cluster: AddRaftVoter with its node id, \
+                 directory id and controller listener"
+            );
+        }
         // Topics the snapshot's deletions removed (a crash may have come between a deletion
         // and its sweep before that snapshot was taken).
         if let Some(dir) = &broker.data_dir {
@@ -207,10 +221,10 @@ impl MetadataLog {
     pub fn raft_tick(&self, now_ms: i64) {
         let mut replica = self.replica.borrow_mut();
         replica.tick(now_ms);
-        // A node removed from the cluster leaves the metadata log's group too (its leader
-        // takes it out once the removal applied here).
+        // A node added to or removed from the cluster joins or leaves the metadata log's group
+        // too (its leader changes the group once the change applied here).
         if let Some(cluster) = &self.broker.cluster {
-            replica.follow_removals(&cluster.members());
+            replica.follow_members(&cluster.members(), &cluster.removed());
             let m = replica.membership();
             let role = replica.role();
             cluster.set_quorum(crate::cluster::QuorumView {
@@ -360,7 +374,7 @@ impl MetadataLog {
             .topics
             .install(state.snapshot(), state.placement());
         if let Some(cluster) = &self.broker.cluster {
-            cluster.set_members(state.voters());
+            cluster.set_members(state.voters(), &state.removed(), state.joined());
         }
     }
 
@@ -398,10 +412,14 @@ impl MetadataLog {
     /// from it instead of from the cluster's first entry. None when not due, or when the
     /// state is past what one node-to-node frame carries (`partition::MAX_SNAPSHOT_BYTES`).
     fn snapshot_due(&self) -> Option<replication::LogSnapshot> {
-        if self.since_snapshot.get() < crate::raft_io::snapshot_min_bytes() {
+        let replica = self.replica.borrow();
+        // Due at once when a node added since the last snapshot needs one (it refuses one
+        // whose configuration leaves it out).
+        if self.since_snapshot.get() < crate::raft_io::snapshot_min_bytes()
+            && !replica.snapshot_wanted()
+        {
             return None;
         }
-        let replica = self.replica.borrow();
         let index = replica.applied_index();
         if index <= replica.snapshot_index() {
             return None;

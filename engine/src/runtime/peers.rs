@@ -70,10 +70,14 @@ fn isolated(node: NodeId) -> bool {
         .is_some_and(|d| d.join(format!("isolate-{node}")).exists())
 }
 
-/// One shard's connections to the peer nodes.
+/// One shard's connections to the peer nodes: one per node of the address book, the first
+/// voters' from the start, a joined node's from the first message to it.
 pub struct Links {
     node: NodeId,
-    links: BTreeMap<NodeId, Rc<Link>>,
+    cluster: Arc<Cluster>,
+    hello: Vec<u8>,
+    shutdown: Shutdown,
+    links: RefCell<BTreeMap<NodeId, Rc<Link>>>,
 }
 
 struct Link {
@@ -87,36 +91,58 @@ struct Link {
 impl Links {
     /// Start a writer task per peer. `hello` is this node's hello frame ([`hello`]).
     pub fn start(cluster: &Arc<Cluster>, hello: Vec<u8>, shutdown: Shutdown) -> Rc<Links> {
-        let mut links = BTreeMap::new();
-        for peer in cluster.peers() {
-            let (tx, rx) = local_channel::new_bounded(1);
-            let link = Rc::new(Link {
-                queue: RefCell::new(Vec::new()),
-                doorbell: tx,
-                connected: Cell::new(false),
-                dropped: Cell::new(0),
-            });
-            glommio::spawn_local(write_loop(
-                link.clone(),
-                peer.id,
-                peer.addr.clone(),
-                hello.clone(),
-                rx,
-                shutdown.clone(),
-            ))
-            .detach();
-            links.insert(peer.id, link);
-        }
-        Rc::new(Links {
+        let links = Rc::new(Links {
             node: cluster.node_id,
-            links,
-        })
+            cluster: cluster.clone(),
+            hello,
+            shutdown,
+            links: RefCell::default(),
+        });
+        for peer in cluster.peers() {
+            links.open(peer.id, peer.addr);
+        }
+        links
+    }
+
+    /// Start the writer task of the link to `peer` at `addr`.
+    fn open(&self, peer: NodeId, addr: String) -> Rc<Link> {
+        let (tx, rx) = local_channel::new_bounded(1);
+        let link = Rc::new(Link {
+            queue: RefCell::new(Vec::new()),
+            doorbell: tx,
+            connected: Cell::new(false),
+            dropped: Cell::new(0),
+        });
+        glommio::spawn_local(write_loop(
+            link.clone(),
+            peer,
+            addr,
+            self.hello.clone(),
+            rx,
+            self.shutdown.clone(),
+        ))
+        .detach();
+        self.links.borrow_mut().insert(peer, link.clone());
+        link
+    }
+
+    /// The link to `to`: opened on first use for a node the address book learnt since the
+    /// start (a joined node). None: not a node of the address book.
+    fn link(&self, to: NodeId) -> Option<Rc<Link>> {
+        if let Some(l) = self.links.borrow().get(&to) {
+            return Some(l.clone());
+        }
+        if to == self.node {
+            return None;
+        }
+        let addr = self.cluster.address(to)?;
+        Some(self.open(to, addr))
     }
 
     /// Queue `msg` (raft-rs's encoding) of `partition` for node `to`. Never waits: a link that is
     /// down or full drops it (Raft resends).
     pub fn send(&self, to: NodeId, partition: i32, msg: &[u8]) {
-        let Some(link) = self.links.get(&to) else {
+        let Some(link) = self.link(to) else {
             return; // not a peer (a replica never addresses anyone else)
         };
         if isolated(self.node) {
@@ -152,7 +178,7 @@ impl Links {
 
     /// Messages dropped so far (link down or full), over every peer.
     pub fn dropped(&self) -> u64 {
-        self.links.values().map(|l| l.dropped.get()).sum()
+        self.links.borrow().values().map(|l| l.dropped.get()).sum()
     }
 }
 
@@ -445,11 +471,14 @@ async fn read_loop(
             cluster.cluster_id
         ));
     }
-    if node == cluster.node_id || !cluster.voters.iter().any(|v| v.id == node) {
+    if node == cluster.node_id || !cluster.knows(node) {
+        // A node started to join is refused until the metadata log here applied its addition
+        // (AddRaftVoter); it connects again every RECONNECT.
         return Err(format!(
-            "node {node} is not a peer of node {} (voters {:?})",
+            "node {node} is not a peer of node {} (members {:?}); a joining node is accepted \
+             once AddRaftVoter added it",
             cluster.node_id,
-            cluster.voter_ids()
+            cluster.members()
         ));
     }
     if theirs != partitions {

@@ -279,12 +279,15 @@ impl ReplicaSet {
     /// One Raft tick for every partition (elections, heartbeats, the lease).
     pub fn raft_tick(&self) {
         let now = mono_ms();
-        let members = self.cluster.members();
+        let (members, removed) = (self.cluster.members(), self.cluster.removed());
         for idx in 0..self.slots.len() {
             let mut part = self.slots[idx].part.borrow_mut();
             part.replica_mut().tick(now);
-            // A node removed from the cluster leaves every partition's group.
-            part.replica_mut().follow_removals(&members);
+            // A node added to the cluster joins every partition's group, a removed one leaves.
+            part.replica_mut().follow_members(&members, &removed);
+            let view = crate::cluster::GroupView::of(&part.replica().membership());
+            self.cluster
+                .set_group(uuid::Uuid::nil(), self.slots[idx].partition, view);
             drop(part);
             self.ring_if_work(idx);
         }

@@ -299,15 +299,11 @@ pub fn start(
     // A node of a cluster accepts its peers on its own voter address (shard 0 does).
     let mut peer_listener = match &broker.cluster {
         Some(c) => {
-            let me = c
-                .voters
-                .iter()
-                .find(|v| v.id == c.node_id)
-                .expect("this node is a voter");
-            let addr: SocketAddr = std::net::ToSocketAddrs::to_socket_addrs(&me.addr)
-                .map_err(|e| anyhow::anyhow!("controller.quorum.voters: {}: {e}", me.addr))?
+            let me = c.own_addr();
+            let addr: SocketAddr = std::net::ToSocketAddrs::to_socket_addrs(&me)
+                .map_err(|e| anyhow::anyhow!("controller.quorum.voters: {me}: {e}"))?
                 .next()
-                .ok_or_else(|| anyhow::anyhow!("{} resolves to no address", me.addr))?;
+                .ok_or_else(|| anyhow::anyhow!("{me} resolves to no address"))?;
             Some(bind_shard_socket(addr).map_err(|e| {
                 anyhow::anyhow!("cannot listen for peers on {addr} (controller.quorum.voters): {e}")
             })?)

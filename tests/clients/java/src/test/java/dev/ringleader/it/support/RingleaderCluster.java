@@ -11,6 +11,9 @@ import java.util.stream.Collectors;
  */
 public final class RingleaderCluster implements AutoCloseable {
     private final List<RingleaderBroker> nodes = new ArrayList<>();
+    private String name;
+    private String voters;
+    private String[] sets;
 
     private RingleaderCluster() {}
 
@@ -27,6 +30,9 @@ public final class RingleaderCluster implements AutoCloseable {
                 .mapToObj(i -> (i + 1) + "@127.0.0.1:" + voterPorts.get(i))
                 .collect(Collectors.joining(","));
         RingleaderCluster c = new RingleaderCluster();
+        c.name = name;
+        c.voters = voters;
+        c.sets = sets;
         try {
             for (int i = 0; i < n; i++) {
                 List<String> all = new ArrayList<>(List.of(sets));
@@ -40,6 +46,30 @@ public final class RingleaderCluster implements AutoCloseable {
             throw e;
         }
         return c;
+    }
+
+    /**
+     * Starts node `id` (the next number) to join the running cluster, as docs/replication.md's "Adding a node" does:
+     * the same `controller.quorum.voters` and `cluster.id`, and a CONTROLLER listener of its own (its node-to-node
+     * address, {@code listener("CONTROLLER")}). It is a node of the cluster once AddRaftVoter added it.
+     */
+    public RingleaderBroker join(int id) {
+        if (id != nodes.size() + 1) {
+            throw new IllegalArgumentException("node " + id + " after " + nodes.size() + " nodes");
+        }
+        List<String> all = new ArrayList<>(List.of(sets));
+        all.add("node.id=" + id);
+        all.add("controller.quorum.voters=" + voters);
+        all.add("cluster.id=ringleader-java-" + name);
+        RingleaderBroker b = RingleaderBroker.startWithListeners(name + "-node" + id, List.of("CONTROLLER"),
+                all.toArray(String[]::new));
+        nodes.add(b);
+        return b;
+    }
+
+    /** The cluster's `cluster.id`. */
+    public String clusterId() {
+        return "ringleader-java-" + name;
     }
 
     /** Node `id` (1-based, as `node.id`). */
