@@ -76,6 +76,16 @@ pub(super) fn handle(
         let leader = cluster
             .leader(partition)
             .ok_or_else(|| unknown(format!("__consumer_offsets-{partition} has no leader now")))?;
+        // A leader known here whose node is down (no node-to-node connection from it): its
+        // replicas elect another within an election timeout, and a client sent there would
+        // chase a dead node (the Java Admin waits out its whole call timeout on one). Kafka
+        // stops naming a broker once its controller fenced it.
+        if !cluster.is_up(leader) {
+            return Err(unknown(format!(
+                "node {leader} led __consumer_offsets-{partition} and is down; a new leader is \
+                 being elected"
+            )));
+        }
         let ep = cluster.endpoint(leader, &listener.name).ok_or_else(|| {
             unknown(format!(
                 "node {leader} leads __consumer_offsets-{partition} but its {} endpoint is not known yet",

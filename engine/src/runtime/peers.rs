@@ -8,7 +8,8 @@
 //! given: Raft resends what matters (appends are retried from the follower's match index,
 //! heartbeats and votes are repeated every tick), so a queue that waits for a dead node would
 //! only hold memory. The queue is bounded ([`LINK_QUEUE_BYTES`]); past it, messages are dropped
-//! and counted.
+//! and counted. A link idle for a second also watches for the peer closing it (the peer never
+//! writes on it): a node not added yet is refused that way, and connects again.
 //!
 //! Incoming: shard 0 accepts on this node's voter address ([`serve`]) and hands every message to
 //! the shard that owns its partition through the router (`PartitionOp::Raft`).
@@ -71,7 +72,8 @@ fn isolated(node: NodeId) -> bool {
 }
 
 /// One shard's connections to the peer nodes: one per node of the address book, the first
-/// voters' from the start, a joined node's from the first message to it.
+/// voters' from the start, a joined node's from the next Raft tick after the address book
+/// learnt it ([`Links::open_new`]) or the first message to it, whichever comes first.
 pub struct Links {
     node: NodeId,
     cluster: Arc<Cluster>,
@@ -124,6 +126,22 @@ impl Links {
         .detach();
         self.links.borrow_mut().insert(peer, link.clone());
         link
+    }
+
+    /// Open a link to every node of the address book that has none yet (a node that joined
+    /// since the start): called on every Raft tick, so the new node hears this node's hello,
+    /// and learns where it serves clients, whether or not a message is due to it. Cheap when
+    /// nothing changed (one length comparison).
+    pub fn open_new(&self) {
+        let peers = self.cluster.peers();
+        if peers.len() == self.links.borrow().len() {
+            return;
+        }
+        for p in peers {
+            if !self.links.borrow().contains_key(&p.id) {
+                self.open(p.id, p.addr);
+            }
+        }
     }
 
     /// The link to `to`: opened on first use for a node the address book learnt since the
@@ -286,6 +304,7 @@ async fn write_loop(
     shutdown: Shutdown,
 ) {
     let mut logged_down = false;
+    let mut refused = false;
     while !shutdown.is_triggered() {
         let mut stream = match connect(&addr).await {
             Ok(s) => s,
@@ -303,34 +322,64 @@ async fn write_loop(
             glommio::timer::sleep(RECONNECT).await;
             continue;
         }
-        tracing::info!(peer, %addr, "node-to-node link up");
+        if !refused {
+            tracing::info!(peer, %addr, "node-to-node link up");
+        }
         logged_down = false;
         link.connected.set(true);
+        let mut wrote = false;
         loop {
             let batch = std::mem::take(&mut *link.queue.borrow_mut());
             if batch.is_empty() {
+                enum Idle {
+                    Ring(Option<()>),
+                    Stop,
+                    Closed,
+                }
                 let stop = async {
                     while !shutdown.is_triggered() {
                         glommio::timer::sleep(Duration::from_millis(100)).await;
                     }
-                    None
+                    Idle::Stop
                 };
-                if futures_lite::future::or(doorbell.recv(), stop)
-                    .await
-                    .is_none()
-                {
-                    link.connected.set(false);
-                    return; // shutting down
+                // The peer never writes on this connection: a read that ends means it closed it
+                // (it refused this node's hello: a node not added yet, or it stopped), and the
+                // link reconnects now rather than at its next write, so a joining node's hello
+                // reaches its peers once they added it.
+                // Watched only once idle for a while: a busy link rings first, and no read is
+                // submitted on the hot path.
+                let mut byte = [0u8; 1];
+                let closed = async {
+                    glommio::timer::sleep(Duration::from_secs(1)).await;
+                    let _ = stream.read(&mut byte).await;
+                    Idle::Closed
+                };
+                let ring = async { Idle::Ring(doorbell.recv().await) };
+                match futures_lite::future::or(ring, futures_lite::future::or(stop, closed)).await {
+                    Idle::Ring(Some(())) => continue,
+                    Idle::Ring(None) | Idle::Stop => {
+                        link.connected.set(false);
+                        return; // shutting down
+                    }
+                    Idle::Closed => break,
                 }
-                continue;
             }
             if stream.write_all(&batch).await.is_err() {
                 break;
             }
+            wrote = true;
         }
         link.connected.set(false);
         link.queue.borrow_mut().clear();
-        tracing::info!(peer, %addr, "node-to-node link lost; reconnecting");
+        // Closed before anything but the hello went: refused (this node is not added there
+        // yet). Retried quietly, and less often.
+        refused = !wrote;
+        if refused {
+            tracing::debug!(peer, %addr, "node-to-node hello refused; retrying");
+            glommio::timer::sleep(RECONNECT * 5).await;
+        } else {
+            tracing::info!(peer, %addr, "node-to-node link lost; reconnecting");
+        }
     }
 }
 
@@ -473,7 +522,7 @@ async fn read_loop(
     }
     if node == cluster.node_id || !cluster.knows(node) {
         // A node started to join is refused until the metadata log here applied its addition
-        // (AddRaftVoter); it connects again every RECONNECT.
+        // (AddRaftVoter); its link notices the close and connects again (`write_loop`).
         return Err(format!(
             "node {node} is not a peer of node {} (members {:?}); a joining node is accepted \
              once AddRaftVoter added it",

@@ -565,6 +565,7 @@ fn start_replicas(
         endpoints,
     });
     let links = crate::runtime::peers::Links::start(&cluster, hello, shutdown.clone());
+    let tick_links = links.clone();
     let topic_links = links.clone();
     exec.store.set_cluster(crate::data::replica::ClusterCtx {
         send: Rc::new(move |to, topic, partition, msg: &[u8]| {
@@ -658,6 +659,9 @@ fn start_replicas(
     let replicas = exec.clone();
     let meta_tick = meta.clone();
     shard.tasks.every("raft ticks", RAFT_TICK, move || {
+        // A node the address book learnt since (AddRaftVoter) gets this shard's link at once,
+        // so it hears this node's hello (and its client endpoints) before any message.
+        tick_links.open_new();
         if let Some(set) = replicas.replicas.as_ref().and_then(|r| r.borrow().clone()) {
             set.raft_tick();
         }

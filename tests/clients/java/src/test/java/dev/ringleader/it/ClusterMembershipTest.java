@@ -170,12 +170,16 @@ class ClusterMembershipTest {
     }
 
     static Map<TopicPartition, Long> committed(RingleaderCluster cluster, int node, String group) throws Exception {
-        try (Admin a = Clients.admin(cluster.node(node))) {
+        Admin a = Clients.admin(cluster.node(node));
+        try {
             Map<TopicPartition, OffsetAndMetadata> m = a.listConsumerGroupOffsets(group).partitionsToOffsetAndMetadata()
                     .get(30, TimeUnit.SECONDS);
             Map<TopicPartition, Long> out = new TreeMap<>((x, y) -> x.toString().compareTo(y.toString()));
             m.forEach((tp, o) -> out.put(tp, o.offset()));
             return out;
+        } finally {
+            // Bounded: a call still waiting for a node must not hold the test past its own deadline.
+            a.close(Duration.ofSeconds(5));
         }
     }
 
