@@ -1629,6 +1629,17 @@ impl Config {
         }
     }
 
+    /// The names of the controller listeners, upper-case: those `controller.listener.names`
+    /// names, and CONTROLLER (a KRaft file's usual name) whatever it says.
+    fn controller_listeners(&self) -> Vec<String> {
+        self.controller_listener_names
+            .split(',')
+            .map(|n| n.trim().to_ascii_uppercase())
+            .filter(|n| !n.is_empty())
+            .chain(["CONTROLLER".to_string()])
+            .collect()
+    }
+
     /// On a node that joins a running cluster (`controller.quorum.voters` does not name it):
     /// its node-to-node listener, the first of `listeners` that `controller.listener.names`
     /// names (or named CONTROLLER), as (host, port); an empty host listens on every interface.
@@ -1637,13 +1648,7 @@ impl Config {
         if !self.origins.contains_key("listeners") {
             return Ok(None);
         }
-        let controllers: Vec<String> = self
-            .controller_listener_names
-            .split(',')
-            .map(|n| n.trim().to_ascii_uppercase())
-            .filter(|n| !n.is_empty())
-            .chain(["CONTROLLER".to_string()])
-            .collect();
+        let controllers = self.controller_listeners();
         Ok(parse_listener_list(&self.listeners, false)?
             .into_iter()
             .find(|e| {
@@ -1948,13 +1953,7 @@ impl Config {
         };
         let map = parse_protocol_map(&self.listener_security_protocol_map)?;
         let advertised = parse_listener_list(&self.advertised_listeners, true)?;
-        let controllers: Vec<String> = self
-            .controller_listener_names
-            .split(',')
-            .map(|n| n.trim().to_ascii_uppercase())
-            .filter(|n| !n.is_empty())
-            .chain(["CONTROLLER".to_string()])
-            .collect();
+        let controllers = self.controller_listeners();
         let mut out = Vec::new();
         for e in list {
             let name = e

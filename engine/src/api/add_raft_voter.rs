@@ -23,6 +23,41 @@ use crate::topics::RegistryError;
 use kafka_protocol::messages::*;
 use kafka_protocol::ResponseError;
 
+/// What AddRaftVoter and RemoveRaftVoter check first, as Kafka's controller does: ALTER on the
+/// cluster (`ControllerApis.handleAddRaftVoter` / `handleRemoveRaftVoter`; the error carries no
+/// message, as Kafka's `ApiError.fromThrowable` drops it), the cluster id if the request names
+/// one, and a node of a cluster (a single node has no quorum to `change`, e.g. "add one").
+pub(super) fn admit<'a>(
+    broker: &'a Broker,
+    caller: &Caller,
+    cluster_id: Option<&kafka_protocol::protocol::StrBytes>,
+    change: &str,
+) -> Result<&'a std::sync::Arc<crate::cluster::Cluster>, (ResponseError, Option<String>)> {
+    if !auth::cluster(broker, caller, Op::Alter) {
+        return Err((ResponseError::ClusterAuthorizationFailed, None));
+    }
+    if let Some(id) = cluster_id {
+        if id.as_str() != broker.cluster_id {
+            return Err((
+                ResponseError::InconsistentClusterId,
+                Some(format!(
+                    "cluster id {id} is not this cluster's ({})",
+                    broker.cluster_id
+                )),
+            ));
+        }
+    }
+    broker.cluster.as_ref().ok_or_else(|| {
+        (
+            ResponseError::UnsupportedVersion,
+            Some(format!(
+                "this node is not one of a cluster (controller.quorum.voters names it alone): \
+                 start a cluster of several nodes to {change}"
+            )),
+        )
+    })
+}
+
 /// AddRaftVoter v0.
 pub(super) async fn handle(
     broker: &Broker,
@@ -34,29 +69,13 @@ pub(super) async fn handle(
             .with_error_code(code(e))
             .with_error_message(Some(s(message)))
     };
-    // Kafka: ALTER on the cluster (`ControllerApis.handleAddRaftVoter`).
-    if !auth::cluster(broker, caller, Op::Alter) {
-        return AddRaftVoterResponse::default()
-            .with_error_code(code(ResponseError::ClusterAuthorizationFailed));
-    }
-    if let Some(id) = &req.cluster_id {
-        if id.as_str() != broker.cluster_id {
-            return fail(
-                ResponseError::InconsistentClusterId,
-                format!(
-                    "cluster id {id} is not this cluster's ({})",
-                    broker.cluster_id
-                ),
-            );
+    let cluster = match admit(broker, caller, req.cluster_id.as_ref(), "add one") {
+        Ok(c) => c,
+        Err((e, message)) => {
+            return AddRaftVoterResponse::default()
+                .with_error_code(code(e))
+                .with_error_message(message.map(s))
         }
-    }
-    let Some(cluster) = &broker.cluster else {
-        return fail(
-            ResponseError::UnsupportedVersion,
-            "this node is not one of a cluster (controller.quorum.voters names it alone): \
-             start a cluster of several nodes to add one"
-                .into(),
-        );
     };
     let id = req.voter_id;
     let Some(node) = u64::try_from(id).ok().filter(|n| *n > 0) else {

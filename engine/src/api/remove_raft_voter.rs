@@ -11,7 +11,6 @@
 //! change; this answers once the metadata log applied it on this node (each group's own
 //! change follows within ticks: DescribeQuorum shows the metadata log's).
 
-use super::auth::{self, Op};
 use super::common::{code, s};
 use crate::broker::Broker;
 use crate::runtime::shard::Caller;
@@ -30,30 +29,15 @@ pub(super) async fn handle(
             .with_error_code(code(e))
             .with_error_message(Some(s(message)))
     };
-    // Kafka: ALTER on the cluster (`ControllerApis.handleRemoveRaftVoter`).
-    if !auth::cluster(broker, caller, Op::Alter) {
-        return RemoveRaftVoterResponse::default()
-            .with_error_code(code(ResponseError::ClusterAuthorizationFailed));
-    }
-    if let Some(id) = &req.cluster_id {
-        if id.as_str() != broker.cluster_id {
-            return fail(
-                ResponseError::InconsistentClusterId,
-                format!(
-                    "cluster id {id} is not this cluster's ({})",
-                    broker.cluster_id
-                ),
-            );
-        }
-    }
-    let Some(cluster) = &broker.cluster else {
-        return fail(
-            ResponseError::UnsupportedVersion,
-            "this node is not one of a cluster (controller.quorum.voters names it alone): it \
-             has no voters to remove"
-                .into(),
-        );
-    };
+    let cluster =
+        match super::add_raft_voter::admit(broker, caller, req.cluster_id.as_ref(), "remove one") {
+            Ok(c) => c,
+            Err((e, message)) => {
+                return RemoveRaftVoterResponse::default()
+                    .with_error_code(code(e))
+                    .with_error_message(message.map(s))
+            }
+        };
     let id = req.voter_id;
     let Some(node) = u64::try_from(id).ok().filter(|n| cluster.is_member(*n)) else {
         return fail(

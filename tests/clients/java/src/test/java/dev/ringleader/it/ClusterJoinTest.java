@@ -11,19 +11,14 @@ import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
-import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.Properties;
 import java.util.Set;
-import java.util.TreeMap;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.Collectors;
 import java.util.zip.CRC32C;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.RaftVoterEndpoint;
-import org.apache.kafka.clients.consumer.ConsumerRecord;
-import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.common.Node;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.Uuid;
@@ -149,25 +144,7 @@ class ClusterJoinTest {
         });
         System.out.printf("nodes 1 and 2 gone: the group's commits read through node 4 %d ms later%n",
                 (System.nanoTime() - killed) / 1_000_000);
-        Properties cp = Clients.consumerProps(cluster.node(4), "grow-reader", "classic");
-        Map<TopicPartition, Map<Long, String>> all = new HashMap<>();
-        try (KafkaConsumer<String, String> c = new KafkaConsumer<>(cp)) {
-            List<TopicPartition> tps = new ArrayList<>();
-            for (int p = 0; p < PARTITIONS; p++) {
-                tps.add(new TopicPartition(TOPIC, p));
-            }
-            c.assign(tps);
-            c.seekToBeginning(tps);
-            int got = 0;
-            long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(90);
-            while (got < 60 && System.nanoTime() < until) {
-                for (ConsumerRecord<String, String> r : c.poll(Duration.ofMillis(200))) {
-                    all.computeIfAbsent(new TopicPartition(r.topic(), r.partition()), k -> new TreeMap<>())
-                            .put(r.offset(), r.value());
-                    got++;
-                }
-            }
-        }
+        Map<TopicPartition, Map<Long, String>> all = ClusterMembershipTest.readAll(cluster, 4, TOPIC, PARTITIONS, 60);
         assertEquals(sorted(acked), sorted(all), "every acknowledged record, read through node 4");
     }
 

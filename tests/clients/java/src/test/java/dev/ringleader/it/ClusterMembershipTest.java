@@ -113,6 +113,31 @@ class ClusterMembershipTest {
         });
     }
 
+    /** Every record of `topic`'s `partitions` from the start, read through `node` until `want` arrived (or 90 s). */
+    static Map<TopicPartition, Map<Long, String>> readAll(RingleaderCluster cluster, int node, String topic,
+            int partitions, int want) {
+        Properties cp = Clients.consumerProps(cluster.node(node), topic + "-reader", "classic");
+        Map<TopicPartition, Map<Long, String>> all = new HashMap<>();
+        try (KafkaConsumer<String, String> c = new KafkaConsumer<>(cp)) {
+            List<TopicPartition> tps = new ArrayList<>();
+            for (int p = 0; p < partitions; p++) {
+                tps.add(new TopicPartition(topic, p));
+            }
+            c.assign(tps);
+            c.seekToBeginning(tps);
+            int got = 0;
+            long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(90);
+            while (got < want && System.nanoTime() < until) {
+                for (ConsumerRecord<String, String> r : c.poll(Duration.ofMillis(200))) {
+                    all.computeIfAbsent(new TopicPartition(r.topic(), r.partition()), k -> new TreeMap<>())
+                            .put(r.offset(), r.value());
+                    got++;
+                }
+            }
+        }
+        return all;
+    }
+
     /** Sends `count` records with acks=all through `node`; returns partition -> offset -> value. */
     static Map<TopicPartition, Map<Long, String>> produce(RingleaderCluster cluster, int node, String prefix, int count)
             throws Exception {
@@ -273,25 +298,7 @@ class ClusterMembershipTest {
                 return false;
             }
         });
-        Properties cp = Clients.consumerProps(cluster.node(2), "shrink-reader", "classic");
-        Map<TopicPartition, Map<Long, String>> all = new HashMap<>();
-        try (KafkaConsumer<String, String> c = new KafkaConsumer<>(cp)) {
-            List<TopicPartition> tps = new ArrayList<>();
-            for (int p = 0; p < PARTITIONS; p++) {
-                tps.add(new TopicPartition(TOPIC, p));
-            }
-            c.assign(tps);
-            c.seekToBeginning(tps);
-            int got = 0;
-            long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
-            while (got < 60 && System.nanoTime() < until) {
-                for (ConsumerRecord<String, String> r : c.poll(Duration.ofMillis(200))) {
-                    all.computeIfAbsent(new TopicPartition(r.topic(), r.partition()), k -> new TreeMap<>())
-                            .put(r.offset(), r.value());
-                    got++;
-                }
-            }
-        }
+        Map<TopicPartition, Map<Long, String>> all = readAll(cluster, 2, TOPIC, PARTITIONS, 60);
         assertEquals(sorted(acked), sorted(all), "every acknowledged record after the restart");
     }
 }
