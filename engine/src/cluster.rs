@@ -74,6 +74,16 @@ impl GroupView {
     }
 }
 
+/// A node-to-node address as the address book spells it: `host:port`, an IPv6 host in
+/// brackets (as `controller.quorum.voters` writes one).
+pub fn node_addr(host: &str, port: impl std::fmt::Display) -> String {
+    if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    }
+}
+
 /// An id every node of a cluster derives alike from `key` (which names what it is for and the
 /// cluster's id): CRC-32C of `<i>/<key>` for each of its four 32-bit words, shaped as a version-4
 /// UUID, so never the nil id nor Kafka's reserved metadata topic id (1).
@@ -227,6 +237,20 @@ impl Cluster {
             .iter()
             .find(|v| v.id == node)
             .map(|v| v.addr.clone())
+    }
+
+    /// The member of the cluster whose node-to-node address is `addr`, if any (this node too).
+    pub fn member_at(&self, addr: &str) -> Option<NodeId> {
+        self.book
+            .load()
+            .iter()
+            .find(|v| v.addr == addr && self.is_member(v.id))
+            .map(|v| v.id)
+    }
+
+    /// How many nodes the address book holds, this node among them.
+    pub fn book_len(&self) -> usize {
+        self.book.load().len()
     }
 
     /// The node is in the address book: one of the first voters, a node that joined since, or
@@ -580,6 +604,12 @@ mod tests {
         assert!(c.is_up(4));
         c.count_inbound(4, -1);
         assert_eq!(c.own_addr(), "127.0.0.1:19002");
+        assert_eq!(c.member_at("127.0.0.1:19004"), Some(4));
+        assert_eq!(c.member_at("127.0.0.1:19002"), Some(2), "this node's own");
+        assert_eq!(c.member_at("127.0.0.1:19003"), None, "a removed node's");
+        assert_eq!(c.book_len(), 4);
+        assert_eq!(node_addr("::1", 9), "[::1]:9");
+        assert_eq!(node_addr("h", 9), "h:9");
         assert_eq!(
             c.voter_ids(),
             [1, 2, 3],

@@ -1603,7 +1603,9 @@ impl Config {
         match self.join_address() {
             Ok(Some(_)) => {
                 let max = crate::producer_ids::MAX_NODES as i64;
-                if this < voters.len() as i64 || this >= max {
+                let may = u64::try_from(this)
+                    .is_ok_and(|id| replication::metadata::may_join(id, voters.len()));
+                if !may {
                     return Err(ConfigError::Inconsistent {
                         reason: format!(
                             "node.id={this} cannot join the cluster of nodes {}: a joining \

@@ -165,11 +165,7 @@ fn cluster_of(
         .into_iter()
         .map(|v| cluster::Voter {
             id: v.id as u64,
-            addr: if v.host.contains(':') {
-                format!("[{}]:{}", v.host, v.port)
-            } else {
-                format!("{}:{}", v.host, v.port)
-            },
+            addr: cluster::node_addr(&v.host, v.port),
         })
         .collect();
     let node = config.node_id as u64;
@@ -186,16 +182,8 @@ fn cluster_of(
         .join_address()
         .map_err(|e| anyhow::anyhow!("listeners: {e}"))?
         .ok_or_else(|| anyhow::anyhow!("node {node} is not in controller.quorum.voters"))?;
-    let host = if host.is_empty() {
-        "0.0.0.0".to_string()
-    } else {
-        host
-    };
-    let addr = if host.contains(':') {
-        format!("[{host}]:{port}")
-    } else {
-        format!("{host}:{port}")
-    };
+    let host = if host.is_empty() { "0.0.0.0" } else { &host };
+    let addr = cluster::node_addr(host, port);
     Ok(Some(Arc::new(cluster::Cluster::joining(
         node, cluster_id, voters, addr, partitions, endpoints,
     ))))

@@ -40,6 +40,13 @@ pub const MAX_PARTITIONS_PER_TOPIC: i32 = 10_000;
 /// (`engine::producer_ids::MAX_NODES`, which must be the same).
 pub const MAX_NODES: NodeId = 1024;
 
+/// A node may join a cluster that started with `first_voters` nodes under id `id`: its producer
+/// id lane is its id, so the id lies past the first voters' lanes (their positions) and below
+/// [`MAX_NODES`]. The joining node's config and the metadata log both apply it.
+pub fn may_join(id: NodeId, first_voters: usize) -> bool {
+    (first_voters as NodeId..MAX_NODES).contains(&id)
+}
+
 /// One change to the cluster's metadata.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type")]
@@ -648,7 +655,7 @@ impl MetadataState {
                  never a member twice; start the node under a new node.id."
             ));
         }
-        if id < self.bootstrap.len() as NodeId || id >= MAX_NODES {
+        if !may_join(id, self.bootstrap.len()) {
             return refuse(format!(
                 "Node id {id} cannot join: a joining node's id is between {} (the number of \
                  nodes in controller.quorum.voters) and {}.",

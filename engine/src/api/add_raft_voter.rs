@@ -125,21 +125,11 @@ pub(super) async fn handle(
             ),
         );
     };
-    let host = l.host.as_str();
-    let addr = if host.contains(':') {
-        format!("[{host}]:{}", l.port)
-    } else {
-        format!("{host}:{}", l.port)
-    };
-    if let Some(other) = cluster
-        .peers()
-        .into_iter()
-        .chain(cluster.voters.iter().cloned())
-        .find(|v| v.addr == addr && cluster.is_member(v.id))
-    {
+    let addr = crate::cluster::node_addr(l.host.as_str(), l.port);
+    if let Some(other) = cluster.member_at(&addr) {
         return fail(
             ResponseError::InvalidRequest,
-            format!("{addr} is node {}'s node-to-node address", other.id),
+            format!("{addr} is node {other}'s node-to-node address"),
         );
     }
     match broker.topics.add_voter(node, addr).await {

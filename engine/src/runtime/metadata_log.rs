@@ -142,9 +142,9 @@ impl MetadataLog {
         if state.voters().first() == Some(&cluster.node_id) {
             let _ = replica.campaign();
         }
-        cluster.set_members(state.voters(), &state.removed(), state.joined());
-        if !state.voters().contains(&cluster.node_id) && !state.removed().contains(&cluster.node_id)
-        {
+        let removed = state.removed();
+        cluster.set_members(state.voters(), &removed, state.joined());
+        if !state.voters().contains(&cluster.node_id) && !removed.contains(&cluster.node_id) {
             // What AddRaftVoter must name (`kafka-metadata-quorum add-controller`, or Admin's
             // addRaftVoter): logged for the operator. (A joined node restarted before its
             // snapshot held its addition logs it too: the entries after the snapshot replay

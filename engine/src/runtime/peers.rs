@@ -131,13 +131,12 @@ impl Links {
     /// Open a link to every node of the address book that has none yet (a node that joined
     /// since the start): called on every Raft tick, so the new node hears this node's hello,
     /// and learns where it serves clients, whether or not a message is due to it. Cheap when
-    /// nothing changed (one length comparison).
+    /// nothing changed (one length comparison, no copy of the address book).
     pub fn open_new(&self) {
-        let peers = self.cluster.peers();
-        if peers.len() == self.links.borrow().len() {
+        if self.cluster.book_len() == self.links.borrow().len() + 1 {
             return;
         }
-        for p in peers {
+        for p in self.cluster.peers() {
             if !self.links.borrow().contains_key(&p.id) {
                 self.open(p.id, p.addr);
             }
@@ -345,9 +344,8 @@ async fn write_loop(
                 // The peer never writes on this connection: a read that ends means it closed it
                 // (it refused this node's hello: a node not added yet, or it stopped), and the
                 // link reconnects now rather than at its next write, so a joining node's hello
-                // reaches its peers once they added it.
-                // Watched only once idle for a while: a busy link rings first, and no read is
-                // submitted on the hot path.
+                // reaches its peers once they added it. Watched only once idle for a second: a
+                // busy link rings first, and no read is submitted on the hot path.
                 let mut byte = [0u8; 1];
                 let closed = async {
                     glommio::timer::sleep(Duration::from_secs(1)).await;
