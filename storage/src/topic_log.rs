@@ -1133,6 +1133,52 @@ impl<D: LogDir + Clone> TopicLog<D> {
         Ok(target)
     }
 
+    /// Drop every record and start the log empty at `offset` (Kafka's
+    /// `UnifiedLog.truncateFullyAndStartAt`): a replica being re-seeded whose next record is
+    /// before the sender's log start (retention or DeleteRecords removed it there) continues
+    /// from that start. `offset` must not be before the next offset, and nothing may be staged:
+    /// no offset is ever given to two records. The new start is durable before the old segments
+    /// go, so a crash between leaves a log that opens at the new start.
+    pub async fn restart_at(this: &RefCell<Self>, offset: u64) -> io::Result<()> {
+        {
+            let me = this.borrow();
+            assert!(
+                offset >= me.next_offset && me.pending.is_empty(),
+                "restarting the log at {offset}, before its next offset {} or with {} bytes staged",
+                me.next_offset,
+                me.pending.len()
+            );
+        }
+        let dir = this.borrow().dir.clone();
+        let file = dir.open(START_FILE).await?;
+        let mut rec = Vec::with_capacity(16);
+        rec.extend_from_slice(START_MAGIC);
+        rec.extend_from_slice(&offset.to_be_bytes());
+        let crc = crc32c::crc32c(&rec);
+        rec.extend_from_slice(&crc.to_be_bytes());
+        file.write_at(0, rec).await?;
+        file.sync().await?;
+        let names: Vec<String> = {
+            let mut me = this.borrow_mut();
+            me.log_start = offset;
+            me.next_offset = offset;
+            me.high_watermark = offset;
+            me.producers.clear();
+            me.txns = Txns::default();
+            me.segments
+                .drain(..)
+                .map(|s| segment_name(s.base))
+                .collect()
+        };
+        for name in &names {
+            dir.remove(name).await?;
+        }
+        if !names.is_empty() {
+            dir.sync_dir().await?;
+        }
+        Ok(())
+    }
+
     /// Retention (`retention.ms`, `retention.bytes`; negative = unlimited): remove the oldest
     /// segments whose newest record is older than `now_ms - retention_ms`, and while the log is
     /// larger than `retention_bytes` by at least a whole segment. The active segment stays, as
@@ -2652,6 +2698,69 @@ mod tests {
             5,
             "a retry of a replicated batch is a duplicate"
         );
+    }
+
+    #[test]
+    fn a_log_restarted_at_a_later_offset_takes_the_leaders_batches_from_there() {
+        let leader_dir = MemDir::new();
+        let (leader, _) = open(&leader_dir);
+        let chunks = leader_chunks(&leader);
+        flush(&leader);
+        let dir = MemDir::new();
+        let (follower, _) = open(&dir);
+        follower.borrow_mut().stage_replicated(&chunks[0]).unwrap();
+        flush(&follower);
+        let first_end = follower.borrow().next_offset();
+        // The leader's log starts at chunk 2's base: the follower starts there, empty.
+        let base = first_end + chunks[1..2].iter().map(|c| batches_count(c)).sum::<u64>();
+        block_on(TopicLog::restart_at(&follower, base)).unwrap();
+        {
+            let me = follower.borrow();
+            assert_eq!(
+                (me.log_start_offset(), me.next_offset(), me.high_watermark()),
+                (base, base, base)
+            );
+            assert_eq!(me.segment_count(), 0, "every old segment removed");
+        }
+        assert!(
+            follower.borrow_mut().stage_replicated(&chunks[0]).is_ok(),
+            "wholly below the start: skipped"
+        );
+        assert_eq!(
+            follower
+                .borrow_mut()
+                .stage_replicated(&chunks[2..].concat()),
+            Ok(11)
+        );
+        flush(&follower);
+        assert_eq!(read_all(&follower, base), read_all(&leader, base));
+        drop(follower);
+        let (follower, rep) = open(&dir);
+        assert_eq!(
+            (rep.log_start_offset, rep.next_offset),
+            (base, 11),
+            "reopens the same"
+        );
+        assert_eq!(read_all(&follower, base), read_all(&leader, base));
+        // A restart that would give an offset twice is a caller bug.
+        let again = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            block_on(TopicLog::restart_at(&follower, 3))
+        }));
+        assert!(again.is_err());
+    }
+
+    /// How many offsets `batches` (whole batches back to back) cover.
+    fn batches_count(batches: &[u8]) -> u64 {
+        let mut pos = 0;
+        let mut n = 0;
+        while pos < batches.len() {
+            let Ok(Peek::Batch(h)) = peek_batch(&batches[pos..], 0, batches.len() - pos) else {
+                panic!("bad batch")
+            };
+            n += h.last_offset() + 1 - h.base_offset;
+            pos += h.size;
+        }
+        n
     }
 
     #[test]
