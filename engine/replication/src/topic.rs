@@ -19,8 +19,16 @@
 //! - Compaction: a topic partition's snapshot cannot carry its records (the topic log is the
 //!   state), so the leader proposes a compaction point once the entries every replica holds
 //!   weigh `snapshot_min_bytes`, and every replica compacts there when it applies it
-//!   ([`Apply::Compact`]): no replica ever needs a snapshot of records it lacks, unless it lost
-//!   its disk ([`snapshot_end`] lets the shell tell).
+//!   ([`Apply::Compact`]): no replica of the partition's first members ever needs a snapshot of
+//!   records it lacks, unless it lost its disk ([`snapshot_end`] lets the shell tell).
+//! - Re-seeding: a replica added later (a node that joined the cluster) starts with nothing, and
+//!   the leader's log no longer holds the entries it lacks. The leader then proposes a
+//!   compaction point at once ([`Replica::snapshot_wanted`]: the stored snapshot predates the
+//!   new member), so the snapshot it sends names the new replica. That replica does not take a
+//!   snapshot past its records; it asks the sender for the records instead ([`Seeding`],
+//!   [`SeedMsg`]), chunk by chunk, appends them as a follower does, and takes the snapshot the
+//!   leader sends again once its topic log ends where the snapshot does (Kafka's follower
+//!   likewise fetches what it lacks from the leader's log, from the leader's log start).
 //!
 //! Must not: touch a file, a socket, a task or a clock (`now_ms` is passed in); read the topic
 //! log (the shell hands over what is staged, and the end offset, when asked).
@@ -43,6 +51,11 @@ pub const KIND_COMPACT: u8 = 1;
 pub const SNAPSHOT_MAGIC: &[u8; 4] = b"RLTS";
 /// The most bytes of staged batches one entry carries (a single larger batch goes alone).
 pub const MAX_ENTRY_BATCHES_BYTES: usize = 1 << 20;
+/// The most bytes of batches one re-seeding chunk carries (a single larger batch goes alone).
+pub const SEED_CHUNK_BYTES: usize = 1 << 20;
+/// A re-seeding request unanswered for this long is sent again (by the next refused snapshot:
+/// chunks and requests travel as Raft messages do, and may be lost).
+pub const SEED_RETRY_MS: i64 = 1_000;
 
 /// What applying a committed entry asks of the shell, in order.
 #[derive(Debug)]
@@ -97,6 +110,7 @@ pub struct TopicReplica {
     snapshot_min_bytes: usize,
     /// The leader last reported by [`Self::leader_changed`].
     published: Option<Option<NodeId>>,
+    seeding: Seeding,
 }
 
 impl std::fmt::Debug for TopicReplica {
@@ -175,6 +189,96 @@ pub fn snapshot_end(data: &[u8]) -> Option<u64> {
         .then(|| u64::from_be_bytes(data[4..].try_into().expect("8 bytes")))
 }
 
+/// A re-seeding message between two replicas of a topic partition (the node-to-node link's
+/// `TOPIC_SEED` frames carry them; [`encode_seed`] and [`decode_seed`] are their bytes).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SeedMsg<'a> {
+    /// Send me the batches from offset `from` up to `upto` (exclusive, a batch boundary: the
+    /// topic log end a snapshot stands for).
+    Request { from: u64, upto: u64 },
+    /// The answer: whole batches from `from` on, or from the sender's log start `log_start`
+    /// when that is later (retention or DeleteRecords removed the offsets before it there).
+    Chunk {
+        from: u64,
+        log_start: u64,
+        batches: &'a [u8],
+    },
+}
+
+const SEED_REQUEST: u8 = 0;
+const SEED_CHUNK: u8 = 1;
+
+/// A [`SeedMsg`]'s bytes: a kind byte, then big-endian u64s (and a chunk's batches).
+pub fn encode_seed(m: &SeedMsg<'_>) -> Vec<u8> {
+    match m {
+        SeedMsg::Request { from, upto } => {
+            let mut out = Vec::with_capacity(17);
+            out.push(SEED_REQUEST);
+            out.extend_from_slice(&from.to_be_bytes());
+            out.extend_from_slice(&upto.to_be_bytes());
+            out
+        }
+        SeedMsg::Chunk {
+            from,
+            log_start,
+            batches,
+        } => {
+            let mut out = Vec::with_capacity(17 + batches.len());
+            out.push(SEED_CHUNK);
+            out.extend_from_slice(&from.to_be_bytes());
+            out.extend_from_slice(&log_start.to_be_bytes());
+            out.extend_from_slice(batches);
+            out
+        }
+    }
+}
+
+/// A [`SeedMsg`] from its bytes, or why they are not one.
+pub fn decode_seed(b: &[u8]) -> Result<SeedMsg<'_>, String> {
+    if b.len() < 17 {
+        return Err(format!("a re-seeding message of {} bytes", b.len()));
+    }
+    let a = u64::from_be_bytes(b[1..9].try_into().expect("8 bytes"));
+    let c = u64::from_be_bytes(b[9..17].try_into().expect("8 bytes"));
+    match b[0] {
+        SEED_REQUEST if b.len() == 17 && a <= c => Ok(SeedMsg::Request { from: a, upto: c }),
+        SEED_REQUEST => Err("a malformed re-seeding request".into()),
+        SEED_CHUNK => Ok(SeedMsg::Chunk {
+            from: a,
+            log_start: c,
+            batches: &b[17..],
+        }),
+        k => Err(format!("a re-seeding message of kind {k}")),
+    }
+}
+
+/// A replica being re-seeded: whom it asks and up to which offset (the topic log end of the
+/// newest snapshot it was offered), and its request in flight. At most one request is in flight
+/// per replica, so what a sender reads for it and what it holds for the shell are bounded by one
+/// chunk.
+#[derive(Debug, Default)]
+struct Seeding {
+    /// (the snapshot's sender, the topic log end it stands for).
+    target: Option<(NodeId, u64)>,
+    /// (the offset asked from, when).
+    asked: Option<(u64, i64)>,
+}
+
+/// What [`TopicReplica::step`] did with a peer's message.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Stepped {
+    /// Raft took it.
+    Taken,
+    /// A snapshot past this replica's records, not taken: the records come first. Send
+    /// `request` (a [`SeedMsg::Request`]) to `to`, if there is one (None: one is in flight).
+    Seed {
+        to: NodeId,
+        request: Option<Vec<u8>>,
+    },
+    /// Refused: it does not decode, or Raft refused it.
+    Refused,
+}
+
 impl TopicReplica {
     /// A replica (new or restarted) that compacts once `snapshot_min_bytes` of entries every
     /// replica holds were applied.
@@ -189,6 +293,7 @@ impl TopicReplica {
             compaction_proposed: 0,
             snapshot_min_bytes,
             published: None,
+            seeding: Seeding::default(),
         }
     }
 
@@ -196,9 +301,78 @@ impl TopicReplica {
         &self.replica
     }
 
-    /// For what the shell feeds Raft directly: peer messages, ticks, a campaign.
+    /// For what the shell feeds Raft directly: ticks, a campaign, membership.
     pub fn replica_mut(&mut self) -> &mut Replica {
         &mut self.replica
+    }
+
+    /// Step a peer's message (raft-rs's encoding), this replica's topic log ending at
+    /// `log_end`. A snapshot is taken only if the topic log ends exactly where the snapshot's
+    /// index does (the snapshot carries no records); one past the records this replica holds
+    /// starts or continues re-seeding from its sender instead (the sender offers it again
+    /// every `SNAPSHOT_RETRY_TICKS` until it is taken). A snapshot that would leave a replica
+    /// holding more than it stands for is refused, as no re-seeding can make that good.
+    pub fn step(&mut self, m: crate::eraftpb::Message, log_end: u64, now_ms: i64) -> Stepped {
+        use crate::eraftpb::MessageType;
+        if m.get_msg_type() == MessageType::MsgSnapshot
+            && m.get_snapshot().get_metadata().index > self.replica.last_index()
+        {
+            let end = snapshot_end(crate::shell_snapshot_data(m.get_snapshot().get_data()));
+            if end != Some(log_end) {
+                return match end {
+                    Some(end) if end > log_end => Stepped::Seed {
+                        to: m.from,
+                        request: self.seed_toward(m.from, end, log_end, now_ms),
+                    },
+                    _ => Stepped::Refused,
+                };
+            }
+        }
+        match self.replica.step(m) {
+            Ok(()) => Stepped::Taken,
+            Err(_) => Stepped::Refused,
+        }
+    }
+
+    /// The request to send to `from` for the records up to `end`, if none is in flight.
+    fn seed_toward(
+        &mut self,
+        from: NodeId,
+        end: u64,
+        log_end: u64,
+        now_ms: i64,
+    ) -> Option<Vec<u8>> {
+        let s = &mut self.seeding;
+        s.target = Some((from, end));
+        if s.asked
+            .is_some_and(|(at, when)| at == log_end && now_ms < when + SEED_RETRY_MS)
+        {
+            return None;
+        }
+        s.asked = Some((log_end, now_ms));
+        Some(encode_seed(&SeedMsg::Request {
+            from: log_end,
+            upto: end,
+        }))
+    }
+
+    /// This replica is being re-seeded: a chunk is welcome (one nobody asked for is dropped).
+    pub fn seeding(&self) -> bool {
+        self.seeding.target.is_some()
+    }
+
+    /// The shell appended a chunk (or found it useless); the topic log ends at `log_end` now.
+    /// The next request and where it goes, until the topic log reaches the snapshot's end (then
+    /// the snapshot is taken when its sender offers it again).
+    pub fn seeded(&mut self, log_end: u64, now_ms: i64) -> Option<(NodeId, Vec<u8>)> {
+        let (from, end) = self.seeding.target?;
+        if log_end >= end {
+            self.seeding = Seeding::default();
+            return None;
+        }
+        self.seeding.asked = None;
+        self.seed_toward(from, end, log_end, now_ms)
+            .map(|r| (from, r))
     }
 
     /// This replica answers for the partition now (Produce, Fetch, ListOffsets).
@@ -338,6 +512,21 @@ impl TopicReplica {
         if !self.serving {
             return;
         }
+        if self.replica.snapshot_wanted() {
+            // A member added since the stored snapshot was taken cannot take that one (raft-rs
+            // restores only a snapshot whose configuration names it): compact at what this
+            // leader applied, whatever it weighs and whoever lags. A replica that lacks records
+            // before that point is re-seeded ([`Self::step`]).
+            let at = self.replica.applied_index();
+            let end = match self.applied.back() {
+                Some(&(_, end, _)) => Some(end),
+                None => self.replica.log().snapshot_data().and_then(snapshot_end),
+            };
+            if let Some(end) = end.filter(|_| at > self.compaction_proposed) {
+                self.propose_compact(at, end, now_ms);
+            }
+            return;
+        }
         let Some(matched) = self.replica.all_matched() else {
             return;
         };
@@ -354,6 +543,10 @@ impl TopicReplica {
         if bytes < self.snapshot_min_bytes {
             return;
         }
+        self.propose_compact(at, end, now_ms);
+    }
+
+    fn propose_compact(&mut self, at: u64, end: u64, now_ms: i64) {
         let mut value = Vec::with_capacity(16);
         value.extend_from_slice(&at.to_be_bytes());
         value.extend_from_slice(&end.to_be_bytes());
@@ -404,5 +597,122 @@ mod tests {
         assert!(decode_entry(&entry[..entry.len() - 1]).is_err());
         assert_eq!(snapshot_end(&snapshot_data(77)), Some(77));
         assert_eq!(snapshot_end(b"RLTS"), None);
+    }
+
+    #[test]
+    fn seeding_messages_read_back_and_garbage_is_refused() {
+        let req = SeedMsg::Request { from: 3, upto: 90 };
+        assert_eq!(decode_seed(&encode_seed(&req)).unwrap(), req);
+        let chunk = SeedMsg::Chunk {
+            from: 3,
+            log_start: 10,
+            batches: b"bytes",
+        };
+        assert_eq!(decode_seed(&encode_seed(&chunk)).unwrap(), chunk);
+        let empty = SeedMsg::Chunk {
+            from: 3,
+            log_start: 0,
+            batches: b"",
+        };
+        assert_eq!(decode_seed(&encode_seed(&empty)).unwrap(), empty);
+        let bytes = encode_seed(&req);
+        for cut in 0..bytes.len() {
+            assert!(decode_seed(&bytes[..cut]).is_err(), "cut at {cut}");
+        }
+        let mut long = bytes.clone();
+        long.push(0);
+        assert!(decode_seed(&long).is_err(), "trailing bytes");
+        let backwards = encode_seed(&SeedMsg::Request { from: 9, upto: 8 });
+        assert!(decode_seed(&backwards).is_err(), "from past upto");
+        let mut unknown = bytes;
+        unknown[0] = 7;
+        assert!(decode_seed(&unknown).unwrap_err().contains("kind 7"));
+    }
+
+    /// A leader's snapshot at `index` standing for a topic log ending at `end`, from node 1.
+    fn snapshot_msg(index: u64, end: u64) -> crate::eraftpb::Message {
+        let mut m = crate::eraftpb::Message::default();
+        m.set_msg_type(crate::eraftpb::MessageType::MsgSnapshot);
+        m.from = 1;
+        m.to = 4;
+        m.term = 2;
+        let mut data = 0u64.to_be_bytes().to_vec();
+        data.extend_from_slice(&snapshot_data(end));
+        let snap = m.mut_snapshot();
+        snap.data = data.into();
+        snap.mut_metadata().index = index;
+        snap.mut_metadata().term = 2;
+        snap.mut_metadata().mut_conf_state().voters = vec![1, 2, 3];
+        snap.mut_metadata().mut_conf_state().learners = vec![4];
+        m
+    }
+
+    #[test]
+    fn a_snapshot_past_the_records_is_not_taken_and_the_records_are_asked_for_chunk_by_chunk() {
+        let mut r = TopicReplica::new(
+            Replica::restart(4, &[1, 2, 3], Default::default()).unwrap(),
+            1 << 20,
+        );
+        let ask = |from, upto| Some(encode_seed(&SeedMsg::Request { from, upto }));
+        assert!(!r.seeding());
+        // Nothing held, the snapshot stands for 500 records: ask node 1 for them.
+        assert_eq!(
+            r.step(snapshot_msg(40, 500), 0, 1_000),
+            Stepped::Seed {
+                to: 1,
+                request: ask(0, 500)
+            }
+        );
+        assert!(r.seeding());
+        assert_eq!(r.replica().snapshot_index(), 0, "not taken");
+        // Offered again before an answer: the request is in flight, none sent.
+        assert_eq!(
+            r.step(snapshot_msg(40, 500), 0, 1_500),
+            Stepped::Seed {
+                to: 1,
+                request: None
+            }
+        );
+        // ...but one unanswered for SEED_RETRY_MS is asked again (it may have been lost).
+        assert_eq!(
+            r.step(snapshot_msg(40, 500), 0, 1_000 + SEED_RETRY_MS),
+            Stepped::Seed {
+                to: 1,
+                request: ask(0, 500)
+            }
+        );
+        // A chunk took the log to 200: the next request follows at once.
+        assert_eq!(r.seeded(200, 2_100), Some((1, ask(200, 500).unwrap())));
+        // A useless chunk (nothing appended) asks again too, from where the log ends.
+        assert_eq!(r.seeded(200, 2_200), Some((1, ask(200, 500).unwrap())));
+        // The leader compacted further meanwhile: its newer snapshot moves the target.
+        assert_eq!(
+            r.step(snapshot_msg(60, 700), 200, 2_300),
+            Stepped::Seed {
+                to: 1,
+                request: None
+            },
+            "the request from 200 is still in flight"
+        );
+        assert_eq!(r.seeded(700, 2_400), None, "every record held: done");
+        assert!(!r.seeding());
+        // Offered again now that the log ends where the snapshot does: taken.
+        assert_eq!(r.step(snapshot_msg(60, 700), 700, 5_000), Stepped::Taken);
+        assert!(r.replica().has_work());
+        let work = r.work().expect("the snapshot to install");
+        assert_eq!(
+            work.work.snapshot.as_ref().map(|s| s.index),
+            Some(60),
+            "installed"
+        );
+        // A snapshot behind the records held cannot be made good by fetching: refused.
+        let mut r = TopicReplica::new(
+            Replica::restart(4, &[1, 2, 3], Default::default()).unwrap(),
+            1 << 20,
+        );
+        assert_eq!(r.step(snapshot_msg(40, 500), 900, 1_000), Stepped::Refused);
+        assert!(!r.seeding());
+        // A chunk nobody asked for changes nothing.
+        assert_eq!(r.seeded(100, 1_000), None);
     }
 }

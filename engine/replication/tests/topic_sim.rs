@@ -10,8 +10,14 @@
 //! serving leader flushed it (its high watermark passed it) without stepping down in between,
 //! and every acknowledged record is, after healing, in every node's topic log at the offset it
 //! was acknowledged with; the three topic logs end byte for byte the same; the Raft logs are
-//! compacted on the way (the compaction points are what every replica held, so no node ever
-//! needs a snapshot of records, which would stop it).
+//! compacted on the way (the compaction points are what every replica held, so no first
+//! replica ever needs a snapshot of records).
+//!
+//! A fourth node added after the logs compacted is re-seeded: it refuses the leader's snapshot
+//! (it holds none of the records), asks for the records over the same faulty network (requests
+//! and chunks are lost, duplicated, delayed and cut off like Raft's messages), appends them as
+//! the broker's shell does (`engine::data::replica::apply_seed`), takes the snapshot, becomes a
+//! voter, and ends with the same log, byte for byte, through crashes of its own.
 
 mod common;
 use common::{
@@ -19,7 +25,7 @@ use common::{
     STEPS_PER_TICK, VOTERS,
 };
 use futures_lite::future::block_on;
-use replication::topic::{Apply, TopicReplica};
+use replication::topic::{decode_seed, encode_seed, Apply, SeedMsg, Stepped, TopicReplica};
 use replication::{Durable, LogSnapshot, NodeId, Replica};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
@@ -35,7 +41,12 @@ struct Node {
     log: Option<RefCell<TopicLog<MemDir>>>,
     dir: MemDir,
     disk: Durable,
+    /// A re-seeding chunk received and not appended yet: (the sender's log start, batches).
+    chunk: Option<(u64, Vec<u8>)>,
 }
+
+/// A re-seeding message in flight: (deliver at step, from, to, bytes).
+type SeedInFlight = (u64, NodeId, NodeId, Vec<u8>);
 
 /// A produce a serving leader staged: acknowledged once its high watermark passes `last`, unless
 /// the node stopped leading first.
@@ -58,6 +69,11 @@ struct Sim {
     /// term → the node that served in it.
     served: HashMap<u64, NodeId>,
     compactions: u64,
+    /// The nodes that exist: the three first replicas, then any added.
+    ids: Vec<NodeId>,
+    seeds: Vec<SeedInFlight>,
+    /// Chunks appended by a re-seeded replica.
+    chunks: u64,
 }
 
 fn config() -> TopicLogConfig {
@@ -83,6 +99,7 @@ impl Sim {
                     log: Some(RefCell::new(log)),
                     dir,
                     disk: Durable::default(),
+                    chunk: None,
                 },
             );
         }
@@ -96,6 +113,122 @@ impl Sim {
             next_value: 0,
             served: HashMap::new(),
             compactions: 0,
+            ids: VOTERS.to_vec(),
+            seeds: Vec::new(),
+            chunks: 0,
+        }
+    }
+
+    /// Add node `id` with an empty disk: it starts from the first voters, as a joined node's
+    /// replica does, and every leader takes it into the group (`follow_members` on each tick).
+    fn add_node(&mut self, id: NodeId) {
+        let dir = MemDir::new();
+        let log = block_on(TopicLog::open(dir.clone(), config())).unwrap().0;
+        self.nodes.insert(
+            id,
+            Node {
+                replica: Some(TopicReplica::new(
+                    Replica::restart(id, &VOTERS, Durable::default()).unwrap(),
+                    SNAPSHOT_BYTES,
+                )),
+                log: Some(RefCell::new(log)),
+                dir,
+                disk: Durable::default(),
+                chunk: None,
+            },
+        );
+        self.ids.push(id);
+    }
+
+    /// Queue a re-seeding message, through the faults Raft's messages meet.
+    fn send_seed(&mut self, from: NodeId, to: NodeId, bytes: Vec<u8>) {
+        let net = &self.net;
+        if net.isolated.is_some_and(|i| i == from || i == to) || self.rng.chance(net.drop_per_mille)
+        {
+            return;
+        }
+        let at = self.step + 1 + self.rng.below(3);
+        if net.drop_per_mille > 0 && self.rng.chance(20) {
+            let later = at + self.rng.below(5);
+            self.seeds.push((later, from, to, bytes.clone()));
+        }
+        self.seeds.push((at, from, to, bytes));
+    }
+
+    /// Deliver the re-seeding messages due: a request is answered from the receiver's topic log
+    /// (up to its high watermark), a chunk is kept for the receiver's next work if it is being
+    /// re-seeded (the broker's `engine::data::replica::seed`).
+    fn deliver_seeds(&mut self) {
+        let step = self.step;
+        let mut due = Vec::new();
+        self.seeds.retain(|m| {
+            if m.0 <= step {
+                due.push(m.clone());
+                false
+            } else {
+                true
+            }
+        });
+        for (_, from, to, bytes) in due {
+            let n = self.nodes.get_mut(&to).unwrap();
+            let (Some(r), Some(log)) = (&n.replica, &n.log) else {
+                continue; // crashed: lost
+            };
+            match decode_seed(&bytes).unwrap() {
+                SeedMsg::Request { from: offset, upto } => {
+                    let (plan, start) = {
+                        let log = log.borrow();
+                        let start = log.log_start_offset();
+                        let bound = upto.min(log.high_watermark());
+                        let chunk = replication::topic::SEED_CHUNK_BYTES;
+                        (log.read_upto(offset.max(start), chunk, true, bound), start)
+                    };
+                    if let Read::Data(plan) = plan {
+                        let batches = block_on(plan.read()).unwrap();
+                        let chunk = encode_seed(&SeedMsg::Chunk {
+                            from: offset,
+                            log_start: start,
+                            batches: &batches,
+                        });
+                        self.send_seed(to, from, chunk);
+                    }
+                }
+                SeedMsg::Chunk {
+                    log_start, batches, ..
+                } => {
+                    if r.seeding() {
+                        n.chunk = Some((log_start, batches.to_vec()));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Append node `id`'s pending chunk as the broker's shell does, then ask for the next.
+    fn apply_chunk(&mut self, id: NodeId) {
+        let now = self.now_ms();
+        let n = self.nodes.get_mut(&id).unwrap();
+        let (Some(r), Some(log)) = (n.replica.as_mut(), n.log.as_ref()) else {
+            return;
+        };
+        let Some((_, batches)) = n.chunk.take() else {
+            return;
+        };
+        let first = match peek_batch(&batches, 0, batches.len().max(61)) {
+            Ok(Peek::Batch(h)) => Some(h.base_offset),
+            _ => None,
+        };
+        if first.is_some_and(|b| b > log.borrow().next_offset()) {
+            unreachable!("no retention in this simulation: every log starts at 0");
+        }
+        let staged = log.borrow_mut().stage_replicated(&batches);
+        if let Ok(end) = staged {
+            block_on(TopicLog::flush_upto(log, end)).unwrap();
+            self.chunks += 1;
+        }
+        let next = r.seeded(log.borrow().next_offset(), now);
+        if let Some((to, request)) = next {
+            self.send_seed(id, to, request);
         }
     }
 
@@ -105,7 +238,7 @@ impl Sim {
 
     /// A producer's batch at whichever node serves, if one does (a client retries elsewhere).
     fn produce(&mut self) {
-        let id = VOTERS[self.rng.below(3) as usize];
+        let id = self.ids[self.rng.below(self.ids.len() as u64) as usize];
         let now = self.now_ms();
         let n = self.nodes.get_mut(&id).unwrap();
         let (Some(r), Some(log)) = (&n.replica, &n.log) else {
@@ -131,6 +264,7 @@ impl Sim {
 
     /// Carry out node `id`'s work until it has none, as the broker's writer does.
     fn run_node(&mut self, id: NodeId) {
+        self.apply_chunk(id);
         let now = self.now_ms();
         loop {
             let n = self.nodes.get_mut(&id).unwrap();
@@ -169,7 +303,7 @@ impl Sim {
                 assert_eq!(
                     replication::topic::snapshot_end(&s.data),
                     Some(log.borrow().next_offset()),
-                    "node {id} was sent a snapshot of records it lacks"
+                    "node {id} installed a snapshot of records it lacks"
                 );
             }
             let mut flush_to = None;
@@ -277,6 +411,7 @@ impl Faulty for Sim {
         let seed = self.rng.next();
         let mut torn = Rng(seed);
         n.dir.crash(|_, len| torn.below(len as u64 + 1) as usize);
+        n.chunk = None;
         lose_commit(&mut n.disk, &mut self.rng);
         self.net.forget_to(id);
     }
@@ -291,26 +426,44 @@ impl Faulty for Sim {
     }
     fn run_step(&mut self, propose_per_mille: u64) {
         self.step += 1;
+        let now = self.now_ms();
         for m in self.net.due(self.step) {
-            if let Some(r) = self.nodes.get_mut(&m.to).unwrap().replica.as_mut() {
-                let _ = r.replica_mut().step(m);
+            let to = m.to;
+            let n = self.nodes.get_mut(&to).unwrap();
+            let (Some(r), Some(log)) = (n.replica.as_mut(), n.log.as_ref()) else {
+                continue;
+            };
+            let log_end = log.borrow().next_offset();
+            if let Stepped::Seed {
+                to: from,
+                request: Some(request),
+            } = r.step(m, log_end, now)
+            {
+                self.send_seed(to, from, request);
             }
         }
+        self.deliver_seeds();
         if self.step.is_multiple_of(STEPS_PER_TICK) {
-            let now = self.now_ms();
-            for id in VOTERS {
+            for id in self.ids.clone() {
                 if let Some(r) = self.nodes.get_mut(&id).unwrap().replica.as_mut() {
                     r.replica_mut().tick(now);
+                    r.replica_mut().follow_members(&self.ids, &[]);
                 }
             }
         }
         if self.rng.chance(propose_per_mille) {
             self.produce();
         }
-        for id in VOTERS {
+        for id in self.ids.clone() {
             self.run_node(id);
         }
         self.settle_pending();
+    }
+    fn nodes(&self) -> Vec<NodeId> {
+        self.ids.clone()
+    }
+    fn members(&self) -> Vec<NodeId> {
+        self.ids.clone()
     }
     fn commit_index(&self, id: NodeId) -> u64 {
         self.nodes[&id]
@@ -360,4 +513,62 @@ fn acknowledged_records_survive_faults_and_the_replicas_converge() {
     eprintln!(
         "topic_sim: {acked} records acknowledged, {compactions} compactions, {faults} faults"
     );
+}
+
+#[test]
+fn a_replica_added_after_compaction_is_re_seeded_through_faults_and_converges() {
+    let (mut chunks, mut acked) = (0u64, 0usize);
+    for seed in 0..seeds(20) {
+        let mut sim = Sim::new(1_000 + seed);
+        fault_phase(&mut sim, 2_500, 300);
+        assert!(heal_and_settle(&mut sim), "seed {seed}: never agreed");
+        assert!(
+            sim.compactions > 0,
+            "seed {seed}: nothing compacted before the join"
+        );
+        sim.add_node(4);
+        for _ in 0..3 {
+            fault_phase(&mut sim, 2_500, 300);
+        }
+        assert!(
+            heal_and_settle(&mut sim),
+            "seed {seed}: never agreed with node 4"
+        );
+        for _ in 0..200 {
+            sim.run_step(0);
+        }
+        let leader = sim
+            .ids
+            .iter()
+            .copied()
+            .find(|id| sim.nodes[id].replica.as_ref().is_some_and(|r| r.serving()))
+            .unwrap_or_else(|| panic!("seed {seed}: no leader serves"));
+        let membership = sim.nodes[&leader]
+            .replica
+            .as_ref()
+            .unwrap()
+            .replica()
+            .membership();
+        assert!(
+            membership.voters.contains(&4),
+            "seed {seed}: node 4 never became a voter ({membership:?})"
+        );
+        let (first, bytes) = sim.contents(VOTERS[0]);
+        for id in [2, 3, 4] {
+            let (records, other) = sim.contents(id);
+            assert_eq!(records, first, "seed {seed}: node {id}'s records differ");
+            assert_eq!(other, bytes, "seed {seed}: node {id}'s log bytes differ");
+        }
+        for (value, offset) in &sim.acked {
+            assert_eq!(
+                first.get(offset),
+                Some(value),
+                "seed {seed}: acknowledged record at {offset} gone"
+            );
+        }
+        chunks += sim.chunks;
+        acked += sim.acked.len();
+    }
+    assert!(chunks > 0, "no replica was ever re-seeded");
+    eprintln!("topic_sim join: {acked} records acknowledged, {chunks} chunks appended by node 4");
 }
