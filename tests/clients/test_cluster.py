@@ -1002,10 +1002,11 @@ def test_a_node_joins_a_compacted_cluster_and_takes_its_offsets_by_snapshot(comp
     """A fourth node joins three whose logs compacted (snapshots every 8 KiB): AddRaftVoter names it
     (its directory id from its log); every `__consumer_offsets` group and the metadata log take it as
     a learner, which installs the leaders' snapshots and becomes a voter; a replicated topic whose
-    Raft logs compacted before it joined keeps it a learner (a topic snapshot carries no records,
-    and re-seeding a replica is not built), never counted and out of the ISR; then one of the first
-    nodes is removed, and once every offsets group let it go two of the first three go: every
-    acknowledged commit is read through the new node."""
+    Raft logs compacted before it joined re-seeds it (a topic snapshot carries no records: node 4
+    asks the leader for them, chunk by chunk, then takes the snapshot) and it joins the ISR; then
+    one of the first nodes is removed, and once every group let it go two of the first three go:
+    every acknowledged commit, and every acknowledged record of the re-seeded topic, is read
+    through the new node."""
     import re
 
     nodes = compacting_cluster
@@ -1016,9 +1017,15 @@ def test_a_node_joins_a_compacted_cluster_and_takes_its_offsets_by_snapshot(comp
     # Enough records that every replica of "wide" compacts its Raft log before node 4 joins.
     def wide_compacted():
         return all((n.data_dir / "wide-0" / "raft" / "raft-snapshot").exists() for n in nodes)
+    wide = 0
     while not wide_compacted():
-        produce_acked(nodes, "wide", [b"x" * 200 for _ in range(100)], 1)
+        produce_acked(nodes, "wide", [b"w%06d" % (wide + i) + b"x" * 200 for i in range(100)], 1)
+        wide += 100
         assert sum(1 for _ in (nodes[0].data_dir / "wide-0").glob("*.log")) < 50, "never compacted"
+    # Over 3 MiB more, so re-seeding takes several chunks (`SEED_CHUNK_BYTES`, 1 MiB).
+    for _ in range(3):
+        produce_acked(nodes, "wide", [b"w%06d" % (wide + i) + b"y" * 3000 for i in range(400)], 1)
+        wide += 400
     p = offsets_partition(GROUP)
     c = consumer(bootstrap)
     acked = 0
@@ -1050,32 +1057,47 @@ def test_a_node_joins_a_compacted_cluster_and_takes_its_offsets_by_snapshot(comp
         except Exception:
             return False
     wait_until(offsets_isr_has_four, 60, "node 4 in the ISR of every __consumer_offsets partition")
-    # The compacted topic's partition: node 4 listed as a replica, never in sync, holding nothing
-    # (the leader's snapshot predates it and carries no records).
-    time.sleep(2)
-    for n in nodes:
-        view = partition_leaders(n, "wide", isr=True)
-        assert 4 not in view[0][2] and view[0][0] in (1, 2, 3), view
-    assert not list((four.data_dir / "wide-0").glob("*.log")), "node 4 holds none of wide's records"
+    # The compacted topic's partition: node 4 holds none of the entries the leader's Raft log still
+    # has, so it is re-seeded from the leader's topic log and then takes the leader's snapshot.
+    def wide_isr_has_four():
+        try:
+            return all(4 in partition_leaders(n, "wide", isr=True)[0][2] for n in nodes)
+        except Exception:
+            return False
+    wait_until(wide_isr_has_four, 60, "node 4 re-seeded and in wide's ISR")
+    assert (four.data_dir / "wide-0" / "raft" / "raft-snapshot").exists(), "node 4 took a snapshot"
+    seeded = sum(f.stat().st_size for f in (four.data_dir / "wide-0").glob("*.log"))
+    assert seeded > 3 << 20, seeded
+    assert "re-seeding: every record the snapshot stands for is held" in four.log_text(), four.log_tail()
+    produce_acked(nodes, "wide", [b"w%06d" % (wide + i) for i in range(50)], 1)
+    wide += 50
 
     for _ in range(5):
         acked += 1
         commit_until_acked(c, acked)
-    # Two of the first three go, one removed first: the node left and node 4 are the offsets groups'
+    # Two of the first three go, one removed first: the node left and node 4 are every group's
     # majority. (The node holding TOPIC's one replica stays: a factor-1 partition's node cannot be
-    # removed. The topic "wide" keeps its first replicas, node 4 being a learner there, so it is not
-    # used below.)
+    # removed.)
     holder = partition_leaders(nodes[0], TOPIC)[0][0]
     gone, also = [i for i in (1, 2, 3) if i != holder]
     assert remove_raft_voter(nodes[holder - 1], gone) == 0
     left = sorted({1, 2, 3, 4} - {gone})
     wait_until(lambda: all(sorted(r) == left for r in offsets_replicas(four).values()), 60,
                f"every __consumer_offsets group let node {gone} go")
+
+    def wide_let_go():
+        try:
+            return sorted(partition_leaders(four, "wide", isr=True)[0][2]) == left
+        except Exception:
+            return False
+    wait_until(wide_let_go, 60, f"wide let node {gone} go")
     acked += 1
     commit_until_acked(c, acked)
     nodes[gone - 1].kill()
     nodes[also - 1].kill()
     c.close()
     assert committed(four.bootstrap) == acked
+    got = read_all(four, "wide", 1, wide, timeout=60)
+    assert got and [v[:7] for v in got] == [b"w%06d" % i for i in range(wide)], (len(got), wide)
     for n in (nodes[holder - 1], four):
         assert "panicked" not in n.log_text(), n.log_tail()

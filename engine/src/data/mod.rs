@@ -98,6 +98,14 @@ pub enum DataOp {
         partition: i32,
         message: Vec<u8>,
     },
+    /// A re-seeding message (`replication::topic::SeedMsg`) from node `from` for a replicated
+    /// topic partition this shard owns (`runtime::peers::TOPIC_SEED`).
+    Seed {
+        topic: Arc<Topic>,
+        partition: i32,
+        from: u64,
+        message: Vec<u8>,
+    },
 }
 
 /// One partition of a `DataOp::Wait`: (topic, partition, fetch offset, read_committed).

@@ -28,6 +28,10 @@ pub(super) struct DataPartition {
     /// On a node of a cluster, for a topic replicated over its nodes: the partition's Raft
     /// replica (`super::replica`). None: the partition has one replica, this one.
     pub(super) raft: Option<RefCell<TopicReplica>>,
+    /// A re-seeding chunk received and not appended yet (`super::replica`): the sender's log
+    /// start and the batches. One at most (a replica has one request in flight; a later chunk
+    /// replaces an earlier one, which is then asked for again).
+    pub(super) seed: RefCell<Option<(u64, Vec<u8>)>>,
 }
 
 impl DataPartition {

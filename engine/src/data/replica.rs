@@ -10,15 +10,18 @@
 
 use super::partition::DataPartition;
 use crate::cluster::{Cluster, NodeId};
-use replication::topic::{Apply, TopicReplica};
+use replication::topic::{
+    decode_seed, encode_seed, Apply, SeedMsg, Stepped, TopicReplica, SEED_CHUNK_BYTES,
+};
 use replication::Replica;
 use std::cell::RefCell;
 
 use std::rc::{Rc, Weak};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use storage::io::GlommioDir;
 use storage::raft_log::RaftLog;
-use storage::topic_log::TopicLog;
+use storage::topic_log::{Read, TopicLog};
 
 /// The largest batch a replicated partition takes: its entry must fit one node-to-node frame
 /// (`runtime::peers::MAX_FRAME_BYTES`) and one Raft log batch.
@@ -36,6 +39,8 @@ pub type SendTopic = Rc<dyn Fn(NodeId, uuid::Uuid, i32, &[u8])>;
 /// leaders are published.
 pub struct ClusterCtx {
     pub send: SendTopic,
+    /// Where re-seeding messages go (`runtime::peers::Links::send_seed`), as `send` for Raft's.
+    pub seed: SendTopic,
     pub cluster: Arc<Cluster>,
     pub shards: usize,
 }
@@ -55,6 +60,11 @@ pub(super) async fn writer(
             return;
         }
         let raft = p.raft.as_ref().expect("a replicated partition");
+        let chunk = p.seed.borrow_mut().take();
+        if let Some((log_start, batches)) = chunk {
+            apply_seed(&ctx, &p, log_start, &batches).await;
+            continue;
+        }
         let work = {
             let topic_log = p.log.borrow();
             let mut r = raft.borrow_mut();
@@ -196,17 +206,17 @@ async fn compact(p: &DataPartition, log: &mut RaftLog<GlommioDir>, index: u64, e
     tracing::debug!(topic = %p.topic.name, partition = p.partition, index, end, "raft log compacted");
 }
 
-/// A leader's snapshot reached this replica: its index is past everything this replica holds in
-/// its Raft log. That happens only to a replica that lost its disk (compaction points are what
-/// every replica held), and the snapshot does not carry the records.
+/// A leader's snapshot was installed: its index is past everything this replica held in its
+/// Raft log. [`step`] takes only a snapshot whose topic log end is this log's (a replica short of
+/// it is re-seeded first), so a mismatch here is a broken invariant, and serving on would serve
+/// a log with a hole.
 fn check_snapshot(p: &DataPartition, snap: &replication::LogSnapshot) {
     let end = replication::topic::snapshot_end(&snap.data);
     let have = p.log.borrow().next_offset();
     if end != Some(have) {
         panic!(
-            "{}-{}: the leader sent a Raft snapshot at index {} (topic log end {end:?}) and this \
-             replica's topic log ends at {have}: it lost records the others hold, and a \
-             replica cannot be re-seeded from the others yet; stopping this node",
+            "{}-{}: a Raft snapshot at index {} (topic log end {end:?}) was installed and this \
+             replica's topic log ends at {have}; stopping this node",
             p.topic.name, p.partition, snap.index
         );
     }
@@ -253,40 +263,156 @@ pub(super) async fn open(
     ))
 }
 
-/// Step a peer's message; false if it does not decode or step, or is a snapshot this replica
-/// must not take.
-///
-/// A leader's snapshot carries no records, only the topic log's end at its index
-/// ([`replication::topic::snapshot_end`]); a replica whose topic log (ending at `log_end`)
-/// does not end there would be left with a hole. That is a replica added to the partition
-/// (a node that joined the cluster) after the others compacted their Raft logs: it is not
-/// taken, so the new replica stays a learner (never counted in a majority, out of the ISR) and
-/// the partition keeps its older replicas, until re-seeding a replica from the others'
-/// topic logs is built. Logged once in a while.
-pub(super) fn step(raft: &RefCell<TopicReplica>, message: &[u8], log_end: u64) -> bool {
+/// Step a peer's Raft message. A snapshot past the records this replica holds (it was added to
+/// the partition, a node that joined the cluster, after the others compacted their Raft logs)
+/// is not taken: the replica asks the snapshot's sender for the records first
+/// (`replication::topic::TopicReplica::step`, [`seed`]). Refusals are logged once in a while.
+pub(super) fn step(ctx: &ClusterCtx, p: &DataPartition, message: &[u8]) {
+    let Some(raft) = &p.raft else { return };
     let Ok(m) = replication::decode(message) else {
-        return false;
+        return;
     };
-    if m.get_msg_type() == replication::eraftpb::MessageType::MsgSnapshot {
-        let end = replication::topic::snapshot_end(replication::shell_snapshot_data(
-            m.get_snapshot().get_data(),
-        ));
-        let ahead = m.get_snapshot().get_metadata().index > raft.borrow().replica().last_index();
-        if ahead && end != Some(log_end) {
-            static REFUSED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-            let n = REFUSED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let log_end = p.log.borrow().next_offset();
+    let now = crate::raft_io::mono_ms();
+    let stepped = raft.borrow_mut().step(m, log_end, now);
+    match stepped {
+        Stepped::Taken => {}
+        Stepped::Seed { to, request } => {
+            if let Some(request) = request {
+                tracing::debug!(topic = %p.topic.name, partition = p.partition, from = to, log_end, "re-seeding: records asked for");
+                (ctx.seed)(to, p.topic.id, p.partition, &request);
+            }
+        }
+        Stepped::Refused => {
+            static REFUSED: AtomicU64 = AtomicU64::new(0);
+            let n = REFUSED.fetch_add(1, Ordering::Relaxed);
             if n % 100 == 0 {
                 tracing::warn!(
-                    snapshot_end = ?end,
+                    topic = %p.topic.name,
+                    partition = p.partition,
                     log_end,
                     refused_so_far = n + 1,
-                    "a replicated topic partition's leader sent a snapshot past this replica's \
-                     records (it joined after the others compacted): not taken; this replica \
-                     stays a learner, as re-seeding a replica's records is not built"
+                    "a replicated topic partition's Raft message was refused (a snapshot behind \
+                     this replica's records, or one Raft does not take)"
                 );
             }
-            return false;
         }
     }
-    raft.borrow_mut().replica_mut().step(m).is_ok()
+    if raft.borrow().replica().has_work() {
+        p.kick.notify_all();
+    }
+}
+
+/// A re-seeding message from node `from` ([`SeedMsg`]). A request is answered from this
+/// replica's topic log (everything in it up to the high watermark is committed, on a leader as
+/// on a follower): whole batches from the asked offset (or this log's start, if later) up to the
+/// asked end, at most [`SEED_CHUNK_BYTES`] (or one larger batch). A chunk is handed to the
+/// writer ([`apply_seed`]) if this replica is being re-seeded, and dropped otherwise.
+pub(super) async fn seed(ctx: &ClusterCtx, p: &DataPartition, from: NodeId, message: &[u8]) {
+    let Some(raft) = &p.raft else { return };
+    let msg = match decode_seed(message) {
+        Ok(m) => m,
+        Err(why) => {
+            tracing::warn!(topic = %p.topic.name, partition = p.partition, from, %why, "a re-seeding message does not decode; dropped");
+            return;
+        }
+    };
+    match msg {
+        SeedMsg::Request { from: offset, upto } => {
+            let (plan, start) = {
+                let log = p.log.borrow();
+                let start = log.log_start_offset();
+                let bound = upto.min(log.high_watermark());
+                (
+                    log.read_upto(offset.max(start), SEED_CHUNK_BYTES, true, bound),
+                    start,
+                )
+            };
+            // Nothing to send (asked past what this replica holds): the asker asks again, of
+            // the next snapshot's sender.
+            let Read::Data(plan) = plan else { return };
+            match plan.read().await {
+                Ok(batches) => {
+                    let chunk = encode_seed(&SeedMsg::Chunk {
+                        from: offset,
+                        log_start: start,
+                        batches: &batches,
+                    });
+                    (ctx.seed)(from, p.topic.id, p.partition, &chunk);
+                }
+                Err(e) => {
+                    tracing::warn!(topic = %p.topic.name, partition = p.partition, error = %e, "re-seeding: reading the topic log failed");
+                }
+            }
+        }
+        SeedMsg::Chunk {
+            log_start, batches, ..
+        } => {
+            if raft.borrow().seeding() {
+                *p.seed.borrow_mut() = Some((log_start, batches.to_vec()));
+                p.kick.notify_all();
+            }
+        }
+    }
+}
+
+/// Append a re-seeding chunk (the sender's log start, whole batches) to the topic log, as a
+/// follower appends committed entries, then ask for the next one. A chunk that starts after
+/// this log's end (the sender's log starts later: retention or DeleteRecords) restarts this
+/// log empty at the chunk's first offset and moves its start to the sender's. A chunk that does
+/// not follow the log (a stale or repeated answer) appends nothing and the next request asks
+/// from this log's end again.
+async fn apply_seed(ctx: &ClusterCtx, p: &DataPartition, log_start: u64, batches: &[u8]) {
+    let raft = p.raft.as_ref().expect("a replicated partition");
+    let first = match storage::batch::peek_batch(batches, 0, batches.len().max(61)) {
+        Ok(storage::batch::Peek::Batch(h)) => Some(h.base_offset),
+        _ => None,
+    };
+    let restart = {
+        let log = p.log.borrow();
+        first.filter(|&b| {
+            b > log.next_offset() && !log.has_pending() && log.high_watermark() == log.next_offset()
+        })
+    };
+    let fail = |what: &str, e: &dyn std::fmt::Display| -> ! {
+        panic!(
+            "{}-{}: re-seeding: {what} failed ({e}); stopping this node",
+            p.topic.name, p.partition
+        )
+    };
+    if let Some(base) = restart {
+        if let Err(e) = TopicLog::restart_at(&p.log, base).await {
+            fail("restarting the topic log", &e);
+        }
+        tracing::info!(topic = %p.topic.name, partition = p.partition, offset = base, "re-seeding: the topic log restarts where the sender's starts");
+    }
+    let staged = p.log.borrow_mut().stage_replicated(batches);
+    match staged {
+        Ok(end) => {
+            if let Err(e) = TopicLog::flush_upto(&p.log, end).await {
+                fail("writing the topic log", &e);
+            }
+            let (start, hw) = {
+                let log = p.log.borrow();
+                (log.log_start_offset(), log.high_watermark())
+            };
+            if log_start > start && log_start <= hw {
+                if let Err(e) = TopicLog::delete_records(&p.log, log_start).await {
+                    fail("moving the log start", &e);
+                }
+            }
+            p.changed.notify_all();
+        }
+        Err(e) => {
+            tracing::debug!(topic = %p.topic.name, partition = p.partition, why = %e.message(), "re-seeding: a chunk that does not follow the log; asked again");
+        }
+    }
+    let log_end = p.log.borrow().next_offset();
+    let next = raft.borrow_mut().seeded(log_end, crate::raft_io::mono_ms());
+    match next {
+        Some((to, request)) => (ctx.seed)(to, p.topic.id, p.partition, &request),
+        None => {
+            tracing::info!(topic = %p.topic.name, partition = p.partition, log_end, "re-seeding: every record the snapshot stands for is held")
+        }
+    }
 }

@@ -171,25 +171,39 @@ impl DataStore {
         }
     }
 
-    /// A peer's Raft message for a replicated partition this shard owns.
-    async fn step(self: &Rc<Self>, topic: Arc<Topic>, partition: i32, message: Vec<u8>) {
-        // A replica open here goes on hearing its group after this node was removed from the
-        // cluster: a leader handing over (`Replica::follow_members`) needs its peers' answers.
+    /// The replicated partition a peer's message is for, opened if need be; None if this node
+    /// holds no replica of it. A replica open here goes on hearing its group after this node was
+    /// removed from the cluster: a leader handing over (`Replica::follow_members`) needs its
+    /// peers' answers.
+    async fn replica_for_peer(
+        self: &Rc<Self>,
+        topic: &Arc<Topic>,
+        partition: i32,
+    ) -> Option<(Rc<DataPartition>, Rc<ClusterCtx>)> {
         let open_here = matches!(
             self.parts.borrow().get(&(topic.id, partition)),
             Some(Slot::Ready(p)) if p.raft.is_some()
         );
-        if !open_here && self.raft_voters(&topic, partition).is_none() {
-            return;
+        if !open_here && self.raft_voters(topic, partition).is_none() {
+            return None;
         }
-        let Ok(p) = self.partition(&topic, partition).await else {
-            return;
-        };
-        if let Some(raft) = &p.raft {
-            let end = p.log.borrow().next_offset();
-            if super::replica::step(raft, &message, end) && raft.borrow().replica().has_work() {
-                p.kick.notify_all();
-            }
+        let p = self.partition(topic, partition).await.ok()?;
+        let ctx = self.cluster.borrow().clone()?;
+        Some((p, ctx))
+    }
+
+    /// A peer's Raft message for a replicated partition this shard owns.
+    async fn step(self: &Rc<Self>, topic: Arc<Topic>, partition: i32, message: Vec<u8>) {
+        if let Some((p, ctx)) = self.replica_for_peer(&topic, partition).await {
+            super::replica::step(&ctx, &p, &message);
+        }
+    }
+
+    /// A peer's re-seeding message for a replicated partition this shard owns (a request for
+    /// records this replica holds, or a chunk of them for this replica).
+    async fn seed(self: &Rc<Self>, topic: Arc<Topic>, partition: i32, from: u64, message: Vec<u8>) {
+        if let Some((p, ctx)) = self.replica_for_peer(&topic, partition).await {
+            super::replica::seed(&ctx, &p, from, &message).await;
         }
     }
 
@@ -262,6 +276,15 @@ impl DataStore {
                     message,
                 } => {
                     me.step(topic, partition, message).await;
+                    DataReply::Stepped
+                }
+                DataOp::Seed {
+                    topic,
+                    partition,
+                    from,
+                    message,
+                } => {
+                    me.seed(topic, partition, from, message).await;
                     DataReply::Stepped
                 }
             }
@@ -380,6 +403,7 @@ impl DataStore {
             failures: Cell::new(0),
             closed: Cell::new(false),
             raft,
+            seed: RefCell::new(None),
         });
         match raft_writer {
             Some((raft_log, ctx)) => {

@@ -21,8 +21,10 @@
 //! its client endpoints (u16 count, each a u16-length listener
 //! name, a u16-length host and an i32 port) so FindCoordinator here can name it. Every later
 //! payload is one raft-rs message (`replication::encode`); partition −2 is the cluster's metadata
-//! log (`runtime::metadata_log`, on shard 0). A frame longer than
-//! [`MAX_FRAME_BYTES`], a bad hello or a partition out of range closes the connection.
+//! log (`runtime::metadata_log`, on shard 0), −3 a replicated topic partition's
+//! ([`TOPIC_PARTITION`]), −4 a topic partition's re-seeding message ([`TOPIC_SEED`]). A frame
+//! longer than [`MAX_FRAME_BYTES`], a bad hello or a partition out of range closes the
+//! connection.
 //!
 //! Must not: interpret a Raft message (the partition's replica does), or block a shard on a peer:
 //! a send never waits, and a slow or dead peer costs only its own bounded queue.
@@ -41,8 +43,9 @@ use std::time::Duration;
 
 /// `RLRAFT` and the node-to-node version: 02 since every Raft message carries its sender's
 /// configuration epoch and a snapshot its configuration's (`replication::Replica::conf_epoch`),
-/// which a node of version 01 would not strip.
-pub const HELLO_MAGIC: &[u8; 8] = b"RLRAFT02";
+/// which a node of version 01 would not strip; 03 since re-seeding frames ([`TOPIC_SEED`]),
+/// which a node of version 02 would close the connection over.
+pub const HELLO_MAGIC: &[u8; 8] = b"RLRAFT03";
 /// The largest frame: one append message (`replication::MAX_MESSAGE_BYTES` of entries) plus its
 /// envelope.
 pub const MAX_FRAME_BYTES: usize = {
@@ -186,11 +189,24 @@ impl Links {
     /// of [`TOPIC_PARTITION`] whose payload starts with the topic id and the partition. Never
     /// waits, like [`Self::send`].
     pub fn send_topic(&self, to: NodeId, topic: uuid::Uuid, partition: i32, msg: &[u8]) {
+        self.send_topic_frame(to, TOPIC_PARTITION, topic, partition, msg);
+    }
+
+    /// Queue a frame of `kind` ([`TOPIC_PARTITION`] or [`TOPIC_SEED`]) for a topic partition:
+    /// the topic id, the partition, then `msg`. Never waits, like [`Self::send`].
+    pub fn send_topic_frame(
+        &self,
+        to: NodeId,
+        kind: i32,
+        topic: uuid::Uuid,
+        partition: i32,
+        msg: &[u8],
+    ) {
         let mut framed = Vec::with_capacity(20 + msg.len());
         framed.extend_from_slice(topic.as_bytes());
         framed.extend_from_slice(&partition.to_be_bytes());
         framed.extend_from_slice(msg);
-        self.send(to, TOPIC_PARTITION, &framed);
+        self.send(to, kind, &framed);
     }
 
     /// Messages dropped so far (link down or full), over every peer.
@@ -404,6 +420,11 @@ pub const METADATA_PARTITION: i32 = -2;
 /// metadata log is behind) drops the message, as a lost one.
 pub const TOPIC_PARTITION: i32 = -3;
 
+/// The partition number of a re-seeding message of a replicated topic partition
+/// (`replication::topic::SeedMsg`): the payload is the topic id, the partition, then the
+/// message; handed to the owning shard as [`TOPIC_PARTITION`]'s are.
+pub const TOPIC_SEED: i32 = -4;
+
 /// Where this shard steps a message of [`METADATA_PARTITION`]: the metadata log's, once it is
 /// open (set by the server; a function, so this module does not depend on the log's). Before
 /// that, such messages are dropped, as lost ones (Raft resends).
@@ -555,7 +576,7 @@ async fn read_loop(
             }
             continue;
         }
-        if partition == TOPIC_PARTITION {
+        if partition == TOPIC_PARTITION || partition == TOPIC_SEED {
             if buf.len() < 20 {
                 return Err(format!(
                     "node {node} sent a topic message of {} bytes",
@@ -571,10 +592,20 @@ async fn read_loop(
                 continue;
             }
             let owner = crate::data::owner_shard(&topic.name, p, router.shards());
-            let op = crate::data::DataOp::Raft {
-                topic,
-                partition: p,
-                message: buf.split_off(20),
+            let message = buf.split_off(20);
+            let op = if partition == TOPIC_SEED {
+                crate::data::DataOp::Seed {
+                    topic,
+                    partition: p,
+                    from: node,
+                    message,
+                }
+            } else {
+                crate::data::DataOp::Raft {
+                    topic,
+                    partition: p,
+                    message,
+                }
             };
             while outstanding.get() >= MAX_FORWARDS {
                 glommio::timer::sleep(Duration::from_millis(1)).await;
@@ -655,7 +686,7 @@ mod tests {
         older[..8].copy_from_slice(b"RLRAFT01");
         assert!(parse_hello(&older)
             .unwrap_err()
-            .contains("version 01 (this node speaks 02)"));
+            .contains("version 01 (this node speaks 03)"));
         let mut long = f[8..].to_vec();
         long.push(0);
         assert!(parse_hello(&long).unwrap_err().contains("trailing"));

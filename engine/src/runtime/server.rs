@@ -567,9 +567,19 @@ fn start_replicas(
     let links = crate::runtime::peers::Links::start(&cluster, hello, shutdown.clone());
     let tick_links = links.clone();
     let topic_links = links.clone();
+    let seed_links = links.clone();
     exec.store.set_cluster(crate::data::replica::ClusterCtx {
         send: Rc::new(move |to, topic, partition, msg: &[u8]| {
             topic_links.send_topic(to, topic, partition, msg)
+        }),
+        seed: Rc::new(move |to, topic, partition, msg: &[u8]| {
+            seed_links.send_topic_frame(
+                to,
+                crate::runtime::peers::TOPIC_SEED,
+                topic,
+                partition,
+                msg,
+            )
         }),
         cluster: cluster.clone(),
         shards: shard.router.shards(),
