@@ -1105,21 +1105,14 @@ impl<D: LogDir + Clone> TopicLog<D> {
     /// Move the log start offset to `offset` (DeleteRecords; `offset` <= high watermark) and
     /// remove the segments wholly before it. The new start is durable before this returns.
     pub async fn delete_records(this: &RefCell<Self>, offset: u64) -> io::Result<u64> {
-        let (target, file) = {
+        let (target, dir) = {
             let me = this.borrow();
             if offset <= me.log_start {
                 return Ok(me.log_start);
             }
             (offset.min(me.high_watermark), me.dir.clone())
         };
-        let file = file.open(START_FILE).await?;
-        let mut rec = Vec::with_capacity(16);
-        rec.extend_from_slice(START_MAGIC);
-        rec.extend_from_slice(&target.to_be_bytes());
-        let crc = crc32c::crc32c(&rec);
-        rec.extend_from_slice(&crc.to_be_bytes());
-        file.write_at(0, rec).await?;
-        file.sync().await?;
+        write_start_file(&dir, target).await?;
         {
             let mut me = this.borrow_mut();
             me.log_start = target;
@@ -1150,14 +1143,7 @@ impl<D: LogDir + Clone> TopicLog<D> {
             );
         }
         let dir = this.borrow().dir.clone();
-        let file = dir.open(START_FILE).await?;
-        let mut rec = Vec::with_capacity(16);
-        rec.extend_from_slice(START_MAGIC);
-        rec.extend_from_slice(&offset.to_be_bytes());
-        let crc = crc32c::crc32c(&rec);
-        rec.extend_from_slice(&crc.to_be_bytes());
-        file.write_at(0, rec).await?;
-        file.sync().await?;
+        write_start_file(&dir, offset).await?;
         let names: Vec<String> = {
             let mut me = this.borrow_mut();
             me.log_start = offset;
@@ -1339,6 +1325,18 @@ fn end_transaction(p: &mut Producer, txns: &mut Txns, pid: i64, commit: bool, ma
             stable_after,
         });
     }
+}
+
+/// Make `offset` the log start durably: [`START_MAGIC`], the offset, a CRC-32C of both.
+async fn write_start_file<D: LogDir>(dir: &D, offset: u64) -> io::Result<()> {
+    let file = dir.open(START_FILE).await?;
+    let mut rec = Vec::with_capacity(16);
+    rec.extend_from_slice(START_MAGIC);
+    rec.extend_from_slice(&offset.to_be_bytes());
+    let crc = crc32c::crc32c(&rec);
+    rec.extend_from_slice(&crc.to_be_bytes());
+    file.write_at(0, rec).await?;
+    file.sync().await
 }
 
 async fn read_start_file<D: LogDir>(dir: &D) -> io::Result<Option<u64>> {

@@ -393,6 +393,27 @@ impl Sim {
     }
 }
 
+impl Sim {
+    /// Every node's topic log holds the same records, byte for byte, and every acknowledged
+    /// record is there at the offset it was acknowledged with.
+    fn assert_converged(&self, seed: u64) {
+        let (first, bytes) = self.contents(self.ids[0]);
+        for id in &self.ids[1..] {
+            let (records, other) = self.contents(*id);
+            assert_eq!(records, first, "seed {seed}: node {id}'s records differ");
+            assert_eq!(other, bytes, "seed {seed}: node {id}'s log bytes differ");
+        }
+        for (value, offset) in &self.acked {
+            assert_eq!(
+                first.get(offset),
+                Some(value),
+                "seed {seed}: the record acknowledged at offset {offset} is gone"
+            );
+        }
+        assert!(!self.acked.is_empty(), "seed {seed}: nothing acknowledged");
+    }
+}
+
 impl Faulty for Sim {
     fn rng(&mut self) -> &mut Rng {
         &mut self.rng
@@ -492,20 +513,7 @@ fn acknowledged_records_survive_faults_and_the_replicas_converge() {
         for _ in 0..200 {
             sim.run_step(0);
         }
-        let (first, bytes) = sim.contents(VOTERS[0]);
-        for id in &VOTERS[1..] {
-            let (records, other) = sim.contents(*id);
-            assert_eq!(records, first, "seed {seed}: node {id}'s records differ");
-            assert_eq!(other, bytes, "seed {seed}: node {id}'s log bytes differ");
-        }
-        for (value, offset) in &sim.acked {
-            assert_eq!(
-                first.get(offset),
-                Some(value),
-                "seed {seed}: the record acknowledged at offset {offset} is gone"
-            );
-        }
-        assert!(!sim.acked.is_empty(), "seed {seed}: nothing acknowledged");
+        sim.assert_converged(seed);
         acked += sim.acked.len();
         compactions += sim.compactions;
     }
@@ -553,19 +561,7 @@ fn a_replica_added_after_compaction_is_re_seeded_through_faults_and_converges() 
             membership.voters.contains(&4),
             "seed {seed}: node 4 never became a voter ({membership:?})"
         );
-        let (first, bytes) = sim.contents(VOTERS[0]);
-        for id in [2, 3, 4] {
-            let (records, other) = sim.contents(id);
-            assert_eq!(records, first, "seed {seed}: node {id}'s records differ");
-            assert_eq!(other, bytes, "seed {seed}: node {id}'s log bytes differ");
-        }
-        for (value, offset) in &sim.acked {
-            assert_eq!(
-                first.get(offset),
-                Some(value),
-                "seed {seed}: acknowledged record at {offset} gone"
-            );
-        }
+        sim.assert_converged(seed);
         chunks += sim.chunks;
         acked += sim.acked.len();
     }
