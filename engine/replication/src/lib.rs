@@ -511,7 +511,17 @@ pub struct Replica {
     /// has applied the current one. Only members are recorded (bounded by [`MAX_VOTERS`] and
     /// the learners).
     peer_epochs: std::collections::HashMap<NodeId, u64>,
+    /// The tick each member was last heard from (any message): a handover goes only to a
+    /// member heard from within [`HEARD_TICKS`]. Only members are recorded, as above.
+    heard_at: std::collections::HashMap<NodeId, u64>,
+    /// The term in which this leader handed leadership to its preferred replica
+    /// ([`Replica::hand_to_preferred`]); if raft-rs gives the handover up (the transferee did
+    /// not take over within an election timeout) this leader steps down, its lease being void.
+    handing_to_preferred: Option<u64>,
 }
+
+/// A handover to a preferred replica goes only to one heard from within this many ticks.
+pub const HEARD_TICKS: u64 = 3;
 
 /// Ticks a leader waits for a follower to answer a snapshot before sending it again.
 pub const SNAPSHOT_RETRY_TICKS: u64 = 3 * ELECTION_TICKS as u64;
@@ -626,6 +636,8 @@ impl Replica {
             lease_void_term: None,
             bad_conf_changes: 0,
             peer_epochs: Default::default(),
+            heard_at: Default::default(),
+            handing_to_preferred: None,
         };
         // The committed configuration changes take effect before raft-rs ticks or counts a
         // vote: a node must not campaign, or count a majority, with the configuration of its
@@ -1072,6 +1084,19 @@ impl Replica {
     pub fn tick(&mut self, now_ms: i64) {
         self.ticks += 1;
         self.raw.tick();
+        let term = self.raw.raft.term;
+        if let Some(t) = self.handing_to_preferred {
+            let leading = self.raw.raft.state == StateRole::Leader && term == t;
+            if !leading {
+                self.handing_to_preferred = None;
+            } else if self.raw.raft.lead_transferee.is_none() {
+                // Given up: the transferee may still campaign with the message it was sent, past
+                // the followers' lease, so this leader's lease stays void for the term. Stepping
+                // down lets an election give the partition a leader that holds one.
+                self.handing_to_preferred = None;
+                self.raw.raft.become_follower(term, raft::INVALID_ID);
+            }
+        }
         if self.raw.raft.state == StateRole::Leader {
             self.raw.read_index(self.ticks.to_be_bytes().to_vec());
             while self
@@ -1208,6 +1233,37 @@ impl Replica {
             && self.confirmed_at.is_some_and(|at| now_ms < at + LEASE_MS)
     }
 
+    /// On the leader: hand leadership to `to`, a partition's preferred leader (Kafka's preferred
+    /// replica election, which `auto.leader.rebalance.enable` triggers), if that can go
+    /// smoothly: `to` is another voter that answered lately and holds every entry this leader
+    /// has, and no configuration change or other handover is under way. True if the handover
+    /// started (raft-rs's MsgTimeoutNow: `to` campaigns at once and wins, this leader's lease
+    /// ends now).
+    pub fn hand_to_preferred(&mut self, to: NodeId) -> bool {
+        let raft = &self.raw.raft;
+        if raft.state != StateRole::Leader
+            || to == self.id()
+            || raft.lead_transferee.is_some()
+            || !self.membership_settled()
+            || !self.membership().is_voter(to)
+        {
+            return false;
+        }
+        // Heard from lately (raft-rs's `recent_active` is cleared on every quorum check, so it
+        // says little about a moment), and holding everything: the transferee can win at once.
+        let last = raft.raft_log.last_index();
+        let heard = self
+            .heard_at
+            .get(&to)
+            .is_some_and(|at| at + HEARD_TICKS >= self.ticks);
+        let ready = heard && raft.prs().get(to).is_some_and(|pr| pr.matched == last);
+        if ready {
+            self.handing_to_preferred = Some(raft.term);
+            self.hand_over(to);
+        }
+        ready
+    }
+
     /// Stand for election now (a node that should lead a partition it prefers, or a test).
     pub fn campaign(&mut self) -> Result<(), raft::Error> {
         self.raw.campaign()
@@ -1221,6 +1277,7 @@ impl Replica {
             if m.from != self.id() && self.membership().contains(m.from) {
                 let known = self.peer_epochs.entry(m.from).or_insert(0);
                 *known = (*known).max(epoch);
+                self.heard_at.insert(m.from, self.ticks);
             }
         }
         // A candidate whose configuration is older than ours gets no vote (see `conf_epoch`):

@@ -236,6 +236,46 @@ impl Placement {
     }
 }
 
+/// `order[at]` if it is a voter, else the first voter after it in `order` (wrapping), else the
+/// first voter.
+fn next_voter(order: &[NodeId], voters: &[NodeId], at: usize) -> NodeId {
+    (0..order.len())
+        .map(|i| order[(at + i) % order.len()])
+        .find(|n| voters.contains(n))
+        .unwrap_or(voters[0])
+}
+
+/// Make `new` the preferred leader of its share of `leaders` (`len / voters`, rounded down),
+/// taking each partition from the node preferred most often (the highest partition of it), so
+/// the fewest partitions move and no node ends with more than it had. Kafka leaves a new
+/// broker empty until a reassignment; here every replicated partition already has a replica on
+/// it (a topic is replicated on every voter), so only its preferred leadership moves, which
+/// the leaders' rebalancing then carries out (`leader.imbalance.check.interval.seconds`).
+fn give_share(leaders: &mut [NodeId], new: NodeId, voters: usize) {
+    let share = leaders.len() / voters.max(1);
+    let mut counts: BTreeMap<NodeId, usize> = BTreeMap::new();
+    for l in leaders.iter() {
+        *counts.entry(*l).or_default() += 1;
+    }
+    while counts.get(&new).copied().unwrap_or(0) < share {
+        // The most preferred node, the lowest id among equals (every node computes the same).
+        let Some((&from, _)) = counts
+            .iter()
+            .filter(|(n, _)| **n != new)
+            .max_by_key(|(n, c)| (**c, std::cmp::Reverse(**n)))
+        else {
+            return;
+        };
+        let p = leaders
+            .iter()
+            .rposition(|l| *l == from)
+            .expect("a counted node prefers a partition");
+        leaders[p] = new;
+        *counts.get_mut(&from).expect("counted") -= 1;
+        *counts.entry(new).or_default() += 1;
+    }
+}
+
 /// The voters `partition`'s Raft group started with: those of the range it falls in
 /// (`PlacedTopic::first_voters`, keyed by each range's first partition), else `bootstrap`.
 fn first_voters_of<'a>(
@@ -284,8 +324,9 @@ pub struct MetadataState {
 
 impl MetadataState {
     /// The state before the first entry: only `offsets` (the internal `__consumer_offsets`,
-    /// whose partitions are Raft groups led wherever their elections go, so it has no placed
-    /// leaders). Every node must start from the same `voters` and `offsets`.
+    /// whose partitions are Raft groups over every voter, preferring voter `p mod n` of
+    /// `voters`: it has no placed leaders until a node joins, see `add_voter`). Every node must
+    /// start from the same `voters` and `offsets`.
     pub fn new(voters: &[NodeId], offsets: Topic) -> Self {
         assert!(!voters.is_empty(), "a cluster has voters");
         assert_eq!(offsets.name, CONSUMER_OFFSETS);
@@ -688,10 +729,23 @@ impl MetadataState {
         self.voters.push(id);
         self.joined.push((id, addr));
         let n = i16::try_from(self.voters.len()).expect("voters are bounded");
+        let (bootstrap, voters) = (&self.bootstrap, &self.voters);
         for t in self.topics.values_mut() {
-            if !t.topic.internal && t.topic.replication_factor > 1 {
+            if t.topic.internal {
+                // `__consumer_offsets` is placed once a node joins: until then each partition
+                // prefers voter `p mod n` of `controller.quorum.voters` (a removed one's
+                // partitions the voter after it), as its replicas campaign at their start.
+                if t.leaders.is_empty() {
+                    t.leaders = (0..t.topic.partitions.max(0) as usize)
+                        .map(|p| next_voter(bootstrap, voters, p % bootstrap.len()))
+                        .collect();
+                }
+            } else if t.topic.replication_factor > 1 {
                 t.topic.replication_factor = n;
+            } else {
+                continue; // a factor-1 partition's one replica does not move
             }
+            give_share(&mut t.leaders, id, voters.len());
         }
         Ok(())
     }
@@ -717,7 +771,8 @@ impl MetadataState {
             )));
         }
         for (name, t) in &self.topics {
-            if t.topic.replication_factor <= 1 {
+            // `__consumer_offsets` has a replica on every voter whatever its factor says.
+            if !t.topic.internal && t.topic.replication_factor <= 1 {
                 if let Some(p) = t.leaders.iter().position(|l| *l == id) {
                     return Err(MetaError::CannotRemove(format!(
                         "Cannot remove node {id}: it holds the only replica of partition {p} of \
@@ -1309,8 +1364,20 @@ mod tests {
         assert!(s.removed().is_empty());
         let orders = s.topic("orders").unwrap();
         assert_eq!(orders.topic.replication_factor, 4, "a replica on it too");
-        assert_eq!(orders.leaders, [1, 2, 3], "placed partitions stay");
+        assert_eq!(orders.leaders, [1, 2, 3], "too few partitions for a share");
         assert_eq!(s.topic("solo").unwrap().topic.replication_factor, 1);
+        // __consumer_offsets, preferred by position in controller.quorum.voters until now, is
+        // placed: node 7 is preferred for its share (50 / 4 = 12), taken from the others' last
+        // partitions, the rest stay.
+        let off = &s.topic(CONSUMER_OFFSETS).unwrap().leaders;
+        let count = |n| off.iter().filter(|l| **l == n).count();
+        assert_eq!([count(1), count(2), count(3), count(7)], [12, 13, 13, 12]);
+        let moved = (0..50).filter(|p| off[*p] != [1, 2, 3][p % 3]).count();
+        assert_eq!(moved, 12, "only node 7's share moves");
+        assert!(off
+            .iter()
+            .enumerate()
+            .all(|(p, l)| *l == 7 || *l == [1, 2, 3][p % 3]));
         assert!(matches!(
             run(&mut s, add(8, "127.0.0.1:19107")),
             Err(MetaError::CannotAdd(m)) if m.contains("another node's")
@@ -1328,6 +1395,10 @@ mod tests {
         assert_eq!(s.topic("orders").unwrap().topic.replication_factor, 3);
         assert_eq!(s.voters(), [1, 2, 3]);
         assert_eq!(s.topic("wide").unwrap().leaders, [1, 2, 3, 1, 1]);
+        assert!(
+            !s.topic(CONSUMER_OFFSETS).unwrap().leaders.contains(&7),
+            "its offsets partitions go to the voter after it"
+        );
         assert!(matches!(
             run(&mut s, add(7, "127.0.0.1:19107")),
             Err(MetaError::CannotAdd(m)) if m.contains("never a member twice")
@@ -1338,6 +1409,14 @@ mod tests {
             "a removed node's address serves a new node"
         );
         assert_eq!(s.voters(), [1, 2, 3, 8]);
+        let orders = s.topic("orders").unwrap();
+        assert_eq!(orders.leaders, [1, 2, 3]);
+        let wide = &s.topic("wide").unwrap().leaders;
+        assert_eq!(
+            wide,
+            &[1, 2, 3, 1, 8],
+            "node 1 preferred most: one of its partitions moves"
+        );
         assert!(matches!(
             run(&mut s, add(3, "127.0.0.1:1")),
             Err(MetaError::DuplicateVoter(..))
