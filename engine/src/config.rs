@@ -151,7 +151,12 @@ pub struct NoEffect {
 
 /// Keys that have no effect on a single node but do on a cluster (checked by
 /// `check_cluster_replication`, so not announced as without effect there).
-const CLUSTER_EFFECT: &[&str] = &["offsets.topic.replication.factor", "min.insync.replicas"];
+const CLUSTER_EFFECT: &[&str] = &[
+    "offsets.topic.replication.factor",
+    "min.insync.replicas",
+    "auto.leader.rebalance.enable",
+    "leader.imbalance.check.interval.seconds",
+];
 
 /// Every key Kafka 4.4's broker defines (`KafkaConfig.configDef().names()`, printed from the
 /// `kafka_2.13` 4.4.0 jar), so that a Kafka key this broker does not implement is told apart
@@ -188,7 +193,8 @@ const NO_EFFECT: &[(&str, &str)] = &[
     ("min.insync.replicas", SINGLE_NODE),
     ("replica.", SINGLE_NODE),
     ("auto.leader.rebalance.enable", SINGLE_NODE),
-    ("leader.imbalance.", SINGLE_NODE),
+    ("leader.imbalance.check.interval.seconds", SINGLE_NODE),
+    ("leader.imbalance.per.broker.percentage", "Kafka 4's KRaft controller does not read it either: every leader.imbalance.check.interval.seconds it moves each partition whose preferred replica is in sync back to it (ReplicationControlManager.maybeBalancePartitionLeaders), and so does a Ringleader cluster"),
     ("unclean.leader.election.enable", SINGLE_NODE),
     ("num.replica.fetchers", SINGLE_NODE),
     ("num.network.threads", THREADS),
@@ -1557,6 +1563,7 @@ impl Config {
         }
         self.check_quorum_voters()?;
         self.check_cluster_replication()?;
+        self.leader_rebalance_ms()?;
         // Ringleader's short interval for reconciling members is never the longer one. Checked
         // only when given: its default (100) must not refuse a broker whose heartbeat interval
         // was set below it; there it gives way to the interval (as it does to a group's own
@@ -1708,6 +1715,36 @@ impl Config {
             }
         }
         Ok(())
+    }
+
+    /// How often a cluster's leaders hand their partitions back to the preferred replicas
+    /// (`auto.leader.rebalance.enable`, default true, every
+    /// `leader.imbalance.check.interval.seconds`, default 300, as Kafka's controller does), in
+    /// milliseconds; None when off. A value Kafka would refuse is refused.
+    pub fn leader_rebalance_ms(&self) -> Result<Option<u64>, ConfigError> {
+        let value = |key: &str| self.no_effect.iter().find(|n| n.key == key);
+        let bad = |n: &NoEffect, reason: &str| ConfigError::BadValue {
+            key: n.key.clone(),
+            value: n.value.clone(),
+            reason: reason.into(),
+            source_desc: n.source_desc.clone(),
+        };
+        if let Some(n) = value("auto.leader.rebalance.enable") {
+            match n.value.trim().to_ascii_lowercase().as_str() {
+                "true" => {}
+                "false" => return Ok(None),
+                _ => return Err(bad(n, "not a boolean (true or false)")),
+            }
+        }
+        let seconds = match value("leader.imbalance.check.interval.seconds") {
+            None => 300,
+            Some(n) => match n.value.trim().parse::<i64>() {
+                Ok(v) if v >= 1 => v as u64,
+                Ok(_) => return Err(bad(n, "must be at least 1")),
+                Err(_) => return Err(bad(n, "not an integer")),
+            },
+        };
+        Ok(Some(seconds.saturating_mul(1000)))
     }
 
     /// `controller.quorum.voters`, parsed.
@@ -2960,6 +2997,32 @@ mod tests {
                 "{kv} announced as without effect"
             );
         }
+        // Leader rebalancing: on by default every 300 s, as Kafka; off, or another interval.
+        assert_eq!(c.leader_rebalance_ms().unwrap(), Some(300_000));
+        for (kv, want) in [
+            (
+                "leader.imbalance.check.interval.seconds=2",
+                Some(Some(2_000)),
+            ),
+            ("auto.leader.rebalance.enable=false", Some(None)),
+            ("auto.leader.rebalance.enable=TRUE", Some(Some(300_000))),
+            ("auto.leader.rebalance.enable=yes", None),
+            ("leader.imbalance.check.interval.seconds=0", None),
+            ("leader.imbalance.check.interval.seconds=soon", None),
+        ] {
+            let mut c = c.clone();
+            set(&mut c, kv);
+            assert_eq!(c.validate().is_ok(), want.is_some(), "{kv}");
+            if let Some(want) = want {
+                assert_eq!(c.leader_rebalance_ms().unwrap(), want, "{kv}");
+                assert!(c.accepted_without_effect().is_empty(), "{kv} announced");
+            }
+        }
+        let mut pct = c.clone();
+        set(&mut pct, "leader.imbalance.per.broker.percentage=10");
+        assert!(pct.accepted_without_effect()[0]
+            .reason
+            .contains("KRaft controller"));
         // The same keys on one node: accepted and announced.
         let mut one = Config::default();
         set(&mut one, "min.insync.replicas=3");

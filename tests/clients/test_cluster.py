@@ -1101,3 +1101,87 @@ def test_a_node_joins_a_compacted_cluster_and_takes_its_offsets_by_snapshot(comp
     assert got and [v[:7] for v in got] == [b"w%06d" % i for i in range(wide)], (len(got), wide)
     for n in (nodes[holder - 1], four):
         assert "panicked" not in n.log_text(), n.log_tail()
+
+
+def leaders_of(node: Broker, name: str) -> dict[int, int]:
+    """partition -> leader of `name` as `node`'s Metadata tells it ({} while it cannot answer)."""
+    try:
+        return {p: l for p, (l, _) in partition_leaders(node, name).items()}
+    except Exception:
+        return {}
+
+
+def test_leadership_goes_back_to_the_preferred_replicas_and_to_a_joined_node(tmp_path):
+    """Kafka's automatic preferred leader election (`auto.leader.rebalance.enable`, every
+    `leader.imbalance.check.interval.seconds`, 1 s here): a node killed loses its partitions'
+    leadership to the others; restarted and caught up, it leads its preferred partitions again
+    (each `__consumer_offsets` partition p prefers node p mod 3 + 1, a topic's partitions the
+    nodes the metadata log placed them on). A fourth node added with AddRaftVoter becomes the
+    preferred leader of its share (12 of the 50 offsets partitions, 2 of the topic's 8) and
+    takes their leadership; every acknowledged commit survives the moves."""
+    import re
+
+    nodes = start_cluster(tmp_path, ["leader.imbalance.check.interval.seconds=1"])
+    try:
+        bootstrap = ",".join(n.bootstrap for n in nodes)
+        create_topic(nodes, TOPIC, 1)
+        create_topic(nodes, "spread", 8, replication_factor=3)
+        wait_until(lambda: replicated_settled(nodes, "spread"), 30, "spread led")
+        preferred = {p: l for p, (l, _) in partition_leaders(nodes[0], "spread").items()}
+        assert sorted(set(preferred.values())) == [1, 2, 3], preferred
+        offsets_preferred = {p: p % 3 + 1 for p in range(50)}
+
+        def offsets_led_as_preferred(node, want):
+            got = leaders_of(node, "__consumer_offsets")
+            return len(got) == 50 and all(got[p] == want[p] for p in range(50))
+        wait_until(lambda: offsets_led_as_preferred(nodes[0], offsets_preferred), 60,
+                   "every offsets partition led by its preferred node")
+        c = consumer(bootstrap)
+        acked = 1
+        commit_until_acked(c, acked)
+
+        nodes[1].kill()
+        wait_until(lambda: 2 not in leaders_of(nodes[0], "spread").values()
+                   and 2 not in leaders_of(nodes[0], "__consumer_offsets").values(), 30,
+                   "node 2's partitions led elsewhere")
+        acked += 1
+        commit_until_acked(c, acked)
+        nodes[1].start()
+        wait_until(lambda: leaders_of(nodes[0], "spread") == preferred
+                   and offsets_led_as_preferred(nodes[0], offsets_preferred), 60,
+                   "node 2 leads its preferred partitions again")
+        assert "handed to the preferred replicas" in nodes[0].log_text() + nodes[2].log_text()
+        acked += 1
+        commit_until_acked(c, acked)
+
+        voters = next(s for s in nodes[0].sets if s.startswith("controller.quorum.voters="))
+        four = Broker(data_dir=tmp_path / "node4", log_path=tmp_path / "node4.log", listeners=["CONTROLLER"],
+                      sets=["node.id=4", voters, f"cluster.id={CLUSTER_ID}",
+                            "leader.imbalance.check.interval.seconds=1"])
+        four.start()
+        nodes.append(four)
+        found = re.search(r"directory_id=([0-9a-f-]{36})", four.log_text())
+        assert found, four.log_tail()
+        directory = bytes.fromhex(found.group(1).replace("-", ""))
+        assert add_raft_voter(nodes[0], 4, directory, four.listener("CONTROLLER")) == (0, "NONE")
+
+        def four_leads_its_share():
+            off = leaders_of(four, "__consumer_offsets")
+            spread = leaders_of(four, "spread")
+            return (sum(1 for l in off.values() if l == 4) == 12
+                    and sum(1 for l in spread.values() if l == 4) == 2)
+        wait_until(four_leads_its_share, 90, "node 4 leads its share")
+        off = leaders_of(four, "__consumer_offsets")
+        # Only node 4's share moved: every other partition is led by the node it preferred.
+        assert all(l in (4, offsets_preferred[p]) for p, l in off.items()), off
+        spread = leaders_of(four, "spread")
+        assert all(l in (4, preferred[p]) for p, l in spread.items()), spread
+        acked += 1
+        commit_until_acked(c, acked)
+        c.close()
+        assert committed(four.bootstrap) == acked
+        for n in nodes:
+            assert "panicked" not in n.log_text(), n.log_tail()
+    finally:
+        for n in nodes:
+            n.kill()

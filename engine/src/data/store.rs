@@ -192,6 +192,26 @@ impl DataStore {
         Some((p, ctx))
     }
 
+    /// Kafka's automatic preferred leader election, for the replicated topic partitions open
+    /// here that this node leads: each hands its leadership to the node the metadata log placed
+    /// it on (`Topics::placed`) when that replica is a voter in sync. Returns how many
+    /// handovers started.
+    pub fn hand_to_preferred(&self) -> usize {
+        let mut started = 0;
+        for slot in self.parts.borrow().values() {
+            let Slot::Ready(p) = slot else { continue };
+            let Some(raft) = &p.raft else { continue };
+            let Some(to) = self.broker.topics.placed(&p.topic, p.partition) else {
+                continue;
+            };
+            if raft.borrow_mut().replica_mut().hand_to_preferred(to) {
+                started += 1;
+                p.kick.notify_all();
+            }
+        }
+        started
+    }
+
     /// A peer's Raft message for a replicated partition this shard owns.
     async fn step(self: &Rc<Self>, topic: Arc<Topic>, partition: i32, message: Vec<u8>) {
         if let Some((p, ctx)) = self.replica_for_peer(&topic, partition).await {

@@ -293,6 +293,25 @@ impl ReplicaSet {
         }
     }
 
+    /// Kafka's automatic preferred leader election, for the partitions this shard leads: each
+    /// hands its leadership to its preferred replica (`preferred(p)`) when that replica is a
+    /// voter in sync (`Replica::hand_to_preferred`). Returns how many handovers started. The
+    /// groups then move as on any change of leader (the new leader loads the partition, classic
+    /// members rejoin).
+    pub fn hand_to_preferred(&self, preferred: impl Fn(i32) -> Option<u64>) -> usize {
+        let mut started = 0;
+        for (idx, slot) in self.slots.iter().enumerate() {
+            let Some(to) = preferred(slot.partition) else {
+                continue;
+            };
+            if slot.part.borrow_mut().replica_mut().hand_to_preferred(to) {
+                started += 1;
+                self.ring_if_work(idx);
+            }
+        }
+        started
+    }
+
     /// Fire the coordinators' deadlines due at `now` (sessions, join phases, retention).
     pub fn tick(&self, now: i64) {
         for idx in 0..self.slots.len() {

@@ -668,14 +668,46 @@ fn start_replicas(
     });
     let replicas = exec.clone();
     let meta_tick = meta.clone();
+    // Kafka's automatic preferred leader election (`auto.leader.rebalance.enable`): validated at
+    // start, so a bad value never reaches here.
+    let topics_broker = shard.broker.clone();
+    let rebalance_every = topics_broker.config.leader_rebalance_ms().ok().flatten();
+    let next_rebalance = std::cell::Cell::new(crate::runtime::replicated::mono_ms());
     shard.tasks.every("raft ticks", RAFT_TICK, move || {
         // A node the address book learnt since (AddRaftVoter) gets this shard's link at once,
         // so it hears this node's hello (and its client endpoints) before any message.
         tick_links.open_new();
+        let now = crate::runtime::replicated::mono_ms();
+        let rebalance = rebalance_every.is_some_and(|every| {
+            let due = now >= next_rebalance.get() + every as i64;
+            if due {
+                next_rebalance.set(now);
+            }
+            due
+        });
         if let Some(set) = replicas.replicas.as_ref().and_then(|r| r.borrow().clone()) {
             set.raft_tick();
+            if rebalance {
+                let topics = &topics_broker.topics;
+                let n = set.hand_to_preferred(|p| topics.preferred_offsets_leader(p));
+                if n > 0 {
+                    tracing::info!(
+                        partitions = n,
+                        "__consumer_offsets leadership handed to the preferred replicas"
+                    );
+                }
+            }
         }
         replicas.store.raft_tick();
+        if rebalance {
+            let n = replicas.store.hand_to_preferred();
+            if n > 0 {
+                tracing::info!(
+                    partitions = n,
+                    "topic partition leadership handed to the preferred replicas"
+                );
+            }
+        }
         let log = meta_tick.borrow().clone();
         if let Some(log) = log {
             log.raft_tick(crate::runtime::replicated::mono_ms());
