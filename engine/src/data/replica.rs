@@ -39,7 +39,8 @@ pub type SendTopic = Rc<dyn Fn(NodeId, uuid::Uuid, i32, &[u8])>;
 /// leaders are published.
 pub struct ClusterCtx {
     pub send: SendTopic,
-    /// Where re-seeding messages go (`runtime::peers::Links::send_seed`), as `send` for Raft's.
+    /// Where re-seeding messages go (`runtime::peers::Links::send_topic_frame` with
+    /// `TOPIC_SEED`), as `send` for Raft's.
     pub seed: SendTopic,
     pub cluster: Arc<Cluster>,
     pub shards: usize,
