@@ -52,6 +52,9 @@ pub struct QuorumView {
     pub learners: Vec<NodeId>,
     /// On the leader: each member's matched index (its own: its last index). Empty elsewhere.
     pub matched: Vec<(NodeId, u64)>,
+    /// On the leader: each other member's last fetch and last caught-up time (wall clock, ms;
+    /// -1 when not since the leader took over), DescribeQuorum's timestamps. Empty elsewhere.
+    pub activity: Vec<(NodeId, i64, i64)>,
 }
 
 /// A Raft group's configuration as a replica applied it: its voters (both sides of a joint

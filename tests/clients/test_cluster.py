@@ -1103,6 +1103,33 @@ def test_a_node_joins_a_compacted_cluster_and_takes_its_offsets_by_snapshot(comp
         assert "panicked" not in n.log_text(), n.log_tail()
 
 
+def quorum_times(node: Broker, version: int = 1) -> tuple[int, dict[int, tuple[int, int]]]:
+    """DescribeQuorum v0 or v1 (flexible) asked of `node` itself: the metadata log's leader and each
+    voter's (last fetch, last caught-up) timestamps as `node` reports them (v0 has none: -1, -1)."""
+    topics = (uvarint(2) + compact_string("__cluster_metadata")
+              + uvarint(2) + struct.pack(">i", 0) + b"\x00" + b"\x00")
+    payload = struct.pack(">hhi", 55, version, 9) + kstring("ringleader-raw-test") + b"\x00" + topics + b"\x00"
+    with connect(node.bootstrap, timeout=10) as s:
+        s.sendall(struct.pack(">i", len(payload)) + payload)
+        r = Reader(recv_frame(s))
+    assert r.take(">i") == 9
+    assert r.take("B") == 0  # response header v1: no tagged fields
+    assert r.take(">h") == 0  # error_code
+    assert r.take("B") == 2  # one topic
+    n = r.take("B")
+    assert r.take(f"{n - 1}s") == b"__cluster_metadata"
+    assert r.take("B") == 2  # one partition
+    _partition, err, leader, _epoch, _hw = r.take(">ihiiq")
+    assert err == 0
+    times = {}
+    for _ in range(r.take("B") - 1):  # current voters
+        replica, _leo = r.take(">iq")
+        fetched, caught_up = r.take(">qq") if version >= 1 else (-1, -1)
+        assert r.take("B") == 0  # tagged fields
+        times[replica] = (fetched, caught_up)
+    return leader, times
+
+
 def leaders_of(node: Broker, name: str) -> dict[int, int]:
     """partition -> leader of `name` as `node`'s Metadata tells it ({} while it cannot answer)."""
     try:
@@ -1136,6 +1163,18 @@ def test_leadership_goes_back_to_the_preferred_replicas_and_to_a_joined_node(tmp
             return len(got) == 50 and all(got[p] == want[p] for p in range(50))
         wait_until(lambda: offsets_led_as_preferred(nodes[0], offsets_preferred), 60,
                    "every offsets partition led by its preferred node")
+        # DescribeQuorum asked of the metadata log's leader: every voter fetched and was caught up
+        # within the last seconds (Kafka's leader reports both); a follower knows only itself.
+        leader, _ = quorum_times(nodes[0])
+        assert quorum_times(nodes[1], version=0)[0] == leader, "v0 answers too (no v2 field set)"
+        _, times = quorum_times(nodes[leader - 1])
+        now_ms = time.time() * 1000
+        assert sorted(times) == [1, 2, 3], times
+        for replica, (fetched, caught_up) in times.items():
+            assert now_ms - 5000 < fetched <= now_ms + 1000, (replica, times)
+            assert now_ms - 5000 < caught_up <= now_ms + 1000, (replica, times)
+        _, theirs = quorum_times(nodes[leader % 3])  # node leader % 3 + 1, a follower
+        assert sum(1 for f, _ in theirs.values() if f == -1) == 3, theirs
         c = consumer(bootstrap)
         acked = 1
         commit_until_acked(c, acked)

@@ -518,6 +518,9 @@ pub struct Replica {
     /// ([`Replica::hand_to_preferred`]); if raft-rs gives the handover up (the transferee did
     /// not take over within an election timeout) this leader steps down, its lease being void.
     handing_to_preferred: Option<u64>,
+    /// While leading: the tick each member last held every entry this leader had (members
+    /// only, as above).
+    caught_up_at: std::collections::HashMap<NodeId, u64>,
 }
 
 /// A handover to a preferred replica goes only to one heard from within this many ticks.
@@ -638,6 +641,7 @@ impl Replica {
             peer_epochs: Default::default(),
             heard_at: Default::default(),
             handing_to_preferred: None,
+            caught_up_at: Default::default(),
         };
         // The committed configuration changes take effect before raft-rs ticks or counts a
         // vote: a node must not campaign, or count a majority, with the configuration of its
@@ -894,6 +898,33 @@ impl Replica {
         out
     }
 
+    /// On the leader: for each other member, how many ticks ago it was last heard from and last
+    /// held every entry the leader had (None: not since this replica started), by node id
+    /// (DescribeQuorum's fetch and caught-up timestamps). Empty on a follower.
+    pub fn activity(&self) -> Vec<(NodeId, Option<u64>, Option<u64>)> {
+        if self.raw.raft.state != StateRole::Leader {
+            return Vec::new();
+        }
+        let me = self.id();
+        let ago = |at: Option<&u64>| at.map(|at| self.ticks.saturating_sub(*at));
+        let mut out: Vec<_> = self
+            .raw
+            .raft
+            .prs()
+            .iter()
+            .filter(|(id, _)| **id != me)
+            .map(|(id, _)| {
+                (
+                    *id,
+                    ago(self.heard_at.get(id)),
+                    ago(self.caught_up_at.get(id)),
+                )
+            })
+            .collect();
+        out.sort_unstable();
+        out
+    }
+
     /// No membership change is asked for or under way.
     pub fn membership_settled(&self) -> bool {
         self.target.is_none() && !self.raw.raft.has_pending_conf() && !self.membership().is_joint()
@@ -1110,6 +1141,15 @@ impl Replica {
                 self.rounds.pop_front(); // a clock that stopped: still bounded
             }
             self.rounds.push_back((self.ticks, now_ms));
+            let last = self.raw.raft.raft_log.last_index();
+            let me = self.id();
+            for (id, pr) in self.raw.raft.prs().iter() {
+                if *id != me && pr.matched >= last {
+                    self.caught_up_at.insert(*id, self.ticks);
+                }
+            }
+            self.caught_up_at
+                .retain(|id, _| self.raw.raft.prs().get(*id).is_some());
             self.retry_snapshots();
             self.advance_membership();
         } else {

@@ -6,8 +6,11 @@
 //! the answer is always the leader's. This node answers from its own replica of the log
 //! (`Cluster::quorum`): on the leader that is Kafka's answer; on a follower the high watermark is
 //! its own commit index, the leader's log end offset is given as that high watermark (a lower
-//! bound) and the other followers' as -1 (unknown). Fetch timestamps are not tracked (-1). A
-//! single node has no metadata log: answered with an error.
+//! bound) and the other followers' as -1 (unknown). The leader reports each member's last fetch
+//! as when it last heard from it and its last caught-up time as when it last held every entry
+//! the leader had, to the 100 ms Raft tick (Kafka: the last fetch and the last time the fetch
+//! reached the leader's log end); a follower reports -1 (unknown), as above. A single node has
+//! no metadata log: answered with an error.
 
 use super::auth::{self, Op};
 use super::common::{code, s};
@@ -37,12 +40,16 @@ pub(super) fn handle(
             .with_error_code(code(ResponseError::ClusterAuthorizationFailed));
     }
     let Some(cluster) = &broker.cluster else {
+        // The message and the directory ids below are v2 fields: setting one on an older
+        // version's response would fail its encoding (and close the connection).
         return DescribeQuorumResponse::default()
             .with_error_code(code(ResponseError::InvalidRequest))
-            .with_error_message(Some(s(
-                "this node is not one of a cluster (controller.quorum.voters names it alone): \
+            .with_error_message((version >= 2).then(|| {
+                s(
+                    "this node is not one of a cluster (controller.quorum.voters names it alone): \
                  it has no metadata quorum",
-            )));
+                )
+            }));
     };
     let q = cluster.quorum();
     // On the leader: what it knows each voter's log matches. On a follower: its own log end,
@@ -59,13 +66,33 @@ pub(super) fn handle(
             -1
         }
     };
+    // On the leader: when each member was last heard from (Kafka's last fetch) and last held
+    // everything the leader had (its last caught-up time); the leader itself, now. -1 elsewhere.
+    let now = crate::clock::wall_clock_ms();
+    let times = |id: u64| -> (i64, i64) {
+        if q.matched.is_empty() {
+            (-1, -1)
+        } else if id == cluster.node_id {
+            (now, now)
+        } else {
+            q.activity
+                .iter()
+                .find(|(n, _, _)| *n == id)
+                .map_or((-1, -1), |(_, f, c)| (*f, *c))
+        }
+    };
     let state = |id: u64| {
+        let (fetch, caught_up) = times(id);
         ReplicaState::default()
             .with_replica_id(BrokerId(id as i32))
-            .with_replica_directory_id(cluster.directory_id(id))
+            .with_replica_directory_id(if version >= 2 {
+                cluster.directory_id(id)
+            } else {
+                Default::default()
+            })
             .with_log_end_offset(leo(id))
-            .with_last_fetch_timestamp(-1)
-            .with_last_caught_up_timestamp(-1)
+            .with_last_fetch_timestamp(fetch)
+            .with_last_caught_up_timestamp(caught_up)
     };
     // Kafka answers a request for another partition with UNKNOWN_TOPIC_OR_PARTITION on it
     // (`KafkaRaftClient.handleDescribeQuorumRequest`).

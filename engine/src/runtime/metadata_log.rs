@@ -242,6 +242,19 @@ impl MetadataLog {
                     .collect(),
                 learners: m.learners,
                 matched: replica.matched(),
+                activity: {
+                    // Ticks ago to wall-clock times (a tick is `TICK_MS`; timers run late
+                    // rather than early, so these are at worst a little recent).
+                    let now = crate::clock::wall_clock_ms();
+                    let at = |ago: Option<u64>| {
+                        ago.map_or(-1, |t| now - t as i64 * replication::TICK_MS)
+                    };
+                    replica
+                        .activity()
+                        .into_iter()
+                        .map(|(id, heard, caught_up)| (id, at(heard), at(caught_up)))
+                        .collect()
+                },
             });
         }
         let mut pending = self.pending.borrow_mut();
