@@ -294,6 +294,15 @@ pub enum Read<F> {
     OutOfRange,
 }
 
+/// What [`TopicLog::append_seed`] did.
+#[derive(Debug)]
+pub struct Seeded {
+    /// The log restarted empty at this offset first.
+    pub restarted_at: Option<u64>,
+    /// The next offset after the chunk, or why nothing of it was appended.
+    pub appended: Result<u64, AppendError>,
+}
+
 /// What a reopened log found on disk.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct TopicRecovery {
@@ -1124,6 +1133,60 @@ impl<D: LogDir + Clone> TopicLog<D> {
         }
         Self::remove_segments_below(this, target).await?;
         Ok(target)
+    }
+
+    /// A re-seeding request answered from this log: whole batches from `from` (or the log start,
+    /// if later) up to `upto` (exclusive) and the high watermark, at most `max_bytes` (or one
+    /// larger batch), and the log start to send with them. Everything below the high watermark
+    /// is committed, on a Raft leader as on a follower.
+    pub fn read_for_seed(&self, from: u64, upto: u64, max_bytes: usize) -> (Read<D::File>, u64) {
+        let start = self.log_start;
+        let bound = upto.min(self.high_watermark);
+        (
+            self.read_upto(from.max(start), max_bytes, true, bound),
+            start,
+        )
+    }
+
+    /// Append a re-seeding chunk (whole batches as the sender's log holds them, and the sender's
+    /// log start) as a follower appends committed entries, durably. A chunk whose first batch
+    /// starts past this log's end (the sender's retention moved its start) first restarts this
+    /// log empty there ([`Self::restart_at`]); once appended, the log start moves up to the
+    /// sender's. A chunk that does not follow the log appends nothing (`appended` is the
+    /// error).
+    pub async fn append_seed(
+        this: &RefCell<Self>,
+        sender_log_start: u64,
+        batches: &[u8],
+    ) -> io::Result<Seeded> {
+        let first = match peek_batch(batches, 0, batches.len().max(BATCH_OVERHEAD)) {
+            Ok(Peek::Batch(h)) => Some(h.base_offset),
+            _ => None,
+        };
+        let restarted_at = {
+            let me = this.borrow();
+            first.filter(|&b| {
+                b > me.next_offset && me.pending.is_empty() && me.high_watermark == me.next_offset
+            })
+        };
+        if let Some(base) = restarted_at {
+            Self::restart_at(this, base).await?;
+        }
+        let staged = this.borrow_mut().stage_replicated(batches);
+        if let Ok(end) = staged {
+            Self::flush_upto(this, end).await?;
+            let (start, hw) = {
+                let me = this.borrow();
+                (me.log_start, me.high_watermark)
+            };
+            if sender_log_start > start && sender_log_start <= hw {
+                Self::delete_records(this, sender_log_start).await?;
+            }
+        }
+        Ok(Seeded {
+            restarted_at,
+            appended: staged,
+        })
     }
 
     /// Drop every record and start the log empty at `offset` (Kafka's
@@ -2745,6 +2808,47 @@ mod tests {
             block_on(TopicLog::restart_at(&follower, 3))
         }));
         assert!(again.is_err());
+    }
+
+    #[test]
+    fn a_seeding_chunk_past_the_log_restarts_it_at_the_senders_start() {
+        let (leader, _) = open(&MemDir::new());
+        let chunks = leader_chunks(&leader);
+        flush(&leader);
+        let base = batches_count(&chunks[..2].concat());
+        let (follower, _) = open(&MemDir::new());
+        // What the sender reads for a request from 0 up to 5, its log starting at 0.
+        let (plan, start) = leader.borrow().read_for_seed(0, base, 1 << 20);
+        let Read::Data(plan) = plan else {
+            panic!("nothing read")
+        };
+        assert_eq!((start, plan.last_offset() + 1), (0, base));
+        let s = block_on(TopicLog::append_seed(
+            &follower,
+            0,
+            &block_on(plan.read()).unwrap(),
+        ))
+        .unwrap();
+        assert_eq!((s.restarted_at, s.appended), (None, Ok(base)));
+        // A repeated chunk appends nothing again.
+        let s = block_on(TopicLog::append_seed(&follower, 0, &chunks[0])).unwrap();
+        assert_eq!((s.restarted_at, s.appended), (None, Ok(base)));
+        assert_eq!(
+            read_all(&follower, 0),
+            read_all(&leader, 0)[..base as usize].to_vec()
+        );
+        // A chunk starting past the log (the sender's retention moved its start there):
+        // restarted empty at the chunk, its start the sender's.
+        let (fresh, _) = open(&MemDir::new());
+        let s = block_on(TopicLog::append_seed(
+            &fresh,
+            base + 1,
+            &chunks[2..].concat(),
+        ))
+        .unwrap();
+        assert_eq!((s.restarted_at, s.appended), (Some(base), Ok(11)));
+        assert_eq!(fresh.borrow().log_start_offset(), base + 1);
+        assert_eq!(read_all(&fresh, base + 1), read_all(&leader, base + 1));
     }
 
     /// How many offsets `batches` (whole batches back to back) cover.

@@ -176,13 +176,8 @@ impl Sim {
             };
             match decode_seed(&bytes).unwrap() {
                 SeedMsg::Request { from: offset, upto } => {
-                    let (plan, start) = {
-                        let log = log.borrow();
-                        let start = log.log_start_offset();
-                        let bound = upto.min(log.high_watermark());
-                        let chunk = replication::topic::SEED_CHUNK_BYTES;
-                        (log.read_upto(offset.max(start), chunk, true, bound), start)
-                    };
+                    let chunk = replication::topic::SEED_CHUNK_BYTES;
+                    let (plan, start) = log.borrow().read_for_seed(offset, upto, chunk);
                     if let Read::Data(plan) = plan {
                         let batches = block_on(plan.read()).unwrap();
                         let chunk = encode_seed(&SeedMsg::Chunk {
@@ -211,19 +206,24 @@ impl Sim {
         let (Some(r), Some(log)) = (n.replica.as_mut(), n.log.as_ref()) else {
             return;
         };
-        let Some((_, batches)) = n.chunk.take() else {
+        let Some((log_start, batches)) = n.chunk.take() else {
             return;
         };
         let first = match peek_batch(&batches, 0, batches.len().max(61)) {
             Ok(Peek::Batch(h)) => Some(h.base_offset),
             _ => None,
         };
-        if first.is_some_and(|b| b > log.borrow().next_offset()) {
-            unreachable!("no retention in this simulation: every log starts at 0");
-        }
-        let staged = log.borrow_mut().stage_replicated(&batches);
-        if let Ok(end) = staged {
-            block_on(TopicLog::flush_upto(log, end)).unwrap();
+        assert!(
+            !first.is_some_and(|b| b > log.borrow().next_offset()),
+            "no retention in this simulation: every log starts at 0"
+        );
+        // The broker's own append (`engine::data::replica::apply_seed`).
+        let seeded = block_on(TopicLog::append_seed(log, log_start, &batches)).unwrap();
+        assert_eq!(
+            seeded.restarted_at, None,
+            "no retention in this simulation: every log starts at 0"
+        );
+        if seeded.appended.is_ok() {
             self.chunks += 1;
         }
         let next = r.seeded(log.borrow().next_offset(), now);

@@ -320,15 +320,7 @@ pub(super) async fn seed(ctx: &ClusterCtx, p: &DataPartition, from: NodeId, mess
     };
     match msg {
         SeedMsg::Request { from: offset, upto } => {
-            let (plan, start) = {
-                let log = p.log.borrow();
-                let start = log.log_start_offset();
-                let bound = upto.min(log.high_watermark());
-                (
-                    log.read_upto(offset.max(start), SEED_CHUNK_BYTES, true, bound),
-                    start,
-                )
-            };
+            let (plan, start) = p.log.borrow().read_for_seed(offset, upto, SEED_CHUNK_BYTES);
             // Nothing to send (asked past what this replica holds): the asker asks again, of
             // the next snapshot's sender.
             let Read::Data(plan) = plan else { return };
@@ -365,45 +357,20 @@ pub(super) async fn seed(ctx: &ClusterCtx, p: &DataPartition, from: NodeId, mess
 /// from this log's end again.
 async fn apply_seed(ctx: &ClusterCtx, p: &DataPartition, log_start: u64, batches: &[u8]) {
     let raft = p.raft.as_ref().expect("a replicated partition");
-    let first = match storage::batch::peek_batch(batches, 0, batches.len().max(61)) {
-        Ok(storage::batch::Peek::Batch(h)) => Some(h.base_offset),
-        _ => None,
-    };
-    let restart = {
-        let log = p.log.borrow();
-        first.filter(|&b| {
-            b > log.next_offset() && !log.has_pending() && log.high_watermark() == log.next_offset()
-        })
-    };
-    let fail = |what: &str, e: &dyn std::fmt::Display| -> ! {
-        panic!(
-            "{}-{}: re-seeding: {what} failed ({e}); stopping this node",
+    let seeded = match TopicLog::append_seed(&p.log, log_start, batches).await {
+        Ok(s) => s,
+        // What was flushed is durable; a topic log that cannot be written would serve less than
+        // it claims, as for committed entries.
+        Err(e) => panic!(
+            "{}-{}: re-seeding: the topic log could not be written ({e}); stopping this node",
             p.topic.name, p.partition
-        )
+        ),
     };
-    if let Some(base) = restart {
-        if let Err(e) = TopicLog::restart_at(&p.log, base).await {
-            fail("restarting the topic log", &e);
-        }
-        tracing::info!(topic = %p.topic.name, partition = p.partition, offset = base, "re-seeding: the topic log restarts where the sender's starts");
+    if let Some(offset) = seeded.restarted_at {
+        tracing::info!(topic = %p.topic.name, partition = p.partition, offset, "re-seeding: the topic log restarts where the sender's starts");
     }
-    let staged = p.log.borrow_mut().stage_replicated(batches);
-    match staged {
-        Ok(end) => {
-            if let Err(e) = TopicLog::flush_upto(&p.log, end).await {
-                fail("writing the topic log", &e);
-            }
-            let (start, hw) = {
-                let log = p.log.borrow();
-                (log.log_start_offset(), log.high_watermark())
-            };
-            if log_start > start && log_start <= hw {
-                if let Err(e) = TopicLog::delete_records(&p.log, log_start).await {
-                    fail("moving the log start", &e);
-                }
-            }
-            p.changed.notify_all();
-        }
+    match seeded.appended {
+        Ok(_) => p.changed.notify_all(),
         Err(e) => {
             tracing::debug!(topic = %p.topic.name, partition = p.partition, why = %e.message(), "re-seeding: a chunk that does not follow the log; asked again");
         }
