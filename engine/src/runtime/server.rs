@@ -710,7 +710,7 @@ fn start_replicas(
         }
         let log = meta_tick.borrow().clone();
         if let Some(log) = log {
-            log.raft_tick(crate::runtime::replicated::mono_ms());
+            log.raft_tick(now);
         }
         std::future::ready(())
     });
