@@ -149,6 +149,19 @@ pub struct NoEffect {
     pub reason: &'static str,
 }
 
+impl NoEffect {
+    /// The refusal of this entry's value, for the keys a cluster reads
+    /// ([`CLUSTER_EFFECT`]): `reason` says what a valid one is.
+    fn bad(&self, reason: &str) -> ConfigError {
+        ConfigError::BadValue {
+            key: self.key.clone(),
+            value: self.value.clone(),
+            reason: reason.into(),
+            source_desc: self.source_desc.clone(),
+        }
+    }
+}
+
 /// Keys that have no effect on a single node but do on a cluster (checked by
 /// `check_cluster_replication`, so not announced as without effect there).
 const CLUSTER_EFFECT: &[&str] = &[
@@ -1693,17 +1706,12 @@ impl Config {
                 ),
             });
         }
-        if let Some(n) = self
-            .no_effect
-            .iter()
-            .find(|n| n.key == "min.insync.replicas")
-        {
-            let v: i64 = n.value.trim().parse().map_err(|_| ConfigError::BadValue {
-                key: n.key.clone(),
-                value: n.value.clone(),
-                reason: "not an integer".into(),
-                source_desc: n.source_desc.clone(),
-            })?;
+        if let Some(n) = self.cluster_key("min.insync.replicas") {
+            let v: i64 = n
+                .value
+                .trim()
+                .parse()
+                .map_err(|_| n.bad("not an integer"))?;
             if v < 1 || v as usize > majority {
                 return Err(ConfigError::Inconsistent {
                     reason: format!(
@@ -1722,29 +1730,29 @@ impl Config {
     /// `leader.imbalance.check.interval.seconds`, default 300, as Kafka's controller does), in
     /// milliseconds; None when off. A value Kafka would refuse is refused.
     pub fn leader_rebalance_ms(&self) -> Result<Option<u64>, ConfigError> {
-        let value = |key: &str| self.no_effect.iter().find(|n| n.key == key);
-        let bad = |n: &NoEffect, reason: &str| ConfigError::BadValue {
-            key: n.key.clone(),
-            value: n.value.clone(),
-            reason: reason.into(),
-            source_desc: n.source_desc.clone(),
-        };
-        if let Some(n) = value("auto.leader.rebalance.enable") {
+        if let Some(n) = self.cluster_key("auto.leader.rebalance.enable") {
             match n.value.trim().to_ascii_lowercase().as_str() {
                 "true" => {}
                 "false" => return Ok(None),
-                _ => return Err(bad(n, "not a boolean (true or false)")),
+                _ => return Err(n.bad("not a boolean (true or false)")),
             }
         }
-        let seconds = match value("leader.imbalance.check.interval.seconds") {
+        let seconds = match self.cluster_key("leader.imbalance.check.interval.seconds") {
             None => 300,
             Some(n) => match n.value.trim().parse::<i64>() {
                 Ok(v) if v >= 1 => v as u64,
-                Ok(_) => return Err(bad(n, "must be at least 1")),
-                Err(_) => return Err(bad(n, "not an integer")),
+                Ok(_) => return Err(n.bad("must be at least 1")),
+                Err(_) => return Err(n.bad("not an integer")),
             },
         };
         Ok(Some(seconds.saturating_mul(1000)))
+    }
+
+    /// The value set for `key`, one of the keys only a cluster reads ([`CLUSTER_EFFECT`]), which
+    /// a single node keeps among the keys without effect.
+    fn cluster_key(&self, key: &str) -> Option<&NoEffect> {
+        debug_assert!(CLUSTER_EFFECT.contains(&key), "{key} is not a cluster key");
+        self.no_effect.iter().find(|n| n.key == key)
     }
 
     /// `controller.quorum.voters`, parsed.

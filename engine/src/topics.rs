@@ -210,16 +210,19 @@ impl TopicRegistry {
 
     /// On a node of a cluster: the preferred leader of `__consumer_offsets` partition
     /// `partition`, where the leaders' rebalancing moves it (`leader.imbalance.check.interval.seconds`):
-    /// as the metadata log placed it once a node joined, else voter `partition mod n` of
-    /// `controller.quorum.voters`, as its replicas campaign at their start. None on a single
-    /// node.
+    /// as the metadata log placed it at the first membership change, else
+    /// [`replication::metadata::first_offsets_leader`], as its replicas campaign at their start.
+    /// None on a single node.
     pub fn preferred_offsets_leader(&self, partition: i32) -> Option<u64> {
         let p = usize::try_from(partition).ok()?;
         let placement = self.placement.load();
         match placement.leaders.get(CONSUMER_OFFSETS) {
             Some(leaders) => leaders.get(p).copied(),
             None if placement.bootstrap.is_empty() => None,
-            None => Some(placement.bootstrap[p % placement.bootstrap.len()]),
+            None => Some(replication::metadata::first_offsets_leader(
+                &placement.bootstrap,
+                p,
+            )),
         }
     }
 

@@ -236,6 +236,15 @@ impl Placement {
     }
 }
 
+/// The voter `__consumer_offsets` partition `partition` prefers as leader until a membership
+/// change places the topic in the metadata log: voter `partition mod n` of
+/// `controller.quorum.voters` (`bootstrap`), so leaders start spread over the nodes. Its
+/// replicas campaign by it at their start, the leaders' rebalancing reads it until the topic is
+/// placed, and AddVoter and RemoveVoter place the topic from it: one rule in one place.
+pub fn first_offsets_leader(bootstrap: &[NodeId], partition: usize) -> NodeId {
+    bootstrap[partition % bootstrap.len()]
+}
+
 /// `order[at]` if it is a voter, else the first voter after it in `order` (wrapping), else the
 /// first voter.
 fn next_voter(order: &[NodeId], voters: &[NodeId], at: usize) -> NodeId {
@@ -726,20 +735,17 @@ impl MetadataState {
                 "Node {id}'s address {addr} is another node's already."
             ));
         }
+        let old_voters = self.voters.clone();
         self.voters.push(id);
         self.joined.push((id, addr));
         let n = i16::try_from(self.voters.len()).expect("voters are bounded");
-        let (bootstrap, voters) = (&self.bootstrap, &self.voters);
+        // Placed before the new voter counts, so a removed voter's partitions go where
+        // RemoveVoter would have put them.
+        self.place_offsets(&old_voters);
+        let voters = &self.voters;
         for t in self.topics.values_mut() {
             if t.topic.internal {
-                // `__consumer_offsets` is placed once a node joins: until then each partition
-                // prefers voter `p mod n` of `controller.quorum.voters` (a removed one's
-                // partitions the voter after it), as its replicas campaign at their start.
-                if t.leaders.is_empty() {
-                    t.leaders = (0..t.topic.partitions.max(0) as usize)
-                        .map(|p| next_voter(bootstrap, voters, p % bootstrap.len()))
-                        .collect();
-                }
+                // Placed above; its share moves below.
             } else if t.topic.replication_factor > 1 {
                 t.topic.replication_factor = n;
             } else {
@@ -781,7 +787,10 @@ impl MetadataState {
                 }
             }
         }
-        let old = std::mem::take(&mut self.voters);
+        let old = self.voters.clone();
+        // Placed first, so the removed voter's partitions move to the voter after it as a
+        // placed topic's do, and every node's rebalancing agrees where each one goes.
+        self.place_offsets(&old);
         self.voters = old.iter().copied().filter(|v| *v != id).collect();
         // The voter after the removed one in the old order (wrapping): its partitions move there,
         // so a topic's round robin stays a rotation of the voters that are left.
@@ -796,6 +805,25 @@ impl MetadataState {
             }
         }
         Ok(())
+    }
+
+    /// Place `__consumer_offsets` at the first membership change (it is placed by
+    /// [`first_offsets_leader`] until then), `voters` being the voters before the change: a
+    /// partition whose first preferred leader was removed since goes to the voter after it in
+    /// `controller.quorum.voters` order that is still one.
+    fn place_offsets(&mut self, voters: &[NodeId]) {
+        let bootstrap = &self.bootstrap;
+        for t in self.topics.values_mut().filter(|t| t.topic.internal) {
+            if t.leaders.is_empty() {
+                t.leaders = (0..t.topic.partitions.max(0) as usize)
+                    .map(|p| {
+                        let first = first_offsets_leader(bootstrap, p);
+                        let at = bootstrap.iter().position(|b| *b == first).unwrap_or(0);
+                        next_voter(bootstrap, voters, at)
+                    })
+                    .collect();
+            }
+        }
     }
 
     fn colliding(&self, name: &str) -> Option<String> {
@@ -1425,6 +1453,35 @@ mod tests {
         let back = MetadataState::decode_snapshot(&s.encode_snapshot(i), &offsets()).unwrap();
         assert_eq!(back, s);
         assert_eq!(back.placement(), s.placement());
+    }
+
+    #[test]
+    fn a_first_removal_places_the_offsets_topic_by_the_rule_its_replicas_campaign_by() {
+        let mut s = MetadataState::new(&[1, 2, 3], offsets());
+        assert!(s.topic(CONSUMER_OFFSETS).unwrap().leaders.is_empty());
+        let first = |p: usize| first_offsets_leader(&[1, 2, 3], p);
+        assert_eq!((0..4).map(first).collect::<Vec<_>>(), [1, 2, 3, 1]);
+        // Node 1 removed before any node joined: its partitions go to node 2 (the voter after it),
+        // every other partition keeps the leader it campaigned for, and the placement says so
+        // (the leaders' rebalancing reads it, so they are not left where elections put them).
+        let removed = s.apply(1, &entry(1, Command::RemoveVoter { id: 1 }));
+        assert_eq!(removed.result, Ok(()));
+        let off = s.topic(CONSUMER_OFFSETS).unwrap().leaders.clone();
+        assert_eq!(off.len(), 50);
+        for (p, l) in off.iter().enumerate() {
+            let want = if first(p) == 1 { 2 } else { first(p) };
+            assert_eq!(*l, want, "partition {p}");
+        }
+        assert_eq!(s.placement().leaders[CONSUMER_OFFSETS], off);
+        // A node joining then takes its share from that placement, not from the removed node's.
+        let add = Command::AddVoter {
+            id: 5,
+            addr: "127.0.0.1:19105".into(),
+        };
+        assert_eq!(s.apply(2, &entry(2, add)).result, Ok(()));
+        let off = &s.topic(CONSUMER_OFFSETS).unwrap().leaders;
+        let count = |n| off.iter().filter(|l| **l == n).count();
+        assert_eq!([count(1), count(2), count(3), count(5)], [0, 18, 16, 16], "50 / 3 from node 2");
     }
 
     #[test]

@@ -67,8 +67,9 @@ pub struct ReplicaSet {
 
 impl ReplicaSet {
     /// Open every partition this shard owns from `DATA/__consumer_offsets-<p>/` and start its
-    /// writer task. A partition's preferred leader (voter `p mod n` in `controller.quorum.voters`
-    /// order) stands for election at once, so leaders start spread over the nodes.
+    /// writer task. A partition's first preferred leader (`metadata::first_offsets_leader`)
+    /// stands for election at once, so leaders start spread over the nodes; after a membership
+    /// change the leaders' rebalancing moves each to where the metadata log placed it.
     #[allow(clippy::too_many_arguments)]
     pub async fn open(
         shard: usize,
@@ -105,7 +106,7 @@ impl ReplicaSet {
                     .map_err(|e| anyhow::anyhow!("__consumer_offsets-{p}: {e}"))?,
             )
             .map_err(|e| anyhow::anyhow!("__consumer_offsets-{p}: {e}"))?;
-            if voters[p as usize % voters.len()] == cluster.node_id {
+            if replication::metadata::first_offsets_leader(&voters, p as usize) == cluster.node_id {
                 let _ = replica.campaign();
             }
             let (tx, rx) = local_channel::new_bounded(1);
