@@ -120,6 +120,7 @@ apis! {
     DescribeQuorum = 55: DescribeQuorumRequest, DescribeQuorumResponse;
     RemoveRaftVoter = 81: RemoveRaftVoterRequest, RemoveRaftVoterResponse;
     AddRaftVoter = 80: AddRaftVoterRequest, AddRaftVoterResponse;
+    ElectLeaders = 43: ElectLeadersRequest, ElectLeadersResponse;
 }
 
 /// Decode one request frame (without its length prefix).
@@ -408,6 +409,7 @@ mod tests {
             55 => Request::DescribeQuorum(Default::default()),
             81 => Request::RemoveRaftVoter(Default::default()),
             80 => Request::AddRaftVoter(Default::default()),
+            43 => Request::ElectLeaders(Default::default()),
             k => panic!("add a default request for key {k}"),
         }
     }

@@ -79,6 +79,7 @@ fn default_request(api_key: i16) -> Request {
         55 => Request::DescribeQuorum(Default::default()),
         81 => Request::RemoveRaftVoter(Default::default()),
         80 => Request::AddRaftVoter(Default::default()),
+        43 => Request::ElectLeaders(Default::default()),
         k => panic!("add a default request for api key {k}"),
     }
 }
@@ -381,6 +382,7 @@ fn golden_api_key(stem: &str) -> i16 {
         ("describe_quorum", 55),
         ("remove_raft_voter", 81),
         ("add_raft_voter", 80),
+        ("elect_leaders", 43),
     ];
     STEMS
         .iter()

@@ -3853,6 +3853,144 @@ fn walk_add_raft_voter_error(frame: &[u8], v: i16) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Leader elections: ElectLeaders (43, KIP-183 / KIP-460).
+
+const ELECTION_NOT_NEEDED_MSG: &str = "Leader election not needed for topic partition.";
+const PREFERRED_LEADER_NA_MSG: &str = "The preferred leader was not available.";
+const NO_SUCH_TOPIC_GHOST_MSG: &str = "No such topic as ghost";
+
+/// ElectLeaders as `kafka-leader-election --election-type preferred` sees it, in every served
+/// version: on "orders" partition 0 elected (NONE, null message), partition 1 already led by its
+/// preferred replica (ELECTION_NOT_NEEDED) and partition 2's preferred replica down
+/// (PREFERRED_LEADER_NOT_AVAILABLE); "ghost" does not exist. The top-level error code is v1+.
+fn elect_leaders_response(_v: i16) -> ElectLeadersResponse {
+    use elect_leaders_response::*;
+    let part = |p: i32, e: ResponseError, msg: Option<&str>| {
+        PartitionResult::default()
+            .with_partition_id(p)
+            .with_error_code(e.code())
+            .with_error_message(msg.map(s))
+    };
+    ElectLeadersResponse::default()
+        .with_throttle_time_ms(THROTTLE)
+        .with_error_code(0)
+        .with_replica_election_results(vec![
+            ReplicaElectionResult::default()
+                .with_topic(TopicName(s(TOPIC)))
+                .with_partition_result(vec![
+                    PartitionResult::default()
+                        .with_partition_id(0)
+                        .with_error_code(0)
+                        .with_error_message(None),
+                    part(
+                        1,
+                        ResponseError::ElectionNotNeeded,
+                        Some(ELECTION_NOT_NEEDED_MSG),
+                    ),
+                    part(
+                        2,
+                        ResponseError::PreferredLeaderNotAvailable,
+                        Some(PREFERRED_LEADER_NA_MSG),
+                    ),
+                ]),
+            ReplicaElectionResult::default()
+                .with_topic(TopicName(s("ghost")))
+                .with_partition_result(vec![part(
+                    0,
+                    ResponseError::UnknownTopicOrPartition,
+                    Some(NO_SUCH_TOPIC_GHOST_MSG),
+                )]),
+        ])
+}
+
+/// ElectLeaders from a caller without ALTER on the cluster: Kafka answers
+/// CLUSTER_AUTHORIZATION_FAILED at the top level (v1+) and for every requested partition (here
+/// "orders" 0 and 1), with `new ApiError(CLUSTER_AUTHORIZATION_FAILED, null)`'s null message.
+fn elect_leaders_error_response(v: i16) -> ElectLeadersResponse {
+    use elect_leaders_response::*;
+    let denied = ResponseError::ClusterAuthorizationFailed.code();
+    let mut r = ElectLeadersResponse::default()
+        .with_throttle_time_ms(THROTTLE)
+        .with_replica_election_results(vec![ReplicaElectionResult::default()
+            .with_topic(TopicName(s(TOPIC)))
+            .with_partition_result(
+                (0..2)
+                    .map(|p| {
+                        PartitionResult::default()
+                            .with_partition_id(p)
+                            .with_error_code(denied)
+                            .with_error_message(None)
+                    })
+                    .collect(),
+            )]);
+    if v >= 1 {
+        r.error_code = denied;
+    }
+    r
+}
+
+// ElectLeadersResponse.json: validVersions 0-2, flexible 2+ (response header v1 from v2).
+// ThrottleTimeMs, ErrorCode[1+], ReplicaElectionResults[]{Topic, PartitionResult[]{PartitionId,
+// ErrorCode, ErrorMessage (nullable 0+)}}. No tagged fields are defined.
+type ElectionResult<'a> = (&'a str, &'a [(i32, i16, Option<&'a str>)]);
+
+fn walk_elect_leaders_body(frame: &[u8], v: i16, ctx: &str, error: i16, want: &[ElectionResult]) {
+    let flex = v >= 2;
+    let mut w = Walk::response(frame, format!("ElectLeaders v{v}{ctx}"), flex, flex);
+    w.expect_i32("throttle_time_ms", THROTTLE);
+    if v >= 1 {
+        w.expect_i16("error_code", error);
+    }
+    w.expect_array("replica_election_results", want.len());
+    for &(topic, parts) in want {
+        w.expect_str("result.topic", topic);
+        w.expect_array("result.partition_result", parts.len());
+        for &(p, e, msg) in parts {
+            w.expect_i32("partition_result.partition_id", p);
+            w.expect_i16("partition_result.error_code", e);
+            w.expect_nstr("partition_result.error_message", msg);
+            w.expect_no_tags("partition_result tags");
+        }
+        w.expect_no_tags("result tags");
+    }
+    w.expect_no_tags("top-level tags");
+    w.end();
+}
+
+fn walk_elect_leaders(frame: &[u8], v: i16) {
+    // ELECTION_NOT_NEEDED 84, PREFERRED_LEADER_NOT_AVAILABLE 80, UNKNOWN_TOPIC_OR_PARTITION 3 in
+    // Kafka's `Errors`, independently of the crate's table.
+    walk_elect_leaders_body(
+        frame,
+        v,
+        "",
+        0,
+        &[
+            (
+                TOPIC,
+                &[
+                    (0, 0, None),
+                    (1, 84, Some(ELECTION_NOT_NEEDED_MSG)),
+                    (2, 80, Some(PREFERRED_LEADER_NA_MSG)),
+                ],
+            ),
+            ("ghost", &[(0, 3, Some(NO_SUCH_TOPIC_GHOST_MSG))]),
+        ],
+    );
+}
+
+fn walk_elect_leaders_error(frame: &[u8], v: i16) {
+    // CLUSTER_AUTHORIZATION_FAILED is 31 in Kafka's `Errors`.
+    walk_elect_leaders_body(
+        frame,
+        v,
+        " (CLUSTER_AUTHORIZATION_FAILED)",
+        31,
+        &[(TOPIC, &[(0, 31, None), (1, 31, None)])],
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
 // Golden files.
 
 struct GoldenApi {
@@ -4188,6 +4326,13 @@ const GOLDEN_APIS: &[GoldenApi] = &[
         build: |v| Response::AddRaftVoter(add_raft_voter_response(v)),
         walk: walk_add_raft_voter,
     },
+    GoldenApi {
+        api_key: 43,
+        file_stem: "elect_leaders",
+        name: "ElectLeaders",
+        build: |v| Response::ElectLeaders(elect_leaders_response(v)),
+        walk: walk_elect_leaders,
+    },
 ];
 
 /// Further golden responses of a served API, one file per served version each
@@ -4220,6 +4365,13 @@ const GOLDEN_VARIANTS: &[GoldenApi] = &[
         name: "AddRaftVoter (DUPLICATE_VOTER)",
         build: |v| Response::AddRaftVoter(add_raft_voter_error_response(v)),
         walk: walk_add_raft_voter_error,
+    },
+    GoldenApi {
+        api_key: 43,
+        file_stem: "elect_leaders_error",
+        name: "ElectLeaders (CLUSTER_AUTHORIZATION_FAILED)",
+        build: |v| Response::ElectLeaders(elect_leaders_error_response(v)),
+        walk: walk_elect_leaders_error,
     },
 ];
 
@@ -4628,6 +4780,16 @@ fn golden_add_raft_voter_responses() {
 #[test]
 fn golden_add_raft_voter_error_responses() {
     run_golden(golden_variant("add_raft_voter_error"));
+}
+
+#[test]
+fn golden_elect_leaders_responses() {
+    run_golden(golden_api(43));
+}
+
+#[test]
+fn golden_elect_leaders_error_responses() {
+    run_golden(golden_variant("elect_leaders_error"));
 }
 
 #[test]
@@ -7410,11 +7572,80 @@ fn requests_add_raft_voter() {
 }
 
 #[test]
+fn requests_elect_leaders() {
+    use elect_leaders_request::TopicPartitions;
+    // ElectLeadersRequest.json: validVersions 0-2, flexible 2+ (request header v2 from v2).
+    // ElectionType (int8)[1+], TopicPartitions (nullable 0+)[]{Topic, Partitions []int32},
+    // TimeoutMs.
+    // v0 (header v1): "orders" partitions 0 and 1, a 60 s timeout.
+    let mut e = Enc::request(43, 0, CID, Some("adminclient-1"), false);
+    e.arr(1);
+    e.str(TOPIC);
+    e.arr(2);
+    e.i32(0);
+    e.i32(1);
+    e.i32(60_000);
+    let expect = ElectLeadersRequest::default()
+        .with_topic_partitions(Some(vec![TopicPartitions::default()
+            .with_topic(TopicName(s(TOPIC)))
+            .with_partitions(vec![0, 1])]))
+        .with_timeout_ms(60_000);
+    check_request(
+        e.finish(),
+        Some("adminclient-1"),
+        0,
+        Request::ElectLeaders(expect),
+    );
+
+    // v1: an unclean election (type 1) of every partition (null TopicPartitions).
+    let mut e = Enc::request(43, 1, CID, Some("adminclient-1"), false);
+    e.i8(1);
+    e.narr(None);
+    e.i32(60_000);
+    let expect = ElectLeadersRequest::default()
+        .with_election_type(1)
+        .with_topic_partitions(None)
+        .with_timeout_ms(60_000);
+    check_request(
+        e.finish(),
+        Some("adminclient-1"),
+        1,
+        Request::ElectLeaders(expect),
+    );
+
+    // v2 (flexible, header v2): what `kafka-leader-election --election-type preferred --topic
+    // orders --partition 2` sends through the Java Admin: a preferred election of one partition,
+    // a 30 s timeout.
+    let mut e = Enc::request(43, 2, CID, Some("adminclient-1"), true);
+    e.i8(0);
+    e.arr(1);
+    e.str(TOPIC);
+    e.arr(1);
+    e.i32(2);
+    e.tags();
+    e.i32(30_000);
+    e.tags();
+    let expect = ElectLeadersRequest::default()
+        .with_election_type(0)
+        .with_topic_partitions(Some(vec![TopicPartitions::default()
+            .with_topic(TopicName(s(TOPIC)))
+            .with_partitions(vec![2])]))
+        .with_timeout_ms(30_000);
+    check_request(
+        e.finish(),
+        Some("adminclient-1"),
+        2,
+        Request::ElectLeaders(expect),
+    );
+}
+
+#[test]
 fn request_golden_cases_cover_every_served_api() {
     // The request tests above exist for exactly these keys; a new served key needs its own.
     let covered = [
         0i16, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 24, 25, 26, 28,
-        29, 30, 31, 32, 33, 36, 37, 42, 44, 47, 48, 50, 51, 55, 57, 60, 61, 65, 66, 68, 69, 80, 81,
+        29, 30, 31, 32, 33, 36, 37, 42, 43, 44, 47, 48, 50, 51, 55, 57, 60, 61, 65, 66, 68, 69, 80,
+        81,
     ];
     for r in SERVED {
         assert!(
