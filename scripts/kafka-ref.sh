@@ -12,7 +12,7 @@
 #                                                N KRaft nodes (3), prints the bootstrap list
 #   scripts/kafka-ref.sh stop-cluster [--dir DIR]
 #   scripts/kafka-ref.sh tool NAME [args...]     NAME: consumer-groups, dump-log, storage, topics, configs,
-#                                                transactions, acls, metadata-quorum
+#                                                transactions, acls, metadata-quorum, leader-election
 #   scripts/kafka-ref.sh classpath               resolves the jars (once) and prints the classpath
 #
 # DIR (default target/kafka-ref) holds server.properties, data/, broker.log, pid and port; several brokers run
@@ -104,7 +104,8 @@ main_class() {
     transactions) echo org.apache.kafka.tools.TransactionsCommand ;;
     acls) echo org.apache.kafka.tools.AclCommand ;;
     metadata-quorum) echo org.apache.kafka.tools.MetadataQuorumCommand ;;
-    *) die "unknown tool '$1' (consumer-groups, dump-log, storage, topics, configs, transactions, acls, metadata-quorum)" ;;
+    leader-election) echo org.apache.kafka.tools.LeaderElectionCommand ;;
+    *) die "unknown tool '$1' (consumer-groups, dump-log, storage, topics, configs, transactions, acls, metadata-quorum, leader-election)" ;;
   esac
 }
 

@@ -144,6 +144,13 @@ pub struct Cluster {
     /// process's connections are closed by its kernel, so a count of 0 means the node is down or
     /// cut off.
     inbound: Vec<AtomicUsize>,
+    /// Preferred leader elections asked for (ElectLeaders, as the metadata log applied them
+    /// here), by Raft group (topic id, nil for `__consumer_offsets`; partition): until when
+    /// (monotonic ms) this node's replica of it, while it leads, hands it to its preferred
+    /// replica. Bounded by the groups there are (one entry each).
+    elections: std::sync::Mutex<hashbrown::HashMap<(Uuid, i32), i64>>,
+    /// `elections` is not empty: the Raft ticks read only this while no election is asked for.
+    elections_wanted: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for Cluster {
@@ -219,7 +226,39 @@ impl Cluster {
             book: ArcSwap::from_pointee(book),
             quorum: ArcSwap::from_pointee(QuorumView::default()),
             voters,
+            elections: Default::default(),
+            elections_wanted: Default::default(),
         }
+    }
+
+    /// Ask this node's leaders of `groups` to hand them to their preferred replicas until
+    /// `until` (monotonic ms): a preferred leader election the metadata log applied
+    /// (`replication::metadata::Command::ElectLeaders`).
+    pub fn want_elections(&self, groups: &[(Uuid, i32)], until: i64) {
+        if groups.is_empty() {
+            return;
+        }
+        let mut m = self.elections.lock().unwrap_or_else(|p| p.into_inner());
+        for g in groups {
+            let at = m.entry(*g).or_insert(until);
+            *at = (*at).max(until);
+        }
+        self.elections_wanted.store(true, Ordering::Release);
+    }
+
+    /// The groups a preferred leader election is still asked for at `now` (monotonic ms), the
+    /// expired ones forgotten; None when there are none (one atomic load).
+    pub fn elections(&self, now: i64) -> Option<hashbrown::HashSet<(Uuid, i32)>> {
+        if !self.elections_wanted.load(Ordering::Acquire) {
+            return None;
+        }
+        let mut m = self.elections.lock().unwrap_or_else(|p| p.into_inner());
+        m.retain(|_, until| *until > now);
+        if m.is_empty() {
+            self.elections_wanted.store(false, Ordering::Release);
+            return None;
+        }
+        Some(m.keys().copied().collect())
     }
 
     /// `controller.quorum.voters`' node ids: the first voters of the cluster's first groups.
@@ -550,6 +589,35 @@ mod tests {
             host: "127.0.0.1".into(),
             port,
         }]
+    }
+
+    #[test]
+    fn elections_are_asked_for_until_their_time_is_up() {
+        let voters = (1..=3)
+            .map(|id| Voter {
+                id,
+                addr: format!("127.0.0.1:1900{id}"),
+            })
+            .collect();
+        let c = Cluster::new(1, "c1".into(), voters, 4, ep(9092));
+        let t = Uuid::from_u128(9);
+        assert_eq!(c.elections(0), None);
+        c.want_elections(&[(t, 0), (Uuid::nil(), 3)], 1_000);
+        c.want_elections(&[(t, 0)], 2_000); // asked again: the later time holds
+        let at = |now| {
+            c.elections(now).map(|s| {
+                let mut v: Vec<_> = s.into_iter().collect();
+                v.sort();
+                v
+            })
+        };
+        assert_eq!(at(999), Some(vec![(Uuid::nil(), 3), (t, 0)]));
+        assert_eq!(at(1_000), Some(vec![(t, 0)]));
+        assert_eq!(at(2_000), None);
+        assert!(
+            c.elections.lock().unwrap().is_empty(),
+            "expired ones are forgotten"
+        );
     }
 
     #[test]

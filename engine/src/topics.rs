@@ -340,6 +340,21 @@ impl TopicRegistry {
             .await
     }
 
+    /// On a node of a cluster: a preferred leader election of `partitions` (by topic name),
+    /// which every node's leaders of them carry out for `within_ms` after applying it, once the
+    /// metadata log applied it here (`api::elect_leaders`).
+    pub async fn elect_leaders(
+        &self,
+        partitions: Vec<(String, Vec<i32>)>,
+        within_ms: u32,
+    ) -> Result<(), RegistryError> {
+        self.propose(replication::metadata::Command::ElectLeaders {
+            partitions,
+            within_ms,
+        })
+        .await
+    }
+
     /// [`Self::create`] on a node of a cluster, with `replication_factor` replicas per partition
     /// (1 or the number of voters; the metadata log refuses any other).
     pub async fn create_replicated(

@@ -573,7 +573,7 @@ fn describe_client_quotas_needs_describe_configs_on_the_cluster() {
     assert_eq!(r.entries, None);
 }
 
-/// DescribeQuorum needs DESCRIBE, AddRaftVoter and RemoveRaftVoter ALTER on the cluster
+/// DescribeQuorum needs DESCRIBE, AddRaftVoter, RemoveRaftVoter and ElectLeaders ALTER on the cluster
 /// (`KafkaApis`, `ControllerApis`); allowed, a single node answers that it has no quorum (it
 /// is no cluster).
 #[test]
@@ -630,9 +630,43 @@ fn quorum_apis_need_describe_and_alter_on_the_cluster() {
         "Alter allowed"
     );
     assert_eq!(add(&mut c).error_code, UNSUPPORTED_VERSION, "Alter allowed");
+    let elect = |c: &mut Client| {
+        let req = ElectLeadersRequest::default().with_topic_partitions(Some(vec![
+            elect_leaders_request::TopicPartitions::default()
+                .with_topic(TopicName(s("__consumer_offsets")))
+                .with_partitions(vec![0, 1]),
+        ]));
+        let Response::ElectLeaders(r) = c.call(2, Request::ElectLeaders(req)) else {
+            panic!()
+        };
+        r
+    };
+    const ELECTION_NOT_NEEDED: i16 = 84;
+    let r = elect(&mut c);
+    assert_eq!(r.error_code, 0, "Alter allowed: {r:?}");
+    assert!(r.replica_election_results[0]
+        .partition_result
+        .iter()
+        .all(|p| p.error_code == ELECTION_NOT_NEEDED));
     assert_eq!(deny(&mut c, 4, "kafka-cluster", 7), 0, "deny Alter");
     assert_eq!(remove(&mut c).error_code, CLUSTER_AUTHORIZATION_FAILED);
     assert_eq!(add(&mut c).error_code, CLUSTER_AUTHORIZATION_FAILED);
+    // ElectLeaders (ALTER on the cluster, `ControllerApis.handleElectLeaders`): refused at the
+    // top and for every named partition.
+    let r = elect(&mut c);
+    assert_eq!(r.error_code, CLUSTER_AUTHORIZATION_FAILED);
+    let codes: Vec<(i32, i16)> = r.replica_election_results[0]
+        .partition_result
+        .iter()
+        .map(|p| (p.partition_id, p.error_code))
+        .collect();
+    assert_eq!(
+        codes,
+        [
+            (0, CLUSTER_AUTHORIZATION_FAILED),
+            (1, CLUSTER_AUTHORIZATION_FAILED)
+        ]
+    );
 }
 
 /// A regex subscription resolves only to the topics the member may Describe (Kafka 4.x

@@ -998,3 +998,111 @@ fn topic_configs_are_altered_like_kafka_and_survive_a_restart() {
     let mut c = Client::connect(server2.addr);
     assert_eq!(topic_configs(&mut c, "events", &keys), after);
 }
+
+/// ElectLeaders on a single node (it leads every partition, each one's only replica), as
+/// Kafka's controller answers (`ReplicationControlManager.electLeaders`): a named partition
+/// needs no election (no message, as Kafka sends none), an unknown topic or partition is named
+/// in the error, a null list answers every topic with no partition (those needing no election
+/// are left out), an unclean election with a leader needs none either, and an unknown election
+/// type is refused as a whole.
+#[test]
+fn elect_leaders_on_a_single_node() {
+    use elect_leaders_request::TopicPartitions;
+    const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+    const INVALID_REQUEST: i16 = 42;
+    const ELECTION_NOT_NEEDED: i16 = 84;
+    let server = TestServer::start("elect", 2, &[]);
+    let mut c = Client::connect(server.addr);
+    let Response::CreateTopics(r) = c.call(5, create("votes", 3, 1)) else {
+        panic!()
+    };
+    assert_eq!(r.topics[0].error_code, 0);
+    let named = |topic: &str, partitions: Vec<i32>| {
+        TopicPartitions::default()
+            .with_topic(TopicName(StrBytes::from_string(topic.into())))
+            .with_partitions(partitions)
+    };
+    let elect = |c: &mut Client, v: i16, kind: i8, list: Option<Vec<TopicPartitions>>| {
+        let req = ElectLeadersRequest::default()
+            .with_election_type(kind)
+            .with_topic_partitions(list)
+            .with_timeout_ms(5_000);
+        let Response::ElectLeaders(r) = c.call(v, Request::ElectLeaders(req)) else {
+            panic!()
+        };
+        r
+    };
+    for v in 0..=2 {
+        let r = elect(
+            &mut c,
+            v,
+            0,
+            Some(vec![named("votes", vec![0, 2, 7]), named("ghost", vec![0])]),
+        );
+        assert_eq!(r.error_code, 0, "v{v}");
+        assert_eq!(r.replica_election_results.len(), 2);
+        let votes = &r.replica_election_results[0];
+        assert_eq!(votes.topic.as_str(), "votes");
+        let codes: Vec<(i32, i16, Option<String>)> = votes
+            .partition_result
+            .iter()
+            .map(|p| {
+                (
+                    p.partition_id,
+                    p.error_code,
+                    p.error_message.as_ref().map(|m| m.to_string()),
+                )
+            })
+            .collect();
+        assert_eq!(
+            codes,
+            [
+                (0, ELECTION_NOT_NEEDED, None),
+                (2, ELECTION_NOT_NEEDED, None),
+                (
+                    7,
+                    UNKNOWN_TOPIC_OR_PARTITION,
+                    Some("No such partition as votes-7".into())
+                ),
+            ],
+            "v{v}"
+        );
+        let ghost = &r.replica_election_results[1].partition_result[0];
+        assert_eq!(ghost.error_code, UNKNOWN_TOPIC_OR_PARTITION);
+        assert_eq!(
+            ghost.error_message.as_ref().map(|m| m.as_str()),
+            Some("No such topic as ghost")
+        );
+    }
+    // Every partition: every topic listed (the offsets topic too), none needing an election.
+    let r = elect(&mut c, 2, 0, None);
+    let mut topics: Vec<&str> = r
+        .replica_election_results
+        .iter()
+        .map(|t| t.topic.as_str())
+        .collect();
+    topics.sort_unstable();
+    assert_eq!(topics, ["__consumer_offsets", "votes"]);
+    assert!(r
+        .replica_election_results
+        .iter()
+        .all(|t| t.partition_result.is_empty()));
+    // Unclean, with a leader: not needed.
+    let r = elect(&mut c, 1, 1, Some(vec![named("votes", vec![1])]));
+    assert_eq!(
+        r.replica_election_results[0].partition_result[0].error_code,
+        ELECTION_NOT_NEEDED
+    );
+    // An unknown election type: refused as a whole.
+    let r = elect(&mut c, 2, 9, Some(vec![named("votes", vec![1])]));
+    assert_eq!(r.error_code, INVALID_REQUEST);
+    let p = &r.replica_election_results[0].partition_result[0];
+    assert_eq!(p.error_code, INVALID_REQUEST);
+    assert_eq!(
+        p.error_message.as_ref().map(|m| m.as_str()),
+        Some("Unknown election type 9")
+    );
+    // An empty list: nothing to do.
+    let r = elect(&mut c, 2, 0, Some(Vec::new()));
+    assert_eq!((r.error_code, r.replica_election_results.len()), (0, 0));
+}

@@ -50,7 +50,7 @@ import time
 import pytest
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from kafka_ref import offsets_partition
+from kafka_ref import kafka_tool, offsets_partition
 from harness import (Broker, BrokerError, Reader, confluent_admin, confluent_create, confluent_topic_ids,
                      confluent_topics, connect, free_port, kstring, recv_frame, request_frame, wait_until)
 
@@ -1219,6 +1219,96 @@ def test_leadership_goes_back_to_the_preferred_replicas_and_to_a_joined_node(tmp
         commit_until_acked(c, acked)
         c.close()
         assert committed(four.bootstrap) == acked
+        for n in nodes:
+            assert "panicked" not in n.log_text(), n.log_tail()
+    finally:
+        for n in nodes:
+            n.kill()
+
+
+def preferred_replicas(node: Broker, name: str) -> dict[int, int]:
+    """partition -> its first replica (Kafka's preferred replica) as `node`'s Metadata tells it."""
+    md = confluent_admin(node).list_topics(topic=name, timeout=10)
+    return {p.id: p.replicas[0] for p in md.topics[name].partitions.values()}
+
+
+def leader_election(node: Broker, *args: str):
+    """Kafka 4.4.0's kafka-leader-election against `node`, bounded."""
+    return kafka_tool("leader-election", "--bootstrap-server", node.bootstrap, *args, timeout=90)
+
+
+def test_kafka_leader_election_moves_leadership_to_the_preferred_replicas(tmp_path):
+    """ElectLeaders through Kafka's own kafka-leader-election, with the automatic rebalancing off
+    so only the tool moves leaders. A partition already led by its preferred replica needs no
+    election; a node killed and restarted stays a follower of its partitions until an election is
+    asked for; the tool's answer comes once the preferred replica leads (only the named partition
+    moves); `--all-topic-partitions` moves the rest, `__consumer_offsets` included; a preferred
+    replica that is down is PREFERRED_LEADER_NOT_AVAILABLE; an unclean election where a leader
+    exists is not needed. The outputs are those the reference broker gives for the same steps
+    (Kafka 4.4.0, three KRaft nodes, `auto.leader.rebalance.enable=false`). Every acknowledged
+    commit and record survives the moves."""
+    nodes = start_cluster(tmp_path, ["auto.leader.rebalance.enable=false"])
+    try:
+        bootstrap = ",".join(n.bootstrap for n in nodes)
+        create_topic(nodes, TOPIC, 1)
+        create_topic(nodes, "spread", 6, replication_factor=3)
+        wait_until(lambda: replicated_settled(nodes, "spread"), 30, "spread led")
+        preferred = preferred_replicas(nodes[0], "spread")
+        assert sorted(set(preferred.values())) == [1, 2, 3], preferred
+        wait_until(lambda: leaders_of(nodes[0], "spread") == preferred, 30, "spread led by its preferred replicas")
+        on_two = sorted(p for p, n in preferred.items() if n == 2)
+        assert len(on_two) == 2, preferred
+
+        r = leader_election(nodes[0], "--election-type", "preferred", "--topic", "spread", "--partition", "0")
+        assert r.rc == 0 and r.stdout.strip() == "Valid replica already elected for partitions spread-0", r
+        c = consumer(bootstrap)
+        acked = 1
+        commit_until_acked(c, acked)
+
+        nodes[1].kill()
+        wait_until(lambda: 2 not in leaders_of(nodes[0], "spread").values(), 30, "node 2's partitions led elsewhere")
+        # Records and a commit while node 2 is down: its logs are behind, so it cannot win its
+        # partitions back by campaigning when it restarts.
+        produce_acked(nodes, "spread", [b"while-down-%d" % i for i in range(60)], 6)
+        acked += 1
+        commit_until_acked(c, acked)
+        r = leader_election(nodes[0], "--election-type", "preferred", "--topic", "spread",
+                            "--partition", str(on_two[0]))
+        assert r.rc == 1 and "PreferredLeaderNotAvailableException" in r.stdout, r
+        assert f"spread-{on_two[0]}" in r.stdout, r
+
+        nodes[1].start()
+        wait_until(lambda: replicated_settled(nodes, "spread"), 60, "node 2 back in every ISR")
+        time.sleep(2)  # a few rebalance intervals' worth of Raft ticks: nothing moves by itself
+        assert 2 not in leaders_of(nodes[0], "spread").values(), leaders_of(nodes[0], "spread")
+
+        first, second = on_two
+        r = leader_election(nodes[2], "--election-type", "preferred", "--topic", "spread",
+                            "--partition", str(first))
+        assert r.rc == 0, r
+        assert r.stdout.strip() == f"Successfully completed leader election (PREFERRED) for partitions spread-{first}", r
+        wait_until(lambda: leaders_of(nodes[0], "spread").get(first) == 2, 5, "every node sees node 2 lead")
+        assert leaders_of(nodes[0], "spread").get(second) != 2, "only the named partition moved"
+
+        r = leader_election(nodes[0], "--election-type", "preferred", "--all-topic-partitions")
+        assert r.rc == 0, r
+        assert r.stdout.startswith("Successfully completed leader election (PREFERRED) for partitions "), r
+        assert f"spread-{second}" in r.stdout and f"spread-{first}" not in r.stdout, r
+        wait_until(lambda: leaders_of(nodes[0], "spread") == preferred, 10, "spread led as preferred")
+        offsets = leaders_of(nodes[0], "__consumer_offsets")
+        assert offsets == {p: p % 3 + 1 for p in range(50)}, offsets
+
+        r = leader_election(nodes[0], "--election-type", "unclean", "--topic", "spread", "--partition", "1")
+        assert r.rc == 0 and r.stdout.strip() == "Valid replica already elected for partitions spread-1", r
+        r = leader_election(nodes[0], "--election-type", "preferred", "--topic", "ghost", "--partition", "0")
+        assert r.rc == 1 and "UnknownTopicOrPartitionException: No such topic as ghost" in r.stdout, r
+
+        acked += 1
+        commit_until_acked(c, acked)
+        c.close()
+        assert committed(bootstrap) == acked
+        got = read_all(nodes[0], "spread", 6, 60)
+        assert sorted(got) == sorted(b"while-down-%d" % i for i in range(60))
         for n in nodes:
             assert "panicked" not in n.log_text(), n.log_tail()
     finally:

@@ -96,6 +96,17 @@ pub enum Command {
         id: NodeId,
         addr: String,
     },
+    /// Preferred leader election (ElectLeaders): every node hands the listed partitions it
+    /// leads to their preferred replicas, asking again on each Raft tick for `within_ms` after
+    /// it applied this, until the preferred replica leads (`Replica::hand_to_preferred` hands
+    /// over only to a voter that holds every entry). Nothing in the state changes: in Kafka the
+    /// controller writes the new leader (`ReplicationControlManager.electLeaders`); here Raft
+    /// elects leaders, so the log carries the request to every node, which is how it reaches
+    /// the partitions' current leaders wherever they are.
+    ElectLeaders {
+        partitions: Vec<(String, Vec<i32>)>,
+        within_ms: u32,
+    },
 }
 
 /// A command and who asked: `origin` is the proposing node and `seq` its own counter, so the
@@ -298,6 +309,15 @@ fn first_voters_of<'a>(
         .map_or(bootstrap, |(_, v)| v)
 }
 
+/// The Raft groups a preferred leader election moves (`Command::ElectLeaders`), as the broker
+/// keys them: (topic id, partition), the nil id for `__consumer_offsets`. Only partitions that
+/// exist when it applies; for how long each node keeps asking their leaders.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Election {
+    pub groups: Vec<(Uuid, i32)>,
+    pub within_ms: u32,
+}
+
 /// What applying one entry did: whose proposal it was (`None` when it did not decode), its
 /// result, and the id of the topic it deleted, if it did: what a node may remove from its disk
 /// (a topic it does not list may be one whose creation it has not applied yet, so only the ids
@@ -307,6 +327,8 @@ pub struct Applied {
     pub index: u64,
     pub proposal: Option<(NodeId, u64)>,
     pub result: Result<(), MetaError>,
+    /// A preferred leader election this entry asks every node for (`Command::ElectLeaders`).
+    pub elect: Option<Election>,
     pub deleted: Option<Uuid>,
 }
 
@@ -502,10 +524,18 @@ impl MetadataState {
                 proposal: None,
                 result: Err(MetaError::Undecodable(e)),
                 deleted: None,
+                elect: None,
             },
             Ok(p) => {
                 let deleting = match &p.command {
                     Command::DeleteTopic { name } => self.topics.get(name).map(|t| t.topic.id),
+                    _ => None,
+                };
+                let elect = match &p.command {
+                    Command::ElectLeaders {
+                        partitions,
+                        within_ms,
+                    } => Some(self.election(partitions, *within_ms)),
                     _ => None,
                 };
                 let seen = self.seen.entry(p.origin).or_default();
@@ -524,6 +554,7 @@ impl MetadataState {
                     index,
                     proposal: Some((p.origin, p.seq)),
                     deleted: deleting.filter(|_| result.is_ok()),
+                    elect: elect.filter(|_| result.is_ok()),
                     result,
                 }
             }
@@ -681,6 +712,9 @@ impl MetadataState {
             }
             Command::RemoveVoter { id } => self.remove_voter(id),
             Command::AddVoter { id, addr } => self.add_voter(id, addr),
+            // Acted on by each node as it applies it (`Applied::elect`); a topic deleted since
+            // it was proposed is skipped there.
+            Command::ElectLeaders { .. } => Ok(()),
         }
     }
 
@@ -805,6 +839,28 @@ impl MetadataState {
             }
         }
         Ok(())
+    }
+
+    /// The groups `partitions` name that exist now (a topic deleted, or a partition not
+    /// created, since the election was asked for is left out).
+    fn election(&self, partitions: &[(String, Vec<i32>)], within_ms: u32) -> Election {
+        let mut groups = Vec::new();
+        for (name, ps) in partitions {
+            let Some(t) = self.topics.get(name) else {
+                continue;
+            };
+            let id = if t.topic.internal {
+                Uuid::nil()
+            } else {
+                t.topic.id
+            };
+            groups.extend(
+                ps.iter()
+                    .filter(|p| (0..t.topic.partitions).contains(*p))
+                    .map(|p| (id, *p)),
+            );
+        }
+        Election { groups, within_ms }
     }
 
     /// Place `__consumer_offsets` at the first membership change (it is placed by
@@ -1481,7 +1537,50 @@ mod tests {
         assert_eq!(s.apply(2, &entry(2, add)).result, Ok(()));
         let off = &s.topic(CONSUMER_OFFSETS).unwrap().leaders;
         let count = |n| off.iter().filter(|l| **l == n).count();
-        assert_eq!([count(1), count(2), count(3), count(5)], [0, 18, 16, 16], "50 / 3 from node 2");
+        assert_eq!(
+            [count(1), count(2), count(3), count(5)],
+            [0, 18, 16, 16],
+            "50 / 3 from node 2"
+        );
+    }
+
+    #[test]
+    fn an_election_names_the_groups_that_exist_and_changes_nothing() {
+        let mut s = MetadataState::new(&[1, 2, 3], offsets());
+        assert_eq!(
+            s.apply(1, &entry(1, replicated("orders", 100, 3, 3)))
+                .result,
+            Ok(())
+        );
+        let before = s.placement();
+        let elect = Command::ElectLeaders {
+            partitions: vec![
+                ("orders".into(), vec![2, 0, 9]),
+                (CONSUMER_OFFSETS.into(), vec![7]),
+                ("ghost".into(), vec![0]),
+            ],
+            within_ms: 4_000,
+        };
+        let applied = s.apply(2, &entry(2, elect.clone()));
+        assert_eq!(applied.result, Ok(()));
+        assert_eq!(
+            applied.elect,
+            Some(Election {
+                // A partition out of range and an unknown topic are left out; the offsets topic
+                // is keyed by the nil id, as the broker keys its groups.
+                groups: vec![
+                    (Uuid::from_u128(100), 2),
+                    (Uuid::from_u128(100), 0),
+                    (Uuid::nil(), 7)
+                ],
+                within_ms: 4_000,
+            })
+        );
+        assert_eq!(s.placement(), before, "an election places nothing");
+        // Applied again (a duplicate proposal): refused, and nothing to elect.
+        let again = s.apply(3, &entry(2, elect));
+        assert!(matches!(again.result, Err(MetaError::Duplicate(1, 2))));
+        assert_eq!(again.elect, None);
     }
 
     #[test]

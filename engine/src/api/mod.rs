@@ -19,7 +19,8 @@
 //! `describe_user_scram_credentials.rs` / `alter_user_scram_credentials.rs` read and change the
 //! SCRAM credentials (`crate::scram_store`); `describe_client_quotas.rs` answers that no client
 //! quota is configured (none are enforced); `describe_quorum.rs`, `add_raft_voter.rs` and
-//! `remove_raft_voter.rs` describe a cluster's metadata log and add a node to it or take one out.
+//! `remove_raft_voter.rs` describe a cluster's metadata log and add a node to it or take one out;
+//! `elect_leaders.rs` moves partitions' leadership back to their preferred replicas.
 
 use crate::runtime::shard::Caller;
 use crate::runtime::shard::{Handled, Shard};
@@ -54,6 +55,7 @@ mod describe_producers;
 mod describe_quorum;
 mod describe_transactions;
 mod describe_user_scram_credentials;
+mod elect_leaders;
 mod end_txn;
 mod fetch;
 mod find_coordinator;
@@ -214,6 +216,9 @@ async fn dispatch(
         }
         Request::RemoveRaftVoter(r) => {
             Response::RemoveRaftVoter(remove_raft_voter::handle(b, caller, r).await)
+        }
+        Request::ElectLeaders(r) => {
+            Response::ElectLeaders(elect_leaders::handle(b, caller, r, v).await)
         }
         Request::DeleteTopics(r) => {
             Response::DeleteTopics(delete_topics::handle(shard, caller, r, v).await)

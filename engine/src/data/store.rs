@@ -192,15 +192,18 @@ impl DataStore {
         Some((p, ctx))
     }
 
-    /// Kafka's automatic preferred leader election, for the replicated topic partitions open
-    /// here that this node leads: each hands its leadership to the node the metadata log placed
-    /// it on (`Topics::placed`) when that replica is a voter in sync. Returns how many
-    /// handovers started.
-    pub fn hand_to_preferred(&self) -> usize {
+    /// Kafka's preferred leader election, for the replicated topic partitions open here that
+    /// this node leads and `wanted` names (by topic id and partition): each hands its
+    /// leadership to the node the metadata log placed it on (`Topics::placed`) when that
+    /// replica is a voter in sync. Returns how many handovers started.
+    pub fn hand_to_preferred(&self, wanted: impl Fn(uuid::Uuid, i32) -> bool) -> usize {
         let mut started = 0;
         for slot in self.parts.borrow().values() {
             let Slot::Ready(p) = slot else { continue };
             let Some(raft) = &p.raft else { continue };
+            if !wanted(p.topic.id, p.partition) {
+                continue;
+            }
             let Some(to) = self.broker.topics.placed(&p.topic, p.partition) else {
                 continue;
             };

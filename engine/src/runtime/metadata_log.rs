@@ -353,6 +353,12 @@ impl MetadataLog {
             let value = proposal_bytes(&e.data);
             let applied = state.apply(e.index, value.as_deref().unwrap_or(&[]));
             deleted.extend(applied.deleted);
+            if let (Some(e), Some(cluster)) = (&applied.elect, &self.broker.cluster) {
+                // Also when a restarted node replays its log: its replicas lead nothing then,
+                // and a handover to the preferred replica is what the rebalancing does anyway.
+                let until = crate::runtime::replicated::mono_ms() + i64::from(e.within_ms);
+                cluster.want_elections(&e.groups, until);
+            }
             let duplicate = matches!(applied.result, Err(MetaError::Duplicate(..)));
             if let Err(err) = &applied.result {
                 if !duplicate {

@@ -700,12 +700,37 @@ fn start_replicas(
         }
         replicas.store.raft_tick();
         if rebalance {
-            let n = replicas.store.hand_to_preferred();
+            let n = replicas.store.hand_to_preferred(|_, _| true);
             if n > 0 {
                 tracing::info!(
                     partitions = n,
                     "topic partition leadership handed to the preferred replicas"
                 );
+            }
+        }
+        // Preferred leader elections asked for (ElectLeaders): asked again every tick until
+        // the preferred replica leads or the election's time is up.
+        let elections = topics_broker
+            .cluster
+            .as_ref()
+            .and_then(|c| c.elections(now));
+        if let Some(wanted) = elections {
+            let topics = &topics_broker.topics;
+            let nil = uuid::Uuid::nil();
+            let mut n = 0;
+            if let Some(set) = replicas.replicas.as_ref().and_then(|r| r.borrow().clone()) {
+                n += set.hand_to_preferred(|p| {
+                    wanted
+                        .contains(&(nil, p))
+                        .then(|| topics.preferred_offsets_leader(p))
+                        .flatten()
+                });
+            }
+            n += replicas
+                .store
+                .hand_to_preferred(|t, p| wanted.contains(&(t, p)));
+            if n > 0 {
+                tracing::info!(partitions = n, "preferred leader election: handing over");
             }
         }
         let log = meta_tick.borrow().clone();
