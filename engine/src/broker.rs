@@ -104,7 +104,17 @@ impl Broker {
         };
         let ids = |v: Vec<u64>| -> Vec<i32> { v.into_iter().map(|n| n as i32).collect() };
         if topic.internal {
-            let (all, learners) = cluster.replicas_of(group, partition, &cluster.members());
+            let (mut all, learners) = cluster.replicas_of(group, partition, &cluster.members());
+            // The preferred replica first, the others after it in voter order, wrapping, as
+            // Kafka lists a partition's replicas (the first is the preferred one, which
+            // `kafka-topics --describe` and `kafka-leader-election` go by).
+            if let Some(at) = self
+                .topics
+                .preferred_offsets_leader(partition)
+                .and_then(|pref| all.iter().position(|n| *n == pref))
+            {
+                all.rotate_left(at);
+            }
             let isr = all
                 .iter()
                 .copied()

@@ -1297,6 +1297,8 @@ def test_kafka_leader_election_moves_leadership_to_the_preferred_replicas(tmp_pa
         wait_until(lambda: leaders_of(nodes[0], "spread") == preferred, 10, "spread led as preferred")
         offsets = leaders_of(nodes[0], "__consumer_offsets")
         assert offsets == {p: p % 3 + 1 for p in range(50)}, offsets
+        # Metadata lists the preferred replica first, as Kafka does, the offsets topic's too.
+        assert preferred_replicas(nodes[0], "__consumer_offsets") == offsets
 
         r = leader_election(nodes[0], "--election-type", "unclean", "--topic", "spread", "--partition", "1")
         assert r.rc == 0 and r.stdout.strip() == "Valid replica already elected for partitions spread-1", r
