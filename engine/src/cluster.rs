@@ -57,6 +57,88 @@ pub struct QuorumView {
     pub activity: Vec<(NodeId, i64, i64)>,
 }
 
+impl QuorumView {
+    /// The leader's view as it sends it to the other members every Raft tick
+    /// ([`crate::runtime::peers::QUORUM_VIEW`]), so that any node answers DescribeQuorum as the
+    /// leader would. Big-endian: leader (u64, 0 = none), term, commit, last (u64 each), then
+    /// four lists, each a u16 count: voters and learners (u64 each), matched (u64 node, u64
+    /// index), activity (u64 node, i64 last fetch, i64 last caught up).
+    pub fn encode(&self) -> Vec<u8> {
+        let mut b = Vec::with_capacity(64 + 24 * (self.matched.len() + self.activity.len()));
+        for v in [self.leader.unwrap_or(0), self.term, self.commit, self.last] {
+            b.extend_from_slice(&v.to_be_bytes());
+        }
+        let count = |b: &mut Vec<u8>, n: usize| {
+            b.extend_from_slice(&u16::try_from(n).expect("members are bounded").to_be_bytes())
+        };
+        for list in [&self.voters, &self.learners] {
+            count(&mut b, list.len());
+            list.iter()
+                .for_each(|n| b.extend_from_slice(&n.to_be_bytes()));
+        }
+        count(&mut b, self.matched.len());
+        for (n, m) in &self.matched {
+            b.extend_from_slice(&n.to_be_bytes());
+            b.extend_from_slice(&m.to_be_bytes());
+        }
+        count(&mut b, self.activity.len());
+        for (n, f, c) in &self.activity {
+            b.extend_from_slice(&n.to_be_bytes());
+            b.extend_from_slice(&f.to_be_bytes());
+            b.extend_from_slice(&c.to_be_bytes());
+        }
+        b
+    }
+
+    /// [`Self::encode`]'s bytes back; None for anything else (a truncated frame, trailing
+    /// bytes, or a list longer than an address book holds).
+    pub fn decode(mut b: &[u8]) -> Option<QuorumView> {
+        fn take<const N: usize>(b: &mut &[u8]) -> Option<[u8; N]> {
+            let (head, rest) = b.split_first_chunk::<N>()?;
+            *b = rest;
+            Some(*head)
+        }
+        let u64_ = |b: &mut &[u8]| take::<8>(b).map(u64::from_be_bytes);
+        let i64_ = |b: &mut &[u8]| take::<8>(b).map(i64::from_be_bytes);
+        let count = |b: &mut &[u8]| {
+            take::<2>(b)
+                .map(|c| usize::from(u16::from_be_bytes(c)))
+                .filter(|c| *c <= MAX_BOOK)
+        };
+        let leader = u64_(&mut b)?;
+        let (term, commit, last) = (u64_(&mut b)?, u64_(&mut b)?, u64_(&mut b)?);
+        let mut lists = [Vec::new(), Vec::new()];
+        for list in &mut lists {
+            for _ in 0..count(&mut b)? {
+                list.push(u64_(&mut b)?);
+            }
+        }
+        let [voters, learners] = lists;
+        let mut matched = Vec::new();
+        for _ in 0..count(&mut b)? {
+            matched.push((u64_(&mut b)?, u64_(&mut b)?));
+        }
+        let mut activity = Vec::new();
+        for _ in 0..count(&mut b)? {
+            activity.push((u64_(&mut b)?, i64_(&mut b)?, i64_(&mut b)?));
+        }
+        b.is_empty().then_some(QuorumView {
+            leader: (leader != 0).then_some(leader),
+            term,
+            commit,
+            last,
+            voters,
+            learners,
+            matched,
+            activity,
+        })
+    }
+}
+
+/// How long a view the metadata log's leader sent stands for it: a few of its ticks (it sends
+/// one every tick), so a leader gone quiet is not reported for long.
+pub const LEADER_VIEW_TTL: std::time::Duration = std::time::Duration::from_millis(1_000);
+
 /// A Raft group's configuration as a replica applied it: its voters (both sides of a joint
 /// configuration) and its learners, each sorted.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -124,6 +206,9 @@ pub struct Cluster {
     removed: ArcSwap<Vec<NodeId>>,
     /// The metadata log's group, published by its shard on every tick.
     quorum: ArcSwap<QuorumView>,
+    /// The metadata log's group as its leader last sent it (a node that is not the leader),
+    /// with when it arrived: what DescribeQuorum answers with while it is fresh.
+    leader_quorum: ArcSwap<Option<(QuorumView, std::time::Instant)>>,
     /// Per `__consumer_offsets` partition: the leader this node's replica knows of, 0 = none.
     leaders: Vec<AtomicU64>,
     /// Per partition of a topic with a replica on every voter (by topic id, partition): the
@@ -225,6 +310,7 @@ impl Cluster {
             removed: ArcSwap::from_pointee(Vec::new()),
             book: ArcSwap::from_pointee(book),
             quorum: ArcSwap::from_pointee(QuorumView::default()),
+            leader_quorum: ArcSwap::from_pointee(None),
             voters,
             elections: Default::default(),
             elections_wanted: Default::default(),
@@ -374,6 +460,32 @@ impl Cluster {
     /// The metadata log's group as last published.
     pub fn quorum(&self) -> std::sync::Arc<QuorumView> {
         self.quorum.load_full()
+    }
+
+    /// A view of the metadata log's group that node `from` sent as its leader; kept if it
+    /// names `from` as leader.
+    pub fn set_leader_quorum(&self, from: NodeId, view: QuorumView) {
+        if view.leader == Some(from) && from != self.node_id {
+            self.leader_quorum
+                .store(std::sync::Arc::new(Some((view, std::time::Instant::now()))));
+        }
+    }
+
+    /// The metadata log's group as DescribeQuorum reports it: the leader's own view, as the
+    /// leader last sent it, when this node is not the leader and that view is fresh (less than
+    /// [`LEADER_VIEW_TTL`] old) and of this node's term or a later one (Kafka forwards the
+    /// request to the leader); else this node's own ([`Self::quorum`]).
+    pub fn quorum_as_leader_sees_it(&self) -> std::sync::Arc<QuorumView> {
+        let own = self.quorum();
+        if own.leader == Some(self.node_id) {
+            return own;
+        }
+        match &**self.leader_quorum.load() {
+            Some((view, at)) if at.elapsed() < LEADER_VIEW_TTL && view.term >= own.term => {
+                std::sync::Arc::new(view.clone())
+            }
+            _ => own,
+        }
     }
 
     /// Published by the metadata log's shard (only when it changed: readers are rare).
@@ -589,6 +701,73 @@ mod tests {
             host: "127.0.0.1".into(),
             port,
         }]
+    }
+
+    #[test]
+    fn a_leader_view_round_trips_and_only_its_leader_may_send_it() {
+        let view = QuorumView {
+            leader: Some(2),
+            term: 7,
+            commit: 120,
+            last: 121,
+            voters: vec![1, 2, 3],
+            learners: vec![4],
+            matched: vec![(1, 120), (2, 121), (3, 90), (4, 12)],
+            activity: vec![(1, 1_700_000_000_100, 1_700_000_000_000), (3, 5, -1)],
+        };
+        let bytes = view.encode();
+        assert_eq!(QuorumView::decode(&bytes), Some(view.clone()));
+        assert_eq!(
+            QuorumView::decode(&QuorumView::default().encode()),
+            Some(QuorumView::default())
+        );
+        for cut in 0..bytes.len() {
+            assert_eq!(QuorumView::decode(&bytes[..cut]), None, "cut at {cut}");
+        }
+        let mut longer = bytes.clone();
+        longer.push(0);
+        assert_eq!(QuorumView::decode(&longer), None, "trailing bytes");
+        let mut huge = vec![0u8; 32];
+        huge.extend_from_slice(&u16::MAX.to_be_bytes());
+        assert_eq!(
+            QuorumView::decode(&huge),
+            None,
+            "a list past the address book"
+        );
+
+        let voters = (1..=3)
+            .map(|id| Voter {
+                id,
+                addr: format!("127.0.0.1:1900{id}"),
+            })
+            .collect();
+        let c = Cluster::new(1, "c1".into(), voters, 4, ep(9092));
+        let own = QuorumView {
+            leader: Some(2),
+            term: 7,
+            commit: 118,
+            ..Default::default()
+        };
+        c.set_quorum(own.clone());
+        assert_eq!(*c.quorum_as_leader_sees_it(), own, "nothing heard yet");
+        c.set_leader_quorum(3, view.clone());
+        assert_eq!(
+            *c.quorum_as_leader_sees_it(),
+            own,
+            "node 3 does not lead it"
+        );
+        c.set_leader_quorum(2, view.clone());
+        assert_eq!(*c.quorum_as_leader_sees_it(), view, "the leader's, fresh");
+        c.set_quorum(QuorumView {
+            term: 8,
+            leader: None,
+            ..own.clone()
+        });
+        assert_eq!(
+            c.quorum_as_leader_sees_it().term,
+            8,
+            "an older term's view is not used"
+        );
     }
 
     #[test]

@@ -2,15 +2,19 @@
 //! describe --status / --replication`): its leader and term, its high watermark, its voters
 //! with their log end offsets, and (v2) each voter's directory id and node-to-node address.
 //!
-//! Where it differs from Kafka 4.4: a Kafka broker forwards this to the active controller, so
-//! the answer is always the leader's. This node answers from its own replica of the log
-//! (`Cluster::quorum`): on the leader that is Kafka's answer; on a follower the high watermark is
-//! its own commit index, the leader's log end offset is given as that high watermark (a lower
-//! bound) and the other followers' as -1 (unknown). The leader reports each member's last fetch
-//! as when it last heard from it and its last caught-up time as when it last held every entry
-//! the leader had, to the 100 ms Raft tick (Kafka: the last fetch and the last time the fetch
-//! reached the leader's log end); a follower reports -1 (unknown), as above. A single node has
-//! no metadata log: answered with an error.
+//! A Kafka broker forwards this to the active controller, so the answer is always the leader's.
+//! Here the metadata log's leader sends its view of the group to the other members every Raft
+//! tick (`runtime::peers::QUORUM_VIEW`), and any node answers from the leader's view as it last
+//! received it (`Cluster::quorum_as_leader_sees_it`): at most a tick (100 ms) and a network hop
+//! old. A node that has heard no leader for a second (cut off, or during an election) answers
+//! from its own replica of the log instead: the high watermark is its own commit index, the
+//! leader's log end offset is given as that high watermark (a lower bound), and the other
+//! followers' log ends and every timestamp as -1 (unknown).
+//!
+//! Where it differs from Kafka 4.4: the leader reports each member's last fetch as when it last
+//! heard from it and its last caught-up time as when it last held every entry the leader had, to
+//! the 100 ms Raft tick (Kafka: the last fetch and the last time the fetch reached the leader's
+//! log end). A single node has no metadata log: answered with an error.
 
 use super::auth::{self, Op};
 use super::common::{code, s};
@@ -51,10 +55,13 @@ pub(super) fn handle(
                 )
             }));
     };
-    let q = cluster.quorum();
-    // On the leader: what it knows each voter's log matches. On a follower: its own log end,
-    // the high watermark for the leader (a lower bound of its log end, which only the leader
-    // knows; Kafka's tool computes every lag from the leader's), and -1 (unknown) for the rest.
+    // The leader's view, on the leader or as it last sent it here (within a second); else, on
+    // a node that has heard nothing from a leader lately, this node's own.
+    let q = cluster.quorum_as_leader_sees_it();
+    // From the leader's view: what it knows each voter's log matches. From a follower's own:
+    // its own log end, the high watermark for the leader (a lower bound of its log end, which
+    // only the leader knows; Kafka's tool computes every lag from the leader's), and -1
+    // (unknown) for the rest.
     let leo = |id: u64| -> i64 {
         if let Some((_, m)) = q.matched.iter().find(|(n, _)| *n == id) {
             *m as i64
@@ -72,7 +79,7 @@ pub(super) fn handle(
     let times = |id: u64| -> (i64, i64) {
         if q.matched.is_empty() {
             (-1, -1)
-        } else if id == cluster.node_id {
+        } else if Some(id) == q.leader {
             (now, now)
         } else {
             q.activity

@@ -227,7 +227,7 @@ impl MetadataLog {
             replica.follow_members(&cluster.members(), &cluster.removed());
             let m = replica.membership();
             let role = replica.role();
-            cluster.set_quorum(crate::cluster::QuorumView {
+            let view = crate::cluster::QuorumView {
                 leader: role.leader,
                 term: role.term,
                 commit: replica.commit_index(),
@@ -255,7 +255,19 @@ impl MetadataLog {
                         .map(|(id, heard, caught_up)| (id, at(heard), at(caught_up)))
                         .collect()
                 },
-            });
+            };
+            // The leader tells the other members its view every tick, so DescribeQuorum asked of
+            // any node answers as the leader would (a Kafka broker forwards it to the leader).
+            if role.leader == Some(self.node) {
+                let bytes = view.encode();
+                for to in view.voters.iter().chain(&view.learners) {
+                    if *to != self.node {
+                        self.links
+                            .send(*to, crate::runtime::peers::QUORUM_VIEW, &bytes);
+                    }
+                }
+            }
+            cluster.set_quorum(view);
         }
         let mut pending = self.pending.borrow_mut();
         pending.retain(|_, p| p.since.elapsed() < PENDING_TTL);

@@ -22,7 +22,8 @@
 //! name, a u16-length host and an i32 port) so FindCoordinator here can name it. Every later
 //! payload is one raft-rs message (`replication::encode`); partition −2 is the cluster's metadata
 //! log (`runtime::metadata_log`, on shard 0), −3 a replicated topic partition's
-//! ([`TOPIC_PARTITION`]), −4 a topic partition's re-seeding message ([`TOPIC_SEED`]). A frame
+//! ([`TOPIC_PARTITION`]), −4 a topic partition's re-seeding message ([`TOPIC_SEED`]), −5 the
+//! metadata log's leader's view of its group ([`QUORUM_VIEW`]). A frame
 //! longer than [`MAX_FRAME_BYTES`], a bad hello or a partition out of range closes the
 //! connection.
 //!
@@ -44,8 +45,9 @@ use std::time::Duration;
 /// `RLRAFT` and the node-to-node version: 02 since every Raft message carries its sender's
 /// configuration epoch and a snapshot its configuration's (`replication::Replica::conf_epoch`),
 /// which a node of version 01 would not strip; 03 since re-seeding frames ([`TOPIC_SEED`]),
-/// which a node of version 02 would close the connection over.
-pub const HELLO_MAGIC: &[u8; 8] = b"RLRAFT03";
+/// which a node of version 02 would close the connection over; 04 since the metadata log's
+/// leader sends its view of the quorum ([`QUORUM_VIEW`]).
+pub const HELLO_MAGIC: &[u8; 8] = b"RLRAFT04";
 /// The largest frame: one append message (`replication::MAX_MESSAGE_BYTES` of entries) plus its
 /// envelope.
 pub const MAX_FRAME_BYTES: usize = {
@@ -424,6 +426,11 @@ pub const TOPIC_PARTITION: i32 = -3;
 /// (`replication::topic::SeedMsg`): the payload is the topic id, the partition, then the
 /// message; handed to the owning shard as [`TOPIC_PARTITION`]'s are.
 pub const TOPIC_SEED: i32 = -4;
+/// Partition of a frame holding the metadata log's leader's view of its group
+/// (`cluster::QuorumView::encode`), sent every Raft tick to the other members; kept by the
+/// receiver for DescribeQuorum (`Cluster::set_leader_quorum`). One that does not decode is
+/// dropped.
+pub const QUORUM_VIEW: i32 = -5;
 
 /// Where this shard steps a message of [`METADATA_PARTITION`]: the metadata log's, once it is
 /// open (set by the server; a function, so this module does not depend on the log's). Before
@@ -573,6 +580,12 @@ async fn read_loop(
             let step = meta.borrow().clone();
             if let Some(step) = step {
                 step(&buf);
+            }
+            continue;
+        }
+        if partition == QUORUM_VIEW {
+            if let Some(view) = crate::cluster::QuorumView::decode(&buf) {
+                cluster.set_leader_quorum(node, view);
             }
             continue;
         }
