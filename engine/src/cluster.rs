@@ -695,6 +695,17 @@ impl Cluster {
 mod tests {
     use super::*;
 
+    /// Node `node` of a cluster of voters 1, 2 and 3, with 4 `__consumer_offsets` partitions.
+    fn three(node: NodeId) -> Cluster {
+        let voters = (1..=3)
+            .map(|id| Voter {
+                id,
+                addr: format!("127.0.0.1:1900{id}"),
+            })
+            .collect();
+        Cluster::new(node, "c1".into(), voters, 4, ep(9092))
+    }
+
     fn ep(port: i32) -> Vec<Endpoint> {
         vec![Endpoint {
             listener: "PLAINTEXT".into(),
@@ -735,13 +746,7 @@ mod tests {
             "a list past the address book"
         );
 
-        let voters = (1..=3)
-            .map(|id| Voter {
-                id,
-                addr: format!("127.0.0.1:1900{id}"),
-            })
-            .collect();
-        let c = Cluster::new(1, "c1".into(), voters, 4, ep(9092));
+        let c = three(1);
         let own = QuorumView {
             leader: Some(2),
             term: 7,
@@ -772,13 +777,7 @@ mod tests {
 
     #[test]
     fn elections_are_asked_for_until_their_time_is_up() {
-        let voters = (1..=3)
-            .map(|id| Voter {
-                id,
-                addr: format!("127.0.0.1:1900{id}"),
-            })
-            .collect();
-        let c = Cluster::new(1, "c1".into(), voters, 4, ep(9092));
+        let c = three(1);
         let t = Uuid::from_u128(9);
         assert_eq!(c.elections(0), None);
         c.want_elections(&[(t, 0), (Uuid::nil(), 3)], 1_000);
@@ -801,13 +800,7 @@ mod tests {
 
     #[test]
     fn leaders_and_endpoints_are_what_was_last_set() {
-        let voters = (1..=3)
-            .map(|id| Voter {
-                id,
-                addr: format!("127.0.0.1:1900{id}"),
-            })
-            .collect();
-        let c = Cluster::new(2, "c1".into(), voters, 4, ep(9092));
+        let c = three(2);
         assert_eq!(
             c.peers().iter().map(|v| v.id).collect::<Vec<_>>(),
             vec![1, 3]

@@ -41,6 +41,10 @@ pub const MAX_WAIT_MS: i32 = 15_000;
 /// The shortest time every node keeps asking a partition's leader to hand it over: a few Raft
 /// ticks, for a request sent with a tiny timeout.
 const MIN_WAIT_MS: i32 = 1_000;
+/// The most partitions one request elects, Kafka's bound on the records one admin operation
+/// writes (`QuorumController.MAX_RECORDS_PER_USER_OP`): the election is one metadata log entry.
+/// Partitions past it are answered with INVALID_REQUEST and can be asked for again.
+pub const MAX_ELECTIONS: usize = 10_000;
 /// How often the answer looks at who leads.
 const POLL: std::time::Duration = std::time::Duration::from_millis(20);
 
@@ -110,6 +114,15 @@ pub(super) async fn handle(
                         .with_partition_id(p)
                         .with_error_code(code(e))
                         .with_error_message(message.map(s)),
+                ),
+                Ok(_) if wanted.len() >= MAX_ELECTIONS => out.push(
+                    PartitionResult::default()
+                        .with_partition_id(p)
+                        .with_error_code(code(ResponseError::InvalidRequest))
+                        .with_error_message(Some(s(format!(
+                            "at most {MAX_ELECTIONS} partitions are elected per request; ask \
+                             again for this one"
+                        )))),
                 ),
                 Ok(preferred) => {
                     let t = topic.clone().expect("checked above");

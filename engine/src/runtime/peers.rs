@@ -699,7 +699,7 @@ mod tests {
         older[..8].copy_from_slice(b"RLRAFT01");
         assert!(parse_hello(&older)
             .unwrap_err()
-            .contains("version 01 (this node speaks 03)"));
+            .contains("version 01 (this node speaks 04)"));
         let mut long = f[8..].to_vec();
         long.push(0);
         assert!(parse_hello(&long).unwrap_err().contains("trailing"));
