@@ -244,8 +244,12 @@ async fn elect(
     let leads = |(_, _, t, p, preferred): &(usize, usize, Arc<Topic>, i32, i32)| {
         broker.partition_view(t, *p).leader == *preferred
     };
+    // Once a preferred replica leads it stays counted: a later move does not undo the election.
+    let mut done = vec![false; wanted.len()];
     loop {
-        let done: Vec<bool> = wanted.iter().map(leads).collect();
+        for (d, w) in done.iter_mut().zip(wanted) {
+            *d = *d || leads(w);
+        }
         if done.iter().all(|d| *d) || std::time::Instant::now() >= deadline {
             return done.into_iter().map(Ok).collect();
         }
