@@ -234,7 +234,7 @@ pub struct Cluster {
     /// (monotonic ms) this node's replica of it, while it leads, hands it to its preferred
     /// replica. Bounded by the groups there are (one entry each).
     elections: std::sync::Mutex<hashbrown::HashMap<(Uuid, i32), i64>>,
-    /// `elections` is not empty: the Raft ticks read only this while no election is asked for.
+    /// `elections` is not empty: the shards' polls read only this while no election is asked for.
     elections_wanted: std::sync::atomic::AtomicBool,
 }
 

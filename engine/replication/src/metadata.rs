@@ -97,7 +97,7 @@ pub enum Command {
         addr: String,
     },
     /// Preferred leader election (ElectLeaders): every node hands the listed partitions it
-    /// leads to their preferred replicas, asking again on each Raft tick for `within_ms` after
+    /// leads to their preferred replicas, asking again every few milliseconds for `within_ms` after
     /// it applied this, until the preferred replica leads (`Replica::hand_to_preferred` hands
     /// over only to a voter that holds every entry). Nothing in the state changes: in Kafka the
     /// controller writes the new leader (`ReplicationControlManager.electLeaders`); here Raft

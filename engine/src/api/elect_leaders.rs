@@ -6,8 +6,8 @@
 //! (left out of the answer to a null list, as Kafka leaves it out), one whose preferred replica
 //! is not in sync and up PREFERRED_LEADER_NOT_AVAILABLE. The rest go to the metadata log as one
 //! `Command::ElectLeaders`, which carries the request to every node: the current leader of each
-//! partition, wherever it is, hands it over (`Replica::hand_to_preferred`) on its next Raft
-//! ticks. The answer waits until this node sees each preferred replica lead.
+//! partition, wherever it is, hands it over (`Replica::hand_to_preferred`) within milliseconds
+//! of applying it. The answer waits until this node sees each preferred replica lead.
 //!
 //! The preferred replica is the first of the partition's replicas, as in Kafka: where the
 //! metadata log placed a topic's partition, and for `__consumer_offsets` where it placed it
@@ -39,7 +39,7 @@ use std::sync::Arc;
 /// timeout (30 s), so the client hears the outcome rather than timing out itself.
 pub const MAX_WAIT_MS: i32 = 15_000;
 /// The shortest time every node keeps asking a partition's leader to hand it over: a few Raft
-/// ticks, for a request sent with a tiny timeout.
+/// Raft ticks, for a request sent with a tiny timeout.
 const MIN_WAIT_MS: i32 = 1_000;
 /// The most partitions one request elects, Kafka's bound on the records one admin operation
 /// writes (`QuorumController.MAX_RECORDS_PER_USER_OP`): the election is one metadata log entry.

@@ -547,6 +547,8 @@ fn start_replicas(
     ready: mpsc::Sender<anyhow::Result<()>>,
 ) {
     use crate::runtime::replicated::{ReplicaSet, RAFT_TICK};
+    /// How often a shard looks for preferred leader elections to carry out.
+    const ELECTION_POLL: std::time::Duration = std::time::Duration::from_millis(5);
     let broker = shard.broker.clone();
     let partitions = broker.config.offsets_topic_num_partitions;
     let endpoints: Vec<crate::cluster::Endpoint> = broker
@@ -673,6 +675,43 @@ fn start_replicas(
     let topics_broker = shard.broker.clone();
     let rebalance_every = topics_broker.config.leader_rebalance_ms().ok().flatten();
     let next_rebalance = std::cell::Cell::new(crate::runtime::replicated::mono_ms());
+    // Preferred leader elections asked for (ElectLeaders), looked for every ELECTION_POLL
+    // rather than every Raft tick, so a handover starts within milliseconds of the election
+    // applying here (one atomic load while none is asked for). Asked again until the preferred
+    // replica leads or the election's time is up: a handover starts only once the preferred
+    // replica holds every entry (`Replica::hand_to_preferred`).
+    let elect_replicas = exec.clone();
+    let elect_broker = shard.broker.clone();
+    shard
+        .tasks
+        .every("preferred leader elections", ELECTION_POLL, move || {
+            let now = crate::runtime::replicated::mono_ms();
+            let elections = elect_broker.cluster.as_ref().and_then(|c| c.elections(now));
+            if let Some(wanted) = elections {
+                let topics = &elect_broker.topics;
+                let nil = uuid::Uuid::nil();
+                let mut n = 0;
+                if let Some(set) = elect_replicas
+                    .replicas
+                    .as_ref()
+                    .and_then(|r| r.borrow().clone())
+                {
+                    n += set.hand_to_preferred(|p| {
+                        wanted
+                            .contains(&(nil, p))
+                            .then(|| topics.preferred_offsets_leader(p))
+                            .flatten()
+                    });
+                }
+                n += elect_replicas
+                    .store
+                    .hand_to_preferred(|t, p| wanted.contains(&(t, p)));
+                if n > 0 {
+                    tracing::info!(partitions = n, "preferred leader election: handing over");
+                }
+            }
+            std::future::ready(())
+        });
     shard.tasks.every("raft ticks", RAFT_TICK, move || {
         // A node the address book learnt since (AddRaftVoter) gets this shard's link at once,
         // so it hears this node's hello (and its client endpoints) before any message.
@@ -706,31 +745,6 @@ fn start_replicas(
                     partitions = n,
                     "topic partition leadership handed to the preferred replicas"
                 );
-            }
-        }
-        // Preferred leader elections asked for (ElectLeaders): asked again every tick until
-        // the preferred replica leads or the election's time is up.
-        let elections = topics_broker
-            .cluster
-            .as_ref()
-            .and_then(|c| c.elections(now));
-        if let Some(wanted) = elections {
-            let topics = &topics_broker.topics;
-            let nil = uuid::Uuid::nil();
-            let mut n = 0;
-            if let Some(set) = replicas.replicas.as_ref().and_then(|r| r.borrow().clone()) {
-                n += set.hand_to_preferred(|p| {
-                    wanted
-                        .contains(&(nil, p))
-                        .then(|| topics.preferred_offsets_leader(p))
-                        .flatten()
-                });
-            }
-            n += replicas
-                .store
-                .hand_to_preferred(|t, p| wanted.contains(&(t, p)));
-            if n > 0 {
-                tracing::info!(partitions = n, "preferred leader election: handing over");
             }
         }
         let log = meta_tick.borrow().clone();
