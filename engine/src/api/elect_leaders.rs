@@ -39,7 +39,7 @@ use std::sync::Arc;
 /// timeout (30 s), so the client hears the outcome rather than timing out itself.
 pub const MAX_WAIT_MS: i32 = 15_000;
 /// The shortest time every node keeps asking a partition's leader to hand it over: a few Raft
-/// Raft ticks, for a request sent with a tiny timeout.
+/// ticks, for a request sent with a tiny timeout.
 const MIN_WAIT_MS: i32 = 1_000;
 /// The most partitions one request elects, Kafka's bound on the records one admin operation
 /// writes (`QuorumController.MAX_RECORDS_PER_USER_OP`): the election is one metadata log entry.
