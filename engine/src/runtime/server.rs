@@ -538,6 +538,27 @@ async fn run_shard(
 
 /// A node of a cluster: open this shard's replicated `__consumer_offsets` partitions, start its
 /// links to the peers and the ticks, and (shard 0) accept the peers' links.
+/// Kafka's preferred leader election for what this shard leads among the Raft groups `wanted`
+/// names (by topic id, nil for `__consumer_offsets`, and partition): each hands its leadership
+/// to its preferred replica when that one is a voter in sync. The leaders' rebalancing wants
+/// every group, an ElectLeaders those it named. Returns how many handovers started.
+fn hand_to_preferred(
+    exec: &crate::runtime::shard::ShardExec,
+    broker: &crate::broker::Broker,
+    wanted: impl Fn((uuid::Uuid, i32)) -> bool,
+) -> usize {
+    let nil = uuid::Uuid::nil();
+    let mut n = 0;
+    if let Some(set) = exec.replicas.as_ref().and_then(|r| r.borrow().clone()) {
+        n += set.hand_to_preferred(|p| {
+            wanted((nil, p))
+                .then(|| broker.topics.preferred_offsets_leader(p))
+                .flatten()
+        });
+    }
+    n + exec.store.hand_to_preferred(|t, p| wanted((t, p)))
+}
+
 fn start_replicas(
     shard: &Rc<Shard>,
     exec: &Rc<ShardExec>,
@@ -688,24 +709,7 @@ fn start_replicas(
             let now = crate::runtime::replicated::mono_ms();
             let elections = elect_broker.cluster.as_ref().and_then(|c| c.elections(now));
             if let Some(wanted) = elections {
-                let topics = &elect_broker.topics;
-                let nil = uuid::Uuid::nil();
-                let mut n = 0;
-                if let Some(set) = elect_replicas
-                    .replicas
-                    .as_ref()
-                    .and_then(|r| r.borrow().clone())
-                {
-                    n += set.hand_to_preferred(|p| {
-                        wanted
-                            .contains(&(nil, p))
-                            .then(|| topics.preferred_offsets_leader(p))
-                            .flatten()
-                    });
-                }
-                n += elect_replicas
-                    .store
-                    .hand_to_preferred(|t, p| wanted.contains(&(t, p)));
+                let n = hand_to_preferred(&elect_replicas, &elect_broker, |g| wanted.contains(&g));
                 if n > 0 {
                     tracing::info!(partitions = n, "preferred leader election: handing over");
                 }
@@ -726,24 +730,14 @@ fn start_replicas(
         });
         if let Some(set) = replicas.replicas.as_ref().and_then(|r| r.borrow().clone()) {
             set.raft_tick();
-            if rebalance {
-                let topics = &topics_broker.topics;
-                let n = set.hand_to_preferred(|p| topics.preferred_offsets_leader(p));
-                if n > 0 {
-                    tracing::info!(
-                        partitions = n,
-                        "__consumer_offsets leadership handed to the preferred replicas"
-                    );
-                }
-            }
         }
         replicas.store.raft_tick();
         if rebalance {
-            let n = replicas.store.hand_to_preferred(|_, _| true);
+            let n = hand_to_preferred(&replicas, &topics_broker, |_| true);
             if n > 0 {
                 tracing::info!(
                     partitions = n,
-                    "topic partition leadership handed to the preferred replicas"
+                    "leadership handed to the preferred replicas"
                 );
             }
         }
