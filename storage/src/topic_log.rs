@@ -1152,8 +1152,9 @@ impl<D: LogDir + Clone> TopicLog<D> {
     /// log start) as a follower appends committed entries, durably. A chunk whose first batch
     /// starts past this log's end (the sender's retention moved its start) first restarts this
     /// log empty there ([`Self::restart_at`]); once appended, the log start moves up to the
-    /// sender's. A chunk that does not follow the log appends nothing (`appended` is the
-    /// error).
+    /// sender's. An empty chunk whose log start is past this log's end (the sender deleted
+    /// every record this log lacks) restarts this log empty at that start. A chunk that does
+    /// not follow the log appends nothing (`appended` is the error).
     pub async fn append_seed(
         this: &RefCell<Self>,
         sender_log_start: u64,
@@ -1161,6 +1162,7 @@ impl<D: LogDir + Clone> TopicLog<D> {
     ) -> io::Result<Seeded> {
         let first = match peek_batch(batches, 0, batches.len().max(BATCH_OVERHEAD)) {
             Ok(Peek::Batch(h)) => Some(h.base_offset),
+            _ if batches.is_empty() => Some(sender_log_start),
             _ => None,
         };
         let restarted_at = {
@@ -2849,6 +2851,19 @@ mod tests {
         assert_eq!((s.restarted_at, s.appended), (Some(base), Ok(11)));
         assert_eq!(fresh.borrow().log_start_offset(), base + 1);
         assert_eq!(read_all(&fresh, base + 1), read_all(&leader, base + 1));
+        // An empty chunk (the sender deleted every record the asker lacks): restarted empty at
+        // its start, which then reopens the same; one at or before the log's end changes
+        // nothing.
+        let dir = MemDir::new();
+        let (empty, _) = open(&dir);
+        let s = block_on(TopicLog::append_seed(&empty, 7, &[])).unwrap();
+        assert_eq!((s.restarted_at, s.appended), (Some(7), Ok(7)));
+        let s = block_on(TopicLog::append_seed(&empty, 7, &[])).unwrap();
+        assert_eq!((s.restarted_at, s.appended), (None, Ok(7)));
+        drop(empty);
+        let (empty, rep) = open(&dir);
+        assert_eq!((rep.log_start_offset, rep.next_offset), (7, 7));
+        assert_eq!(empty.borrow().high_watermark(), 7);
     }
 
     /// How many offsets `batches` (whole batches back to back) cover.

@@ -47,6 +47,9 @@ pub const KIND_BATCHES: u8 = 0;
 /// A compaction point every replica holds: the index (u64) and the topic log's end offset after
 /// it (u64).
 pub const KIND_COMPACT: u8 = 1;
+/// DeleteRecords: the offset (u64) the topic log's start moves up to (at most the high
+/// watermark the leader had when it proposed it, so every replica holds it when it applies it).
+pub const KIND_DELETE: u8 = 2;
 /// A topic partition's Raft snapshot: this magic, then the topic log's end offset at its index.
 pub const SNAPSHOT_MAGIC: &[u8; 4] = b"RLTS";
 /// The most bytes of staged batches one entry carries (a single larger batch goes alone).
@@ -66,6 +69,9 @@ pub enum Apply {
     /// Once the topic log has flushed everything before it: compact the Raft log to `index`,
     /// with the snapshot [`snapshot_data`]`(end)`, then call [`TopicReplica::compacted`].
     Compact { index: u64, end: u64 },
+    /// Once the topic log has flushed the batches of this work: move its log start up to
+    /// `offset` (DeleteRecords; a start already there changes nothing, so a replay does not).
+    DeleteRecords { index: u64, offset: u64 },
 }
 
 impl Apply {
@@ -75,7 +81,7 @@ impl Apply {
             Apply::Batches { entry, .. } => decode_entry(&entry.data)
                 .map(|(_, v)| v)
                 .expect("decoded when it was handed out"),
-            Apply::Compact { .. } => &[],
+            Apply::Compact { .. } | Apply::DeleteRecords { .. } => &[],
         }
     }
 }
@@ -198,6 +204,8 @@ pub enum SeedMsg<'a> {
     Request { from: u64, upto: u64 },
     /// The answer: whole batches from `from` on, or from the sender's log start `log_start`
     /// when that is later (retention or DeleteRecords removed the offsets before it there).
+    /// No batches: the sender deleted every record from `from` to the asked end, and the asker
+    /// restarts its log empty at `log_start` (that end at most).
     Chunk {
         from: u64,
         log_start: u64,
@@ -410,6 +418,19 @@ impl TopicReplica {
         }
     }
 
+    /// Leader, serving: propose moving every replica's log start up to `offset` (DeleteRecords;
+    /// the caller checked it against the high watermark). The index of the entry, or None if
+    /// this replica does not serve (the client is told NOT_LEADER_OR_FOLLOWER and finds the
+    /// leader).
+    pub fn propose_delete(&mut self, offset: u64, now_ms: i64) -> Option<u64> {
+        if !self.serving {
+            return None;
+        }
+        self.replica
+            .propose(encode_entry(KIND_DELETE, &offset.to_be_bytes(), now_ms))
+            .ok()
+    }
+
     /// The next piece of work, if any (see [`TopicWork`]).
     pub fn work(&mut self) -> Option<TopicWork> {
         let mut work = self.replica.work()?;
@@ -444,6 +465,17 @@ impl TopicReplica {
                 Some(KIND_COMPACT) => {
                     panic!(
                         "committed entry {}: a compaction of {} bytes",
+                        e.index,
+                        value.len()
+                    )
+                }
+                Some(KIND_DELETE) if value.len() == 8 => apply.push(Apply::DeleteRecords {
+                    index: e.index,
+                    offset: u64::from_be_bytes(value.try_into().expect("8 bytes")),
+                }),
+                Some(KIND_DELETE) => {
+                    panic!(
+                        "committed entry {}: a DeleteRecords of {} bytes",
                         e.index,
                         value.len()
                     )
@@ -627,6 +659,33 @@ mod tests {
         let mut unknown = bytes;
         unknown[0] = 7;
         assert!(decode_seed(&unknown).unwrap_err().contains("kind 7"));
+    }
+
+    /// Carry out `r`'s work as a shell would (nothing to store), returning what it applied.
+    fn drain(r: &mut TopicReplica, next_offset: u64) -> Vec<Apply> {
+        let mut applied = Vec::new();
+        while let Some(tw) = r.work() {
+            r.persisted(&tw.work);
+            applied.extend(tw.apply);
+            r.settle(next_offset, 0);
+        }
+        applied
+    }
+
+    #[test]
+    fn a_deletion_is_proposed_only_by_a_serving_leader_and_applied_at_its_offset() {
+        let mut r = TopicReplica::new(Replica::new(1, &[1]).unwrap(), 1 << 20);
+        assert_eq!(r.propose_delete(5, 0), None, "not leading");
+        r.replica_mut().campaign().unwrap();
+        drain(&mut r, 10);
+        assert!(r.serving());
+        let index = r.propose_delete(7, 0).expect("proposed");
+        let applied = drain(&mut r, 10);
+        assert!(
+            matches!(applied[..], [Apply::DeleteRecords { index: i, offset: 7 }] if i == index),
+            "{applied:?}"
+        );
+        assert!(applied[0].batches().is_empty());
     }
 
     /// A leader's snapshot at `index` standing for a topic log ending at `end`, from node 1.

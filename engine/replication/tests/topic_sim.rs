@@ -13,6 +13,11 @@
 //! compacted on the way (the compaction points are what every replica held, so no first
 //! replica ever needs a snapshot of records).
 //!
+//! DeleteRecords run too: a serving leader proposes moving the log start up to an offset at
+//! most its high watermark, acknowledged once its own start is there without stepping down in
+//! between; after healing every node's log starts at the same offset, no earlier than any
+//! acknowledged deletion.
+//!
 //! A fourth node added after the logs compacted is re-seeded: it refuses the leader's snapshot
 //! (it holds none of the records), asks for the records over the same faulty network (requests
 //! and chunks are lost, duplicated, delayed and cut off like Raft's messages), appends them as
@@ -57,6 +62,13 @@ struct Pending {
     deposed: u64,
 }
 
+/// A DeleteRecords a serving leader proposed: acknowledged once its log starts at `offset`.
+struct PendingDelete {
+    node: NodeId,
+    offset: u64,
+    deposed: u64,
+}
+
 struct Sim {
     rng: Rng,
     step: u64,
@@ -74,6 +86,15 @@ struct Sim {
     seeds: Vec<SeedInFlight>,
     /// Chunks appended by a re-seeded replica.
     chunks: u64,
+    deletes: Vec<PendingDelete>,
+    /// The highest offset a DeleteRecords was acknowledged to, and how many were.
+    deleted_to: u64,
+    deletes_acked: u64,
+    /// Re-seeded logs that restarted where the sender's started (its records before were
+    /// deleted).
+    restarts: u64,
+    /// DeleteRecords are offered with the produces (one for every 20).
+    deleting: bool,
 }
 
 fn config() -> TopicLogConfig {
@@ -116,6 +137,11 @@ impl Sim {
             ids: VOTERS.to_vec(),
             seeds: Vec::new(),
             chunks: 0,
+            deletes: Vec::new(),
+            deleted_to: 0,
+            deletes_acked: 0,
+            restarts: 0,
+            deleting: true,
         }
     }
 
@@ -178,15 +204,18 @@ impl Sim {
                 SeedMsg::Request { from: offset, upto } => {
                     let chunk = replication::topic::SEED_CHUNK_BYTES;
                     let (plan, start) = log.borrow().read_for_seed(offset, upto, chunk);
-                    if let Read::Data(plan) = plan {
-                        let batches = block_on(plan.read()).unwrap();
-                        let chunk = encode_seed(&SeedMsg::Chunk {
-                            from: offset,
-                            log_start: start,
-                            batches: &batches,
-                        });
-                        self.send_seed(to, from, chunk);
-                    }
+                    // As the broker answers (`engine::data::replica::seed`).
+                    let (batches, log_start) = match plan {
+                        Read::Data(plan) => (block_on(plan.read()).unwrap(), start),
+                        _ if start.min(upto) > offset => (Vec::new(), start.min(upto)),
+                        _ => continue,
+                    };
+                    let chunk = encode_seed(&SeedMsg::Chunk {
+                        from: offset,
+                        log_start,
+                        batches: &batches,
+                    });
+                    self.send_seed(to, from, chunk);
                 }
                 SeedMsg::Chunk {
                     log_start, batches, ..
@@ -209,20 +238,11 @@ impl Sim {
         let Some((log_start, batches)) = n.chunk.take() else {
             return;
         };
-        let first = match peek_batch(&batches, 0, batches.len().max(61)) {
-            Ok(Peek::Batch(h)) => Some(h.base_offset),
-            _ => None,
-        };
-        assert!(
-            !first.is_some_and(|b| b > log.borrow().next_offset()),
-            "no retention in this simulation: every log starts at 0"
-        );
         // The broker's own append (`engine::data::replica::apply_seed`).
         let seeded = block_on(TopicLog::append_seed(log, log_start, &batches)).unwrap();
-        assert_eq!(
-            seeded.restarted_at, None,
-            "no retention in this simulation: every log starts at 0"
-        );
+        if seeded.restarted_at.is_some() {
+            self.restarts += 1;
+        }
         if seeded.appended.is_ok() {
             self.chunks += 1;
         }
@@ -260,6 +280,32 @@ impl Sim {
             offset: staged.base_offset,
             deposed: r.deposed(),
         });
+    }
+
+    /// A DeleteRecords at whichever node serves, if one does, to an offset between its log
+    /// start and its high watermark (the broker checks the same bounds).
+    fn delete(&mut self) {
+        let id = self.ids[self.rng.below(self.ids.len() as u64) as usize];
+        let now = self.now_ms();
+        let n = self.nodes.get_mut(&id).unwrap();
+        let (Some(r), Some(log)) = (n.replica.as_mut(), &n.log) else {
+            return;
+        };
+        let (start, hw) = {
+            let l = log.borrow();
+            (l.log_start_offset(), l.high_watermark())
+        };
+        if !r.serving() || hw <= start {
+            return;
+        }
+        let offset = start + 1 + self.rng.below(hw - start);
+        if r.propose_delete(offset, now).is_some() {
+            self.deletes.push(PendingDelete {
+                node: id,
+                offset,
+                deposed: r.deposed(),
+            });
+        }
     }
 
     /// Carry out node `id`'s work until it has none, as the broker's writer does.
@@ -319,6 +365,16 @@ impl Sim {
                 block_on(TopicLog::flush_upto(log, end)).unwrap();
             }
             for a in &tw.apply {
+                if let Apply::DeleteRecords { offset, .. } = a {
+                    // The broker's step (`engine::data::replica::delete_records`).
+                    assert!(
+                        *offset <= log.borrow().high_watermark(),
+                        "node {id}: a deletion past its high watermark"
+                    );
+                    block_on(TopicLog::delete_records(log, *offset)).unwrap();
+                }
+            }
+            for a in &tw.apply {
                 if let Apply::Compact { index, end } = a {
                     if *index > r.replica().snapshot_index() {
                         assert!(log.borrow().high_watermark() >= *end);
@@ -363,6 +419,22 @@ impl Sim {
             }
             true
         });
+        let (deleted_to, deletes_acked) = (&mut self.deleted_to, &mut self.deletes_acked);
+        self.deletes.retain(|d| {
+            let n = &nodes[&d.node];
+            let (Some(r), Some(log)) = (&n.replica, &n.log) else {
+                return false;
+            };
+            if r.deposed() != d.deposed {
+                return false;
+            }
+            if log.borrow().log_start_offset() >= d.offset {
+                *deleted_to = (*deleted_to).max(d.offset);
+                *deletes_acked += 1;
+                return false;
+            }
+            true
+        });
     }
 
     /// Every record of node `id`'s topic log: offset → value, and the raw bytes.
@@ -397,13 +469,30 @@ impl Sim {
     /// Every node's topic log holds the same records, byte for byte, and every acknowledged
     /// record is there at the offset it was acknowledged with.
     fn assert_converged(&self, seed: u64) {
+        let start = |id: &NodeId| {
+            let n = &self.nodes[id];
+            n.log.as_ref().unwrap().borrow().log_start_offset()
+        };
+        let log_start = start(&self.ids[0]);
+        for id in &self.ids {
+            assert_eq!(
+                start(id),
+                log_start,
+                "seed {seed}: node {id}'s log start differs"
+            );
+        }
+        assert!(
+            log_start >= self.deleted_to,
+            "seed {seed}: an acknowledged deletion to {} undone (start {log_start})",
+            self.deleted_to
+        );
         let (first, bytes) = self.contents(self.ids[0]);
         for id in &self.ids[1..] {
             let (records, other) = self.contents(*id);
             assert_eq!(records, first, "seed {seed}: node {id}'s records differ");
             assert_eq!(other, bytes, "seed {seed}: node {id}'s log bytes differ");
         }
-        for (value, offset) in &self.acked {
+        for (value, offset) in self.acked.iter().filter(|(_, &o)| o >= log_start) {
             assert_eq!(
                 first.get(offset),
                 Some(value),
@@ -475,6 +564,9 @@ impl Faulty for Sim {
         if self.rng.chance(propose_per_mille) {
             self.produce();
         }
+        if self.deleting && self.rng.chance(propose_per_mille / 20) {
+            self.delete();
+        }
         for id in self.ids.clone() {
             self.run_node(id);
         }
@@ -502,7 +594,7 @@ impl Faulty for Sim {
 
 #[test]
 fn acknowledged_records_survive_faults_and_the_replicas_converge() {
-    let (mut acked, mut compactions, mut faults) = (0usize, 0u64, 0usize);
+    let (mut acked, mut compactions, mut faults, mut deletes) = (0usize, 0u64, 0usize, 0u64);
     for seed in 0..seeds(60) {
         let mut sim = Sim::new(seed);
         for _ in 0..4 {
@@ -516,18 +608,24 @@ fn acknowledged_records_survive_faults_and_the_replicas_converge() {
         sim.assert_converged(seed);
         acked += sim.acked.len();
         compactions += sim.compactions;
+        deletes += sim.deletes_acked;
     }
     assert!(compactions > 0, "the Raft logs never compacted");
+    assert!(deletes > 0, "no DeleteRecords was ever acknowledged");
     eprintln!(
-        "topic_sim: {acked} records acknowledged, {compactions} compactions, {faults} faults"
+        "topic_sim: {acked} records acknowledged, {compactions} compactions, {deletes} deletions, \
+         {faults} faults"
     );
 }
 
 #[test]
 fn a_replica_added_after_compaction_is_re_seeded_through_faults_and_converges() {
-    let (mut chunks, mut acked) = (0u64, 0usize);
+    let (mut chunks, mut acked, mut restarts) = (0u64, 0usize, 0u64);
     for seed in 0..seeds(20) {
         let mut sim = Sim::new(1_000 + seed);
+        // Half the seeds delete records: node 4 then restarts its log where the others' start;
+        // the other half re-seed it from offset 0.
+        sim.deleting = seed % 2 == 0;
         fault_phase(&mut sim, 2_500, 300);
         assert!(heal_and_settle(&mut sim), "seed {seed}: never agreed");
         assert!(
@@ -564,7 +662,15 @@ fn a_replica_added_after_compaction_is_re_seeded_through_faults_and_converges() 
         sim.assert_converged(seed);
         chunks += sim.chunks;
         acked += sim.acked.len();
+        restarts += sim.restarts;
     }
     assert!(chunks > 0, "no replica was ever re-seeded");
-    eprintln!("topic_sim join: {acked} records acknowledged, {chunks} chunks appended by node 4");
+    assert!(
+        restarts > 0,
+        "no re-seeded log ever restarted past deleted records"
+    );
+    eprintln!(
+        "topic_sim join: {acked} records acknowledged, {chunks} chunks appended by node 4, \
+         {restarts} re-seeded logs restarted at the sender's start"
+    );
 }
