@@ -34,7 +34,8 @@ node-to-node port, all three given the same `controller.quorum.voters` and `clus
 * a topic of replication factor 3 (a Raft group per partition over the three nodes): an
   idempotent acks=all producer rides through SIGKILLs of partition 0's leader, every
   acknowledged record is read back once at its offset, the Raft logs compact, and the three
-  nodes' topic logs end byte for byte the same; factors 2 and 4 are refused.
+  nodes' topic logs end byte for byte the same; factors 2 and 4 are refused; DeleteRecords moves
+  every replica's log start, which a whole-cluster restart keeps.
 
 Rounds: `RINGLEADER_FAILOVER_ROUNDS` (5 in the suite; `scripts/failover.sh` runs many more).
 """
@@ -757,9 +758,20 @@ def test_a_node_down_while_the_metadata_log_compacts_catches_up_by_its_snapshot(
     wait_same_topic(nodes, "after-restart", 1)
 
 
+def log_start(node: Broker, name: str, partition: int) -> int:
+    """A partition's log start offset as `node` stored it (`log-start-offset`: magic, u64, CRC;
+    storage/src/topic_log.rs), 0 when no record was ever deleted there."""
+    try:
+        b = (node.data_dir / f"{name}-{partition}" / "log-start-offset").read_bytes()
+    except FileNotFoundError:
+        return 0
+    return int.from_bytes(b[4:12], "big")
+
+
 def test_a_replicated_topic_grows_survives_a_whole_cluster_restart_and_is_deleted(cluster):
-    """A factor-3 topic grown by CreatePartitions gets its new partitions' Raft groups on every node;
-    after all three nodes are SIGKILLed and started again its records are all there and it takes
+    """A factor-3 topic's DeleteRecords moves the log start on every replica; grown by
+    CreatePartitions it gets its new partitions' Raft groups on every node; after all three nodes
+    are SIGKILLed and started again its records are all there but the deleted ones and it takes
     more; deleted through another node, its directories (Raft logs included) go on every node, and
     no node logged a panic."""
     from confluent_kafka.admin import NewPartitions
@@ -771,6 +783,19 @@ def test_a_replicated_topic_grows_survives_a_whole_cluster_restart_and_is_delete
     first = [f"a{i}".encode() for i in range(100)]
     produce_acked(nodes, name, first, 2)
     admin3 = confluent_admin(nodes[2])  # held: a dropped client fails its futures
+
+    # DeleteRecords travels through each partition's Raft log: the leader answers once a
+    # majority holds it, and every replica moves its log start when it applies it. Partition 0
+    # holds a0, a2, ... a98 at offsets 0-49: everything before 20 goes; partition 1 is emptied
+    # to its high watermark (-1).
+    deleted = admin3.delete_records([TopicPartition(name, 0, 20), TopicPartition(name, 1, -1)],
+                                    request_timeout=15, operation_timeout=10)
+    lows = {tp.partition: f.result(timeout=30).low_watermark for tp, f in deleted.items()}
+    assert lows == {0: 20, 1: 50}, lows
+    wait_until(lambda: all(log_start(n, name, p) == low for n in nodes for p, low in lows.items()),
+               20, "every replica's log start moved")
+    kept = [v for i, v in enumerate(first) if i % 2 == 0 and i // 2 >= 20]
+
     admin3.create_partitions([NewPartitions(name, 4)])[name].result(timeout=30)
     wait_same_topic(nodes, name, 4)
     wait_until(lambda: replicated_settled(nodes, name), 30, "four partitions led")
@@ -782,7 +807,8 @@ def test_a_replicated_topic_grows_survives_a_whole_cluster_restart_and_is_delete
     for b in nodes:
         b.start()
     wait_until(lambda: replicated_settled(nodes, name), 30, "led again after the whole cluster restarted")
-    assert sorted(read_all(nodes[0], name, 4, 200)) == sorted(first + second)
+    assert sorted(read_all(nodes[0], name, 4, 130)) == sorted(kept + second)
+    assert all(log_start(n, name, p) == low for n in nodes for p, low in lows.items())
     produce_acked(nodes, name, [f"c{i}".encode() for i in range(40)], 4)
 
     admin2 = confluent_admin(nodes[1])

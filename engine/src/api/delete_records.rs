@@ -50,6 +50,7 @@ pub(super) async fn handle(
                             topic: t.clone(),
                             partition: p.partition_index,
                             offset: p.offset,
+                            timeout_ms: req.timeout_ms.max(0) as u64,
                         },
                     ));
                     Ok(calls.len() - 1)

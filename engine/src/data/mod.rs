@@ -81,11 +81,13 @@ pub enum DataOp {
         commit: bool,
         coordinator_epoch: i32,
     },
-    /// DeleteRecords for one partition; -1 means the high watermark.
+    /// DeleteRecords for one partition; -1 means the high watermark. On a replicated
+    /// partition the answer waits at most `timeout_ms` for the deletion to commit.
     DeleteRecords {
         topic: Arc<Topic>,
         partition: i32,
         offset: i64,
+        timeout_ms: u64,
     },
     /// DescribeProducers for partitions owned by this shard: each one's producer state.
     Producers { items: Vec<(Arc<Topic>, i32)> },

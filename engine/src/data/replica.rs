@@ -132,6 +132,13 @@ pub(super) async fn writer(
             }
             p.changed.notify_all();
         }
+        // DeleteRecords after the flush: the leader proposed an offset no later than its high
+        // watermark, so every batch before it is flushed here by now.
+        for a in &tw.apply {
+            if let Apply::DeleteRecords { index, offset } = a {
+                delete_records(&p, *index, *offset).await;
+            }
+        }
         for a in &tw.apply {
             if let Apply::Compact { index, end } = a {
                 compact(&p, &mut log, *index, *end).await;
@@ -172,6 +179,35 @@ async fn drop_staged(p: &DataPartition) {
                 p.topic.name, p.partition
             ),
         }
+    }
+    p.changed.notify_all();
+}
+
+/// A committed DeleteRecords (entry `index`): move the topic log's start up to `offset`, as
+/// every replica does when it applies the entry, and wake the request waiting on the leader.
+/// Replaying it after a restart changes nothing (the start is there already).
+async fn delete_records(p: &DataPartition, index: u64, offset: u64) {
+    let hw = p.log.borrow().high_watermark();
+    if offset > hw {
+        // The leader proposed at most its high watermark, and this replica applied and flushed
+        // every entry before this one: a broken invariant, and serving on would serve a log
+        // whose start differs from the others'.
+        panic!(
+            "{}-{}: committed DeleteRecords {index} to offset {offset} is past this replica's \
+             high watermark {hw}; stopping this node",
+            p.topic.name, p.partition
+        );
+    }
+    match TopicLog::delete_records(&p.log, offset).await {
+        Ok(start) => {
+            tracing::debug!(topic = %p.topic.name, partition = p.partition, index, start, "records deleted")
+        }
+        // The entry is durable in the Raft log; a replica that cannot move its start would
+        // serve records the others deleted.
+        Err(e) => panic!(
+            "{}-{}: DeleteRecords could not be written ({e}); stopping this node",
+            p.topic.name, p.partition
+        ),
     }
     p.changed.notify_all();
 }
@@ -307,7 +343,8 @@ pub(super) fn step(ctx: &ClusterCtx, p: &DataPartition, message: &[u8]) {
 /// A re-seeding message from node `from` ([`SeedMsg`]). A request is answered from this
 /// replica's topic log (everything in it up to the high watermark is committed, on a leader as
 /// on a follower): whole batches from the asked offset (or this log's start, if later) up to the
-/// asked end, at most [`SEED_CHUNK_BYTES`] (or one larger batch). A chunk is handed to the
+/// asked end, at most [`SEED_CHUNK_BYTES`] (or one larger batch), or none but where to restart
+/// when every record from the asked offset to the asked end was deleted here. A chunk is handed to the
 /// writer ([`apply_seed`]) if this replica is being re-seeded, and dropped otherwise.
 pub(super) async fn seed(ctx: &ClusterCtx, p: &DataPartition, from: NodeId, message: &[u8]) {
     let Some(raft) = &p.raft else { return };
@@ -321,14 +358,23 @@ pub(super) async fn seed(ctx: &ClusterCtx, p: &DataPartition, from: NodeId, mess
     match msg {
         SeedMsg::Request { from: offset, upto } => {
             let (plan, start) = p.log.borrow().read_for_seed(offset, upto, SEED_CHUNK_BYTES);
-            // Nothing to send (asked past what this replica holds): the asker asks again, of
-            // the next snapshot's sender.
-            let Read::Data(plan) = plan else { return };
-            match plan.read().await {
-                Ok(batches) => {
+            // Every record from the asked offset up to the asked end was deleted here
+            // (DeleteRecords): an empty chunk tells the asker to restart its log there, at the
+            // asked end at most (the snapshot's: the deletions past it are entries after the
+            // snapshot, which the asker applies as everyone did).
+            let restart = start.min(upto);
+            let read = match plan {
+                Read::Data(plan) => plan.read().await.map(|b| (b, start)),
+                _ if restart > offset => Ok((Vec::new(), restart)),
+                // Nothing to send (asked past what this replica holds): the asker asks again,
+                // of the next snapshot's sender.
+                _ => return,
+            };
+            match read {
+                Ok((batches, log_start)) => {
                     let chunk = encode_seed(&SeedMsg::Chunk {
                         from: offset,
-                        log_start: start,
+                        log_start,
                         batches: &batches,
                     });
                     (ctx.seed)(from, p.topic.id, p.partition, &chunk);

@@ -281,7 +281,11 @@ impl DataStore {
                     topic,
                     partition,
                     offset,
-                } => DataReply::Deleted(me.delete_records(topic, partition, offset).await),
+                    timeout_ms,
+                } => DataReply::Deleted(
+                    me.delete_records(topic, partition, offset, timeout_ms)
+                        .await,
+                ),
                 DataOp::Producers { items } => {
                     let mut out = Vec::with_capacity(items.len());
                     for (topic, partition) in items {
@@ -728,24 +732,67 @@ impl DataStore {
         topic: Arc<Topic>,
         partition: i32,
         offset: i64,
+        timeout_ms: u64,
     ) -> Result<i64, i16> {
         let p = self.partition(&topic, partition).await?;
         p.check_serving()?;
-        if p.raft.is_some() {
-            // Moving the log start of one replica would leave the others serving the records:
-            // it must go through the partition's Raft log, which does not carry it yet
-            // (docs/replication.md).
-            return Err(ResponseError::PolicyViolation.code());
-        }
-        let hw = p.log.borrow().high_watermark() as i64;
-        let target = if offset == -1 { hw } else { offset };
-        if target < 0 || target > hw {
+        let (start, hw) = {
+            let log = p.log.borrow();
+            (log.log_start_offset(), log.high_watermark())
+        };
+        let target = if offset == -1 { hw as i64 } else { offset };
+        if target < 0 || target > hw as i64 {
             return Err(ResponseError::OffsetOutOfRange.code());
         }
-        TopicLog::delete_records(&p.log, target as u64)
-            .await
-            .map(|o| o as i64)
-            .map_err(storage_error)
+        let target = target as u64;
+        let Some(raft) = &p.raft else {
+            return TopicLog::delete_records(&p.log, target)
+                .await
+                .map(|o| o as i64)
+                .map_err(storage_error);
+        };
+        if target <= start {
+            return Ok(start as i64);
+        }
+        // Replicated: the new start travels through the partition's Raft log, so every replica
+        // moves its start when it applies the entry (`replica::delete_records`), and the client
+        // is answered once this leader applied it, i.e. once a majority holds it. Kafka's
+        // leader answers once every live replica moved its start (`Partition.lowWatermarkIfLeader`,
+        // `DelayedDeleteRecords`).
+        let deposed = p.deposed();
+        if raft
+            .borrow_mut()
+            .propose_delete(target, crate::clock::wall_clock_ms())
+            .is_none()
+        {
+            return Err(ResponseError::NotLeaderOrFollower.code());
+        }
+        p.kick.notify_all();
+        let failures = p.failures.get();
+        let applied = async {
+            loop {
+                let start = p.log.borrow().log_start_offset();
+                if start >= target {
+                    return Ok(start as i64);
+                }
+                if p.deposed() != deposed {
+                    // The entry may still commit under the next leader; the client retries there.
+                    return Err(ResponseError::NotLeaderOrFollower.code());
+                }
+                if p.closed.get() {
+                    return Err(ResponseError::UnknownTopicOrPartition.code());
+                }
+                if p.failures.get() != failures {
+                    return Err(ResponseError::KafkaStorageError.code());
+                }
+                p.changed.register().wait().await;
+            }
+        };
+        let timeout = async {
+            glommio::timer::sleep(Duration::from_millis(timeout_ms)).await;
+            Err(ResponseError::RequestTimedOut.code())
+        };
+        futures_lite::future::or(applied, timeout).await
     }
 
     /// Close partitions of deleted topics (a topic recreated with the same name has a new id)

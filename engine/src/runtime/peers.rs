@@ -46,8 +46,11 @@ use std::time::Duration;
 /// configuration epoch and a snapshot its configuration's (`replication::Replica::conf_epoch`),
 /// which a node of version 01 would not strip; 03 since re-seeding frames ([`TOPIC_SEED`]),
 /// which a node of version 02 would close the connection over; 04 since the metadata log's
-/// leader sends its view of the quorum ([`QUORUM_VIEW`]).
-pub const HELLO_MAGIC: &[u8; 8] = b"RLRAFT04";
+/// leader sends its view of the quorum ([`QUORUM_VIEW`]); 05 since a replicated topic
+/// partition's Raft log carries DeleteRecords and an empty re-seeding chunk restarts the asker's
+/// log (`replication::topic`), which a node of version 04 would ignore, its log start and records
+/// then differing from the others'.
+pub const HELLO_MAGIC: &[u8; 8] = b"RLRAFT05";
 /// The largest frame: one append message (`replication::MAX_MESSAGE_BYTES` of entries) plus its
 /// envelope.
 pub const MAX_FRAME_BYTES: usize = {
@@ -699,7 +702,7 @@ mod tests {
         older[..8].copy_from_slice(b"RLRAFT01");
         assert!(parse_hello(&older)
             .unwrap_err()
-            .contains("version 01 (this node speaks 04)"));
+            .contains("version 01 (this node speaks 05)"));
         let mut long = f[8..].to_vec();
         long.push(0);
         assert!(parse_hello(&long).unwrap_err().contains("trailing"));
