@@ -12,7 +12,8 @@
 #                                                N KRaft nodes (3), prints the bootstrap list
 #   scripts/kafka-ref.sh stop-cluster [--dir DIR]
 #   scripts/kafka-ref.sh tool NAME [args...]     NAME: consumer-groups, dump-log, storage, topics, configs,
-#                                                transactions, acls, metadata-quorum, leader-election
+#                                                transactions, acls, metadata-quorum, leader-election,
+#                                                delete-records
 #   scripts/kafka-ref.sh classpath               resolves the jars (once) and prints the classpath
 #
 # DIR (default target/kafka-ref) holds server.properties, data/, broker.log, pid and port; several brokers run
@@ -105,7 +106,8 @@ main_class() {
     acls) echo org.apache.kafka.tools.AclCommand ;;
     metadata-quorum) echo org.apache.kafka.tools.MetadataQuorumCommand ;;
     leader-election) echo org.apache.kafka.tools.LeaderElectionCommand ;;
-    *) die "unknown tool '$1' (consumer-groups, dump-log, storage, topics, configs, transactions, acls, metadata-quorum, leader-election)" ;;
+    delete-records) echo org.apache.kafka.tools.DeleteRecordsCommand ;;
+    *) die "unknown tool '$1' (consumer-groups, dump-log, storage, topics, configs, transactions, acls, metadata-quorum, leader-election, delete-records)" ;;
   esac
 }
 

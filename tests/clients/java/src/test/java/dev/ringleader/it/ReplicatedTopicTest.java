@@ -19,6 +19,8 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.OffsetSpec;
+import org.apache.kafka.clients.admin.RecordsToDelete;
 import org.apache.kafka.clients.admin.TopicDescription;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
@@ -42,7 +44,8 @@ import org.junit.jupiter.params.provider.ValueSource;
  * replicas and a leader; every send is acknowledged while the victim is still down; the acknowledged offsets of each
  * partition are 0..n without a gap or a repeat (the producer's retries through the kills are not written twice);
  * the consumer receives every acknowledged record at its acknowledged offset and nothing else; the time from a kill
- * to the first acknowledgement of a send to partition 0 made after it is printed.
+ * to the first acknowledgement of a send to partition 0 made after it is printed. Then DeleteRecords on partition 1
+ * is answered with its low watermark, and the earliest offset is that watermark after its leader is SIGKILLed.
  */
 class ReplicatedTopicTest {
     static final int PARTITIONS = 3;
@@ -190,10 +193,47 @@ class ReplicatedTopicTest {
         assertEquals(List.of(), duplicates, "one offset read with two values");
         assertEquals(ClusterPlacementTest.toSorted(acked), ClusterPlacementTest.toSorted(read),
                 "what the consumer read is not exactly what was acknowledged");
+        deleteRecordsOutlivesItsLeader(cluster, topic, acked);
         Collections.sort(recoveryMs);
         System.out.printf("replicated topic (%s): %d records, %d leader kills, kill to partition 0's first"
                 + " acknowledgement p50 %d ms, max %d ms%n", protocol, sent, ROUNDS, recoveryMs.get(recoveryMs.size() / 2),
                 recoveryMs.get(recoveryMs.size() - 1));
+    }
+
+    /**
+     * DeleteRecords goes through partition 1's Raft log: the Admin's deleteRecords is answered with the new low
+     * watermark once a majority moved its log start, so after its leader is SIGKILLed the new leader's earliest
+     * offset is that watermark (docs/replication.md, "DeleteRecords").
+     */
+    static void deleteRecordsOutlivesItsLeader(RingleaderCluster cluster, String topic,
+            Map<TopicPartition, Map<Long, String>> acked) throws Exception {
+        TopicPartition tp = new TopicPartition(topic, 1);
+        long upto = acked.get(tp).size() / 2;
+        int leader = describe(cluster, 1, topic).get(1).get(0);
+        assertTrue(leader >= 1 && leader <= 3, "partition 1's leader is node " + leader);
+        int other = leader % 3 + 1;
+        try (Admin a = Clients.admin(cluster.node(other))) {
+            long low = a.deleteRecords(Map.of(tp, RecordsToDelete.beforeOffset(upto))).lowWatermarks().get(tp)
+                    .get(30, TimeUnit.SECONDS).lowWatermark();
+            assertEquals(upto, low, "deleteRecords' low watermark");
+            cluster.node(leader).kill();
+            long[] earliest = {-1};
+            Clients.waitUntil(Duration.ofSeconds(30), "a new leader answers for partition 1", () -> {
+                try {
+                    earliest[0] = a.listOffsets(Map.of(tp, OffsetSpec.earliest())).partitionResult(tp)
+                            .get(5, TimeUnit.SECONDS).offset();
+                    return true;
+                } catch (Exception e) {
+                    return false;
+                }
+            });
+            assertEquals(upto, earliest[0], "partition 1's earliest offset after its leader was killed");
+            cluster.node(leader).startAgain();
+            Clients.waitUntil(Duration.ofSeconds(30), "the cluster settles after the deletion",
+                    () -> settled(cluster, topic));
+        }
+        System.out.printf("replicated topic: deleteRecords before %d kept through a kill of partition 1's leader"
+                + " (node %d)%n", upto, leader);
     }
 
     static void send(KafkaProducer<String, String> p, String topic, int n, String value,
