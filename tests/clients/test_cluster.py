@@ -42,6 +42,7 @@ Rounds: `RINGLEADER_FAILOVER_ROUNDS` (5 in the suite; `scripts/failover.sh` runs
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -1172,6 +1173,35 @@ def leaders_of(node: Broker, name: str) -> dict[int, int]:
         return {}
 
 
+@contextlib.contextmanager
+def spread_cluster(tmp_path, extra_sets, partitions: int):
+    """Three nodes with `TOPIC` (factor 1) and "spread" (factor 3, `partitions` of them) led by
+    their preferred replicas, which Metadata lists first and which cover every node. Yields the
+    nodes (a list a test may append a node to) and spread's preferred leaders; afterwards no
+    node logged a panic, and every node is killed."""
+    nodes = start_cluster(tmp_path, extra_sets)
+    try:
+        create_topic(nodes, TOPIC, 1)
+        create_topic(nodes, "spread", partitions, replication_factor=3)
+        wait_until(lambda: replicated_settled(nodes, "spread"), 30, "spread led")
+        preferred = preferred_replicas(nodes[0], "spread")
+        assert sorted(set(preferred.values())) == [1, 2, 3], preferred
+        wait_until(lambda: leaders_of(nodes[0], "spread") == preferred, 30,
+                   "spread led by its preferred replicas")
+        yield nodes, preferred
+        for n in nodes:
+            assert "panicked" not in n.log_text(), n.log_tail()
+    finally:
+        for n in nodes:
+            n.kill()
+
+
+def preferred_replicas(node: Broker, name: str) -> dict[int, int]:
+    """partition -> its first replica (Kafka's preferred replica) as `node`'s Metadata tells it."""
+    md = confluent_admin(node).list_topics(topic=name, timeout=10)
+    return {p.id: p.replicas[0] for p in md.topics[name].partitions.values()}
+
+
 def test_leadership_goes_back_to_the_preferred_replicas_and_to_a_joined_node(tmp_path):
     """Kafka's automatic preferred leader election (`auto.leader.rebalance.enable`, every
     `leader.imbalance.check.interval.seconds`, 1 s here): a node killed loses its partitions'
@@ -1182,14 +1212,8 @@ def test_leadership_goes_back_to_the_preferred_replicas_and_to_a_joined_node(tmp
     takes their leadership; every acknowledged commit survives the moves."""
     import re
 
-    nodes = start_cluster(tmp_path, ["leader.imbalance.check.interval.seconds=1"])
-    try:
+    with spread_cluster(tmp_path, ["leader.imbalance.check.interval.seconds=1"], 8) as (nodes, preferred):
         bootstrap = ",".join(n.bootstrap for n in nodes)
-        create_topic(nodes, TOPIC, 1)
-        create_topic(nodes, "spread", 8, replication_factor=3)
-        wait_until(lambda: replicated_settled(nodes, "spread"), 30, "spread led")
-        preferred = {p: l for p, (l, _) in partition_leaders(nodes[0], "spread").items()}
-        assert sorted(set(preferred.values())) == [1, 2, 3], preferred
         offsets_preferred = {p: p % 3 + 1 for p in range(50)}
 
         def offsets_led_as_preferred(node, want):
@@ -1258,17 +1282,6 @@ def test_leadership_goes_back_to_the_preferred_replicas_and_to_a_joined_node(tmp
         commit_until_acked(c, acked)
         c.close()
         assert committed(four.bootstrap) == acked
-        for n in nodes:
-            assert "panicked" not in n.log_text(), n.log_tail()
-    finally:
-        for n in nodes:
-            n.kill()
-
-
-def preferred_replicas(node: Broker, name: str) -> dict[int, int]:
-    """partition -> its first replica (Kafka's preferred replica) as `node`'s Metadata tells it."""
-    md = confluent_admin(node).list_topics(topic=name, timeout=10)
-    return {p.id: p.replicas[0] for p in md.topics[name].partitions.values()}
 
 
 def leader_election(node: Broker, *args: str):
@@ -1286,15 +1299,8 @@ def test_kafka_leader_election_moves_leadership_to_the_preferred_replicas(tmp_pa
     exists is not needed. The outputs are those the reference broker gives for the same steps
     (Kafka 4.4.0, three KRaft nodes, `auto.leader.rebalance.enable=false`). Every acknowledged
     commit and record survives the moves."""
-    nodes = start_cluster(tmp_path, ["auto.leader.rebalance.enable=false"])
-    try:
+    with spread_cluster(tmp_path, ["auto.leader.rebalance.enable=false"], 6) as (nodes, preferred):
         bootstrap = ",".join(n.bootstrap for n in nodes)
-        create_topic(nodes, TOPIC, 1)
-        create_topic(nodes, "spread", 6, replication_factor=3)
-        wait_until(lambda: replicated_settled(nodes, "spread"), 30, "spread led")
-        preferred = preferred_replicas(nodes[0], "spread")
-        assert sorted(set(preferred.values())) == [1, 2, 3], preferred
-        wait_until(lambda: leaders_of(nodes[0], "spread") == preferred, 30, "spread led by its preferred replicas")
         on_two = sorted(p for p, n in preferred.items() if n == 2)
         assert len(on_two) == 2, preferred
 
@@ -1373,8 +1379,3 @@ def test_kafka_leader_election_moves_leadership_to_the_preferred_replicas(tmp_pa
         want = [b"while-down-%d" % i for i in range(60)] + [b"while-3-down-%d" % i for i in range(60)]
         got = read_all(nodes[0], "spread", 6, len(want))
         assert sorted(got) == sorted(want)
-        for n in nodes:
-            assert "panicked" not in n.log_text(), n.log_tail()
-    finally:
-        for n in nodes:
-            n.kill()
