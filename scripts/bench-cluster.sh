@@ -40,8 +40,9 @@
 # flush is periodic). rl3-nofsync runs the Ringleader cluster with --fsync=never (benchmark-only: no fdatasync at
 # all, acknowledged from the page cache like Kafka), the like-for-like comparison. The same holds for a produced
 # batch (acks=all) on a topic of replication factor 3: Ringleader rl3 answers once a majority of the partition's
-# Raft replicas have fdatasynced the entry holding it and the leader has flushed (fdatasynced) its topic log up to
-# it (rl1: the node's own topic-log fdatasync; rl3-nofsync: neither, page cache); Kafka once the partition's ISR
+# Raft replicas have fdatasynced the entry holding it and the leader has written its topic log up to it (not
+# synced: the Raft log is what a restart rebuilds it from; rl1: the node's own topic-log fdatasync; rl3-nofsync:
+# no fdatasync at all, page cache); Kafka once the partition's ISR
 # (at least min.insync.replicas=2) have it in their page cache.
 #
 # Rows:

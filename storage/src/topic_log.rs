@@ -322,12 +322,16 @@ pub struct TopicLog<D: LogDir> {
     log_start: u64,
     /// Next offset to assign (staged batches included).
     next_offset: u64,
-    /// End of what is durable and readable.
+    /// End of what is written and readable: durable too, unless written by
+    /// [`Self::write_upto`] and not synced since.
     high_watermark: u64,
     pending: Vec<u8>,
     pending_entries: Vec<Entry>,
     producers: HashMap<i64, Producer>,
     txns: Txns,
+    /// The last segment holds bytes [`Self::write_upto`] wrote and no sync covered yet (only
+    /// the last one: a roll syncs the segment it leaves).
+    unsynced: bool,
 }
 
 fn be_i16(b: &[u8], at: usize) -> i16 {
@@ -471,6 +475,7 @@ impl<D: LogDir + Clone> TopicLog<D> {
                 pending_entries: Vec::new(),
                 producers,
                 txns,
+                unsynced: false,
             },
             report,
         ))
@@ -824,6 +829,40 @@ impl<D: LogDir + Clone> TopicLog<D> {
     /// when no staged batch is below `end_offset`. Only one flush may run at a time; on error
     /// the log must be reopened.
     pub async fn flush_upto(this: &RefCell<Self>, end_offset: u64) -> io::Result<Option<u64>> {
+        Self::write_staged(this, end_offset, true).await
+    }
+
+    /// [`Self::flush_upto`] without the fdatasync: the batches become readable (the high
+    /// watermark moves) but may be lost by a crash. Only for a log whose batches are durable
+    /// elsewhere until it is synced: a Raft replica's topic log, whose committed entries its Raft
+    /// log holds and replays after a restart, and which is synced ([`Self::sync`]) before the
+    /// Raft log forgets them (compaction). One fdatasync per entry instead of two.
+    pub async fn write_upto(this: &RefCell<Self>, end_offset: u64) -> io::Result<Option<u64>> {
+        Self::write_staged(this, end_offset, false).await
+    }
+
+    /// Make everything [`Self::write_upto`] wrote durable (nothing to do if it wrote nothing
+    /// since the last sync).
+    pub async fn sync(this: &RefCell<Self>) -> io::Result<()> {
+        let file = {
+            let me = this.borrow();
+            if !me.unsynced {
+                return Ok(());
+            }
+            me.segments.last().map(|s| s.file.clone())
+        };
+        if let Some(file) = file {
+            file.sync().await?;
+        }
+        this.borrow_mut().unsynced = false;
+        Ok(())
+    }
+
+    async fn write_staged(
+        this: &RefCell<Self>,
+        end_offset: u64,
+        sync: bool,
+    ) -> io::Result<Option<u64>> {
         // Only the qualifying prefix is taken out before the first await: `stage` may append
         // while this writes, and what it appends must land behind the remainder, not in the
         // buffer being written.
@@ -880,6 +919,11 @@ impl<D: LogDir + Clone> TopicLog<D> {
                 end += 1;
             }
             let (file, pos) = if roll {
+                // Only the last segment may hold unsynced bytes ([`Self::sync`] syncs it alone).
+                if let Some((left, _)) = active.as_ref().filter(|_| this.borrow().unsynced) {
+                    left.sync().await?;
+                    this.borrow_mut().unsynced = false;
+                }
                 let base = entries[start].base;
                 // The directory handle is cloned so no borrow is held across the await.
                 let dir = this.borrow().dir.clone();
@@ -902,8 +946,11 @@ impl<D: LogDir + Clone> TopicLog<D> {
             let last = &entries[end - 1];
             let to = last.pos as usize + last.size as usize;
             file.write_at(pos, bytes[from..to].to_vec()).await?;
-            file.sync().await?;
+            if sync {
+                file.sync().await?;
+            }
             let mut me = this.borrow_mut();
+            me.unsynced = !sync;
             let seg = me.segments.last_mut().expect("the segment just written");
             for e in &entries[start..end] {
                 let mut e = *e;
@@ -1121,6 +1168,10 @@ impl<D: LogDir + Clone> TopicLog<D> {
             }
             (offset.min(me.high_watermark), me.dir.clone())
         };
+        // The start must never be past what survives a crash: a log that reopened ending
+        // before its stored start would continue from the start, and the batches a Raft replay
+        // brings back for the offsets between would not follow it.
+        Self::sync(this).await?;
         write_start_file(&dir, target).await?;
         {
             let mut me = this.borrow_mut();
@@ -1216,6 +1267,7 @@ impl<D: LogDir + Clone> TopicLog<D> {
             me.high_watermark = offset;
             me.producers.clear();
             me.txns = Txns::default();
+            me.unsynced = false;
             me.segments
                 .drain(..)
                 .map(|s| segment_name(s.base))
@@ -2253,6 +2305,66 @@ mod tests {
         block_on(TopicLog::apply_retention(&log, 30_000, -1, 0)).unwrap();
         assert_eq!(log.borrow().segment_count(), 1);
         assert_eq!(log.borrow().high_watermark(), 40);
+    }
+
+    #[test]
+    fn written_batches_are_durable_once_synced_by_a_sync_a_roll_or_a_deletion() {
+        let dir = MemDir::new();
+        let lose_unsynced = |dir: &MemDir| {
+            dir.crash(|_, _| 0);
+            open(dir)
+        };
+        // Written unsynced: readable at once, gone after a crash.
+        let (log, _) = open(&dir);
+        for i in 0..2 {
+            stage(&log, producer_batch(2, i, -1, -1, 0)).unwrap();
+        }
+        assert_eq!(
+            block_on(TopicLog::write_upto(&log, u64::MAX)).unwrap(),
+            Some(4)
+        );
+        assert_eq!(read_all(&log, 0).len(), 4);
+        drop(log);
+        let (log, rep) = lose_unsynced(&dir);
+        assert_eq!(rep.next_offset, 0, "nothing was synced");
+        // Synced: kept.
+        for i in 0..2 {
+            stage(&log, producer_batch(2, i, -1, -1, 0)).unwrap();
+        }
+        block_on(TopicLog::write_upto(&log, u64::MAX)).unwrap();
+        block_on(TopicLog::sync(&log)).unwrap();
+        drop(log);
+        let (log, rep) = lose_unsynced(&dir);
+        assert_eq!(rep.next_offset, 4);
+        // Rolling to a new segment syncs the one left: a crash loses the last segment's bytes
+        // at most.
+        for i in 0..12 {
+            stage(&log, producer_batch(2, i, -1, -1, 0)).unwrap();
+        }
+        block_on(TopicLog::write_upto(&log, u64::MAX)).unwrap();
+        let (segments, last_base) = {
+            let me = log.borrow();
+            (me.segment_count(), me.segments.last().unwrap().base)
+        };
+        assert!(segments > 2, "rolled: {segments} segments");
+        drop(log);
+        let (log, rep) = lose_unsynced(&dir);
+        assert_eq!(
+            rep.next_offset, last_base,
+            "every segment but the last was synced"
+        );
+        // A deletion syncs first, so the stored start is never past what a crash keeps.
+        let end = log.borrow().next_offset();
+        stage(&log, producer_batch(2, 0, -1, -1, 0)).unwrap();
+        block_on(TopicLog::write_upto(&log, u64::MAX)).unwrap();
+        assert_eq!(
+            block_on(TopicLog::delete_records(&log, end + 1)).unwrap(),
+            end + 1
+        );
+        drop(log);
+        let (log, rep) = lose_unsynced(&dir);
+        assert_eq!((rep.log_start_offset, rep.next_offset), (end + 1, end + 2));
+        assert_eq!(read_all(&log, end + 1).len(), 1);
     }
 
     #[test]

@@ -362,7 +362,9 @@ impl Sim {
             persist(&mut n.disk, &tw.work);
             let after = r.persisted(&tw.work);
             if let Some(end) = flush_to {
-                block_on(TopicLog::flush_upto(log, end)).unwrap();
+                // Unsynced, as the broker writes it: a crash may tear it, and the Raft log's
+                // replay brings it back.
+                block_on(TopicLog::write_upto(log, end)).unwrap();
             }
             for a in &tw.apply {
                 if let Apply::DeleteRecords { offset, .. } = a {
@@ -378,6 +380,9 @@ impl Sim {
                 if let Apply::Compact { index, end } = a {
                     if *index > r.replica().snapshot_index() {
                         assert!(log.borrow().high_watermark() >= *end);
+                        // Synced before the Raft log forgets the entries (the broker's
+                        // `engine::data::replica::compact`).
+                        block_on(TopicLog::sync(log)).unwrap();
                         let snap = LogSnapshot {
                             index: *index,
                             term: r.replica().term_at(*index),

@@ -6,7 +6,8 @@
 //! docs/replication.md ("Topic partitions").
 //!
 //! Must not: decide anything the replica decides, write a batch to the topic log before its
-//! entry is committed, or let a producer be answered before its batch is flushed.
+//! entry is committed, let a producer be answered before its batch is written there (its entry
+//! durable in a majority's Raft logs), or compact the Raft log past what the topic log synced.
 
 use super::partition::DataPartition;
 use crate::cluster::{Cluster, NodeId};
@@ -98,8 +99,10 @@ pub(super) async fn writer(
         for a in &tw.apply {
             if let Apply::Batches { index, end, .. } = a {
                 if let Err(err) = p.log.borrow_mut().stage_replicated(a.batches()) {
-                    // Committed entries are contiguous in offsets; a gap means this replica's
-                    // topic log lost what it had flushed, which no restart can make good.
+                    // Committed entries are contiguous in offsets, and a restart replays every
+                    // one after the Raft snapshot, which the topic log synced before it was
+                    // taken; a gap means the topic log lost what it had synced, which no
+                    // restart can make good.
                     panic!(
                         "{}-{}: committed entry {index} does not follow the topic log ({}); \
                          stopping this node",
@@ -122,9 +125,11 @@ pub(super) async fn writer(
         let after = raft.borrow_mut().persisted(&tw.work);
         send(&ctx, &p, &after.send);
         if let Some(end) = flush_to {
-            if let Err(e) = TopicLog::flush_upto(&p.log, end).await {
-                // The entries are durable in the Raft log; a topic log that cannot be written
-                // would serve less than is committed.
+            // Written without an fdatasync: the entries are durable in the Raft log, which
+            // replays them after a crash, and the topic log is synced before the Raft log
+            // forgets them (`compact`). One fdatasync per round of entries, not two.
+            if let Err(e) = TopicLog::write_upto(&p.log, end).await {
+                // A topic log that cannot be written would serve less than is committed.
                 panic!(
                     "{}-{}: the topic log could not be written ({e}); stopping this node",
                     p.topic.name, p.partition
@@ -224,6 +229,14 @@ async fn compact(p: &DataPartition, log: &mut RaftLog<GlommioDir>, index: u64, e
         p.topic.name,
         p.partition
     );
+    // The entries up to `index` go from the Raft log: their batches must be durable in the
+    // topic log first (`writer` writes them without a sync).
+    if let Err(e) = TopicLog::sync(&p.log).await {
+        panic!(
+            "{}-{}: the topic log could not be synced before compaction ({e}); stopping this node",
+            p.topic.name, p.partition
+        );
+    }
     let snap = {
         let raft = raft.borrow();
         replication::LogSnapshot {
