@@ -121,6 +121,7 @@ apis! {
     RemoveRaftVoter = 81: RemoveRaftVoterRequest, RemoveRaftVoterResponse;
     AddRaftVoter = 80: AddRaftVoterRequest, AddRaftVoterResponse;
     ElectLeaders = 43: ElectLeadersRequest, ElectLeadersResponse;
+    DescribeLogDirs = 35: DescribeLogDirsRequest, DescribeLogDirsResponse;
 }
 
 /// Decode one request frame (without its length prefix).
@@ -410,6 +411,7 @@ mod tests {
             81 => Request::RemoveRaftVoter(Default::default()),
             80 => Request::AddRaftVoter(Default::default()),
             43 => Request::ElectLeaders(Default::default()),
+            35 => Request::DescribeLogDirs(Default::default()),
             k => panic!("add a default request for key {k}"),
         }
     }

@@ -69,6 +69,7 @@ pub const SERVED: &[ApiRange] = &[
     r(81, 0, 0), // RemoveRaftVoter: trunk 0 (a cluster node's removal, `engine::api::remove_raft_voter`)
     r(80, 0, 0), // AddRaftVoter: trunk 0-1 (v1, 4.2, adds AckWhenCommitted); the crate stops at 0 (a node joining a cluster, `engine::api::add_raft_voter`)
     r(43, 0, 2), // ElectLeaders: trunk 0-2 (preferred leaders on a cluster, `engine::api::elect_leaders`)
+    r(35, 1, 4), // DescribeLogDirs: 4.x 1-4 (v0 removed by KIP-896; the one data directory, `engine::api::describe_log_dirs`)
 ];
 
 /// A lookup table of served versions, indexed by api key for O(1) checks on the hot path.

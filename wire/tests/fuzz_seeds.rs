@@ -80,6 +80,7 @@ fn default_request(api_key: i16) -> Request {
         81 => Request::RemoveRaftVoter(Default::default()),
         80 => Request::AddRaftVoter(Default::default()),
         43 => Request::ElectLeaders(Default::default()),
+        35 => Request::DescribeLogDirs(Default::default()),
         k => panic!("add a default request for api key {k}"),
     }
 }
@@ -383,6 +384,7 @@ fn golden_api_key(stem: &str) -> i16 {
         ("remove_raft_voter", 81),
         ("add_raft_voter", 80),
         ("elect_leaders", 43),
+        ("describe_log_dirs", 35),
     ];
     STEMS
         .iter()

@@ -3991,6 +3991,145 @@ fn walk_elect_leaders_error(frame: &[u8], v: i16) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Log directories: DescribeLogDirs (35, KIP-113; v3 KIP-700, v4 KIP-827).
+
+const LOG_DIR: &str = "/var/lib/ringleader/data";
+const OFFLINE_LOG_DIR: &str = "/mnt/disk2/ringleader";
+/// The volume of `LOG_DIR` (v4+): sizes past 2^32 so both halves of the int64 count.
+const VOLUME_TOTAL: i64 = 107_374_182_400;
+const VOLUME_USABLE: i64 = 53_687_091_200;
+/// (topic, [(partition, size, offset lag, future)]) in `LOG_DIR`.
+type LogDirTopic<'a> = (&'a str, &'a [(i32, i64, i64, bool)]);
+const LOG_DIR_TOPICS: &[LogDirTopic] = &[
+    (
+        TOPIC,
+        &[(0, 5_368_709_121, 0, false), (1, 1_048_576, 0, false)],
+    ),
+    (AUDIT_TOPIC, &[(0, 0, 0, false)]),
+];
+
+/// DescribeLogDirs as `kafka-log-dirs --describe` (the Admin's `describeLogDirs`) sees it, in
+/// every served version: the shape Kafka gives for a broker with two `log.dirs`, one holding
+/// "orders" 0 and 1 and an empty "audit-log" 0, the other offline (KAFKA_STORAGE_ERROR, no topics,
+/// and the schema's -1 volume sizes, as `ReplicaManager.describeLogDirs` leaves them). The
+/// top-level error code is v3+, the volume sizes v4+ (below v4 they stay at the -1 the decoder
+/// gives an absent field, so the round trip compares equal).
+fn describe_log_dirs_response(v: i16) -> DescribeLogDirsResponse {
+    use describe_log_dirs_response::*;
+    let mut online = DescribeLogDirsResult::default()
+        .with_error_code(0)
+        .with_log_dir(s(LOG_DIR))
+        .with_topics(
+            LOG_DIR_TOPICS
+                .iter()
+                .map(|&(name, parts)| {
+                    DescribeLogDirsTopic::default()
+                        .with_name(TopicName(s(name)))
+                        .with_partitions(
+                            parts
+                                .iter()
+                                .map(|&(p, size, lag, future)| {
+                                    DescribeLogDirsPartition::default()
+                                        .with_partition_index(p)
+                                        .with_partition_size(size)
+                                        .with_offset_lag(lag)
+                                        .with_is_future_key(future)
+                                })
+                                .collect(),
+                        )
+                })
+                .collect(),
+        );
+    if v >= 4 {
+        online = online
+            .with_total_bytes(VOLUME_TOTAL)
+            .with_usable_bytes(VOLUME_USABLE);
+    }
+    let offline = DescribeLogDirsResult::default()
+        .with_error_code(ResponseError::KafkaStorageError.code())
+        .with_log_dir(s(OFFLINE_LOG_DIR));
+    DescribeLogDirsResponse::default()
+        .with_throttle_time_ms(THROTTLE)
+        .with_error_code(0)
+        .with_results(vec![online, offline])
+}
+
+/// DescribeLogDirs from a caller without DESCRIBE on the cluster: Kafka answers no results and,
+/// from v3, CLUSTER_AUTHORIZATION_FAILED at the top level (below v3 the empty list is all the
+/// Admin gets, and it reads that as CLUSTER_AUTHORIZATION_FAILED itself).
+fn describe_log_dirs_error_response(v: i16) -> DescribeLogDirsResponse {
+    let mut r = DescribeLogDirsResponse::default()
+        .with_throttle_time_ms(THROTTLE)
+        .with_results(vec![]);
+    if v >= 3 {
+        r.error_code = ResponseError::ClusterAuthorizationFailed.code();
+    }
+    r
+}
+
+// DescribeLogDirsResponse.json: validVersions 1-4 (0 removed in 4.0), flexible 2+ (response
+// header v1 from v2). ThrottleTimeMs, ErrorCode[3+], Results[]{ErrorCode, LogDir,
+// Topics[]{Name, Partitions[]{PartitionIndex, PartitionSize int64, OffsetLag int64,
+// IsFutureKey bool}}, TotalBytes int64 [4+], UsableBytes int64 [4+]}. No tagged fields are
+// defined.
+/// (error, log dir, topics, total bytes, usable bytes) of one result.
+type LogDirResult<'a> = (i16, &'a str, &'a [LogDirTopic<'a>], i64, i64);
+
+fn walk_describe_log_dirs_body(frame: &[u8], v: i16, ctx: &str, error: i16, want: &[LogDirResult]) {
+    let flex = v >= 2;
+    let mut w = Walk::response(frame, format!("DescribeLogDirs v{v}{ctx}"), flex, flex);
+    w.expect_i32("throttle_time_ms", THROTTLE);
+    if v >= 3 {
+        w.expect_i16("error_code", error);
+    }
+    w.expect_array("results", want.len());
+    for &(e, dir, topics, total, usable) in want {
+        w.expect_i16("result.error_code", e);
+        w.expect_str("result.log_dir", dir);
+        w.expect_array("result.topics", topics.len());
+        for &(name, parts) in topics {
+            w.expect_str("topic.name", name);
+            w.expect_array("topic.partitions", parts.len());
+            for &(p, size, lag, future) in parts {
+                w.expect_i32("partition.partition_index", p);
+                w.expect_i64("partition.partition_size", size);
+                w.expect_i64("partition.offset_lag", lag);
+                w.expect_bool("partition.is_future_key", future);
+                w.expect_no_tags("partition tags");
+            }
+            w.expect_no_tags("topic tags");
+        }
+        if v >= 4 {
+            w.expect_i64("result.total_bytes", total);
+            w.expect_i64("result.usable_bytes", usable);
+        }
+        w.expect_no_tags("result tags");
+    }
+    w.expect_no_tags("top-level tags");
+    w.end();
+}
+
+fn walk_describe_log_dirs(frame: &[u8], v: i16) {
+    // KAFKA_STORAGE_ERROR is 56 in Kafka's `Errors`; -1 is the schema's TotalBytes/UsableBytes
+    // default.
+    walk_describe_log_dirs_body(
+        frame,
+        v,
+        "",
+        0,
+        &[
+            (0, LOG_DIR, LOG_DIR_TOPICS, VOLUME_TOTAL, VOLUME_USABLE),
+            (56, OFFLINE_LOG_DIR, &[], -1, -1),
+        ],
+    );
+}
+
+fn walk_describe_log_dirs_error(frame: &[u8], v: i16) {
+    // CLUSTER_AUTHORIZATION_FAILED is 31 in Kafka's `Errors`.
+    walk_describe_log_dirs_body(frame, v, " (CLUSTER_AUTHORIZATION_FAILED)", 31, &[]);
+}
+
+// ---------------------------------------------------------------------------------------------
 // Golden files.
 
 struct GoldenApi {
@@ -4333,6 +4472,13 @@ const GOLDEN_APIS: &[GoldenApi] = &[
         build: |v| Response::ElectLeaders(elect_leaders_response(v)),
         walk: walk_elect_leaders,
     },
+    GoldenApi {
+        api_key: 35,
+        file_stem: "describe_log_dirs",
+        name: "DescribeLogDirs",
+        build: |v| Response::DescribeLogDirs(describe_log_dirs_response(v)),
+        walk: walk_describe_log_dirs,
+    },
 ];
 
 /// Further golden responses of a served API, one file per served version each
@@ -4372,6 +4518,13 @@ const GOLDEN_VARIANTS: &[GoldenApi] = &[
         name: "ElectLeaders (CLUSTER_AUTHORIZATION_FAILED)",
         build: |v| Response::ElectLeaders(elect_leaders_error_response(v)),
         walk: walk_elect_leaders_error,
+    },
+    GoldenApi {
+        api_key: 35,
+        file_stem: "describe_log_dirs_error",
+        name: "DescribeLogDirs (CLUSTER_AUTHORIZATION_FAILED)",
+        build: |v| Response::DescribeLogDirs(describe_log_dirs_error_response(v)),
+        walk: walk_describe_log_dirs_error,
     },
 ];
 
@@ -4790,6 +4943,16 @@ fn golden_elect_leaders_responses() {
 #[test]
 fn golden_elect_leaders_error_responses() {
     run_golden(golden_variant("elect_leaders_error"));
+}
+
+#[test]
+fn golden_describe_log_dirs_responses() {
+    run_golden(golden_api(35));
+}
+
+#[test]
+fn golden_describe_log_dirs_error_responses() {
+    run_golden(golden_variant("describe_log_dirs_error"));
 }
 
 #[test]
@@ -7640,12 +7803,95 @@ fn requests_elect_leaders() {
 }
 
 #[test]
+fn requests_describe_log_dirs() {
+    use describe_log_dirs_request::DescribableLogDirTopic;
+    // DescribeLogDirsRequest.json: validVersions 1-4 (0 removed in 4.0), flexible 2+ (request
+    // header v2 from v2). Topics (nullable 0+)[]{Topic, Partitions []int32}; v3 and v4 change
+    // only the response.
+    let topic = |name: &str, parts: &[i32]| {
+        DescribableLogDirTopic::default()
+            .with_topic(TopicName(s(name)))
+            .with_partitions(parts.to_vec())
+    };
+    // v1 (header v1): the Admin's describeReplicaLogDirs for "orders" partitions 0 and 2.
+    let mut e = Enc::request(35, 1, CID, Some("adminclient-1"), false);
+    e.arr(1);
+    e.str(TOPIC);
+    e.arr(2);
+    e.i32(0);
+    e.i32(2);
+    let expect = DescribeLogDirsRequest::default().with_topics(Some(vec![topic(TOPIC, &[0, 2])]));
+    check_request(
+        e.finish(),
+        Some("adminclient-1"),
+        1,
+        Request::DescribeLogDirs(expect),
+    );
+
+    // v2 (flexible, header v2): every partition (null Topics).
+    let mut e = Enc::request(35, 2, CID, Some("adminclient-1"), true);
+    e.narr(None);
+    e.tags();
+    let expect = DescribeLogDirsRequest::default().with_topics(None);
+    check_request(
+        e.finish(),
+        Some("adminclient-1"),
+        2,
+        Request::DescribeLogDirs(expect),
+    );
+
+    // v3: an empty (not null) topic list, which asks for nothing.
+    let mut e = Enc::request(35, 3, CID, Some("adminclient-1"), true);
+    e.arr(0);
+    e.tags();
+    let expect = DescribeLogDirsRequest::default().with_topics(Some(vec![]));
+    check_request(
+        e.finish(),
+        Some("adminclient-1"),
+        3,
+        Request::DescribeLogDirs(expect),
+    );
+
+    // v4: what `kafka-log-dirs --describe` sends through the Java Admin (its describeLogDirs:
+    // null Topics, every log); then describeReplicaLogDirs for "orders" 0, 1 and "audit-log" 0.
+    let mut e = Enc::request(35, 4, CID, Some("adminclient-1"), true);
+    e.narr(None);
+    e.tags();
+    check_request(
+        e.finish(),
+        Some("adminclient-1"),
+        4,
+        Request::DescribeLogDirs(DescribeLogDirsRequest::default().with_topics(None)),
+    );
+    let mut e = Enc::request(35, 4, CID, Some("adminclient-1"), true);
+    e.arr(2);
+    e.str(TOPIC);
+    e.arr(2);
+    e.i32(0);
+    e.i32(1);
+    e.tags();
+    e.str(AUDIT_TOPIC);
+    e.arr(1);
+    e.i32(0);
+    e.tags();
+    e.tags();
+    let expect = DescribeLogDirsRequest::default()
+        .with_topics(Some(vec![topic(TOPIC, &[0, 1]), topic(AUDIT_TOPIC, &[0])]));
+    check_request(
+        e.finish(),
+        Some("adminclient-1"),
+        4,
+        Request::DescribeLogDirs(expect),
+    );
+}
+
+#[test]
 fn request_golden_cases_cover_every_served_api() {
     // The request tests above exist for exactly these keys; a new served key needs its own.
     let covered = [
         0i16, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 24, 25, 26, 28,
-        29, 30, 31, 32, 33, 36, 37, 42, 43, 44, 47, 48, 50, 51, 55, 57, 60, 61, 65, 66, 68, 69, 80,
-        81,
+        29, 30, 31, 32, 33, 35, 36, 37, 42, 43, 44, 47, 48, 50, 51, 55, 57, 60, 61, 65, 66, 68, 69,
+        80, 81,
     ];
     for r in SERVED {
         assert!(
