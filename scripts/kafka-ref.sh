@@ -13,7 +13,7 @@
 #   scripts/kafka-ref.sh stop-cluster [--dir DIR]
 #   scripts/kafka-ref.sh tool NAME [args...]     NAME: consumer-groups, dump-log, storage, topics, configs,
 #                                                transactions, acls, metadata-quorum, leader-election,
-#                                                delete-records
+#                                                delete-records, log-dirs
 #   scripts/kafka-ref.sh classpath               resolves the jars (once) and prints the classpath
 #
 # DIR (default target/kafka-ref) holds server.properties, data/, broker.log, pid and port; several brokers run
@@ -107,7 +107,8 @@ main_class() {
     metadata-quorum) echo org.apache.kafka.tools.MetadataQuorumCommand ;;
     leader-election) echo org.apache.kafka.tools.LeaderElectionCommand ;;
     delete-records) echo org.apache.kafka.tools.DeleteRecordsCommand ;;
-    *) die "unknown tool '$1' (consumer-groups, dump-log, storage, topics, configs, transactions, acls, metadata-quorum, leader-election, delete-records)" ;;
+    log-dirs) echo org.apache.kafka.tools.LogDirsCommand ;;
+    *) die "unknown tool '$1' (consumer-groups, dump-log, storage, topics, configs, transactions, acls, metadata-quorum, leader-election, delete-records, log-dirs)" ;;
   esac
 }
 

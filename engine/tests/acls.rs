@@ -669,6 +669,81 @@ fn quorum_apis_need_describe_and_alter_on_the_cluster() {
     );
 }
 
+/// DescribeLogDirs: the node's data directory (absolute, on a volume with its sizes) and the
+/// partition logs in it that were asked for (a null list: all; a partition that does not exist
+/// is left out); DESCRIBE on the cluster, else CLUSTER_AUTHORIZATION_FAILED at the top (v3+) and
+/// no results (`KafkaApis.handleDescribeLogDirsRequest`).
+#[test]
+fn describe_log_dirs_lists_the_logs_and_needs_describe_on_the_cluster() {
+    let dir = data_dir("acls-log-dirs");
+    let b = Broker::start(&dir, &[AUTHORIZER, "allow.everyone.if.no.acl.found=true"]);
+    let mut c = Client::connect(b.addr);
+    let describe = |c: &mut Client, version: i16, topics: Option<Vec<(&str, Vec<i32>)>>| {
+        let req = DescribeLogDirsRequest::default().with_topics(topics.map(|ts| {
+            ts.into_iter()
+                .map(|(t, ps)| {
+                    describe_log_dirs_request::DescribableLogDirTopic::default()
+                        .with_topic(TopicName(s(t)))
+                        .with_partitions(ps)
+                })
+                .collect()
+        }));
+        let Response::DescribeLogDirs(r) = c.call(version, Request::DescribeLogDirs(req)) else {
+            panic!()
+        };
+        r
+    };
+    let r = describe(&mut c, 4, None);
+    assert_eq!(r.error_code, 0);
+    let [d] = &r.results[..] else {
+        panic!("one log directory: {r:?}")
+    };
+    assert_eq!(d.error_code, 0);
+    let path = std::path::Path::new(d.log_dir.as_str());
+    assert!(path.is_absolute() && path.is_dir(), "{:?}", d.log_dir);
+    assert_eq!(path, std::fs::canonicalize(&dir).unwrap());
+    assert!(
+        d.total_bytes > 0 && (0..=d.total_bytes).contains(&d.usable_bytes),
+        "{d:?}"
+    );
+    let offsets = d
+        .topics
+        .iter()
+        .find(|t| t.name.0.as_str() == "__consumer_offsets")
+        .expect("the offsets topic's logs");
+    assert_eq!(offsets.partitions.len(), 50, "every offsets partition");
+    assert!(offsets
+        .partitions
+        .iter()
+        .all(|p| p.offset_lag == 0 && !p.is_future_key && p.partition_size >= 0));
+    // Asked for: the existing partition only.
+    let r = describe(
+        &mut c,
+        4,
+        Some(vec![("__consumer_offsets", vec![3, 99]), ("nope", vec![0])]),
+    );
+    let names: Vec<(String, Vec<i32>)> = r.results[0]
+        .topics
+        .iter()
+        .map(|t| {
+            (
+                t.name.0.to_string(),
+                t.partitions.iter().map(|p| p.partition_index).collect(),
+            )
+        })
+        .collect();
+    assert_eq!(names, [("__consumer_offsets".to_string(), vec![3])]);
+    assert_eq!(deny(&mut c, 4, "kafka-cluster", 8), 0, "deny Describe");
+    let r = describe(&mut c, 4, None);
+    assert_eq!(
+        (r.error_code, r.results.len()),
+        (CLUSTER_AUTHORIZATION_FAILED, 0)
+    );
+    // Before v3 the response has no error code: only the results go.
+    let r = describe(&mut c, 2, None);
+    assert_eq!((r.error_code, r.results.len()), (0, 0));
+}
+
 /// A regex subscription resolves only to the topics the member may Describe (Kafka 4.x
 /// `GroupMetadataManager.refreshRegularExpressions`): the denied topic is neither assigned nor
 /// named in the group's resolved regex.

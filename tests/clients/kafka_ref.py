@@ -12,6 +12,7 @@ lingers forever.
 from __future__ import annotations
 
 import difflib
+import json
 import os
 import re
 import shutil
@@ -195,6 +196,16 @@ def kafka_tool(name: str, *args: str, timeout: float = TOOL_TIMEOUT_S) -> ToolRe
 def consumer_groups(bootstrap: str, *args: str, timeout: float = TOOL_TIMEOUT_S) -> ToolResult:
     """kafka-consumer-groups --bootstrap-server BOOTSTRAP ARGS... (Kafka 4.4.0's ConsumerGroupCommand)."""
     return kafka_tool("consumer-groups", "--bootstrap-server", bootstrap, *args, timeout=timeout)
+
+
+def log_dirs(bootstrap: str, *args: str) -> dict:
+    """kafka-log-dirs --describe ARGS... (Kafka 4.4.0's LogDirsCommand) against `bootstrap`: the JSON it prints
+    (every broker DescribeCluster names, each with its log directories and their partitions)."""
+    r = kafka_tool("log-dirs", "--bootstrap-server", bootstrap, "--describe", *args, timeout=90)
+    assert r.rc == 0, r
+    line = next((ln for ln in r.stdout.splitlines() if ln.startswith("{")), None)
+    assert line is not None, r
+    return json.loads(line)
 
 
 def in_parallel(*calls):

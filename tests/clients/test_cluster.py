@@ -53,7 +53,7 @@ import time
 import pytest
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from kafka_ref import kafka_tool, offsets_partition
+from kafka_ref import kafka_tool, log_dirs, offsets_partition
 from harness import (Broker, BrokerError, Reader, confluent_admin, confluent_create, confluent_topic_ids,
                      confluent_topics, connect, free_port, kstring, recv_frame, request_frame, wait_until)
 
@@ -646,6 +646,14 @@ def test_each_partition_lives_on_the_node_the_metadata_log_placed_it_on(cluster)
     want = sorted(want + [f"later{i}".encode() for i in range(len(up))])
     assert sorted(read_all(nodes[0], name, partitions, len(want))) == want
     prod.flush(5)
+
+    # Kafka's kafka-log-dirs (DescribeLogDirs to every node): each node lists the logs it holds, so each
+    # partition once, on the node it was placed on, with its records' bytes.
+    out = log_dirs(nodes[0].bootstrap, "--topic-list", name)
+    seen = {b["broker"]: sorted(p["partition"] for d in b["logDirs"] for p in d["partitions"])
+            for b in out["brokers"]}
+    assert seen == {n: sorted(f"{name}-{p}" for p, l in leaders.items() if l == n) for n in (1, 2, 3)}, seen
+    assert all(p["size"] > 0 for b in out["brokers"] for d in b["logDirs"] for p in d["partitions"]), out
 
     # Deleted through node 2: every node removes the partitions it held as it applies the deletion.
     held = {i + 1: sorted(d.name for d in n.data_dir.glob(f"{name}-*")) for i, n in enumerate(nodes)}

@@ -40,7 +40,7 @@ from confluent_kafka import (ConsumerGroupState, ConsumerGroupTopicPartitions, C
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from harness import Broker, binary_path, broker_env, wait_until
-from kafka_ref import (Normaliser, compare_results, consumer_groups, in_parallel, kafka_tool, offsets_partition,
+from kafka_ref import (Normaliser, compare_results, consumer_groups, in_parallel, kafka_tool, log_dirs, offsets_partition,
                        offsets_segments, split_dumps, summarise_text_diffs, wait_for_bytes)
 
 pytestmark = pytest.mark.timeout(420)  # fixture set-up (reference broker start) counts; every call is bounded
@@ -318,6 +318,28 @@ def test_consumer_groups_read_only(sides, case):
     k, _ = d.tool(case, *args)
     sanity(k, expect)
     d.check()
+
+
+def test_kafka_log_dirs_describes_the_same_logs(sides):
+    """DescribeLogDirs through kafka-log-dirs: one broker with one absolute log directory that exists, no error, the
+    same partition logs on both brokers (`orders`' three and the offsets topic's), none a future log nor lagging;
+    the topic's logs hold the scenario's records (each above the empty log's 0 bytes). Sizes are not compared:
+    the producer's batching on each broker decides them."""
+    kafka, rl = sides
+    got = {}
+    for side in (kafka, rl):
+        out = log_dirs(side.bootstrap, "--topic-list", f"{TOPIC},__consumer_offsets")
+        assert out["version"] == 1, out
+        (broker,) = out["brokers"]
+        (d,) = broker["logDirs"]
+        assert d["error"] is None, (side.name, d)
+        assert os.path.isabs(d["logDir"]) and os.path.isdir(d["logDir"]), (side.name, d["logDir"])
+        parts = {p["partition"]: p for p in d["partitions"]}
+        assert all(p["offsetLag"] == 0 and p["isFuture"] is False for p in parts.values()), (side.name, parts)
+        assert all(parts[f"{TOPIC}-{i}"]["size"] > 0 for i in range(PARTITIONS)), (side.name, parts)
+        got[side.name] = sorted(parts)
+    assert got["ringleader"] == got["kafka"], got
+    assert len([p for p in got["kafka"] if p.startswith("__consumer_offsets-")]) > 0, got
 
 
 # ---------------------------------------------------------------------------- commands that change

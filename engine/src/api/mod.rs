@@ -21,6 +21,7 @@
 //! quota is configured (none are enforced); `describe_quorum.rs`, `add_raft_voter.rs` and
 //! `remove_raft_voter.rs` describe a cluster's metadata log and add a node to it or take one out;
 //! `elect_leaders.rs` moves partitions' leadership back to their preferred replicas.
+//! `describe_log_dirs.rs` lists the node's data directory and the partition logs in it.
 
 use crate::runtime::shard::Caller;
 use crate::runtime::shard::{Handled, Shard};
@@ -51,6 +52,7 @@ mod describe_client_quotas;
 mod describe_cluster;
 mod describe_configs;
 mod describe_groups;
+mod describe_log_dirs;
 mod describe_producers;
 mod describe_quorum;
 mod describe_transactions;
@@ -219,6 +221,9 @@ async fn dispatch(
         }
         Request::ElectLeaders(r) => {
             Response::ElectLeaders(elect_leaders::handle(b, caller, r, v).await)
+        }
+        Request::DescribeLogDirs(r) => {
+            Response::DescribeLogDirs(describe_log_dirs::handle(b, caller, r, v).await)
         }
         Request::DeleteTopics(r) => {
             Response::DeleteTopics(delete_topics::handle(shard, caller, r, v).await)
