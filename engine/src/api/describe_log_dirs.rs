@@ -11,12 +11,14 @@
 //! bytes. A partition or topic this node holds no log of is left out, not refused.
 //!
 //! Here the directory is `--data-dir` (one per node: Kafka's `log.dirs` with one entry), and a
-//! log is a `<topic>-<partition>` directory whose topic exists with that partition and whose
-//! replica this node holds: every `__consumer_offsets` partition, a topic partition the metadata
-//! log placed here, a partition of a topic replicated on every node. Its size is its segments'
-//! (`*.log`) bytes; a replicated partition's Raft log (`raft/`) is not counted, as Kafka does not
-//! count a KRaft node's metadata log. Without a data directory (groups in memory only) the node
-//! has no log directory, and the answer lists none.
+//! log is one per partition whose replica this node holds: every `__consumer_offsets`
+//! partition, a topic partition the metadata log placed here, a partition of a topic replicated
+//! on every node. Its size is the bytes of the segments (`*.log`) in its `<topic>-<partition>`
+//! directory, 0 before its first record (the directory is made on first use; Kafka makes an
+//! empty log when the partition is created); a replicated partition's Raft log (`raft/`) is not
+//! counted, as Kafka does not count a KRaft node's metadata log. Without a data directory
+//! (groups in memory only, tests) the node has no log directory, and the answer lists none (the
+//! Java Admin takes an empty answer below v3 for an authorization failure).
 
 use super::auth::{self, Op};
 use crate::broker::Broker;
@@ -115,19 +117,19 @@ pub(super) async fn handle(
 /// Logs found on disk, by topic then partition: their segments' bytes.
 type Sizes = BTreeMap<String, BTreeMap<i32, i64>>;
 
-/// The directory as Kafka names it (absolute), the sizes of the `held` partitions that have a
-/// directory in it, and the volume's total and usable bytes.
+/// The directory as Kafka names it (absolute), the sizes of the `held` partitions' logs in it,
+/// and the volume's total and usable bytes.
 fn walk(dir: &Path, held: &BTreeMap<String, BTreeSet<i32>>) -> (String, Sizes, i64, i64) {
     let abs: PathBuf = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
     let mut sizes: Sizes = BTreeMap::new();
     for (topic, parts) in held {
         for &p in parts {
             let path = crate::data::partition_dir(&abs, topic, p);
-            // A partition never written to has no directory yet, and no log: left out.
-            let Ok(entries) = std::fs::read_dir(&path) else {
-                continue;
-            };
-            let bytes: u64 = entries
+            // A partition never written to has no directory yet: its log is empty (Kafka
+            // creates every replica's log, empty, when the partition is created).
+            let bytes: u64 = std::fs::read_dir(&path)
+                .into_iter()
+                .flatten()
                 .filter_map(Result::ok)
                 .filter(|e| e.file_name().to_string_lossy().ends_with(".log"))
                 .filter_map(|e| e.metadata().ok())

@@ -289,6 +289,32 @@ class AdminClientTest {
                     Map.of(tp, RecordsToDelete.beforeOffset(50))).all())));
             line("listOffsets unknown partition: " + outcome(() -> get(admin.listOffsets(
                     Map.of(new TopicPartition(t2, 7), OffsetSpec.latest())).all())));
+            line("describeLogDirs " + t2 + ": " + logDirs(admin));
+        }
+
+        /**
+         * DescribeLogDirs of the broker: how many directories, and for t2's partitions its offset lag and whether it
+         * is a future log, and whether the volume's sizes are known. Paths and sizes differ between brokers: Kafka's
+         * time retention removes partition 0's records (their timestamps are from 1970) at a moment of its own,
+         * rolling the active segment, which Ringleader's retention never removes.
+         */
+        String logDirs(Admin admin) throws Exception {
+            int node = get(admin.describeCluster().nodes()).iterator().next().id();
+            var dirs = get(admin.describeLogDirs(List.of(node)).allDescriptions()).get(node);
+            StringBuilder sb = new StringBuilder(dirs.size() + " dir(s)");
+            for (var d : dirs.values()) {
+                sb.append(" error=").append(d.error() == null ? "none" : d.error().getClass().getSimpleName());
+                sb.append(" volume sizes known=").append(d.totalBytes().isPresent() && d.usableBytes().isPresent());
+                TreeMap<Integer, String> parts = new TreeMap<>();
+                d.replicaInfos().forEach((tp, info) -> {
+                    if (tp.topic().equals(t2)) {
+                        parts.put(tp.partition(), "lag=" + info.offsetLag() + (info.isFuture() ? " future" : "")
+                                + (info.size() >= 0 ? "" : " size unknown"));
+                    }
+                });
+                sb.append(' ').append(parts);
+            }
+            return sb.toString();
         }
 
         void groups(Admin admin) throws Exception {
