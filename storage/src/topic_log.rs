@@ -329,8 +329,9 @@ pub struct TopicLog<D: LogDir> {
     pending_entries: Vec<Entry>,
     producers: HashMap<i64, Producer>,
     txns: Txns,
-    /// The last segment holds bytes [`Self::write_upto`] wrote and no sync covered yet (only
-    /// the last one: a roll syncs the segment it leaves).
+    /// The last segment may hold bytes [`Self::write_upto`] wrote and no sync covered yet (only
+    /// the last one: a roll syncs the segment it leaves). Set at open: an earlier handle on the
+    /// same files may have written without a sync.
     unsynced: bool,
 }
 
@@ -475,7 +476,10 @@ impl<D: LogDir + Clone> TopicLog<D> {
                 pending_entries: Vec::new(),
                 producers,
                 txns,
-                unsynced: false,
+                // A log reopened in the same process (a Raft replica that stepped down reloads
+                // what it wrote) may hold bytes an earlier handle wrote without a sync: the
+                // first [`Self::sync`] covers them.
+                unsynced: true,
             },
             report,
         ))

@@ -285,6 +285,9 @@ pub enum Stepped {
     },
     /// Refused: it does not decode, or Raft refused it.
     Refused,
+    /// A snapshot not looked at yet: committed entries wait to be applied first, which move
+    /// the topic log's end. Dropped; its sender offers it again.
+    Deferred,
 }
 
 impl TopicReplica {
@@ -325,6 +328,13 @@ impl TopicReplica {
         if m.get_msg_type() == MessageType::MsgSnapshot
             && m.get_snapshot().get_metadata().index > self.replica.last_index()
         {
+            if self.replica.applied_index() < self.replica.commit_index() {
+                // Committed entries not handed to the shell yet (a restart replays them into a
+                // topic log whose unsynced tail a crash took): `log_end` is not where this
+                // replica's log will end, so neither taking the snapshot nor asking for records
+                // can be decided now. Its sender offers it again.
+                return Stepped::Deferred;
+            }
             let end = snapshot_end(crate::shell_snapshot_data(m.get_snapshot().get_data()));
             if end != Some(log_end) {
                 return match end {

@@ -359,6 +359,11 @@ impl Sim {
                     flush_to = Some(*end);
                 }
             }
+            if tw.work.snapshot.is_some() {
+                // The snapshot replaces the entries a restart would replay: synced first (the
+                // broker's `engine::data::replica::writer`).
+                block_on(TopicLog::sync(log)).unwrap();
+            }
             persist(&mut n.disk, &tw.work);
             let after = r.persisted(&tw.work);
             if let Some(end) = flush_to {

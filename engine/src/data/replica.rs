@@ -7,7 +7,8 @@
 //!
 //! Must not: decide anything the replica decides, write a batch to the topic log before its
 //! entry is committed, let a producer be answered before its batch is written there (its entry
-//! durable in a majority's Raft logs), or compact the Raft log past what the topic log synced.
+//! durable in a majority's Raft logs), or let the Raft log forget entries (a compaction, an
+//! installed snapshot) whose batches the topic log has not synced.
 
 use super::partition::DataPartition;
 use crate::cluster::{Cluster, NodeId};
@@ -112,6 +113,18 @@ pub(super) async fn writer(
                     );
                 }
                 flush_to = Some(*end);
+            }
+        }
+        if tw.work.snapshot.is_some() {
+            // The installed snapshot replaces the Raft log's entries up to it, which a restart
+            // would otherwise replay into the topic log: the topic log must hold them durably
+            // first (`writer` writes without a sync).
+            if let Err(e) = TopicLog::sync(&p.log).await {
+                panic!(
+                    "{}-{}: the topic log could not be synced before a snapshot ({e}); stopping \
+                     this node",
+                    p.topic.name, p.partition
+                );
             }
         }
         let leader = raft.borrow().role().leader.map_or(-1, |l| l as i32);
@@ -326,7 +339,7 @@ pub(super) fn step(ctx: &ClusterCtx, p: &DataPartition, message: &[u8]) {
     let now = crate::raft_io::mono_ms();
     let stepped = raft.borrow_mut().step(m, log_end, now);
     match stepped {
-        Stepped::Taken => {}
+        Stepped::Taken | Stepped::Deferred => {}
         Stepped::Seed { to, request } => {
             if let Some(request) = request {
                 tracing::debug!(topic = %p.topic.name, partition = p.partition, from = to, log_end, "re-seeding: records asked for");
