@@ -241,6 +241,26 @@ pub fn encode_seed(m: &SeedMsg<'_>) -> Vec<u8> {
     }
 }
 
+/// A replica's answer to a re-seeding request for `from..upto` (a [`SeedMsg::Chunk`]'s bytes),
+/// its log starting at `log_start`: `batches` is what it read for the request (None: nothing
+/// readable there). With nothing read, when every record from `from` to `upto` was deleted here
+/// (DeleteRecords), an empty chunk tells the asker to restart its log at this log's start, at
+/// `upto` at most (the snapshot's end: the deletions past it are entries after the snapshot,
+/// which the asker applies as everyone did). None: nothing to answer (asked past what this
+/// replica holds; the asker asks again, of the next snapshot's sender).
+pub fn seed_chunk(from: u64, upto: u64, log_start: u64, batches: Option<&[u8]>) -> Option<Vec<u8>> {
+    let (batches, log_start) = match batches {
+        Some(b) => (b, log_start),
+        None if log_start.min(upto) > from => (&[][..], log_start.min(upto)),
+        None => return None,
+    };
+    Some(encode_seed(&SeedMsg::Chunk {
+        from,
+        log_start,
+        batches,
+    }))
+}
+
 /// A [`SeedMsg`] from its bytes, or why they are not one.
 pub fn decode_seed(b: &[u8]) -> Result<SeedMsg<'_>, String> {
     if b.len() < 17 {
@@ -696,6 +716,28 @@ mod tests {
             "{applied:?}"
         );
         assert!(applied[0].batches().is_empty());
+    }
+
+    #[test]
+    fn a_seed_answer_carries_what_was_read_or_where_to_restart_past_deleted_records() {
+        let chunk = |from, log_start, batches| {
+            Some(encode_seed(&SeedMsg::Chunk {
+                from,
+                log_start,
+                batches,
+            }))
+        };
+        assert_eq!(
+            seed_chunk(3, 90, 10, Some(b"bytes")),
+            chunk(3, 10, b"bytes")
+        );
+        // Everything from 3 to 90 deleted (the log starts at 120): restart at 90, not past it.
+        assert_eq!(seed_chunk(3, 90, 120, None), chunk(3, 90, b""));
+        // Deleted up to 40 only, nothing readable after: restart at 40.
+        assert_eq!(seed_chunk(3, 90, 40, None), chunk(3, 40, b""));
+        // Nothing deleted past the asked offset and nothing to read: no answer.
+        assert_eq!(seed_chunk(50, 90, 40, None), None);
+        assert_eq!(seed_chunk(40, 90, 40, None), None);
     }
 
     /// A leader's snapshot at `index` standing for a topic log ending at `end`, from node 1.

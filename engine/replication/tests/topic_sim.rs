@@ -30,7 +30,7 @@ use common::{
     STEPS_PER_TICK, VOTERS,
 };
 use futures_lite::future::block_on;
-use replication::topic::{decode_seed, encode_seed, Apply, SeedMsg, Stepped, TopicReplica};
+use replication::topic::{decode_seed, seed_chunk, Apply, SeedMsg, Stepped, TopicReplica};
 use replication::{Durable, LogSnapshot, NodeId, Replica};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
@@ -204,18 +204,14 @@ impl Sim {
                 SeedMsg::Request { from: offset, upto } => {
                     let chunk = replication::topic::SEED_CHUNK_BYTES;
                     let (plan, start) = log.borrow().read_for_seed(offset, upto, chunk);
-                    // As the broker answers (`engine::data::replica::seed`).
-                    let (batches, log_start) = match plan {
-                        Read::Data(plan) => (block_on(plan.read()).unwrap(), start),
-                        _ if start.min(upto) > offset => (Vec::new(), start.min(upto)),
-                        _ => continue,
+                    // The broker's answer (`engine::data::replica::seed`).
+                    let batches = match plan {
+                        Read::Data(plan) => Some(block_on(plan.read()).unwrap()),
+                        _ => None,
                     };
-                    let chunk = encode_seed(&SeedMsg::Chunk {
-                        from: offset,
-                        log_start,
-                        batches: &batches,
-                    });
-                    self.send_seed(to, from, chunk);
+                    if let Some(chunk) = seed_chunk(offset, upto, start, batches.as_deref()) {
+                        self.send_seed(to, from, chunk);
+                    }
                 }
                 SeedMsg::Chunk {
                     log_start, batches, ..

@@ -13,7 +13,7 @@
 use super::partition::DataPartition;
 use crate::cluster::{Cluster, NodeId};
 use replication::topic::{
-    decode_seed, encode_seed, Apply, SeedMsg, Stepped, TopicReplica, SEED_CHUNK_BYTES,
+    decode_seed, seed_chunk, Apply, SeedMsg, Stepped, TopicReplica, SEED_CHUNK_BYTES,
 };
 use replication::Replica;
 use std::cell::RefCell;
@@ -117,15 +117,8 @@ pub(super) async fn writer(
         }
         if tw.work.snapshot.is_some() {
             // The installed snapshot replaces the Raft log's entries up to it, which a restart
-            // would otherwise replay into the topic log: the topic log must hold them durably
-            // first (`writer` writes without a sync).
-            if let Err(e) = TopicLog::sync(&p.log).await {
-                panic!(
-                    "{}-{}: the topic log could not be synced before a snapshot ({e}); stopping \
-                     this node",
-                    p.topic.name, p.partition
-                );
-            }
+            // would otherwise replay into the topic log.
+            sync_before_forgetting(&p, "a snapshot").await;
         }
         let leader = raft.borrow().role().leader.map_or(-1, |l| l as i32);
         if let Err(e) = crate::raft_io::persist(&mut log, &tw.work, leader).await {
@@ -230,6 +223,18 @@ async fn delete_records(p: &DataPartition, index: u64, offset: u64) {
     p.changed.notify_all();
 }
 
+/// Make the topic log durable before the Raft log forgets entries whose batches it holds (`what`:
+/// a compaction, a snapshot install): `writer` writes them without a sync, counting on the Raft
+/// log to replay them after a crash. A topic log that cannot be synced stops the node.
+async fn sync_before_forgetting(p: &DataPartition, what: &str) {
+    if let Err(e) = TopicLog::sync(&p.log).await {
+        panic!(
+            "{}-{}: the topic log could not be synced before {what} ({e}); stopping this node",
+            p.topic.name, p.partition
+        );
+    }
+}
+
 /// Compact the Raft log to `index`, whose entries the topic log holds durably up to `end`.
 async fn compact(p: &DataPartition, log: &mut RaftLog<GlommioDir>, index: u64, end: u64) {
     let raft = p.raft.as_ref().expect("a replicated partition");
@@ -242,14 +247,8 @@ async fn compact(p: &DataPartition, log: &mut RaftLog<GlommioDir>, index: u64, e
         p.topic.name,
         p.partition
     );
-    // The entries up to `index` go from the Raft log: their batches must be durable in the
-    // topic log first (`writer` writes them without a sync).
-    if let Err(e) = TopicLog::sync(&p.log).await {
-        panic!(
-            "{}-{}: the topic log could not be synced before compaction ({e}); stopping this node",
-            p.topic.name, p.partition
-        );
-    }
+    // The entries up to `index` go from the Raft log.
+    sync_before_forgetting(p, "compaction").await;
     let snap = {
         let raft = raft.borrow();
         replication::LogSnapshot {
@@ -384,30 +383,18 @@ pub(super) async fn seed(ctx: &ClusterCtx, p: &DataPartition, from: NodeId, mess
     match msg {
         SeedMsg::Request { from: offset, upto } => {
             let (plan, start) = p.log.borrow().read_for_seed(offset, upto, SEED_CHUNK_BYTES);
-            // Every record from the asked offset up to the asked end was deleted here
-            // (DeleteRecords): an empty chunk tells the asker to restart its log there, at the
-            // asked end at most (the snapshot's: the deletions past it are entries after the
-            // snapshot, which the asker applies as everyone did).
-            let restart = start.min(upto);
-            let read = match plan {
-                Read::Data(plan) => plan.read().await.map(|b| (b, start)),
-                _ if restart > offset => Ok((Vec::new(), restart)),
-                // Nothing to send (asked past what this replica holds): the asker asks again,
-                // of the next snapshot's sender.
-                _ => return,
+            let batches = match plan {
+                Read::Data(plan) => match plan.read().await {
+                    Ok(b) => Some(b),
+                    Err(e) => {
+                        tracing::warn!(topic = %p.topic.name, partition = p.partition, error = %e, "re-seeding: reading the topic log failed");
+                        return;
+                    }
+                },
+                _ => None,
             };
-            match read {
-                Ok((batches, log_start)) => {
-                    let chunk = encode_seed(&SeedMsg::Chunk {
-                        from: offset,
-                        log_start,
-                        batches: &batches,
-                    });
-                    (ctx.seed)(from, p.topic.id, p.partition, &chunk);
-                }
-                Err(e) => {
-                    tracing::warn!(topic = %p.topic.name, partition = p.partition, error = %e, "re-seeding: reading the topic log failed");
-                }
+            if let Some(chunk) = seed_chunk(offset, upto, start, batches.as_deref()) {
+                (ctx.seed)(from, p.topic.id, p.partition, &chunk);
             }
         }
         SeedMsg::Chunk {
