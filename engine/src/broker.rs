@@ -144,10 +144,14 @@ impl Broker {
             // of it, not all; a node that is back is caught up by its leader) and not a
             // learner: Kafka's ISR is the replicas the leader has seen caught up, which we do
             // not track per partition.
-            return match cluster
-                .topic_leader(topic.id, partition)
-                .filter(|l| cluster.is_up(*l) && replicas.contains(l))
-            {
+            // A node without a replica (a topic with fewer replicas than nodes) knows the
+            // leader from the leader's own word, repeated every second (`Cluster::topic_hint`).
+            let known = if replicas.contains(&(me as u64)) {
+                cluster.topic_leader(topic.id, partition)
+            } else {
+                cluster.topic_hint(topic.id, partition)
+            };
+            return match known.filter(|l| cluster.is_up(*l) && replicas.contains(l)) {
                 Some(l) => PartitionView {
                     leader: l as i32,
                     isr: ids(replicas

@@ -38,6 +38,15 @@ pub struct Voter {
     pub addr: String,
 }
 
+/// How long a topic partition leader's word (`runtime::peers::TOPIC_LEADER`, sent every
+/// [`TOPIC_HINT_EVERY_TICKS`] Raft ticks) counts on a node without a replica.
+pub const TOPIC_HINT_TTL: std::time::Duration = std::time::Duration::from_millis(3_000);
+/// Raft ticks between two words of a topic partition's leader to the nodes without a replica.
+pub const TOPIC_HINT_EVERY_TICKS: u64 = 10;
+
+/// A topic partition leader's word (`Cluster::set_topic_hint`): its term, itself, when it came.
+type TopicHint = (u64, NodeId, std::time::Instant);
+
 /// The metadata log's Raft group as this node's replica of it last saw it (DescribeQuorum).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct QuorumView {
@@ -215,6 +224,11 @@ pub struct Cluster {
     /// leader this node's replica knows of; absent = none known. Topics come and go and grow,
     /// so a map rather than `leaders`' fixed slots; it changes only when a replica's role does.
     topic_leaders: RwLock<hashbrown::HashMap<(Uuid, i32), NodeId>>,
+    /// Per partition of a topic with fewer replicas than nodes that has none here: the node
+    /// that last said it leads it (`runtime::peers::TOPIC_LEADER`), its term and when it said
+    /// so. Bounded by the partitions of the topics known here (a hint for another is dropped
+    /// before it gets here, and a deleted topic's are forgotten).
+    topic_hints: RwLock<hashbrown::HashMap<(Uuid, i32), TopicHint>>,
     /// Per Raft group with a replica here, by topic id (nil for `__consumer_offsets`) and
     /// partition: its configuration as that replica applied it. Metadata reports a group's
     /// replicas from it while a node joins or leaves (Kafka lists a reassignment's adding and
@@ -303,6 +317,7 @@ impl Cluster {
             cluster_id,
             leaders: (0..partitions.max(0)).map(|_| AtomicU64::new(0)).collect(),
             topic_leaders: RwLock::default(),
+            topic_hints: RwLock::default(),
             groups: RwLock::default(),
             endpoints: ArcSwap::from_pointee(endpoints),
             inbound: (0..MAX_BOOK).map(|_| AtomicUsize::new(0)).collect(),
@@ -556,10 +571,69 @@ impl Cluster {
         };
     }
 
+    /// `from` says it leads `partition` of `topic` in Raft term `term` (a partition with no
+    /// replica here). Kept unless a fresh word from a later term is kept already: a deposed
+    /// leader's word, late, must not replace its successor's.
+    pub fn set_topic_hint(&self, topic: Uuid, partition: i32, from: NodeId, term: u64) {
+        self.set_topic_hint_at(topic, partition, from, term, std::time::Instant::now())
+    }
+
+    fn set_topic_hint_at(
+        &self,
+        topic: Uuid,
+        partition: i32,
+        from: NodeId,
+        term: u64,
+        now: std::time::Instant,
+    ) {
+        let mut m = self.topic_hints.write().unwrap_or_else(|p| p.into_inner());
+        let fresh = |at: &std::time::Instant| now.saturating_duration_since(*at) < TOPIC_HINT_TTL;
+        match m.get(&(topic, partition)) {
+            Some((t, _, at)) if *t > term && fresh(at) => {}
+            _ => {
+                m.insert((topic, partition), (term, from, now));
+            }
+        }
+    }
+
+    /// The leader of `partition` of `topic` as its own word says (see
+    /// [`Self::set_topic_hint`]), if it came within [`TOPIC_HINT_TTL`]: a leader sends it every
+    /// second, so an older one is from a leader that died or was cut off.
+    pub fn topic_hint(&self, topic: Uuid, partition: i32) -> Option<NodeId> {
+        self.topic_hint_at(topic, partition, std::time::Instant::now())
+    }
+
+    fn topic_hint_at(
+        &self,
+        topic: Uuid,
+        partition: i32,
+        now: std::time::Instant,
+    ) -> Option<NodeId> {
+        self.topic_hints
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&(topic, partition))
+            .filter(|(_, _, at)| now.saturating_duration_since(*at) < TOPIC_HINT_TTL)
+            .map(|(_, l, _)| *l)
+    }
+
+    /// Forget the leaders' words about the topics `keep` refuses (deleted ones: a topic id is
+    /// never reused).
+    pub fn retain_topic_hints(&self, keep: impl Fn(Uuid) -> bool) {
+        self.topic_hints
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|(t, _), _| keep(*t));
+    }
+
     /// The topic was deleted (or its replicas here closed): none of its partitions' leaders is
     /// known any more, and a topic id is never reused, so nothing of it stays behind.
     pub fn forget_topic(&self, topic: Uuid) {
         self.topic_leaders
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|(t, _), _| *t != topic);
+        self.topic_hints
             .write()
             .unwrap_or_else(|p| p.into_inner())
             .retain(|(t, _), _| *t != topic);
@@ -928,5 +1002,42 @@ mod tests {
         );
         assert_eq!(c.topic_leader(a, 1), None);
         assert_eq!(c.topic_leader(b, 0), Some(1), "another topic's stay");
+    }
+
+    #[test]
+    fn a_leaders_word_is_kept_until_a_later_term_or_its_time_is_up() {
+        let c = three(1);
+        let (a, b) = (Uuid::from_u128(10), Uuid::from_u128(11));
+        let t0 = std::time::Instant::now();
+        let at = |ms| t0 + std::time::Duration::from_millis(ms);
+        assert_eq!(c.topic_hint_at(a, 0, t0), None);
+        c.set_topic_hint_at(a, 0, 2, 5, t0);
+        assert_eq!(c.topic_hint_at(a, 0, at(100)), Some(2));
+        assert_eq!(c.topic_hint_at(a, 1, at(100)), None, "per partition");
+        // A late word of an older term does not replace the newer one while it is fresh...
+        c.set_topic_hint_at(a, 0, 3, 4, at(200));
+        assert_eq!(c.topic_hint_at(a, 0, at(300)), Some(2));
+        // ...and a later term's does at once.
+        c.set_topic_hint_at(a, 0, 3, 6, at(400));
+        assert_eq!(c.topic_hint_at(a, 0, at(500)), Some(3));
+        // Repeated every second it stays; unheard for the TTL it is gone.
+        let ttl = TOPIC_HINT_TTL.as_millis() as u64;
+        assert_eq!(c.topic_hint_at(a, 0, at(400 + ttl - 1)), Some(3));
+        assert_eq!(c.topic_hint_at(a, 0, at(400 + ttl)), None);
+        // A stale one of a later term gives way to any word.
+        c.set_topic_hint_at(a, 0, 2, 1, at(400 + ttl));
+        assert_eq!(c.topic_hint_at(a, 0, at(400 + ttl)), Some(2));
+        c.set_topic_hint_at(b, 0, 2, 1, t0);
+        c.forget_topic(a);
+        assert_eq!(c.topic_hint_at(a, 0, at(400 + ttl)), None);
+        assert_eq!(
+            c.topic_hint_at(b, 0, at(1)),
+            Some(2),
+            "another topic's stay"
+        );
+        c.set_topic_hint_at(a, 1, 2, 1, t0);
+        c.retain_topic_hints(|t| t != b);
+        assert_eq!(c.topic_hint_at(b, 0, at(1)), None, "deleted");
+        assert_eq!(c.topic_hint_at(a, 1, at(1)), Some(2), "kept");
     }
 }

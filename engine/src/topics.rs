@@ -236,14 +236,19 @@ impl TopicRegistry {
     }
 
     /// On a node of a cluster: the nodes holding a replica of `partition` of `topic`, the placed
-    /// node (its preferred leader) first, then the voters after it in voter order, wrapping,
-    /// `topic.replication_factor` of them (so with one on every voter, each partition's list
-    /// starts at another node, as Kafka's `StripedReplicaPlacer` rotates them). None on a single
-    /// node, for `__consumer_offsets` (every voter, from the cluster) and for a partition whose
-    /// placement this node has not installed yet. Lock-free.
+    /// node (its preferred leader) first. A topic with replica sets of its own (a factor
+    /// between 1 and the voters, `replication::metadata::PlacedTopic::replicas`) has them as the
+    /// metadata log assigned them; any other, the voters after its leader in voter order,
+    /// wrapping, `topic.replication_factor` of them (so with one on every voter, each
+    /// partition's list starts at another node, as Kafka's `StripedReplicaPlacer` rotates
+    /// them). None on a single node, for `__consumer_offsets` (every voter, from the cluster)
+    /// and for a partition whose placement this node has not installed yet. Lock-free.
     pub fn replicas(&self, topic: &Topic, partition: i32) -> Option<Vec<u64>> {
         if topic.internal {
             return None;
+        }
+        if let Some(set) = self.assigned_replicas(topic, partition) {
+            return Some(set);
         }
         let placement = self.placement.load();
         let voters = &placement.voters;
@@ -253,6 +258,20 @@ impl TopicRegistry {
             .unwrap_or(1)
             .clamp(1, voters.len());
         Some((0..n).map(|i| voters[(at + i) % voters.len()]).collect())
+    }
+
+    /// On a node of a cluster: the replicas the metadata log assigned to `partition` of
+    /// `topic`, if the topic has sets of its own (a factor between 1 and the voters): what its
+    /// Raft group's leader moves the group to (`Replica::follow_members`), where any other
+    /// replicated topic's group follows the cluster's voters. None otherwise. Lock-free.
+    pub fn assigned_replicas(&self, topic: &Topic, partition: i32) -> Option<Vec<u64>> {
+        let p = usize::try_from(partition).ok()?;
+        self.placement
+            .load()
+            .replicas
+            .get(&topic.name)?
+            .get(p)
+            .cloned()
     }
 
     /// This node is one of a cluster: changes go through the metadata log, with the
@@ -648,6 +667,23 @@ mod tests {
             "as it started"
         );
         assert_eq!(reg.first_voters(&all2, 3), Some(vec![2, 5]));
+        assert_eq!(reg.assigned_replicas(&all2, 0), None, "follows the voters");
+        // A topic with sets of its own is read from them, not from the stripe.
+        let pairs = topic("pairs", 2);
+        let mut placement = reg.placement.load().as_ref().clone();
+        placement.leaders.insert("pairs".into(), vec![5, 2, 5]);
+        placement
+            .replicas
+            .insert("pairs".into(), vec![vec![5, 9], vec![2, 5], vec![5, 2]]);
+        reg.install(TopicsSnapshot::from_topics([pairs.clone()]), placement);
+        assert_eq!(
+            reg.replicas(&pairs, 0),
+            Some(vec![5, 9]),
+            "9 is no voter now"
+        );
+        assert_eq!(reg.assigned_replicas(&pairs, 2), Some(vec![5, 2]));
+        assert_eq!(reg.assigned_replicas(&pairs, 3), None);
+        assert_eq!(reg.assigned_replicas(&pairs, -1), None);
         std::fs::remove_dir_all(&d).unwrap();
     }
 

@@ -34,8 +34,13 @@ node-to-node port, all three given the same `controller.quorum.voters` and `clus
 * a topic of replication factor 3 (a Raft group per partition over the three nodes): an
   idempotent acks=all producer rides through SIGKILLs of partition 0's leader, every
   acknowledged record is read back once at its offset, the Raft logs compact, and the three
-  nodes' topic logs end byte for byte the same; factors 2 and 4 are refused; DeleteRecords moves
+  nodes' topic logs end byte for byte the same; factor 4 is refused; DeleteRecords moves
   every replica's log start, which a whole-cluster restart keeps.
+
+* a topic of replication factor 2 on three nodes (a Raft group of two per partition, striped):
+  every node's own Metadata names the same two replicas and leader, only those two have the
+  partition on disk, the node outside a set names its leader, and none while it is down; a
+  removed node's replicas move to the node left, which catches up to the leader's bytes.
 
 Rounds: `RINGLEADER_FAILOVER_ROUNDS` (5 in the suite; `scripts/failover.sh` runs many more).
 """
@@ -554,15 +559,18 @@ def list_offsets_v1(node, name: str, partition: int) -> tuple[int, int]:
     return err, offset
 
 
-def read_all(node, name: str, partitions: int, want: int, timeout: float = 30.0) -> list[bytes]:
-    """Every record value of `name`, read through a consumer bootstrapped at `node` only."""
+def read_all(node, name: str, partitions: int, want: int, timeout: float = 30.0,
+             only: list[int] | None = None) -> list[bytes]:
+    """Every record value of `name` (of partitions `only`, else all), read through a consumer
+    bootstrapped at `node` only."""
     from confluent_kafka import OFFSET_BEGINNING
 
     c = Consumer({"bootstrap.servers": node.bootstrap, "group.id": f"reader-{node.port}",
                   "enable.auto.commit": False, "logger": logging.getLogger("librdkafka"),
                   "broker.address.family": "v4", "topic.metadata.refresh.interval.ms": 1000})
     try:
-        c.assign([TopicPartition(name, p, OFFSET_BEGINNING) for p in range(partitions)])
+        c.assign([TopicPartition(name, p, OFFSET_BEGINNING)
+                  for p in (range(partitions) if only is None else only)])
         got: list[bytes] = []
         deadline = time.monotonic() + timeout
         while len(got) < want and time.monotonic() < deadline:
@@ -853,12 +861,9 @@ def test_a_replicated_topic_keeps_every_acknowledged_record_through_leader_kills
     nodes = compacting_cluster
     name, partitions, rounds, per_phase = "replicated", 3, 4, 150
     create_topic(nodes, name, partitions, replication_factor=3)
-    # Between one replica and one on every node is not built; more than the nodes is Kafka's
-    # refusal (ReplicationControlManager: "Unable to replicate the partition ...").
+    # More than the nodes is Kafka's refusal (ReplicationControlManager: "Unable to replicate the
+    # partition ..."); factor 2 has its own tests below.
     admin = confluent_admin(nodes[1])
-    err = confluent_create(admin, "two-copies", partitions=1, replication_factor=2)
-    assert err is not None and err.code() == KafkaError.INVALID_REPLICATION_FACTOR, err
-    assert "use 1 or 3" in err.str(), err.str()
     err = confluent_create(admin, "four-copies", partitions=1, replication_factor=4)
     assert err is not None and err.code() == KafkaError.INVALID_REPLICATION_FACTOR, err
     assert "only 3 broker(s) are registered" in err.str(), err.str()
@@ -1387,3 +1392,235 @@ def test_kafka_leader_election_moves_leadership_to_the_preferred_replicas(tmp_pa
         want = [b"while-down-%d" % i for i in range(60)] + [b"while-3-down-%d" % i for i in range(60)]
         got = read_all(nodes[0], "spread", 6, len(want))
         assert sorted(got) == sorted(want)
+
+
+def own_metadata(node: Broker, name: str) -> dict[int, tuple[int, int, list[int], list[int]]]:
+    """partition -> (error code, leader, replicas, ISR) of `name` as `node` itself answers Metadata v4
+    (no auto-creation), {} while it does not know the topic. Sent to the node directly: an admin
+    client sends its Metadata request to a broker of its choosing (see `replicated_settled`), so it
+    cannot tell what a given node, say one holding no replica, answers."""
+    body = struct.pack(">i", 1) + kstring(name) + b"\x00"  # one topic; allow_auto_topic_creation false
+    with connect(node.bootstrap, timeout=10) as s:
+        s.sendall(request_frame(3, 4, 11, body))
+        r = Reader(recv_frame(s))
+    assert r.take(">i") == 11
+    r.take(">i")  # throttle_time_ms
+    for _ in range(r.take(">i")):  # brokers: node id, host, port, rack
+        r.take(">i"), r.string(), r.take(">i"), r.string()
+    r.string()  # cluster_id
+    r.take(">i")  # controller_id
+    assert r.take(">i") == 1, "one topic asked, one answered"
+    err = r.take(">h")
+    assert r.string() == name
+    r.take("B")  # is_internal
+    out = {}
+    for _ in range(r.take(">i")):
+        p_err, p, leader = r.take(">hii")
+        replicas = [r.take(">i") for _ in range(r.take(">i"))]
+        isr = [r.take(">i") for _ in range(r.take(">i"))]
+        out[p] = (p_err, leader, replicas, isr)
+    assert r.remaining() == 0, f"{r.remaining()} bytes after the Metadata v4 response"
+    return {} if err != 0 else out
+
+
+def wait_pairs(nodes, name: str, partitions: int, what: str, ask=None, without: int | None = None,
+               timeout: float = 60.0) -> dict[int, tuple[int, list[int]]]:
+    """Wait until each node of `ask` (node ids; default every live node), asked directly, answers
+    for every partition of `name`: no error, two replicas (none of them `without`), a leader among
+    them and both in the ISR, every node the same. Returns partition -> (leader, replicas)."""
+    ask = ask or [i + 1 for i, n in enumerate(nodes) if n.alive()]
+    deadline = time.monotonic() + timeout
+    while True:
+        views = {}
+        for i in ask:
+            try:
+                views[i] = {p: (e, l, rs, sorted(isr))
+                            for p, (e, l, rs, isr) in own_metadata(nodes[i - 1], name).items()}
+            except OSError as e:  # a node still starting
+                views[i] = repr(e)
+        first = views[ask[0]]
+        if (all(v == first for v in views.values()) and isinstance(first, dict)
+                and sorted(first) == list(range(partitions))
+                and all(e == 0 and len(set(rs)) == 2 == len(rs) and without not in rs and l in rs
+                        and isr == sorted(rs) for e, l, rs, isr in first.values())):
+            return {p: (l, rs) for p, (_, l, rs, _) in first.items()}
+        assert time.monotonic() < deadline, f"{what}: not within {timeout:.0f} s; nodes answer {views}"
+        time.sleep(0.2)
+
+
+def end_offsets(nodes, name: str, partitions: int, via: Broker) -> dict[int, int]:
+    """partition -> log end offset (ListOffsets latest) as the partition's leader answers it, the
+    leader as `via` names it (asked again while leadership moves: NOT_LEADER_OR_FOLLOWER or
+    LEADER_NOT_AVAILABLE)."""
+    out: dict[int, int] = {}
+
+    def answered():
+        view = own_metadata(via, name)
+        for p in range(partitions):
+            leader = view.get(p, (0, -1))[1]
+            if p in out or leader not in (1, 2, 3) or not nodes[leader - 1].alive():
+                continue
+            err, offset = list_offsets_v1(nodes[leader - 1], name, p)
+            assert err in (0, 5, 6), f"partition {p} asked of its leader {leader}: error {err}"
+            if err == 0:
+                out[p] = offset
+        return len(out) == partitions
+    wait_until(answered, 30, f"every partition's leader of {name} answers ListOffsets")
+    return out
+
+
+def topic_log(node: Broker, name: str, partition: int) -> list:
+    """A node's topic log segments of a partition (`<topic>-<p>/*.log`, not its Raft log under `raft/`)."""
+    return sorted((node.data_dir / f"{name}-{partition}").glob("*.log"))
+
+
+def topic_log_bytes(node: Broker, name: str, partition: int) -> int:
+    return sum(f.stat().st_size for f in topic_log(node, name, partition))
+
+
+def pairs_hold_alike(nodes, name: str, sets: dict[int, list[int]]) -> bool:
+    """Both replicas of every partition (partition -> its two node ids) have a topic log, of the
+    same number of bytes."""
+    return all(0 < topic_log_bytes(nodes[a - 1], name, p) == topic_log_bytes(nodes[b - 1], name, p)
+               for p, (a, b) in sets.items())
+
+
+def test_a_topic_of_replication_factor_2_lives_on_two_of_three_nodes(cluster):
+    """Replication factor 2 on three nodes: each partition is a Raft group of two of them, striped
+    as Kafka's `StripedReplicaPlacer` does (the placed node, its preferred leader, then the voter
+    after it). Every node's own Metadata names the same two replicas, a leader among them and both
+    in sync, the node holding none too (the leaders' news reaches it); only the two replicas have
+    the partition on disk. Partition 0's leader SIGKILLed: both nodes left, its other replica and
+    the node outside its set, name that other replica its leader, and every acknowledged record
+    reads back; restarted, the node is back in sync everywhere."""
+    nodes = cluster
+    name, partitions = "pairs", 6
+    create_topic(nodes, name, partitions, replication_factor=2)
+    placed = wait_pairs(nodes, name, partitions, "every node names 2 replicas, a leader and an ISR of 2")
+    replicas = {p: rs for p, (_, rs) in placed.items()}
+    # The metadata log picks partition 0's node; each next partition goes to the next voter, its
+    # second replica to the voter after that (`controller.quorum.voters` order 1, 2, 3, wrapping).
+    first = replicas[0][0]
+    striped = {p: [(first - 1 + p) % 3 + 1, (first + p) % 3 + 1] for p in range(partitions)}
+    assert replicas == striped, f"replicas {replicas}, striped from node {first}: {striped}"
+    held = {i: sorted(p for p, rs in replicas.items() if i in rs) for i in (1, 2, 3)}
+    assert all(len(ps) == 4 for ps in held.values()), f"replicas per node: {held}"
+
+    # acks=all: answered once both replicas (a majority of two) hold each record.
+    values = [b"pair-%d" % i for i in range(300)]
+    produce_acked(nodes, name, values, partitions)
+    assert end_offsets(nodes, name, partitions, nodes[0]) == {p: 50 for p in range(partitions)}
+
+    # On disk only where Metadata says: the third node never opens the partition. Both replicas'
+    # topic logs fill (a follower writes a batch once the entry holding it commits, so a moment
+    # after the leader answered).
+    def on_disk(p):
+        return sorted(i + 1 for i, n in enumerate(nodes) if (n.data_dir / f"{name}-{p}").exists())
+    for p, rs in replicas.items():
+        assert on_disk(p) == sorted(rs), f"{name}-{p} on nodes {on_disk(p)}, replicas {rs}"
+    wait_until(lambda: pairs_hold_alike(nodes, name, replicas), 30,
+               "both replicas of every partition hold its records")
+
+    # Partition 0's leader dies. A Raft group of two needs both to elect a leader (a majority of
+    # two is two; Kafka's ISR would shrink to the survivor instead, docs/compatibility.md), so
+    # partition 0 has none until the node is back, and both nodes left say so, the one outside
+    # its set included: it stops naming the dead node (its word is not repeated, and the node is
+    # seen down). The dead node stays a replica (Kafka lists an offline replica until a
+    # reassignment).
+    leader = wait_pairs(nodes, name, partitions, "settled before the kill")[0][0]
+    survivor = next(i for i in replicas[0] if i != leader)
+    outsider = next(i for i in (1, 2, 3) if i not in replicas[0])
+    nodes[leader - 1].kill()
+    deadline = time.monotonic() + 30
+    while True:
+        views = {}
+        for i in (survivor, outsider):
+            try:
+                views[i] = own_metadata(nodes[i - 1], name).get(0)
+            except OSError as e:
+                views[i] = repr(e)
+        if all(isinstance(v, tuple) and v[:3] == (5, -1, replicas[0]) for v in views.values()):
+            break
+        assert time.monotonic() < deadline, (
+            f"node {leader} killed: nodes {survivor} (replica) and {outsider} (not) should report "
+            f"partition 0 without a leader (LEADER_NOT_AVAILABLE) within 30 s; they answer {views}")
+        time.sleep(0.2)
+    # The partitions the dead node has no replica of go on: read through the node outside
+    # partition 0's set, which sends the client to their leaders.
+    untouched = [p for p, rs in replicas.items() if leader not in rs]
+    assert len(untouched) == 2, f"node {leader} is in the sets of all but {untouched}"
+    want = sorted(v for i, v in enumerate(values) if i % partitions in untouched)
+    got = read_all(nodes[outsider - 1], name, partitions, len(want), timeout=60, only=untouched)
+    assert sorted(got) == want, f"read partitions {untouched} with node {leader} down: {len(got)} of {len(want)}"
+
+    nodes[leader - 1].start()
+    back = wait_pairs(nodes, name, partitions, f"node {leader} back in sync")
+    assert {p: rs for p, (_, rs) in back.items()} == replicas, "the replicas never moved"
+    for p, rs in replicas.items():
+        assert on_disk(p) == sorted(rs), f"{name}-{p} on nodes {on_disk(p)} after the restart, replicas {rs}"
+    got = read_all(nodes[outsider - 1], name, partitions, len(values), timeout=60)
+    assert sorted(got) == sorted(values), f"read after the restart: {len(got)} of {len(values)}"
+    for i, n in enumerate(nodes):
+        assert "panicked" not in n.log_text(), f"node {i + 1} panicked: {n.log_tail()}"
+
+
+def test_removing_a_node_moves_its_replicas_of_a_factor_2_topic_to_another(cluster):
+    """RemoveRaftVoter of a node holding replicas of a factor-2 topic: in each of its four replica
+    sets the voter after it that is not in the set (here the only other node) takes its place
+    (`MetadataState::remove_voter`), the partition's leader adds it and lets the removed one go,
+    and it catches up. Then the two nodes left name, for every partition, two replicas, neither the
+    removed node, both in sync; the new replicas hold the partition on disk with the leader's
+    records byte for byte; every acknowledged record reads back; and with the removed node killed
+    every partition still takes acks=all writes (a group of two that still counted it could not)."""
+    nodes = cluster
+    name, partitions = "pairs", 6
+    create_topic(nodes, name, partitions, replication_factor=2)
+    placed = wait_pairs(nodes, name, partitions, "every node names 2 replicas, a leader and an ISR of 2")
+    before = {p: rs for p, (_, rs) in placed.items()}
+    first = [b"before-%d" % i for i in range(300)]
+    produce_acked(nodes, name, first, partitions)
+
+    # Partition 0's leader goes (it hands its partitions' leadership over first), asked of
+    # another node; the metadata log's leader may be either.
+    gone = placed[0][0]
+    left = [i for i in (1, 2, 3) if i != gone]
+    assert remove_raft_voter(nodes[left[0] - 1], gone) == 0
+    after = wait_pairs(nodes, name, partitions, f"node {gone}'s replicas moved", ask=left, without=gone)
+    moved = sorted(p for p, rs in before.items() if gone in rs)
+    assert len(moved) == 4, f"node {gone} held {moved}"
+    # The new replica takes the removed one's slot, so a preferred leader is replaced by one; the
+    # sets without the removed node are as they were.
+    want = {p: [next(i for i in left if i not in rs) if r == gone else r for r in rs]
+            for p, rs in before.items()}
+    assert {p: rs for p, (_, rs) in after.items()} == want, f"before {before}, after {after}"
+
+    # The new replicas caught up: every replica of every partition has it on disk and as many bytes
+    # of topic log as the other (a replica re-seeded or fed the entries stores the leader's batches
+    # as they are); the leaders' log ends are what was acknowledged.
+    wait_until(lambda: pairs_hold_alike(nodes, name, want), 30,
+               f"the new replicas of partitions {moved} hold their records")
+    assert end_offsets(nodes, name, partitions, nodes[left[0] - 1]) == {p: 50 for p in range(partitions)}
+    got = read_all(nodes[left[1] - 1], name, partitions, len(first), timeout=60)
+    assert sorted(got) == sorted(first), f"read after the removal: {len(got)} of {len(first)}"
+
+    # Every group is the two nodes left now: with the removed node dead, each partition still
+    # commits (its two replicas both up, a majority of two).
+    nodes[gone - 1].kill()
+    second = [b"after-%d" % i for i in range(60)]
+    produce_acked(nodes, name, second, partitions)
+    assert end_offsets(nodes, name, partitions, nodes[left[0] - 1]) == {p: 60 for p in range(partitions)}
+    got = read_all(nodes[left[0] - 1], name, partitions, len(first) + len(second), timeout=60)
+    assert sorted(got) == sorted(first + second), f"read without node {gone}: {len(got)}"
+
+    # The same bytes on both replicas: wait until the sizes agree, stop both (nothing mid-write),
+    # compare.
+    wait_until(lambda: pairs_hold_alike(nodes, name, want), 30,
+               "both replicas of every partition hold the records written without the removed node")
+    for i in left:
+        nodes[i - 1].stop()
+    for p in range(partitions):
+        contents = [b"".join(f.read_bytes() for f in topic_log(nodes[i - 1], name, p)) for i in left]
+        assert contents[0] and contents[0] == contents[1], \
+            f"partition {p}: nodes {left} differ ({[len(c) for c in contents]} bytes)"
+    for i, n in enumerate(nodes):
+        assert "panicked" not in n.log_text(), f"node {i + 1} panicked: {n.log_tail()}"

@@ -54,8 +54,11 @@ pub enum Command {
     /// A new topic. `first_leader` is an index into the voters: partition *p* is led by voter
     /// `(first_leader + p) % n` (Kafka starts its round-robin placement at a random broker too,
     /// `StripedReplicaPlacer`). `replication_factor` is 1 (the partition lives on that voter
-    /// alone) or the number of voters (every voter holds a replica, Raft replicates it); an
-    /// entry written before the field existed reads as 1, what every topic had then.
+    /// alone), the number of voters (every voter holds a replica, Raft replicates it, and a
+    /// node that joins gets one too), or in between: partition *p*'s replicas are then that
+    /// many voters from its leader on, in voter order (`PlacedTopic::replicas`), fixed as Kafka
+    /// fixes a partition's replica assignment. An entry written before the field existed reads
+    /// as 1, what every topic had then.
     CreateTopic {
         name: String,
         id: Uuid,
@@ -217,6 +220,23 @@ pub struct PlacedTopic {
     /// configuration changes in its log, so these must never change once written.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub first_voters: BTreeMap<i32, Vec<NodeId>>,
+    /// For a topic whose replication factor was between 1 and the number of voters when it was
+    /// created: each partition's replicas (`replicas[p]`, its preferred leader `leaders[p]`
+    /// first), Kafka's replica assignment. They stay where they are when a node joins (Kafka
+    /// leaves a new broker empty until a reassignment); a removed node's replica moves to
+    /// another voter (`MetadataState::remove_voter`). Empty for a topic of factor 1 (its one
+    /// replica is `leaders[p]`) and for one replicated on every voter (its replicas follow the
+    /// voters). Each of these partitions' Raft groups started with its first replicas, kept in
+    /// `first_voters` under its own partition number.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replicas: Vec<Vec<NodeId>>,
+}
+
+impl PlacedTopic {
+    /// Its partitions have replica sets of their own ([`Self::replicas`]).
+    pub fn assigned(&self) -> bool {
+        !self.replicas.is_empty()
+    }
 }
 
 /// Where the metadata log put things, as a node's broker reads it: every placed topic's
@@ -235,6 +255,9 @@ pub struct Placement {
     pub joined: Vec<(NodeId, String)>,
     /// The nodes removed so far ([`MetadataState::removed`]).
     pub removed: Vec<NodeId>,
+    /// The replicas of each partition of the topics that have replica sets of their own
+    /// (`PlacedTopic::replicas`), by name.
+    pub replicas: std::collections::HashMap<String, Vec<Vec<NodeId>>>,
 }
 
 impl Placement {
@@ -378,6 +401,7 @@ impl MetadataState {
                 topic: offsets,
                 leaders: Vec::new(),
                 first_voters: BTreeMap::new(),
+                replicas: Vec::new(),
             },
         );
         s
@@ -499,6 +523,12 @@ impl MetadataState {
             bootstrap: self.bootstrap.clone(),
             joined: self.joined.clone(),
             removed: self.removed(),
+            replicas: self
+                .topics
+                .iter()
+                .filter(|(_, t)| t.assigned())
+                .map(|(n, t)| (n.clone(), t.replicas.clone()))
+                .collect(),
         }
     }
 
@@ -562,10 +592,8 @@ impl MetadataState {
     }
 
     /// Why a topic of `rf` replicas per partition cannot exist on a cluster of `voters` nodes, in
-    /// the words the broker answers CreateTopics with (INVALID_REPLICATION_FACTOR). A partition
-    /// has one replica (on the node it is placed on) or one on every voter (a Raft group of all
-    /// of them, as `__consumer_offsets`'s are); a group of some of the voters is not built.
-    /// Not positive, or above the voters: Kafka's messages (`ReplicationControlManager.
+    /// the words the broker answers CreateTopics with (INVALID_REPLICATION_FACTOR): not
+    /// positive, or above the voters. Kafka's messages (`ReplicationControlManager.
     /// createTopic` in `metadata/src/main/java/org/apache/kafka/controller/`, which prefixes
     /// "Unable to replicate the partition N time(s): " to `StripedReplicaPlacer`'s
     /// "The target replication factor of N cannot be reached ..."). `rf` is an i32 so a
@@ -575,17 +603,26 @@ impl MetadataState {
             _ if rf <= 0 => Err(
                 "Replication factor must be larger than 0, or -1 to use the default value.".into(),
             ),
-            1 => Ok(()),
-            _ if rf as usize == voters => Ok(()),
             _ if rf as usize > voters => Err(format!(
                 "Unable to replicate the partition {rf} time(s): The target replication factor \
                  of {rf} cannot be reached because only {voters} broker(s) are registered."
             )),
-            _ => Err(format!(
-                "replication factor {rf} is not supported on a cluster of {voters} nodes yet: \
-                 use 1 or {voters}"
-            )),
+            _ => Ok(()),
         }
+    }
+
+    /// The replicas of partitions `from..to` of a topic of `rf` replicas per partition led
+    /// from voter `first_leader` on: each partition's leader, then the voters after it in voter
+    /// order, wrapping (Kafka's `StripedReplicaPlacer` without racks).
+    fn assign(&self, first_leader: u32, from: i32, to: i32, rf: i16) -> Vec<Vec<NodeId>> {
+        let n = self.voters.len();
+        (from..to)
+            .map(|p| {
+                (0..rf as usize)
+                    .map(|i| self.voters[(first_leader as usize + p as usize + i) % n])
+                    .collect()
+            })
+            .collect()
     }
 
     fn placed(&self, first_leader: u32, from: i32, to: i32) -> Vec<NodeId> {
@@ -626,13 +663,18 @@ impl MetadataState {
                 }
                 let leaders = self.placed(first_leader, 0, partitions);
                 let mut first_voters = BTreeMap::new();
-                if replication_factor > 1 && self.voters != self.bootstrap {
+                let mut replicas = Vec::new();
+                if replication_factor > 1 && (replication_factor as usize) < self.voters.len() {
+                    replicas = self.assign(first_leader, 0, partitions, replication_factor);
+                    first_voters.extend((0..partitions).zip(replicas.iter().cloned()));
+                } else if replication_factor > 1 && self.voters != self.bootstrap {
                     first_voters.insert(0, self.voters.clone());
                 }
                 self.topics.insert(
                     name.clone(),
                     PlacedTopic {
                         first_voters,
+                        replicas,
                         topic: Topic {
                             name,
                             id,
@@ -678,6 +720,14 @@ impl MetadataState {
                     if *count > MAX_PARTITIONS_PER_TOPIC {
                         return Err(MetaError::InvalidPartitions(*count));
                     }
+                    if t.assigned() {
+                        // Voters are never fewer than a set's replicas (`remove_voter`).
+                        Self::check_replication_factor(
+                            t.topic.replication_factor.into(),
+                            self.voters.len(),
+                        )
+                        .map_err(MetaError::InvalidReplicationFactor)?;
+                    }
                 }
                 for (name, count) in changes {
                     let first = {
@@ -689,11 +739,18 @@ impl MetadataState {
                     };
                     let from = self.topics[&name].topic.partitions;
                     let more = self.placed(first, 0, count - from);
+                    let rf = self.topics[&name].topic.replication_factor;
+                    let sets = self.assign(first, 0, count - from, rf);
                     let t = self.topics.get_mut(&name).expect("checked above");
                     t.leaders.extend(more);
                     t.topic.partitions = count;
-                    // New partitions are new Raft groups, started with the voters there are now.
-                    if t.topic.replication_factor > 1 {
+                    if t.assigned() {
+                        // Each new partition's Raft group starts with its own replicas.
+                        t.first_voters
+                            .extend((from..count).zip(sets.iter().cloned()));
+                        t.replicas.extend(sets);
+                    } else if t.topic.replication_factor > 1 {
+                        // New partitions are new Raft groups, started with the voters there are now.
                         let last = first_voters_of(&t.first_voters, &self.bootstrap, from - 1);
                         if last != self.voters {
                             t.first_voters.insert(from, self.voters.clone());
@@ -780,6 +837,10 @@ impl MetadataState {
         for t in self.topics.values_mut() {
             if t.topic.internal {
                 // Placed above; its share moves below.
+            } else if t.assigned() {
+                // Kafka leaves a new broker without replicas until a reassignment moves some
+                // there; so do these partitions' sets.
+                continue;
             } else if t.topic.replication_factor > 1 {
                 t.topic.replication_factor = n;
             } else {
@@ -798,7 +859,15 @@ impl MetadataState {
     ///   or more (a factor of 1 is the unreplicated storage path, which a topic never switches
     ///   to);
     /// - no partition of replication factor 1 is placed on it (its records exist nowhere else:
-    ///   delete the topic, or wait for partition reassignment, which is not built).
+    ///   delete the topic, or wait for partition reassignment, which is not built);
+    /// - a partition with a replica set of its own (`PlacedTopic::replicas`) that has a replica
+    ///   on it has a voter outside the set to take that replica's place: the first one after
+    ///   the removed node in voter order. The new replica takes the removed one's place in the
+    ///   set (so a preferred leader is replaced by a preferred leader, and leadership stays as
+    ///   spread as it was); the partition's Raft leader adds it, as a learner until it caught up,
+    ///   and removes the old one (`Replica::follow_members`). Kafka keeps a removed broker's
+    ///   replicas assigned to it, offline, until a reassignment; a node removed here is gone
+    ///   for good, so its replicas move at once.
     fn remove_voter(&mut self, id: NodeId) -> Result<(), MetaError> {
         let Some(at) = self.voters.iter().position(|v| *v == id) else {
             return Err(MetaError::NotAVoter(id, self.voters.clone()));
@@ -822,6 +891,49 @@ impl MetadataState {
             }
         }
         let old = self.voters.clone();
+        let replacement = |set: &[NodeId]| -> Option<NodeId> {
+            (1..old.len())
+                .map(|i| old[(at + i) % old.len()])
+                .find(|v| !set.contains(v))
+        };
+        for (name, t) in self.topics.iter().filter(|(_, t)| t.assigned()) {
+            for (p, set) in t.replicas.iter().enumerate() {
+                if set.contains(&id) && replacement(set).is_none() {
+                    return Err(MetaError::CannotRemove(format!(
+                        "Cannot remove node {id}: partition {p} of topic '{name}' has {} \
+                         replicas and no other node could take the one on it.",
+                        set.len()
+                    )));
+                }
+            }
+        }
+        let moved: Vec<Vec<Vec<NodeId>>> = self
+            .topics
+            .values()
+            .map(|t| {
+                t.replicas
+                    .iter()
+                    .map(|set| {
+                        let new = replacement(set);
+                        set.iter()
+                            .map(|r| {
+                                if *r == id {
+                                    new.expect("checked above")
+                                } else {
+                                    *r
+                                }
+                            })
+                            .collect()
+                    })
+                    .collect()
+            })
+            .collect();
+        for (t, sets) in self.topics.values_mut().zip(moved) {
+            if t.assigned() {
+                t.leaders = sets.iter().map(|s| s[0]).collect();
+                t.replicas = sets;
+            }
+        }
         // Placed first, so the removed voter's partitions move to the voter after it as a
         // placed topic's do, and every node's rebalancing agrees where each one goes.
         self.place_offsets(&old);
@@ -830,7 +942,7 @@ impl MetadataState {
         // so a topic's round robin stays a rotation of the voters that are left.
         let next = old[(at + 1) % old.len()];
         let n = i16::try_from(self.voters.len()).expect("voters are bounded");
-        for t in self.topics.values_mut() {
+        for t in self.topics.values_mut().filter(|t| !t.assigned()) {
             if !t.topic.internal && t.topic.replication_factor > 1 {
                 t.topic.replication_factor = n;
             }
@@ -1236,7 +1348,7 @@ mod tests {
     }
 
     #[test]
-    fn a_topic_has_one_replica_or_one_on_every_voter() {
+    fn a_topic_has_between_one_replica_and_one_on_every_voter() {
         let mut s = MetadataState::new(&[1, 2, 3], offsets());
         let with_rf = |name: &str, id: u128, rf: i16| Command::CreateTopic {
             name: name.into(),
@@ -1268,10 +1380,6 @@ mod tests {
         let before = s.clone();
         for (i, (rf, want)) in [
             (
-                2,
-                "replication factor 2 is not supported on a cluster of 3 nodes yet: use 1 or 3",
-            ),
-            (
                 4,
                 "Unable to replicate the partition 4 time(s): The target replication factor of 4 \
                  cannot be reached because only 3 broker(s) are registered.",
@@ -1296,6 +1404,7 @@ mod tests {
             );
         }
         assert_eq!((&s.topics, &s.ids), (&before.topics, &before.ids));
+        assert!(!s.topic("all").unwrap().assigned() && !s.topic("one").unwrap().assigned());
         // An entry written before the field existed replays as one replica.
         let old = format!(
             "\x01{}",
@@ -1317,6 +1426,116 @@ mod tests {
         )
         .unwrap();
         assert_eq!(t.replication_factor, 1);
+    }
+
+    #[test]
+    fn a_factor_between_one_and_the_voters_assigns_each_partition_its_replicas() {
+        let mut s = MetadataState::new(&[1, 2, 3], offsets());
+        let pairs = |first_leader| Command::CreateTopic {
+            name: "pairs".into(),
+            id: Uuid::from_u128(10),
+            partitions: 4,
+            configs: BTreeMap::new(),
+            first_leader,
+            replication_factor: 2,
+        };
+        assert_eq!(s.apply(1, &entry(1, pairs(1))).result, Ok(()));
+        let t = s.topic("pairs").unwrap();
+        assert!(t.assigned());
+        assert_eq!(t.topic.replication_factor, 2);
+        // Striped: each partition's leader, then the voter after it.
+        assert_eq!(
+            t.replicas,
+            vec![vec![2, 3], vec![3, 1], vec![1, 2], vec![2, 3]]
+        );
+        assert_eq!(
+            t.leaders,
+            vec![2, 3, 1, 2],
+            "each set's first is its leader"
+        );
+        // Every partition's group starts with its own replicas, whatever the cluster's voters.
+        let placement = s.placement();
+        for (p, set) in t.replicas.iter().enumerate() {
+            assert_eq!(
+                placement.first_voters("pairs", p as i32),
+                &set[..],
+                "partition {p}"
+            );
+        }
+        assert_eq!(placement.replicas["pairs"], t.replicas);
+        // Growth continues the stripe after the last leader.
+        let grow = Command::CreatePartitions {
+            changes: vec![("pairs".into(), 6)],
+        };
+        assert_eq!(s.apply(2, &entry(2, grow)).result, Ok(()));
+        let t = s.topic("pairs").unwrap();
+        assert_eq!(t.replicas[4..], [vec![3, 1], vec![1, 2]]);
+        assert_eq!(t.leaders[4..], [3, 1]);
+        assert_eq!(s.placement().first_voters("pairs", 5), &[1, 2]);
+
+        // A joining node gets none of them (Kafka leaves it empty until a reassignment), and
+        // the factor stays 2; a topic on every voter grows onto it as before.
+        let all = replicated("all", 11, 3, 3);
+        assert_eq!(s.apply(3, &entry(3, all)).result, Ok(()));
+        let join = Command::AddVoter {
+            id: 4,
+            addr: "127.0.0.1:19004".into(),
+        };
+        assert_eq!(s.apply(4, &entry(4, join)).result, Ok(()));
+        let before_removal = s.topic("pairs").unwrap().clone();
+        assert_eq!(before_removal.topic.replication_factor, 2);
+        assert!(before_removal.replicas.iter().all(|set| !set.contains(&4)));
+        assert_eq!(s.topic("all").unwrap().topic.replication_factor, 4);
+        // Three of four: now a set of its own, which a factor equal to the voters is not.
+        let threes = replicated("threes", 12, 2, 3);
+        assert_eq!(s.apply(5, &entry(5, threes)).result, Ok(()));
+        assert_eq!(
+            s.topic("threes").unwrap().replicas,
+            vec![vec![1, 2, 3], vec![2, 3, 4]]
+        );
+
+        // Removing node 3 puts the voter after it (4, or the next one not in the set) in its
+        // place in every set, leaders following the sets' first replicas.
+        let remove = Command::RemoveVoter { id: 3 };
+        assert_eq!(s.apply(6, &entry(6, remove)).result, Ok(()));
+        let t = s.topic("pairs").unwrap();
+        assert_eq!(
+            t.replicas,
+            vec![
+                vec![2, 4],
+                vec![4, 1],
+                vec![1, 2],
+                vec![2, 4],
+                vec![4, 1],
+                vec![1, 2]
+            ]
+        );
+        assert_eq!(t.leaders, vec![2, 4, 1, 2, 4, 1]);
+        assert_eq!(t.topic.replication_factor, 2);
+        assert_eq!(
+            t.first_voters, before_removal.first_voters,
+            "a group's first voters never change"
+        );
+        assert_eq!(
+            s.topic("threes").unwrap().replicas,
+            vec![vec![1, 2, 4], vec![2, 1, 4]],
+            "4, after 3, is in the second set already: the next voter not in it takes 3's place"
+        );
+        // Three voters left and a set of three: a fourth removal has no voter to move to.
+        let before = s.clone();
+        let remove = Command::RemoveVoter { id: 4 };
+        assert_eq!(
+            s.apply(7, &entry(7, remove)).result,
+            Err(MetaError::CannotRemove(
+                "Cannot remove node 4: partition 0 of topic 'threes' has 3 replicas and no \
+                 other node could take the one on it."
+                    .into()
+            ))
+        );
+        assert_eq!(s.topics, before.topics, "a refused removal changes nothing");
+        // The sets survive a snapshot.
+        let back = MetadataState::decode_snapshot(&s.encode_snapshot(7), &offsets()).unwrap();
+        assert_eq!(back.topics, s.topics);
     }
 
     fn replicated(name: &str, id: u128, partitions: i32, rf: i16) -> Command {

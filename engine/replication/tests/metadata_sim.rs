@@ -213,7 +213,9 @@ impl Sim {
                 partitions: 1 + self.rng.below(6) as i32,
                 configs: BTreeMap::new(),
                 first_leader: self.rng.below(3) as u32,
-                replication_factor: 1,
+                // 2 gives each partition a replica set of its own, 3 one on every voter, 4 is
+                // refused: every node must place and refuse alike, replays and snapshots too.
+                replication_factor: 1 + self.rng.below(4) as i16,
             },
             5..=6 => Command::DeleteTopic { name },
             7..=8 => Command::CreatePartitions {

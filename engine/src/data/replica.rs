@@ -44,6 +44,9 @@ pub struct ClusterCtx {
     /// Where re-seeding messages go (`runtime::peers::Links::send_topic_frame` with
     /// `TOPIC_SEED`), as `send` for Raft's.
     pub seed: SendTopic,
+    /// Where a leader's word to the nodes without a replica goes (`runtime::peers::
+    /// TOPIC_LEADER`; the message is its term), as `send` for Raft's.
+    pub hint: SendTopic,
     pub cluster: Arc<Cluster>,
     pub shards: usize,
 }

@@ -77,6 +77,12 @@ pub struct DataStore {
     cluster: RefCell<Option<Rc<ClusterCtx>>>,
     /// The topics snapshot whose replicated partitions were last opened (`raft_tick`).
     opened_for: Cell<u64>,
+    /// Raft ticks so far (`raft_tick`), which pace the leaders' word to the nodes without a
+    /// replica.
+    ticks: Cell<u64>,
+    /// Per partition led here with replicas on some of the nodes: the term in which this node
+    /// last told the others it leads (an entry goes when the partition closes or stops leading).
+    hinted: RefCell<hashbrown::HashMap<(Uuid, i32), u64>>,
 }
 
 fn storage_error(e: impl std::fmt::Display) -> i16 {
@@ -96,6 +102,8 @@ impl DataStore {
             parts: RefCell::default(),
             cluster: RefCell::default(),
             opened_for: Cell::new(0),
+            ticks: Cell::new(0),
+            hinted: RefCell::default(),
         })
     }
 
@@ -129,13 +137,21 @@ impl DataStore {
         let snap = self.broker.topics.snapshot();
         if snap.id() != self.opened_for.get() {
             self.opened_for.set(snap.id());
+            // Leaders' words about partitions of topics deleted since (this node had no replica
+            // of them, so nothing else forgets them).
+            ctx.cluster
+                .retain_topic_hints(|id| snap.get_by_id(&id).is_some());
             for topic in snap
                 .iter()
                 .filter(|t| !t.internal && t.replication_factor > 1)
             {
                 for p in 0..topic.partitions {
+                    // Only a replica opens it: a partition of a topic with fewer replicas than
+                    // nodes has no files on the others (`Broker::serves` sends its clients to
+                    // the leader).
                     if super::owner_shard(&topic.name, p, ctx.shards) != self.shard
                         || self.parts.borrow().contains_key(&(topic.id, p))
+                        || self.raft_voters(topic, p).is_none()
                     {
                         continue;
                     }
@@ -153,14 +169,43 @@ impl DataStore {
         }
         let now = crate::raft_io::mono_ms();
         let (members, removed) = (ctx.cluster.members(), ctx.cluster.removed());
+        let tick = self.ticks.get() + 1;
+        self.ticks.set(tick);
+        let mut hinted = self.hinted.borrow_mut();
+        let mut still_leading = hashbrown::HashSet::new();
         for slot in self.parts.borrow().values() {
             if let Slot::Ready(p) = slot {
                 if let Some(raft) = &p.raft {
                     let mut raft = raft.borrow_mut();
                     raft.replica_mut().tick(now);
+                    // A leader of a partition with replicas on some of the nodes tells the
+                    // others, so their Metadata names it (`runtime::peers::TOPIC_LEADER`): at
+                    // once in a new term, then every second.
+                    if let Some(set) = self
+                        .broker
+                        .topics
+                        .assigned_replicas(&p.topic, p.partition)
+                        .filter(|_| raft.serving())
+                    {
+                        let key = (p.topic.id, p.partition);
+                        let term = raft.role().term;
+                        still_leading.insert(key);
+                        if hinted.get(&key) != Some(&term)
+                            || tick.is_multiple_of(crate::cluster::TOPIC_HINT_EVERY_TICKS)
+                        {
+                            hinted.insert(key, term);
+                            for to in members.iter().filter(|n| !set.contains(n)) {
+                                (ctx.hint)(*to, p.topic.id, p.partition, &term.to_be_bytes());
+                            }
+                        }
+                    }
                     // A node added to the cluster joins the partition's group, a removed one
-                    // leaves it.
-                    raft.replica_mut().follow_members(&members, &removed);
+                    // leaves it; a partition with replicas of its own follows them (the
+                    // replica that took a removed one's place joins).
+                    match self.broker.topics.assigned_replicas(&p.topic, p.partition) {
+                        Some(set) => raft.replica_mut().follow_members(&set, &removed),
+                        None => raft.replica_mut().follow_members(&members, &removed),
+                    };
                     let view = crate::cluster::GroupView::of(&raft.replica().membership());
                     ctx.cluster.set_group(p.topic.id, p.partition, view);
                     if raft.replica().has_work() {
@@ -169,6 +214,7 @@ impl DataStore {
                 }
             }
         }
+        hinted.retain(|k, _| still_leading.contains(k));
     }
 
     /// The replicated partition a peer's message is for, opened if need be; None if this node

@@ -23,7 +23,8 @@
 //! payload is one raft-rs message (`replication::encode`); partition −2 is the cluster's metadata
 //! log (`runtime::metadata_log`, on shard 0), −3 a replicated topic partition's
 //! ([`TOPIC_PARTITION`]), −4 a topic partition's re-seeding message ([`TOPIC_SEED`]), −5 the
-//! metadata log's leader's view of its group ([`QUORUM_VIEW`]). A frame
+//! metadata log's leader's view of its group ([`QUORUM_VIEW`]), −6 a topic partition's leader
+//! telling a node without a replica that it leads ([`TOPIC_LEADER`]). A frame
 //! longer than [`MAX_FRAME_BYTES`], a bad hello or a partition out of range closes the
 //! connection.
 //!
@@ -49,8 +50,11 @@ use std::time::Duration;
 /// leader sends its view of the quorum ([`QUORUM_VIEW`]); 05 since a replicated topic
 /// partition's Raft log carries DeleteRecords and an empty re-seeding chunk restarts the asker's
 /// log (`replication::topic`), which a node of version 04 would ignore, its log start and records
-/// then differing from the others'.
-pub const HELLO_MAGIC: &[u8; 8] = b"RLRAFT05";
+/// then differing from the others'; 06 since topics may have fewer replicas than nodes (the
+/// metadata log's `PlacedTopic::replicas`, which a node of version 05 would not read, opening
+/// replicas the others do not count) and their leaders tell the other nodes ([`TOPIC_LEADER`],
+/// which a node of version 05 would close the connection over).
+pub const HELLO_MAGIC: &[u8; 8] = b"RLRAFT06";
 /// The largest frame: one append message (`replication::MAX_MESSAGE_BYTES` of entries) plus its
 /// envelope.
 pub const MAX_FRAME_BYTES: usize = {
@@ -434,6 +438,13 @@ pub const TOPIC_SEED: i32 = -4;
 /// receiver for DescribeQuorum (`Cluster::set_leader_quorum`). One that does not decode is
 /// dropped.
 pub const QUORUM_VIEW: i32 = -5;
+/// Partition of a frame in which the leader of a replicated topic partition tells a node that
+/// holds no replica of it that it leads: the topic id, the partition, then the leader's Raft
+/// term (u64). Sent every second and when it starts serving (`data::store::Store::raft_tick`),
+/// kept by the receiver a few seconds (`Cluster::set_topic_hint`), so that node's Metadata
+/// names the partition's leader as Kafka's every broker does (each learns it from the
+/// controller). One of another length, or for a topic not known here, is dropped.
+pub const TOPIC_LEADER: i32 = -6;
 
 /// Where this shard steps a message of [`METADATA_PARTITION`]: the metadata log's, once it is
 /// open (set by the server; a function, so this module does not depend on the log's). Before
@@ -592,6 +603,22 @@ async fn read_loop(
             }
             continue;
         }
+        if partition == TOPIC_LEADER {
+            if buf.len() == 28 {
+                let id = uuid::Uuid::from_bytes(buf[..16].try_into().expect("16 bytes"));
+                let p = i32::from_be_bytes(buf[16..20].try_into().expect("4 bytes"));
+                let term = u64::from_be_bytes(buf[20..28].try_into().expect("8 bytes"));
+                let known = broker
+                    .topics
+                    .snapshot()
+                    .get_by_id(&id)
+                    .is_some_and(|t| (0..t.partitions).contains(&p));
+                if known {
+                    cluster.set_topic_hint(id, p, node, term);
+                }
+            }
+            continue;
+        }
         if partition == TOPIC_PARTITION || partition == TOPIC_SEED {
             if buf.len() < 20 {
                 return Err(format!(
@@ -702,7 +729,7 @@ mod tests {
         older[..8].copy_from_slice(b"RLRAFT01");
         assert!(parse_hello(&older)
             .unwrap_err()
-            .contains("version 01 (this node speaks 05)"));
+            .contains("version 01 (this node speaks 06)"));
         let mut long = f[8..].to_vec();
         long.push(0);
         assert!(parse_hello(&long).unwrap_err().contains("trailing"));

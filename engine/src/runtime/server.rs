@@ -591,7 +591,17 @@ fn start_replicas(
     let tick_links = links.clone();
     let topic_links = links.clone();
     let seed_links = links.clone();
+    let hint_links = links.clone();
     exec.store.set_cluster(crate::data::replica::ClusterCtx {
+        hint: Rc::new(move |to, topic, partition, msg: &[u8]| {
+            hint_links.send_topic_frame(
+                to,
+                crate::runtime::peers::TOPIC_LEADER,
+                topic,
+                partition,
+                msg,
+            )
+        }),
         send: Rc::new(move |to, topic, partition, msg: &[u8]| {
             topic_links.send_topic(to, topic, partition, msg)
         }),
