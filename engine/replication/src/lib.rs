@@ -853,8 +853,12 @@ impl Replica {
     /// addition yet) must not undo a change another leader made, and a node id is added once
     /// and removed once, so a lagging view only delays either. Nothing happens when no member
     /// would be left in the partition.
+    ///
+    /// A change under way toward another target is redirected: a partition moved to a node that
+    /// never catches up (down, cut off) would otherwise keep its leader waiting for it forever,
+    /// and a later move (or its cancellation) would never start.
     pub fn follow_members(&mut self, members: &[NodeId], removed: &[NodeId]) -> bool {
-        if self.raw.raft.state != StateRole::Leader || !self.membership_settled() {
+        if self.raw.raft.state != StateRole::Leader {
             return false;
         }
         let m = self.membership();
@@ -866,16 +870,21 @@ impl Replica {
         let missing = members
             .iter()
             .any(|id| !removed.contains(id) && !m.voters.contains(id));
-        if !stale && !missing {
-            return false;
-        }
-        let target: Vec<NodeId> = m
+        let mut target: Vec<NodeId> = m
             .voters
             .iter()
             .chain(members)
             .copied()
             .filter(|id| !removed.contains(id))
             .collect();
+        target.sort_unstable();
+        target.dedup();
+        match &self.target {
+            Some(t) if *t == target => return false,
+            Some(_) => {}
+            None if !self.membership_settled() || (!stale && !missing) => return false,
+            None => {}
+        }
         !target.is_empty() && self.change_voters(&target).is_ok()
     }
 
