@@ -122,6 +122,8 @@ apis! {
     AddRaftVoter = 80: AddRaftVoterRequest, AddRaftVoterResponse;
     ElectLeaders = 43: ElectLeadersRequest, ElectLeadersResponse;
     DescribeLogDirs = 35: DescribeLogDirsRequest, DescribeLogDirsResponse;
+    AlterPartitionReassignments = 45: AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse;
+    ListPartitionReassignments = 46: ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse;
 }
 
 /// Decode one request frame (without its length prefix).
@@ -412,6 +414,8 @@ mod tests {
             80 => Request::AddRaftVoter(Default::default()),
             43 => Request::ElectLeaders(Default::default()),
             35 => Request::DescribeLogDirs(Default::default()),
+            45 => Request::AlterPartitionReassignments(Default::default()),
+            46 => Request::ListPartitionReassignments(Default::default()),
             k => panic!("add a default request for key {k}"),
         }
     }

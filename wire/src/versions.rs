@@ -70,6 +70,8 @@ pub const SERVED: &[ApiRange] = &[
     r(80, 0, 0), // AddRaftVoter: trunk 0-1 (v1, 4.2, adds AckWhenCommitted); the crate stops at 0 (a node joining a cluster, `engine::api::add_raft_voter`)
     r(43, 0, 2), // ElectLeaders: trunk 0-2 (preferred leaders on a cluster, `engine::api::elect_leaders`)
     r(35, 1, 4), // DescribeLogDirs: 4.x 1-4 (v0 removed by KIP-896; the one data directory, `engine::api::describe_log_dirs`)
+    r(45, 0, 1), // AlterPartitionReassignments: 4.x 0-1 (v1, 4.1 KIP-860, adds AllowReplicationFactorChange; the engine's handler follows)
+    r(46, 0, 0), // ListPartitionReassignments: 4.x 0 (the engine's handler follows)
 ];
 
 /// A lookup table of served versions, indexed by api key for O(1) checks on the hot path.

@@ -81,6 +81,8 @@ fn default_request(api_key: i16) -> Request {
         80 => Request::AddRaftVoter(Default::default()),
         43 => Request::ElectLeaders(Default::default()),
         35 => Request::DescribeLogDirs(Default::default()),
+        45 => Request::AlterPartitionReassignments(Default::default()),
+        46 => Request::ListPartitionReassignments(Default::default()),
         k => panic!("add a default request for api key {k}"),
     }
 }
@@ -385,6 +387,8 @@ fn golden_api_key(stem: &str) -> i16 {
         ("add_raft_voter", 80),
         ("elect_leaders", 43),
         ("describe_log_dirs", 35),
+        ("alter_partition_reassignments", 45),
+        ("list_partition_reassignments", 46),
     ];
     STEMS
         .iter()

@@ -4130,6 +4130,282 @@ fn walk_describe_log_dirs_error(frame: &[u8], v: i16) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Partition reassignments (KIP-455): AlterPartitionReassignments (45; v1, 4.1, is KIP-860) and
+// ListPartitionReassignments (46).
+
+const UNREGISTERED_BROKER_MSG: &str =
+    "The manual partition assignment includes broker 7, but no such broker is registered.";
+const NO_TOPIC_NAMED_GHOST_MSG: &str = "Unable to find a topic named ghost.";
+const CLUSTER_AUTHZ_MSG: &str = "Cluster authorization failed.";
+
+/// (topic, [(partition, error code, error message)]) of an AlterPartitionReassignments answer.
+type ReassignResult<'a> = (&'a str, &'a [(i32, i16, Option<&'a str>)]);
+
+fn reassign_results(
+    want: &[ReassignResult],
+) -> Vec<alter_partition_reassignments_response::ReassignableTopicResponse> {
+    use alter_partition_reassignments_response::*;
+    want.iter()
+        .map(|&(name, parts)| {
+            ReassignableTopicResponse::default()
+                .with_name(TopicName(s(name)))
+                .with_partitions(
+                    parts
+                        .iter()
+                        .map(|&(p, e, msg)| {
+                            ReassignablePartitionResponse::default()
+                                .with_partition_index(p)
+                                .with_error_code(e)
+                                .with_error_message(msg.map(s))
+                        })
+                        .collect(),
+                )
+        })
+        .collect()
+}
+
+/// AlterPartitionReassignments as `kafka-reassign-partitions --execute` / `--cancel` (the Admin's
+/// `alterPartitionReassignments`) sees it, in every served version: "orders" 0 moved (NONE, null
+/// message); "orders" 1 sent to a broker that is not registered (INVALID_REPLICA_ASSIGNMENT with
+/// the controller's message); a cancellation (null replicas) of "audit-log" 0, which has no
+/// reassignment under way (NO_REASSIGNMENT_IN_PROGRESS with a null message: Kafka's exception
+/// carries the error's default text, which `ApiError.fromThrowable` drops); and "ghost", which
+/// does not exist (UNKNOWN_TOPIC_OR_PARTITION). Top level NONE with a null message
+/// (`ReplicationControlManager.alterPartitionReassignments`). AllowReplicationFactorChange is
+/// v1+; it stays at the schema's default true (which the decoder also gives below v1, so the
+/// round trip compares equal).
+fn alter_partition_reassignments_response(_v: i16) -> AlterPartitionReassignmentsResponse {
+    let invalid = ResponseError::InvalidReplicaAssignment.code();
+    let none_in_progress = ResponseError::NoReassignmentInProgress.code();
+    let unknown = ResponseError::UnknownTopicOrPartition.code();
+    AlterPartitionReassignmentsResponse::default()
+        .with_throttle_time_ms(THROTTLE)
+        .with_allow_replication_factor_change(true)
+        .with_error_code(0)
+        .with_error_message(None)
+        .with_responses(reassign_results(&[
+            (
+                TOPIC,
+                &[(0, 0, None), (1, invalid, Some(UNREGISTERED_BROKER_MSG))],
+            ),
+            (AUDIT_TOPIC, &[(0, none_in_progress, None)]),
+            ("ghost", &[(0, unknown, Some(NO_TOPIC_NAMED_GHOST_MSG))]),
+        ]))
+}
+
+/// AlterPartitionReassignments from a caller without ALTER on the cluster: the shape of
+/// `AlterPartitionReassignmentsRequest.getErrorResponse`, CLUSTER_AUTHORIZATION_FAILED with its
+/// message at the top level and again for every requested partition (here "orders" 0 and 1 and
+/// "audit-log" 0); AllowReplicationFactorChange (v1+) left at its default.
+fn alter_partition_reassignments_error_response(_v: i16) -> AlterPartitionReassignmentsResponse {
+    let denied = ResponseError::ClusterAuthorizationFailed.code();
+    let msg = Some(CLUSTER_AUTHZ_MSG);
+    AlterPartitionReassignmentsResponse::default()
+        .with_throttle_time_ms(THROTTLE)
+        .with_error_code(denied)
+        .with_error_message(msg.map(s))
+        .with_responses(reassign_results(&[
+            (TOPIC, &[(0, denied, msg), (1, denied, msg)]),
+            (AUDIT_TOPIC, &[(0, denied, msg)]),
+        ]))
+}
+
+// AlterPartitionReassignmentsResponse.json: validVersions 0-1 (v1, KIP-860, adds
+// AllowReplicationFactorChange), flexible 0+ (response header v1). ThrottleTimeMs,
+// AllowReplicationFactorChange bool [1+] (default true, ignorable), ErrorCode, ErrorMessage
+// (nullable 0+), Responses[]{Name, Partitions[]{PartitionIndex, ErrorCode, ErrorMessage (nullable
+// 0+)}}. No tagged fields are defined.
+fn walk_alter_partition_reassignments_body(
+    frame: &[u8],
+    v: i16,
+    ctx: &str,
+    top: (i16, Option<&str>),
+    want: &[ReassignResult],
+) {
+    let mut w = Walk::response(
+        frame,
+        format!("AlterPartitionReassignments v{v}{ctx}"),
+        true,
+        true,
+    );
+    w.expect_i32("throttle_time_ms", THROTTLE);
+    if v >= 1 {
+        w.expect_bool("allow_replication_factor_change", true);
+    }
+    w.expect_i16("error_code", top.0);
+    w.expect_nstr("error_message", top.1);
+    w.expect_array("responses", want.len());
+    for &(name, parts) in want {
+        w.expect_str("response.name", name);
+        w.expect_array("response.partitions", parts.len());
+        for &(p, e, msg) in parts {
+            w.expect_i32("partition.partition_index", p);
+            w.expect_i16("partition.error_code", e);
+            w.expect_nstr("partition.error_message", msg);
+            w.expect_no_tags("partition tags");
+        }
+        w.expect_no_tags("response tags");
+    }
+    w.expect_no_tags("top-level tags");
+    w.end();
+}
+
+fn walk_alter_partition_reassignments(frame: &[u8], v: i16) {
+    // INVALID_REPLICA_ASSIGNMENT 39, NO_REASSIGNMENT_IN_PROGRESS 85, UNKNOWN_TOPIC_OR_PARTITION 3
+    // in Kafka's `Errors`, independently of the crate's table.
+    walk_alter_partition_reassignments_body(
+        frame,
+        v,
+        "",
+        (0, None),
+        &[
+            (
+                TOPIC,
+                &[(0, 0, None), (1, 39, Some(UNREGISTERED_BROKER_MSG))],
+            ),
+            (AUDIT_TOPIC, &[(0, 85, None)]),
+            ("ghost", &[(0, 3, Some(NO_TOPIC_NAMED_GHOST_MSG))]),
+        ],
+    );
+}
+
+fn walk_alter_partition_reassignments_error(frame: &[u8], v: i16) {
+    // CLUSTER_AUTHORIZATION_FAILED is 31 in Kafka's `Errors`.
+    let msg = Some(CLUSTER_AUTHZ_MSG);
+    walk_alter_partition_reassignments_body(
+        frame,
+        v,
+        " (CLUSTER_AUTHORIZATION_FAILED)",
+        (31, msg),
+        &[
+            (TOPIC, &[(0, 31, msg), (1, 31, msg)]),
+            (AUDIT_TOPIC, &[(0, 31, msg)]),
+        ],
+    );
+}
+
+/// (topic, [(partition, replicas, adding replicas, removing replicas)]) of a
+/// ListPartitionReassignments answer.
+type OngoingReassignment<'a> = (&'a str, &'a [(i32, &'a [i32], &'a [i32], &'a [i32])]);
+
+/// Three reassignments under way, as Kafka lists them (the target replicas, then those being
+/// removed): "orders" 0 growing from [1, 2] to [1, 2, 3], "orders" 2 moving from [1, 2] to
+/// [2, 3], and "audit-log" 0 shrinking from [1, 2, 3] to [3, 1].
+const ONGOING_REASSIGNMENTS: &[OngoingReassignment] = &[
+    (
+        TOPIC,
+        &[(0, &[1, 2, 3], &[3], &[]), (2, &[2, 3, 1], &[3], &[1])],
+    ),
+    (AUDIT_TOPIC, &[(0, &[3, 1, 2], &[], &[2])]),
+];
+
+/// "orders" 0 and 2 as a refused request naming them gets them back: the partition indexes asked
+/// for, with empty replica lists.
+const REFUSED_REASSIGNMENTS: &[OngoingReassignment] =
+    &[(TOPIC, &[(0, &[], &[], &[]), (2, &[], &[], &[])])];
+
+fn ongoing_reassignments(
+    want: &[OngoingReassignment],
+) -> Vec<list_partition_reassignments_response::OngoingTopicReassignment> {
+    use list_partition_reassignments_response::*;
+    let ids = |b: &[i32]| b.iter().map(|&n| BrokerId(n)).collect::<Vec<_>>();
+    want.iter()
+        .map(|&(name, parts)| {
+            OngoingTopicReassignment::default()
+                .with_name(TopicName(s(name)))
+                .with_partitions(
+                    parts
+                        .iter()
+                        .map(|&(p, replicas, adding, removing)| {
+                            OngoingPartitionReassignment::default()
+                                .with_partition_index(p)
+                                .with_replicas(ids(replicas))
+                                .with_adding_replicas(ids(adding))
+                                .with_removing_replicas(ids(removing))
+                        })
+                        .collect(),
+                )
+        })
+        .collect()
+}
+
+/// ListPartitionReassignments as `kafka-reassign-partitions --list` (the Admin's
+/// `listPartitionReassignments`) sees it: NONE with a null message and the reassignments under
+/// way (`ReplicationControlManager.listPartitionReassignments`).
+fn list_partition_reassignments_response(_v: i16) -> ListPartitionReassignmentsResponse {
+    ListPartitionReassignmentsResponse::default()
+        .with_throttle_time_ms(THROTTLE)
+        .with_error_code(0)
+        .with_error_message(None)
+        .with_topics(ongoing_reassignments(ONGOING_REASSIGNMENTS))
+}
+
+/// ListPartitionReassignments from a caller without DESCRIBE on the cluster, for "orders" 0 and 2
+/// (the Admin's `listPartitionReassignments(partitions)`): the shape of
+/// `ListPartitionReassignmentsRequest.getErrorResponse`, CLUSTER_AUTHORIZATION_FAILED with its
+/// message and each requested partition echoed with empty replica lists (a null topic list, as
+/// `--list` sends, gets no topics).
+fn list_partition_reassignments_error_response(_v: i16) -> ListPartitionReassignmentsResponse {
+    ListPartitionReassignmentsResponse::default()
+        .with_throttle_time_ms(THROTTLE)
+        .with_error_code(ResponseError::ClusterAuthorizationFailed.code())
+        .with_error_message(Some(s(CLUSTER_AUTHZ_MSG)))
+        .with_topics(ongoing_reassignments(REFUSED_REASSIGNMENTS))
+}
+
+// ListPartitionReassignmentsResponse.json: validVersions 0, flexible 0+ (response header v1).
+// ThrottleTimeMs, ErrorCode, ErrorMessage (nullable 0+), Topics[]{Name, Partitions[]{
+// PartitionIndex, Replicas []int32, AddingReplicas []int32, RemovingReplicas []int32}}. No tagged
+// fields are defined.
+fn walk_list_partition_reassignments_body(
+    frame: &[u8],
+    v: i16,
+    ctx: &str,
+    top: (i16, Option<&str>),
+    want: &[OngoingReassignment],
+) {
+    let mut w = Walk::response(
+        frame,
+        format!("ListPartitionReassignments v{v}{ctx}"),
+        true,
+        true,
+    );
+    w.expect_i32("throttle_time_ms", THROTTLE);
+    w.expect_i16("error_code", top.0);
+    w.expect_nstr("error_message", top.1);
+    w.expect_array("topics", want.len());
+    for &(name, parts) in want {
+        w.expect_str("topic.name", name);
+        w.expect_array("topic.partitions", parts.len());
+        for &(p, replicas, adding, removing) in parts {
+            w.expect_i32("partition.partition_index", p);
+            w.expect_i32_array("partition.replicas", replicas);
+            w.expect_i32_array("partition.adding_replicas", adding);
+            w.expect_i32_array("partition.removing_replicas", removing);
+            w.expect_no_tags("partition tags");
+        }
+        w.expect_no_tags("topic tags");
+    }
+    w.expect_no_tags("top-level tags");
+    w.end();
+}
+
+fn walk_list_partition_reassignments(frame: &[u8], v: i16) {
+    walk_list_partition_reassignments_body(frame, v, "", (0, None), ONGOING_REASSIGNMENTS);
+}
+
+fn walk_list_partition_reassignments_error(frame: &[u8], v: i16) {
+    // CLUSTER_AUTHORIZATION_FAILED is 31 in Kafka's `Errors`.
+    walk_list_partition_reassignments_body(
+        frame,
+        v,
+        " (CLUSTER_AUTHORIZATION_FAILED)",
+        (31, Some(CLUSTER_AUTHZ_MSG)),
+        REFUSED_REASSIGNMENTS,
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
 // Golden files.
 
 struct GoldenApi {
@@ -4479,6 +4755,20 @@ const GOLDEN_APIS: &[GoldenApi] = &[
         build: |v| Response::DescribeLogDirs(describe_log_dirs_response(v)),
         walk: walk_describe_log_dirs,
     },
+    GoldenApi {
+        api_key: 45,
+        file_stem: "alter_partition_reassignments",
+        name: "AlterPartitionReassignments",
+        build: |v| Response::AlterPartitionReassignments(alter_partition_reassignments_response(v)),
+        walk: walk_alter_partition_reassignments,
+    },
+    GoldenApi {
+        api_key: 46,
+        file_stem: "list_partition_reassignments",
+        name: "ListPartitionReassignments",
+        build: |v| Response::ListPartitionReassignments(list_partition_reassignments_response(v)),
+        walk: walk_list_partition_reassignments,
+    },
 ];
 
 /// Further golden responses of a served API, one file per served version each
@@ -4525,6 +4815,24 @@ const GOLDEN_VARIANTS: &[GoldenApi] = &[
         name: "DescribeLogDirs (CLUSTER_AUTHORIZATION_FAILED)",
         build: |v| Response::DescribeLogDirs(describe_log_dirs_error_response(v)),
         walk: walk_describe_log_dirs_error,
+    },
+    GoldenApi {
+        api_key: 45,
+        file_stem: "alter_partition_reassignments_error",
+        name: "AlterPartitionReassignments (CLUSTER_AUTHORIZATION_FAILED)",
+        build: |v| {
+            Response::AlterPartitionReassignments(alter_partition_reassignments_error_response(v))
+        },
+        walk: walk_alter_partition_reassignments_error,
+    },
+    GoldenApi {
+        api_key: 46,
+        file_stem: "list_partition_reassignments_error",
+        name: "ListPartitionReassignments (CLUSTER_AUTHORIZATION_FAILED)",
+        build: |v| {
+            Response::ListPartitionReassignments(list_partition_reassignments_error_response(v))
+        },
+        walk: walk_list_partition_reassignments_error,
     },
 ];
 
@@ -4953,6 +5261,26 @@ fn golden_describe_log_dirs_responses() {
 #[test]
 fn golden_describe_log_dirs_error_responses() {
     run_golden(golden_variant("describe_log_dirs_error"));
+}
+
+#[test]
+fn golden_alter_partition_reassignments_responses() {
+    run_golden(golden_api(45));
+}
+
+#[test]
+fn golden_alter_partition_reassignments_error_responses() {
+    run_golden(golden_variant("alter_partition_reassignments_error"));
+}
+
+#[test]
+fn golden_list_partition_reassignments_responses() {
+    run_golden(golden_api(46));
+}
+
+#[test]
+fn golden_list_partition_reassignments_error_responses() {
+    run_golden(golden_variant("list_partition_reassignments_error"));
 }
 
 #[test]
@@ -7885,13 +8213,190 @@ fn requests_describe_log_dirs() {
     );
 }
 
+/// (topic, [(partition, replicas or null to cancel)]) of an AlterPartitionReassignments request.
+type ReassignTopic<'a> = (&'a str, &'a [(i32, Option<&'a [i32]>)]);
+
+/// Hand-built AlterPartitionReassignments request bytes (request header v2: flexible from v0)
+/// and the value they must decode to.
+fn alter_partition_reassignments_request(
+    v: i16,
+    timeout_ms: i32,
+    allow_rf_change: bool,
+    topics: &[ReassignTopic],
+) -> (Bytes, Request) {
+    use alter_partition_reassignments_request::{ReassignablePartition, ReassignableTopic};
+    let mut e = Enc::request(45, v, CID, Some("adminclient-1"), true);
+    e.i32(timeout_ms);
+    if v >= 1 {
+        e.bool(allow_rf_change);
+    }
+    e.arr(topics.len());
+    for &(name, parts) in topics {
+        e.str(name);
+        e.arr(parts.len());
+        for &(p, replicas) in parts {
+            e.i32(p);
+            e.narr(replicas.map(<[i32]>::len));
+            for &b in replicas.unwrap_or_default() {
+                e.i32(b);
+            }
+            e.tags();
+        }
+        e.tags();
+    }
+    e.tags();
+    let expect = AlterPartitionReassignmentsRequest::default()
+        .with_timeout_ms(timeout_ms)
+        .with_allow_replication_factor_change(allow_rf_change)
+        .with_topics(
+            topics
+                .iter()
+                .map(|&(name, parts)| {
+                    ReassignableTopic::default()
+                        .with_name(TopicName(s(name)))
+                        .with_partitions(
+                            parts
+                                .iter()
+                                .map(|&(p, replicas)| {
+                                    ReassignablePartition::default()
+                                        .with_partition_index(p)
+                                        .with_replicas(
+                                            replicas
+                                                .map(|r| r.iter().map(|&b| BrokerId(b)).collect()),
+                                        )
+                                })
+                                .collect(),
+                        )
+                })
+                .collect(),
+        );
+    (e.finish(), Request::AlterPartitionReassignments(expect))
+}
+
+#[test]
+fn requests_alter_partition_reassignments() {
+    // AlterPartitionReassignmentsRequest.json: validVersions 0-1, flexible 0+ (request header v2).
+    // TimeoutMs, AllowReplicationFactorChange bool [1+] (default true; v1 is KIP-860),
+    // Topics[]{Name, Partitions[]{PartitionIndex, Replicas (nullable 0+) []int32}}: null Replicas
+    // cancels the partition's reassignment.
+    let cases: &[(i16, i32, bool, &[ReassignTopic])] = &[
+        // v0: `kafka-reassign-partitions --execute` through an Admin that predates KIP-860 (the
+        // default api timeout, 60 s): "orders" 0 to [1, 2, 3] and 2 to [2, 3], "audit-log" 0 to
+        // [3, 1].
+        (
+            0,
+            60_000,
+            true,
+            &[
+                (TOPIC, &[(0, Some(&[1, 2, 3])), (2, Some(&[2, 3]))]),
+                (AUDIT_TOPIC, &[(0, Some(&[3, 1]))]),
+            ],
+        ),
+        // v0: `kafka-reassign-partitions --cancel` of the same: null replicas.
+        (
+            0,
+            60_000,
+            true,
+            &[
+                (TOPIC, &[(0, None), (2, None)]),
+                (AUDIT_TOPIC, &[(0, None)]),
+            ],
+        ),
+        // v1 with `AlterPartitionReassignmentsOptions.allowReplicationFactorChange(false)`: a
+        // move that keeps the factor, so the flag's false byte is on the wire.
+        (1, 60_000, false, &[(TOPIC, &[(2, Some(&[2, 3]))])]),
+        // v1, the 4.1+ Admin's default (true) with a 30 s timeout: a move and a cancellation in
+        // one topic, and an empty replica list (not null: the controller refuses it, the codec
+        // must keep it apart from a cancellation).
+        (
+            1,
+            30_000,
+            true,
+            &[(TOPIC, &[(0, Some(&[1, 2, 3])), (1, None), (2, Some(&[]))])],
+        ),
+        // v1 with no topics at all.
+        (1, 60_000, true, &[]),
+    ];
+    for &(v, timeout_ms, allow, topics) in cases {
+        let (frame, expect) = alter_partition_reassignments_request(v, timeout_ms, allow, topics);
+        check_request(frame, Some("adminclient-1"), v, expect);
+    }
+}
+
+#[test]
+fn requests_list_partition_reassignments() {
+    use list_partition_reassignments_request::ListPartitionReassignmentsTopics;
+    // ListPartitionReassignmentsRequest.json: validVersions 0, flexible 0+ (request header v2).
+    // TimeoutMs, Topics (nullable 0+)[]{Name, PartitionIndexes []int32}: null lists every
+    // reassignment under way.
+    let topic = |name: &str, parts: &[i32]| {
+        ListPartitionReassignmentsTopics::default()
+            .with_name(TopicName(s(name)))
+            .with_partition_indexes(parts.to_vec())
+    };
+    // `kafka-reassign-partitions --list` (the Admin's `listPartitionReassignments()`): null.
+    let mut e = Enc::request(46, 0, CID, Some("adminclient-1"), true);
+    e.i32(60_000);
+    e.narr(None);
+    e.tags();
+    let expect = ListPartitionReassignmentsRequest::default()
+        .with_timeout_ms(60_000)
+        .with_topics(None);
+    check_request(
+        e.finish(),
+        Some("adminclient-1"),
+        0,
+        Request::ListPartitionReassignments(expect),
+    );
+
+    // The Admin's `listPartitionReassignments(partitions)`: "orders" 0 and 2 and "audit-log" 0,
+    // with a 30 s timeout.
+    let mut e = Enc::request(46, 0, CID, Some("adminclient-1"), true);
+    e.i32(30_000);
+    e.arr(2);
+    e.str(TOPIC);
+    e.arr(2);
+    e.i32(0);
+    e.i32(2);
+    e.tags();
+    e.str(AUDIT_TOPIC);
+    e.arr(1);
+    e.i32(0);
+    e.tags();
+    e.tags();
+    let expect = ListPartitionReassignmentsRequest::default()
+        .with_timeout_ms(30_000)
+        .with_topics(Some(vec![topic(TOPIC, &[0, 2]), topic(AUDIT_TOPIC, &[0])]));
+    check_request(
+        e.finish(),
+        Some("adminclient-1"),
+        0,
+        Request::ListPartitionReassignments(expect),
+    );
+
+    // An empty (not null) topic list, which asks for nothing.
+    let mut e = Enc::request(46, 0, CID, Some("adminclient-1"), true);
+    e.i32(60_000);
+    e.arr(0);
+    e.tags();
+    let expect = ListPartitionReassignmentsRequest::default()
+        .with_timeout_ms(60_000)
+        .with_topics(Some(vec![]));
+    check_request(
+        e.finish(),
+        Some("adminclient-1"),
+        0,
+        Request::ListPartitionReassignments(expect),
+    );
+}
+
 #[test]
 fn request_golden_cases_cover_every_served_api() {
     // The request tests above exist for exactly these keys; a new served key needs its own.
     let covered = [
         0i16, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 24, 25, 26, 28,
-        29, 30, 31, 32, 33, 35, 36, 37, 42, 43, 44, 47, 48, 50, 51, 55, 57, 60, 61, 65, 66, 68, 69,
-        80, 81,
+        29, 30, 31, 32, 33, 35, 36, 37, 42, 43, 44, 45, 46, 47, 48, 50, 51, 55, 57, 60, 61, 65, 66,
+        68, 69, 80, 81,
     ];
     for r in SERVED {
         assert!(
