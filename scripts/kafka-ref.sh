@@ -13,7 +13,7 @@
 #   scripts/kafka-ref.sh stop-cluster [--dir DIR]
 #   scripts/kafka-ref.sh tool NAME [args...]     NAME: consumer-groups, dump-log, storage, topics, configs,
 #                                                transactions, acls, metadata-quorum, leader-election,
-#                                                delete-records, log-dirs
+#                                                delete-records, log-dirs, reassign-partitions
 #   scripts/kafka-ref.sh classpath               resolves the jars (once) and prints the classpath
 #
 # DIR (default target/kafka-ref) holds server.properties, data/, broker.log, pid and port; several brokers run
@@ -108,7 +108,8 @@ main_class() {
     leader-election) echo org.apache.kafka.tools.LeaderElectionCommand ;;
     delete-records) echo org.apache.kafka.tools.DeleteRecordsCommand ;;
     log-dirs) echo org.apache.kafka.tools.LogDirsCommand ;;
-    *) die "unknown tool '$1' (consumer-groups, dump-log, storage, topics, configs, transactions, acls, metadata-quorum, leader-election, delete-records, log-dirs)" ;;
+    reassign-partitions) echo org.apache.kafka.tools.reassign.ReassignPartitionsCommand ;;
+    *) die "unknown tool '$1' (consumer-groups, dump-log, storage, topics, configs, transactions, acls, metadata-quorum, leader-election, delete-records, log-dirs, reassign-partitions)" ;;
   esac
 }
 

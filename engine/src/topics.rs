@@ -69,6 +69,15 @@ pub enum RegistryError {
     /// AddRaftVoter of a node that cannot join (the message says; INVALID_REQUEST).
     #[error("{0}")]
     CannotAdd(String),
+    /// A reassignment of a partition that does not exist (UNKNOWN_TOPIC_OR_PARTITION).
+    #[error("{0}")]
+    UnknownPartition(String),
+    /// A reassignment to replicas that cannot be (INVALID_REPLICA_ASSIGNMENT).
+    #[error("{0}")]
+    InvalidAssignment(String),
+    /// A cancellation with no reassignment under way (NO_REASSIGNMENT_IN_PROGRESS).
+    #[error("{0}")]
+    NoReassignment(String),
 }
 
 #[derive(Serialize, Deserialize)]
@@ -338,6 +347,11 @@ impl TopicRegistry {
                 MetaError::CannotRemove(m) => RegistryError::CannotRemove(m),
                 e @ MetaError::DuplicateVoter(..) => RegistryError::DuplicateVoter(e.to_string()),
                 MetaError::CannotAdd(m) => RegistryError::CannotAdd(m),
+                e @ MetaError::UnknownPartition(..) => {
+                    RegistryError::UnknownPartition(e.to_string())
+                }
+                MetaError::InvalidAssignment(m) => RegistryError::InvalidAssignment(m),
+                e @ MetaError::NoReassignment(..) => RegistryError::NoReassignment(e.to_string()),
                 e => RegistryError::NotAvailable(e.to_string()),
             }),
         }
@@ -372,6 +386,53 @@ impl TopicRegistry {
             within_ms,
         })
         .await
+    }
+
+    /// On a node of a cluster: move `partition` of `name` to `replicas`, or cancel its
+    /// reassignment (None), once the metadata log applied it here (AlterPartitionReassignments).
+    pub async fn reassign(
+        &self,
+        name: &str,
+        partition: i32,
+        replicas: Option<Vec<u64>>,
+    ) -> Result<(), RegistryError> {
+        self.propose(replication::metadata::Command::Reassign {
+            name: name.into(),
+            partition,
+            replicas,
+        })
+        .await
+    }
+
+    /// On a node of a cluster, by the leader of `partition` of `topic`'s Raft group: its group is
+    /// its set `replicas` now, so its reassignment is over.
+    pub async fn reassigned(
+        &self,
+        name: &str,
+        partition: i32,
+        replicas: Vec<u64>,
+    ) -> Result<(), RegistryError> {
+        self.propose(replication::metadata::Command::Reassigned {
+            name: name.into(),
+            partition,
+            replicas,
+        })
+        .await
+    }
+
+    /// On a node of a cluster: `partition` of `topic` is under reassignment. Lock-free.
+    pub fn is_reassigning(&self, topic: &Topic, partition: i32) -> bool {
+        self.placement
+            .load()
+            .reassigning
+            .get(&topic.name)
+            .is_some_and(|r| r.contains_key(&partition))
+    }
+
+    /// On a node of a cluster: the partitions under reassignment, by topic name, each with its
+    /// replicas before it began (`replication::metadata::PlacedTopic::reassigning`).
+    pub fn reassigning(&self) -> std::collections::HashMap<String, BTreeMap<i32, Vec<u64>>> {
+        self.placement.load().reassigning.clone()
     }
 
     /// [`Self::create`] on a node of a cluster, with `replication_factor` replicas per partition

@@ -791,3 +791,124 @@ fn a_regex_subscription_matches_only_describable_topics() {
         .collect();
     assert_eq!(names, vec!["audit-open".to_string()]);
 }
+
+/// AlterPartitionReassignments and ListPartitionReassignments on a single node: its one replica
+/// of every partition can only "move" to itself (a no-op, as in Kafka), anywhere else names a
+/// node that is not registered; nothing is ever under way; ALTER and DESCRIBE on the cluster
+/// are needed, refused ones echoing every partition asked with the error (Kafka's
+/// `getErrorResponse`).
+#[test]
+fn partition_reassignments_on_one_node_and_their_cluster_permissions() {
+    let dir = data_dir("acls-reassign");
+    let b = Broker::start(&dir, &[AUTHORIZER, "allow.everyone.if.no.acl.found=true"]);
+    let mut c = Client::connect(b.addr);
+    create_topic(&mut c, "moves", 2);
+    let Response::Metadata(md) = c.call(12, Request::Metadata(MetadataRequest::default())) else {
+        panic!()
+    };
+    let me = md.brokers[0].node_id.0;
+    let alter = |c: &mut Client, moves: Vec<(&str, i32, Option<Vec<i32>>)>| {
+        let mut topics: Vec<alter_partition_reassignments_request::ReassignableTopic> = Vec::new();
+        for (t, p, rs) in moves {
+            topics.push(
+                alter_partition_reassignments_request::ReassignableTopic::default()
+                    .with_name(TopicName(s(t)))
+                    .with_partitions(vec![
+                        alter_partition_reassignments_request::ReassignablePartition::default()
+                            .with_partition_index(p)
+                            .with_replicas(rs.map(|r| r.into_iter().map(BrokerId).collect())),
+                    ]),
+            );
+        }
+        let req = AlterPartitionReassignmentsRequest::default().with_topics(topics);
+        let Response::AlterPartitionReassignments(r) =
+            c.call(1, Request::AlterPartitionReassignments(req))
+        else {
+            panic!()
+        };
+        r
+    };
+    let list = |c: &mut Client| {
+        let req = ListPartitionReassignmentsRequest::default().with_topics(None);
+        let Response::ListPartitionReassignments(r) =
+            c.call(0, Request::ListPartitionReassignments(req))
+        else {
+            panic!()
+        };
+        r
+    };
+    let r = alter(
+        &mut c,
+        vec![
+            ("moves", 0, Some(vec![me])),
+            ("moves", 1, Some(vec![me + 1])),
+            ("moves", 1, None),
+            ("moves", 7, Some(vec![me])),
+            ("nope", 0, Some(vec![me])),
+            ("moves", 0, Some(vec![me, me])),
+        ],
+    );
+    assert_eq!((r.error_code, &r.error_message), (0, &None));
+    let got: Vec<(String, i32, i16, Option<String>)> = r
+        .responses
+        .iter()
+        .flat_map(|t| {
+            t.partitions.iter().map(|p| {
+                (
+                    t.name.0.to_string(),
+                    p.partition_index,
+                    p.error_code,
+                    p.error_message.as_ref().map(|m| m.to_string()),
+                )
+            })
+        })
+        .collect();
+    let unregistered = format!(
+        "The manual partition assignment includes broker {}, but no such broker is registered.",
+        me + 1
+    );
+    assert_eq!(
+        got,
+        [
+            ("moves".into(), 0, 0, None),
+            ("moves".into(), 1, 39, Some(unregistered)),
+            ("moves".into(), 1, 85, None),
+            (
+                "moves".into(),
+                7,
+                3,
+                Some("Unable to find partition moves:7.".into())
+            ),
+            (
+                "nope".into(),
+                0,
+                3,
+                Some("Unable to find a topic named nope.".into())
+            ),
+            (
+                "moves".into(),
+                0,
+                39,
+                Some(format!(
+                    "The manual partition assignment includes an empty or duplicate replica \
+                     list: [{me}, {me}]."
+                ))
+            ),
+        ]
+    );
+    let l = list(&mut c);
+    assert_eq!(
+        (l.error_code, l.topics.len(), &l.error_message),
+        (0, 0, &None)
+    );
+    // Cluster resource (4): deny Describe (8). An ACL on the cluster now, Alter has no ALLOW
+    // either (allow.everyone.if.no.acl.found no longer applies): both are refused.
+    assert_eq!(deny(&mut c, 4, "kafka-cluster", 8), 0, "deny Describe");
+    let r = alter(&mut c, vec![("moves", 0, Some(vec![me]))]);
+    assert_eq!(r.error_code, CLUSTER_AUTHORIZATION_FAILED);
+    assert_eq!(
+        r.responses[0].partitions[0].error_code, CLUSTER_AUTHORIZATION_FAILED,
+        "every partition asked carries it"
+    );
+    assert_eq!(list(&mut c).error_code, CLUSTER_AUTHORIZATION_FAILED);
+}

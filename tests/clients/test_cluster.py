@@ -1624,3 +1624,87 @@ def test_removing_a_node_moves_its_replicas_of_a_factor_2_topic_to_another(clust
             f"partition {p}: nodes {left} differ ({[len(c) for c in contents]} bytes)"
     for i, n in enumerate(nodes):
         assert "panicked" not in n.log_text(), f"node {i + 1} panicked: {n.log_tail()}"
+
+
+def reassign_tool(node: Broker, tmp_path, action: str, moves: dict[int, list[int]], name: str, *extra: str):
+    """Kafka 4.4.0's kafka-reassign-partitions against `node`: `action` (--execute, --verify,
+    --cancel) with a reassignment JSON file of `moves` (partition -> replicas) of topic `name`."""
+    plan = tmp_path / f"reassign-{action.strip('-')}-{time.monotonic_ns()}.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": name, "partition": p, "replicas": rs, "log_dirs": ["any"] * len(rs)}
+        for p, rs in moves.items()]}))
+    return kafka_tool("reassign-partitions", "--bootstrap-server", node.bootstrap, action,
+                      "--reassignment-json-file", str(plan), *extra, timeout=90)
+
+
+def test_kafka_reassign_partitions_moves_a_partition_to_another_node_and_cancels(cluster, tmp_path):
+    """kafka-reassign-partitions (Kafka 4.4.0's own tool) moves partition 0 of a factor-2 topic
+    from one of its nodes to the node outside its set: AlterPartitionReassignments records the
+    target, the partition's Raft leader adds the new node (a learner until caught up), then lets
+    the old one go, and ListPartitionReassignments stops listing it once the group settled, so
+    `--verify` reports it complete. Afterwards every node's Metadata names the new pair, the new
+    replica holds the leader's bytes, and with the node moved off killed the partition still takes
+    acks=all writes. Then a move to that dead node stays under way (it cannot catch up):
+    `--list` shows it with its adding and removing replicas, `--cancel` puts the set back, and the
+    partition goes on committing."""
+    nodes = cluster
+    name, partitions = "moving", 3
+    create_topic(nodes, name, partitions, replication_factor=2)
+    placed = wait_pairs(nodes, name, partitions, "every node names 2 replicas, a leader and an ISR of 2")
+    sets = {p: rs for p, (_, rs) in placed.items()}
+    first = [b"first-%d" % i for i in range(150)]
+    produce_acked(nodes, name, first, partitions)
+
+    off, stays = sets[0]
+    to = next(i for i in (1, 2, 3) if i not in sets[0])
+    r = reassign_tool(nodes[stays - 1], tmp_path, "--execute", {0: [to, stays]}, name)
+    assert r.rc == 0 and "Successfully started partition reassignment" in r.stdout, r
+    deadline = time.monotonic() + 60
+    while True:
+        r = reassign_tool(nodes[to - 1], tmp_path, "--verify", {0: [to, stays]}, name, "--preserve-throttles")
+        if r.rc == 0 and f"Reassignment of partition {name}-0 is completed" in r.stdout:
+            break
+        assert time.monotonic() < deadline, f"partition 0 not moved to node {to} within 60 s:\n{r}"
+        time.sleep(0.5)
+    moved = {**sets, 0: [to, stays]}
+    after = wait_pairs(nodes, name, partitions, f"partition 0 on nodes {to} and {stays}")
+    assert {p: rs for p, (_, rs) in after.items()} == moved
+    wait_until(lambda: pairs_hold_alike(nodes, name, moved), 30,
+               f"node {to} holds partition 0's records as node {stays} does")
+
+    # The group is {to, stays} now: with the node moved off dead, partition 0 still commits.
+    nodes[off - 1].kill()
+    second = [b"second-%d" % i for i in range(40)]
+    produce_acked(nodes, name, second, 1)  # all to partition 0
+    want = sorted([v for i, v in enumerate(first) if i % partitions == 0] + second)
+    got = read_all(nodes[to - 1], name, partitions, len(want), timeout=60, only=[0])
+    assert sorted(got) == want, f"partition 0 after the move: {len(got)} of {len(want)}"
+
+    # A move back to the dead node cannot finish: listed as under way, then cancelled.
+    r = reassign_tool(nodes[stays - 1], tmp_path, "--execute", {0: [off, stays]}, name)
+    assert r.rc == 0, r
+    r = kafka_tool("reassign-partitions", "--bootstrap-server", nodes[to - 1].bootstrap, "--list", timeout=90)
+    assert r.rc == 0, r
+    line = next((ln for ln in r.stdout.splitlines() if ln.startswith(f"{name}-0:")), None)
+    assert line is not None, r
+    assert f"adding: {off}" in line and f"removing: {to}" in line, r
+    r = reassign_tool(nodes[to - 1], tmp_path, "--cancel", {0: [off, stays]}, name, "--preserve-throttles")
+    assert r.rc == 0 and f"Successfully cancelled partition reassignment for: {name}-0" in r.stdout, r
+    r = kafka_tool("reassign-partitions", "--bootstrap-server", nodes[to - 1].bootstrap, "--list", timeout=90)
+    assert r.rc == 0 and f"{name}-0:" not in r.stdout, r
+    # Partition 0's group lets the dead node go again (the leader stops waiting for it); the
+    # partitions it is a replica of have no leader while it is down, so only partition 0 is asked.
+    deadline = time.monotonic() + 60
+    while True:
+        views = {i: own_metadata(nodes[i - 1], name).get(0) for i in (to, stays)}
+        if all(v is not None and v[0] == 0 and v[2] == [to, stays] and sorted(v[3]) == sorted([to, stays])
+               and v[1] in (to, stays) for v in views.values()):
+            break
+        assert time.monotonic() < deadline, f"partition 0 not back on nodes {to}, {stays}: {views}"
+        time.sleep(0.2)
+    third = [b"third-%d" % i for i in range(20)]
+    produce_acked(nodes, name, third, 1)
+    got = read_all(nodes[stays - 1], name, partitions, len(want) + len(third), timeout=60, only=[0])
+    assert sorted(got) == sorted(want + third), f"partition 0 after the cancellation: {len(got)}"
+    for i, n in enumerate(nodes):
+        assert "panicked" not in n.log_text(), f"node {i + 1} panicked: {n.log_tail()}"

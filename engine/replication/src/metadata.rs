@@ -110,6 +110,27 @@ pub enum Command {
         partitions: Vec<(String, Vec<i32>)>,
         within_ms: u32,
     },
+    /// AlterPartitionReassignments of one partition with a replica set of its own
+    /// (`PlacedTopic::replicas`): its set becomes `replicas` (as many as it has; the first is its
+    /// preferred leader), or, with None, a reassignment under way is cancelled (the set goes
+    /// back to what it was before it). The partition's Raft leader then moves its group there
+    /// (`Replica::follow_members`: new replicas join as learners and become voters once caught
+    /// up, then the others leave), and says so with [`Command::Reassigned`]. Kafka's controller
+    /// writes the target replicas to the partition's record
+    /// (`ReplicationControlManager.alterPartitionReassignment`); so does this.
+    Reassign {
+        name: String,
+        partition: i32,
+        replicas: Option<Vec<NodeId>>,
+    },
+    /// The Raft group of a partition under reassignment is its set `replicas` now (its leader saw
+    /// it settle there): the reassignment is over (ListPartitionReassignments stops listing it).
+    /// Changes nothing if the set is another by now.
+    Reassigned {
+        name: String,
+        partition: i32,
+        replicas: Vec<NodeId>,
+    },
 }
 
 /// A command and who asked: `origin` is the proposing node and `seq` its own counter, so the
@@ -206,6 +227,15 @@ pub enum MetaError {
     /// producer id lanes, a bad address, a cluster at its size bound.
     #[error("{0}")]
     CannotAdd(String),
+    /// A reassignment of a partition that does not exist (UNKNOWN_TOPIC_OR_PARTITION).
+    #[error("Unknown topic or partition: {0}-{1}.")]
+    UnknownPartition(String, i32),
+    /// A reassignment to replicas that cannot be (INVALID_REPLICA_ASSIGNMENT; the message says).
+    #[error("{0}")]
+    InvalidAssignment(String),
+    /// A cancellation of a partition not under reassignment (NO_REASSIGNMENT_IN_PROGRESS).
+    #[error("No ongoing reassignment for partition {0}-{1}.")]
+    NoReassignment(String, i32),
 }
 
 /// A topic and the node leading each of its partitions (`leaders[p]`).
@@ -230,6 +260,11 @@ pub struct PlacedTopic {
     /// `first_voters` under its own partition number.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub replicas: Vec<Vec<NodeId>>,
+    /// The partitions under reassignment (`Command::Reassign`), each with its replicas before it
+    /// began: what ListPartitionReassignments lists (the new ones adding, the old ones leaving)
+    /// until its Raft group settles on its new set (`Command::Reassigned`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub reassigning: BTreeMap<i32, Vec<NodeId>>,
 }
 
 impl PlacedTopic {
@@ -258,6 +293,9 @@ pub struct Placement {
     /// The replicas of each partition of the topics that have replica sets of their own
     /// (`PlacedTopic::replicas`), by name.
     pub replicas: std::collections::HashMap<String, Vec<Vec<NodeId>>>,
+    /// The partitions under reassignment, by topic name: partition → its replicas before
+    /// (`PlacedTopic::reassigning`).
+    pub reassigning: std::collections::HashMap<String, BTreeMap<i32, Vec<NodeId>>>,
 }
 
 impl Placement {
@@ -402,6 +440,7 @@ impl MetadataState {
                 leaders: Vec::new(),
                 first_voters: BTreeMap::new(),
                 replicas: Vec::new(),
+                reassigning: BTreeMap::new(),
             },
         );
         s
@@ -528,6 +567,12 @@ impl MetadataState {
                 .iter()
                 .filter(|(_, t)| t.assigned())
                 .map(|(n, t)| (n.clone(), t.replicas.clone()))
+                .collect(),
+            reassigning: self
+                .topics
+                .iter()
+                .filter(|(_, t)| !t.reassigning.is_empty())
+                .map(|(n, t)| (n.clone(), t.reassigning.clone()))
                 .collect(),
         }
     }
@@ -675,6 +720,7 @@ impl MetadataState {
                     PlacedTopic {
                         first_voters,
                         replicas,
+                        reassigning: BTreeMap::new(),
                         topic: Topic {
                             name,
                             id,
@@ -772,7 +818,123 @@ impl MetadataState {
             // Acted on by each node as it applies it (`Applied::elect`); a topic deleted since
             // it was proposed is skipped there.
             Command::ElectLeaders { .. } => Ok(()),
+            Command::Reassign {
+                name,
+                partition,
+                replicas,
+            } => self.reassign(name, partition, replicas),
+            Command::Reassigned {
+                name,
+                partition,
+                replicas,
+            } => {
+                if let Some(t) = self.topics.get_mut(&name) {
+                    let now = usize::try_from(partition)
+                        .ok()
+                        .and_then(|p| t.replicas.get(p));
+                    if now == Some(&replicas) {
+                        t.reassigning.remove(&partition);
+                    }
+                }
+                Ok(())
+            }
         }
+    }
+
+    /// Kafka's checks (`ReplicationControlManager.alterPartitionReassignment` and
+    /// `validateManualPartitionAssignment`): the partition exists, the replicas are distinct
+    /// registered nodes, not empty. Here also: the topic has replica sets of its own (a factor-1
+    /// partition's records are on its one node and nowhere else to copy them from, and a topic
+    /// replicated on every voter has no other node to move to), and the set keeps its size (a
+    /// partition's factor does not change; Kafka's v1 can refuse that too,
+    /// `allowReplicationFactorChange`). A new replica joins the partition's Raft group as a
+    /// learner; one that leaves keeps what it stored (a node moved back later comes back with
+    /// its log, as a lagging replica, never empty under an id the group knew).
+    fn reassign(
+        &mut self,
+        name: String,
+        partition: i32,
+        replicas: Option<Vec<NodeId>>,
+    ) -> Result<(), MetaError> {
+        let voters = self.voters.clone();
+        let t = match self.topics.get_mut(&name) {
+            Some(t) if !t.topic.internal && (0..t.topic.partitions).contains(&partition) => t,
+            _ => return Err(MetaError::UnknownPartition(name, partition)),
+        };
+        let p = partition as usize;
+        let Some(replicas) = replicas else {
+            let Some(before) = t.reassigning.get(&partition).cloned() else {
+                return Err(MetaError::NoReassignment(name, partition));
+            };
+            if let Some(gone) = before.iter().find(|n| !voters.contains(n)) {
+                return Err(MetaError::InvalidAssignment(format!(
+                    "Cannot cancel the reassignment of {name}-{partition}: node {gone} of its \
+                     replicas before it was removed from the cluster since."
+                )));
+            }
+            t.reassigning.remove(&partition);
+            t.leaders[p] = before[0];
+            t.replicas[p] = before;
+            return Ok(());
+        };
+        let current = match (t.assigned(), t.topic.replication_factor) {
+            (true, _) => t.replicas[p].clone(),
+            (false, 1) => vec![t.leaders[p]],
+            (false, _) => voters.clone(),
+        };
+        let mut distinct = replicas.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        if replicas.is_empty() || distinct.len() != replicas.len() {
+            return Err(MetaError::InvalidAssignment(format!(
+                "The manual partition assignment includes an empty or duplicate replica list: \
+                 {replicas:?}."
+            )));
+        }
+        if let Some(n) = replicas.iter().find(|n| !voters.contains(n)) {
+            return Err(MetaError::InvalidAssignment(format!(
+                "The manual partition assignment includes broker {n}, but no such broker is \
+                 registered."
+            )));
+        }
+        let mut sorted_current = current.clone();
+        sorted_current.sort_unstable();
+        if !t.assigned() {
+            // Nothing moves: the same replicas (in any order) are a no-op, as in Kafka.
+            return if distinct == sorted_current {
+                Ok(())
+            } else if t.topic.replication_factor == 1 {
+                Err(MetaError::InvalidAssignment(format!(
+                    "Cannot move {name}-{partition}: a partition of replication factor 1 has its \
+                     records on node {} only, and moving them is not supported.",
+                    current[0]
+                )))
+            } else {
+                Err(MetaError::InvalidAssignment(format!(
+                    "Cannot reassign {name}-{partition}: its topic has a replica on every node \
+                     ({current:?}), which it keeps."
+                )))
+            };
+        }
+        if replicas.len() != current.len() {
+            return Err(MetaError::InvalidReplicationFactor(format!(
+                "Cannot change the replication factor of {name}-{partition} from {} to {} by a \
+                 reassignment.",
+                current.len(),
+                replicas.len()
+            )));
+        }
+        if replicas == current {
+            return Ok(());
+        }
+        t.reassigning.entry(partition).or_insert(current);
+        if t.reassigning.get(&partition) == Some(&replicas) {
+            // Back where it started: nothing is under way any more.
+            t.reassigning.remove(&partition);
+        }
+        t.leaders[p] = replicas[0];
+        t.replicas[p] = replicas;
+        Ok(())
     }
 
     /// Kafka's controller refuses a voter it already has (`AddVoterHandler` in
@@ -1538,6 +1700,179 @@ mod tests {
         assert_eq!(back.topics, s.topics);
     }
 
+    #[test]
+    fn a_reassignment_moves_a_set_until_its_group_settles_and_can_be_cancelled() {
+        let mut s = MetadataState::new(&[1, 2, 3, 4], offsets());
+        let create = |name: &str, id, rf| Command::CreateTopic {
+            name: name.into(),
+            id: Uuid::from_u128(id),
+            partitions: 2,
+            configs: BTreeMap::new(),
+            first_leader: 0,
+            replication_factor: rf,
+        };
+        let mut i = 0;
+        let mut run = |s: &mut MetadataState, c: Command| {
+            i += 1;
+            s.apply(i, &entry(i, c)).result
+        };
+        assert_eq!(run(&mut s, create("pairs", 10, 2)), Ok(()));
+        assert_eq!(run(&mut s, create("one", 11, 1)), Ok(()));
+        assert_eq!(run(&mut s, create("all", 12, 4)), Ok(()));
+        assert_eq!(
+            s.topic("pairs").unwrap().replicas,
+            vec![vec![1, 2], vec![2, 3]]
+        );
+        let move_to = |name: &str, partition, replicas: Option<Vec<NodeId>>| Command::Reassign {
+            name: name.into(),
+            partition,
+            replicas,
+        };
+        let before = s.clone();
+        for (c, want) in [
+            (
+                move_to("nope", 0, Some(vec![1, 2])),
+                MetaError::UnknownPartition("nope".into(), 0),
+            ),
+            (
+                move_to("pairs", 2, Some(vec![1, 2])),
+                MetaError::UnknownPartition("pairs".into(), 2),
+            ),
+            (
+                move_to(CONSUMER_OFFSETS, 0, Some(vec![1, 2])),
+                MetaError::UnknownPartition(CONSUMER_OFFSETS.into(), 0),
+            ),
+            (
+                move_to("pairs", 0, Some(vec![3, 3])),
+                MetaError::InvalidAssignment(
+                    "The manual partition assignment includes an empty or duplicate replica \
+                     list: [3, 3]."
+                        .into(),
+                ),
+            ),
+            (
+                move_to("pairs", 0, Some(vec![])),
+                MetaError::InvalidAssignment(
+                    "The manual partition assignment includes an empty or duplicate replica \
+                     list: []."
+                        .into(),
+                ),
+            ),
+            (
+                move_to("pairs", 0, Some(vec![3, 9])),
+                MetaError::InvalidAssignment(
+                    "The manual partition assignment includes broker 9, but no such broker is \
+                     registered."
+                        .into(),
+                ),
+            ),
+            (
+                move_to("pairs", 0, Some(vec![1, 2, 3])),
+                MetaError::InvalidReplicationFactor(
+                    "Cannot change the replication factor of pairs-0 from 2 to 3 by a \
+                     reassignment."
+                        .into(),
+                ),
+            ),
+            (
+                move_to("pairs", 0, None),
+                MetaError::NoReassignment("pairs".into(), 0),
+            ),
+            (
+                move_to("one", 0, Some(vec![2])),
+                MetaError::InvalidAssignment(
+                    "Cannot move one-0: a partition of replication factor 1 has its records on \
+                     node 1 only, and moving them is not supported."
+                        .into(),
+                ),
+            ),
+            (
+                move_to("all", 0, Some(vec![1, 2])),
+                MetaError::InvalidAssignment(
+                    "Cannot reassign all-0: its topic has a replica on every node ([1, 2, 3, \
+                     4]), which it keeps."
+                        .into(),
+                ),
+            ),
+        ] {
+            assert_eq!(run(&mut s, c.clone()), Err(want), "{c:?}");
+        }
+        assert_eq!(s.topics, before.topics, "refusals change nothing");
+        // The same replicas, in any order where nothing moves, are a no-op.
+        assert_eq!(run(&mut s, move_to("one", 1, Some(vec![2]))), Ok(()));
+        assert_eq!(
+            run(&mut s, move_to("all", 1, Some(vec![4, 3, 2, 1]))),
+            Ok(())
+        );
+        assert_eq!(run(&mut s, move_to("pairs", 0, Some(vec![1, 2]))), Ok(()));
+        assert_eq!(s.topics, before.topics);
+
+        // A move: the set and its preferred leader change at once, the old set is kept until
+        // the group settles.
+        assert_eq!(run(&mut s, move_to("pairs", 0, Some(vec![4, 2]))), Ok(()));
+        let t = s.topic("pairs").unwrap();
+        assert_eq!(t.replicas[0], vec![4, 2]);
+        assert_eq!(t.leaders[0], 4);
+        assert_eq!(t.reassigning, [(0, vec![1, 2])].into());
+        assert_eq!(
+            t.first_voters[&0],
+            vec![1, 2],
+            "the group started with these"
+        );
+        assert_eq!(s.placement().reassigning["pairs"], [(0, vec![1, 2])].into());
+        // A second target while under way keeps the first origin.
+        assert_eq!(run(&mut s, move_to("pairs", 0, Some(vec![3, 2]))), Ok(()));
+        assert_eq!(s.topic("pairs").unwrap().reassigning[&0], vec![1, 2]);
+        // A report of another set than the current one changes nothing; the current one ends it.
+        let done = |replicas: Vec<NodeId>| Command::Reassigned {
+            name: "pairs".into(),
+            partition: 0,
+            replicas,
+        };
+        assert_eq!(run(&mut s, done(vec![4, 2])), Ok(()));
+        assert!(s.topic("pairs").unwrap().reassigning.contains_key(&0));
+        assert_eq!(run(&mut s, done(vec![3, 2])), Ok(()));
+        assert!(s.topic("pairs").unwrap().reassigning.is_empty());
+        assert!(s.placement().reassigning.is_empty());
+        // Moving back to where it started is a move like any other (node 1 kept its log).
+        assert_eq!(run(&mut s, move_to("pairs", 0, Some(vec![1, 2]))), Ok(()));
+        assert_eq!(s.topic("pairs").unwrap().reassigning[&0], vec![3, 2]);
+        // Cancelled: the set goes back at once, nothing listed.
+        assert_eq!(run(&mut s, move_to("pairs", 0, None)), Ok(()));
+        let t = s.topic("pairs").unwrap();
+        assert_eq!((t.replicas[0].clone(), t.leaders[0]), (vec![3, 2], 3));
+        assert!(t.reassigning.is_empty());
+        // Back to the origin by a new target ends the reassignment too.
+        assert_eq!(run(&mut s, move_to("pairs", 1, Some(vec![4, 3]))), Ok(()));
+        assert_eq!(run(&mut s, move_to("pairs", 1, Some(vec![2, 3]))), Ok(()));
+        assert!(s.topic("pairs").unwrap().reassigning.is_empty());
+        // A cancellation cannot bring back a node removed since.
+        assert_eq!(run(&mut s, move_to("pairs", 1, Some(vec![2, 4]))), Ok(()));
+        assert_eq!(run(&mut s, Command::RemoveVoter { id: 3 }), Ok(()));
+        assert_eq!(
+            run(&mut s, move_to("pairs", 1, None)),
+            Err(MetaError::InvalidAssignment(
+                "Cannot cancel the reassignment of pairs-1: node 3 of its replicas before it \
+                 was removed from the cluster since."
+                    .into()
+            ))
+        );
+        // Snapshots keep what is under way; a deletion forgets it.
+        let at = s.applied_index();
+        let back = MetadataState::decode_snapshot(&s.encode_snapshot(at), &offsets()).unwrap();
+        assert_eq!(back.topics, s.topics);
+        assert_eq!(
+            run(
+                &mut s,
+                Command::DeleteTopic {
+                    name: "pairs".into()
+                }
+            ),
+            Ok(())
+        );
+        assert!(s.placement().reassigning.is_empty());
+    }
+
     fn replicated(name: &str, id: u128, partitions: i32, rf: i16) -> Command {
         Command::CreateTopic {
             name: name.into(),
@@ -1624,7 +1959,8 @@ mod tests {
         assert_eq!(placement.first_voters("orders", 4), [1, 2]);
         assert_eq!(placement.leaders["orders"], [1, 2, 1, 2, 1]);
         // A snapshot keeps all of it.
-        let back = MetadataState::decode_snapshot(&s.encode_snapshot(i), &offsets()).unwrap();
+        let at = s.applied_index();
+        let back = MetadataState::decode_snapshot(&s.encode_snapshot(at), &offsets()).unwrap();
         assert_eq!(back, s);
         assert_eq!(back.placement(), placement);
     }
@@ -1725,7 +2061,8 @@ mod tests {
             Err(MetaError::DuplicateVoter(..))
         ));
         // A snapshot keeps all of it.
-        let back = MetadataState::decode_snapshot(&s.encode_snapshot(i), &offsets()).unwrap();
+        let at = s.applied_index();
+        let back = MetadataState::decode_snapshot(&s.encode_snapshot(at), &offsets()).unwrap();
         assert_eq!(back, s);
         assert_eq!(back.placement(), s.placement());
     }

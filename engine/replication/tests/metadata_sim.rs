@@ -205,7 +205,27 @@ impl Sim {
 
     fn random_command(&mut self) -> Command {
         let name = NAMES[self.rng.below(NAMES.len() as u64) as usize].to_string();
-        match self.rng.below(10) {
+        match self.rng.below(12) {
+            10 => Command::Reassign {
+                name,
+                partition: self.rng.below(4) as i32,
+                // Mostly two of the three nodes (some the same as now), sometimes a
+                // cancellation, a wrong size or an unknown node.
+                replicas: match self.rng.below(6) {
+                    0 => None,
+                    1 => Some(vec![1, 2, 3]),
+                    2 => Some(vec![1, 9]),
+                    _ => {
+                        let a = 1 + self.rng.below(3);
+                        Some(vec![a, a % 3 + 1])
+                    }
+                },
+            },
+            11 => Command::Reassigned {
+                name,
+                partition: self.rng.below(4) as i32,
+                replicas: vec![1 + self.rng.below(3), 1 + self.rng.below(3)],
+            },
             0..=4 => Command::CreateTopic {
                 name,
                 // A small id space, so an id already used comes up too.

@@ -21,7 +21,9 @@
 //! quota is configured (none are enforced); `describe_quorum.rs`, `add_raft_voter.rs` and
 //! `remove_raft_voter.rs` describe a cluster's metadata log and add a node to it or take one out;
 //! `elect_leaders.rs` moves partitions' leadership back to their preferred replicas.
-//! `describe_log_dirs.rs` lists the node's data directory and the partition logs in it.
+//! `describe_log_dirs.rs` lists the node's data directory and the partition logs in it;
+//! `alter_partition_reassignments.rs` and `list_partition_reassignments.rs` move partitions
+//! between nodes and list the moves under way.
 
 use crate::runtime::shard::Caller;
 use crate::runtime::shard::{Handled, Shard};
@@ -36,6 +38,7 @@ mod add_offsets_to_txn;
 mod add_partitions_to_txn;
 mod add_raft_voter;
 mod alter_configs;
+mod alter_partition_reassignments;
 mod alter_user_scram_credentials;
 mod api_versions;
 mod consumer_group_describe;
@@ -68,6 +71,7 @@ mod join_group;
 mod leave_group;
 mod list_groups;
 mod list_offsets;
+mod list_partition_reassignments;
 mod list_transactions;
 mod metadata;
 mod offset_commit;
@@ -225,6 +229,12 @@ async fn dispatch(
         Request::DescribeLogDirs(r) => {
             Response::DescribeLogDirs(describe_log_dirs::handle(b, caller, r, v).await)
         }
+        Request::AlterPartitionReassignments(r) => Response::AlterPartitionReassignments(
+            alter_partition_reassignments::handle(b, caller, r).await,
+        ),
+        Request::ListPartitionReassignments(r) => Response::ListPartitionReassignments(
+            list_partition_reassignments::handle(b, caller, r).await,
+        ),
         Request::DeleteTopics(r) => {
             Response::DeleteTopics(delete_topics::handle(shard, caller, r, v).await)
         }

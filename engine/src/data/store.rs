@@ -83,6 +83,10 @@ pub struct DataStore {
     /// Per partition led here with replicas on some of the nodes: the term in which this node
     /// last told the others it leads (an entry goes when the partition closes or stops leading).
     hinted: RefCell<hashbrown::HashMap<(Uuid, i32), u64>>,
+    /// Per partition under reassignment led here whose group reached its new set: when (mono
+    /// ms) this node last proposed that the reassignment is over (`raft_tick`), so it asks once
+    /// a second at most until the metadata log applied it.
+    finishing: RefCell<hashbrown::HashMap<(Uuid, i32), i64>>,
 }
 
 fn storage_error(e: impl std::fmt::Display) -> i16 {
@@ -104,6 +108,7 @@ impl DataStore {
             opened_for: Cell::new(0),
             ticks: Cell::new(0),
             hinted: RefCell::default(),
+            finishing: RefCell::default(),
         })
     }
 
@@ -200,12 +205,28 @@ impl DataStore {
                         }
                     }
                     // A node added to the cluster joins the partition's group, a removed one
-                    // leaves it; a partition with replicas of its own follows them (the
-                    // replica that took a removed one's place joins).
+                    // leaves it. A partition with replicas of its own follows its set: a node
+                    // that took a removed one's place, or that a reassignment names, joins, and
+                    // one the set no longer names leaves (it keeps its log: moved back later, it
+                    // returns as a lagging replica). A topic deleted since is left alone.
                     match self.broker.topics.assigned_replicas(&p.topic, p.partition) {
-                        Some(set) => raft.replica_mut().follow_members(&set, &removed),
-                        None => raft.replica_mut().follow_members(&members, &removed),
-                    };
+                        Some(set) => {
+                            let m = raft.replica().membership();
+                            let mut off = removed.to_vec();
+                            off.extend(
+                                m.voters
+                                    .iter()
+                                    .chain(&m.learners)
+                                    .filter(|n| !set.contains(n)),
+                            );
+                            raft.replica_mut().follow_members(&set, &off);
+                            self.finish_reassignment(&p.topic, p.partition, &raft, set, now);
+                        }
+                        None if snap.get_by_id(&p.topic.id).is_some() => {
+                            raft.replica_mut().follow_members(&members, &removed);
+                        }
+                        None => {}
+                    }
                     let view = crate::cluster::GroupView::of(&raft.replica().membership());
                     ctx.cluster.set_group(p.topic.id, p.partition, view);
                     if raft.replica().has_work() {
@@ -215,6 +236,48 @@ impl DataStore {
             }
         }
         hinted.retain(|k, _| still_leading.contains(k));
+    }
+
+    /// On the serving leader of a partition under reassignment whose group settled on its new
+    /// set `set` (its voters exactly, no learner, no change under way): tell the metadata log the
+    /// reassignment is over (`Command::Reassigned`), once a second at most until it applied.
+    fn finish_reassignment(
+        &self,
+        topic: &Arc<Topic>,
+        partition: i32,
+        raft: &replication::topic::TopicReplica,
+        set: Vec<u64>,
+        now: i64,
+    ) {
+        let key = (topic.id, partition);
+        if !self.broker.topics.is_reassigning(topic, partition) {
+            self.finishing.borrow_mut().remove(&key);
+            return;
+        }
+        let m = raft.replica().membership();
+        let mut voters = m.voters.clone();
+        voters.sort_unstable();
+        let mut want = set.clone();
+        want.sort_unstable();
+        if !raft.serving()
+            || !raft.replica().membership_settled()
+            || !m.learners.is_empty()
+            || voters != want
+        {
+            return;
+        }
+        let mut finishing = self.finishing.borrow_mut();
+        if finishing.get(&key).is_some_and(|at| now - at < 1_000) {
+            return;
+        }
+        finishing.insert(key, now);
+        let (broker, name) = (self.broker.clone(), topic.name.clone());
+        glommio::spawn_local(async move {
+            if let Err(e) = broker.topics.reassigned(&name, partition, set).await {
+                tracing::info!(topic = %name, partition, error = %e, "could not record the end of a reassignment yet");
+            }
+        })
+        .detach();
     }
 
     /// The replicated partition a peer's message is for, opened if need be; None if this node

@@ -1,0 +1,224 @@
+//! AlterPartitionReassignments: move partitions to other nodes (`kafka-reassign-partitions
+//! --execute`, `Admin.alterPartitionReassignments`), or cancel a move under way (a null replica
+//! list, `--cancel`).
+//!
+//! Kafka's answer (`ControllerApis.handleAlterPartitionReassignments`,
+//! `ReplicationControlManager.alterPartitionReassignments` in
+//! `metadata/src/main/java/org/apache/kafka/controller/`): ALTER on the cluster, else
+//! CLUSTER_AUTHORIZATION_FAILED for the whole request; then each partition on its own: an unknown
+//! one UNKNOWN_TOPIC_OR_PARTITION, replicas that are empty, duplicated or name a node that is not
+//! registered INVALID_REPLICA_ASSIGNMENT, a cancellation with nothing under way
+//! NO_REASSIGNMENT_IN_PROGRESS; the same replicas as now, in any order, do nothing and succeed.
+//! The answer comes once the target is recorded; the move itself goes on after it
+//! (ListPartitionReassignments shows it until done).
+//!
+//! Here the target goes to the metadata log (`Command::Reassign`, one entry per partition, so each
+//! gets its own answer), and the partition's Raft leader moves its group to it
+//! (docs/replication.md, "Moving partitions"). What differs from Kafka 4.4, each refused with a
+//! message rather than half done:
+//! - only a partition with a replica set of its own moves (a topic created with a factor between
+//!   1 and the nodes): a factor-1 partition's records are on its one node, unreplicated, and
+//!   copying them is not built; a topic replicated on every node has nowhere else to go;
+//! - a partition's number of replicas stays (INVALID_REPLICATION_FACTOR), whatever v1's
+//!   `allow_replication_factor_change` says;
+//! - a cancellation whose original replicas include a node removed from the cluster since.
+//!
+//! A single node holds every partition's one replica: moving it to itself is a no-op, anywhere
+//! else names a node that is not registered.
+
+use super::auth;
+use super::common::{code, s};
+use crate::broker::Broker;
+use crate::runtime::shard::Caller;
+use crate::topics::RegistryError;
+use kafka_protocol::messages::alter_partition_reassignments_response::{
+    ReassignablePartitionResponse, ReassignableTopicResponse,
+};
+use kafka_protocol::messages::*;
+use kafka_protocol::ResponseError;
+
+/// The most partitions one request moves: each is one metadata log entry, proposed in turn.
+/// Partitions past it are answered INVALID_REQUEST and can be asked for again.
+pub const MAX_PARTITIONS: usize = 1_000;
+
+/// AlterPartitionReassignments v0–v1.
+pub(super) async fn handle(
+    broker: &Broker,
+    caller: &Caller,
+    req: AlterPartitionReassignmentsRequest,
+) -> AlterPartitionReassignmentsResponse {
+    // The crate's default message is "", where Kafka sends null.
+    let mut resp = AlterPartitionReassignmentsResponse::default()
+        .with_allow_replication_factor_change(req.allow_replication_factor_change)
+        .with_error_message(None);
+    if !auth::cluster(broker, caller, auth::Op::Alter) {
+        // As Kafka's `getErrorResponse`: the error at the top and on every partition asked.
+        let e = ResponseError::ClusterAuthorizationFailed;
+        resp.error_code = code(e);
+        resp.error_message = Some(s("Cluster authorization failed."));
+        resp.responses = req
+            .topics
+            .into_iter()
+            .map(|t| {
+                ReassignableTopicResponse::default()
+                    .with_name(t.name)
+                    .with_partitions(
+                        t.partitions
+                            .iter()
+                            .map(|p| {
+                                ReassignablePartitionResponse::default()
+                                    .with_partition_index(p.partition_index)
+                                    .with_error_code(code(e))
+                                    .with_error_message(Some(s("Cluster authorization failed.")))
+                            })
+                            .collect(),
+                    )
+            })
+            .collect();
+        return resp;
+    }
+    let mut asked = 0usize;
+    for topic in req.topics {
+        let name = topic.name.0.to_string();
+        let mut out = Vec::with_capacity(topic.partitions.len());
+        for p in topic.partitions {
+            asked += 1;
+            let verdict = if asked > MAX_PARTITIONS {
+                Err((
+                    ResponseError::InvalidRequest,
+                    Some(format!(
+                        "at most {MAX_PARTITIONS} partitions are reassigned per request; ask again \
+                         for this one"
+                    )),
+                ))
+            } else {
+                let replicas = p
+                    .replicas
+                    .map(|r| r.into_iter().map(|b| b.0 as i64).collect::<Vec<i64>>());
+                reassign(broker, &name, p.partition_index, replicas).await
+            };
+            let mut r = ReassignablePartitionResponse::default()
+                .with_partition_index(p.partition_index)
+                .with_error_message(None);
+            if let Err((e, message)) = verdict {
+                r.error_code = code(e);
+                r.error_message = message.map(s);
+            }
+            out.push(r);
+        }
+        resp.responses.push(
+            ReassignableTopicResponse::default()
+                .with_name(TopicName(s(name)))
+                .with_partitions(out),
+        );
+    }
+    resp
+}
+
+/// One partition's reassignment (`replicas` None: its cancellation). An error's message is
+/// None where Kafka sends none (its exception's text is the error's own).
+async fn reassign(
+    broker: &Broker,
+    name: &str,
+    partition: i32,
+    replicas: Option<Vec<i64>>,
+) -> Result<(), (ResponseError, Option<String>)> {
+    reassign_one(broker, name, partition, replicas)
+        .await
+        .map_err(|(e, m)| {
+            let m = match e {
+                ResponseError::NoReassignmentInProgress => None,
+                // `ReplicationControlManager`'s wording.
+                ResponseError::UnknownTopicOrPartition => {
+                    let known = broker
+                        .topics
+                        .snapshot()
+                        .get(name)
+                        .is_some_and(|t| !t.internal);
+                    Some(if known {
+                        format!("Unable to find partition {name}:{partition}.")
+                    } else {
+                        format!("Unable to find a topic named {name}.")
+                    })
+                }
+                _ => Some(m),
+            };
+            (e, m)
+        })
+}
+
+async fn reassign_one(
+    broker: &Broker,
+    name: &str,
+    partition: i32,
+    replicas: Option<Vec<i64>>,
+) -> Result<(), (ResponseError, String)> {
+    let unknown = || {
+        (
+            ResponseError::UnknownTopicOrPartition,
+            format!("Unknown topic or partition: {name}-{partition}."),
+        )
+    };
+    // A node id is positive; anything else names no node (Kafka: not registered).
+    let replicas = match replicas {
+        None => None,
+        Some(r) => Some(
+            r.iter()
+                .map(|n| u64::try_from(*n).ok().filter(|n| *n > 0).ok_or(*n))
+                .collect::<Result<Vec<u64>, i64>>()
+                .map_err(|n| {
+                    (
+                        ResponseError::InvalidReplicaAssignment,
+                        format!(
+                            "The manual partition assignment includes broker {n}, but no such \
+                             broker is registered."
+                        ),
+                    )
+                })?,
+        ),
+    };
+    if broker.cluster.is_none() {
+        // One node, one replica of everything.
+        let t = broker.topics.snapshot().get(name).cloned();
+        if t.is_none_or(|t| t.internal || !(0..t.partitions).contains(&partition)) {
+            return Err(unknown());
+        }
+        let me = broker.node_id as u64;
+        return match replicas {
+            None => Err((
+                ResponseError::NoReassignmentInProgress,
+                format!("No ongoing reassignment for partition {name}-{partition}."),
+            )),
+            Some(r) if r == [me] => Ok(()),
+            Some(r) if r.is_empty() || r.iter().filter(|n| **n == me).count() > 1 => Err((
+                ResponseError::InvalidReplicaAssignment,
+                format!(
+                    "The manual partition assignment includes an empty or duplicate replica \
+                     list: {r:?}."
+                ),
+            )),
+            Some(r) => {
+                let other = r.iter().find(|n| **n != me).copied().unwrap_or(me);
+                Err((
+                    ResponseError::InvalidReplicaAssignment,
+                    format!(
+                        "The manual partition assignment includes broker {other}, but no such \
+                         broker is registered."
+                    ),
+                ))
+            }
+        };
+    }
+    match broker.topics.reassign(name, partition, replicas).await {
+        Ok(()) => Ok(()),
+        Err(RegistryError::UnknownPartition(_)) => Err(unknown()),
+        Err(RegistryError::InvalidAssignment(m)) => {
+            Err((ResponseError::InvalidReplicaAssignment, m))
+        }
+        Err(RegistryError::NoReassignment(m)) => Err((ResponseError::NoReassignmentInProgress, m)),
+        Err(RegistryError::InvalidReplicationFactor(m)) => {
+            Err((ResponseError::InvalidReplicationFactor, m))
+        }
+        Err(e) => Err((ResponseError::RequestTimedOut, e.to_string())),
+    }
+}
