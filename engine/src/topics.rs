@@ -437,12 +437,16 @@ impl TopicRegistry {
 
     /// [`Self::create`] on a node of a cluster, with `replication_factor` replicas per partition
     /// (1 or the number of voters; the metadata log refuses any other).
+    ///
+    /// `assignment`: each partition's replicas as the client assigned them (CreateTopics'
+    /// `assignments`), `partitions` of them, each `replication_factor` long.
     pub async fn create_replicated(
         &self,
         name: &str,
         partitions: i32,
         replication_factor: i16,
         configs: BTreeMap<String, String>,
+        assignment: Option<Vec<Vec<u64>>>,
     ) -> Result<Arc<Topic>, RegistryError> {
         validate_name(name).map_err(RegistryError::InvalidName)?;
         let id = new_topic_id();
@@ -455,6 +459,7 @@ impl TopicRegistry {
             // broker); any value, the metadata log takes it modulo the voters.
             first_leader: id.as_u128() as u32,
             replication_factor,
+            assignment,
         })
         .await?;
         self.snapshot()
@@ -472,12 +477,15 @@ impl TopicRegistry {
     }
 
     /// [`Self::add_partitions`] on a node of a cluster.
+    /// `assignments`: the new partitions' replicas as the client assigned them, by topic.
     pub async fn add_partitions_replicated(
         &self,
         changes: &[(String, i32)],
+        assignments: BTreeMap<String, Vec<Vec<u64>>>,
     ) -> Result<(), RegistryError> {
         self.propose(replication::metadata::Command::CreatePartitions {
             changes: changes.to_vec(),
+            assignments,
         })
         .await
     }

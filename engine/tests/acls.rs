@@ -890,8 +890,7 @@ fn partition_reassignments_on_one_node_and_their_cluster_permissions() {
                 0,
                 39,
                 Some(format!(
-                    "The manual partition assignment includes an empty or duplicate replica \
-                     list: [{me}, {me}]."
+                    "The manual partition assignment includes the broker {me} more than once."
                 ))
             ),
         ]

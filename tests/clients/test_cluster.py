@@ -1708,3 +1708,60 @@ def test_kafka_reassign_partitions_moves_a_partition_to_another_node_and_cancels
     assert sorted(got) == sorted(want + third), f"partition 0 after the cancellation: {len(got)}"
     for i, n in enumerate(nodes):
         assert "panicked" not in n.log_text(), f"node {i + 1} panicked: {n.log_tail()}"
+
+
+def test_kafka_topics_replica_assignment_places_each_partition_where_asked(cluster):
+    """kafka-topics --create/--alter --replica-assignment (Kafka 4.4.0's TopicCommand, CreateTopics'
+    and CreatePartitions' manual assignments) on three nodes: each partition lives on exactly the
+    nodes named, its first the preferred leader, every node's Metadata and `--describe` agreeing;
+    an assignment naming a node that does not exist, or new partitions of another size, is refused
+    with Kafka's words and changes nothing (TopicCommand itself refuses uneven sizes at creation)."""
+    nodes = cluster
+    bootstrap = nodes[0].bootstrap
+    r = kafka_tool("topics", "--bootstrap-server", bootstrap, "--create", "--topic", "manual",
+                   "--replica-assignment", "3:1,3:2,1:3", timeout=90)
+    assert r.rc == 0, r
+    want = {0: [3, 1], 1: [3, 2], 2: [1, 3]}
+    placed = wait_pairs(nodes, "manual", 3, "every node names the assigned pairs")
+    assert {p: rs for p, (_, rs) in placed.items()} == want
+    # The preferred (first) replica leads: it stands for election when it opens the partition.
+    wait_until(lambda: {p: l for p, (l, _) in wait_pairs(nodes, "manual", 3, "settled").items()}
+               == {p: rs[0] for p, rs in want.items()}, 30, "each partition led by its first replica")
+    for p, rs in want.items():
+        on = sorted(i + 1 for i, n in enumerate(nodes) if (n.data_dir / f"manual-{p}").exists())
+        assert on == sorted(rs), f"manual-{p} on nodes {on}, assigned {rs}"
+    # Growing: TopicCommand sends the new partitions' part of the list.
+    r = kafka_tool("topics", "--bootstrap-server", bootstrap, "--alter", "--topic", "manual",
+                   "--partitions", "4", "--replica-assignment", "3:1,3:2,1:3,2:1", timeout=90)
+    assert r.rc == 0, r
+    want[3] = [2, 1]
+    placed = wait_pairs(nodes, "manual", 4, "the new partition on nodes 2 and 1")
+    assert {p: rs for p, (_, rs) in placed.items()} == want
+    r = kafka_tool("topics", "--bootstrap-server", nodes[2].bootstrap, "--describe", "--topic", "manual",
+                   timeout=90)
+    assert r.rc == 0 and "ReplicationFactor: 2" in r.stdout, r
+    for p, rs in want.items():
+        assert f"Partition: {p}\t" in r.stdout and f"Replicas: {rs[0]},{rs[1]}\t" in r.stdout, r
+    produce_acked(nodes, "manual", [b"m-%d" % i for i in range(80)], 4)
+    got = read_all(nodes[1], "manual", 4, 80, timeout=60)
+    assert sorted(got) == sorted(b"m-%d" % i for i in range(80))
+
+    # Refused as Kafka refuses them: nothing created or added.
+    r = kafka_tool("topics", "--bootstrap-server", bootstrap, "--create", "--topic", "nowhere",
+                   "--replica-assignment", "1:9", timeout=90)
+    assert r.rc != 0 and "includes broker 9, but no such broker is registered" in r.stdout + r.stderr, r
+    # TopicCommand refuses uneven sizes itself; librdkafka sends them.
+    from confluent_kafka import KafkaError
+    from confluent_kafka.admin import NewPartitions
+    admin = confluent_admin(nodes[1])  # kept: a collected client fails its futures
+    fut = admin.create_partitions(
+        [NewPartitions("manual", 5, replica_assignment=[[1, 2, 3]])], request_timeout=30)["manual"]
+    with pytest.raises(KafkaException) as e:
+        fut.result(timeout=60)
+    err = e.value.args[0]
+    assert err.code() == KafkaError.INVALID_REPLICA_ASSIGNMENT, err
+    assert ("includes a partition with 3 replica(s), but this is not consistent with previous partitions, "
+            "which have 2 replica(s)") in err.str(), err
+    r = kafka_tool("topics", "--bootstrap-server", bootstrap, "--list", timeout=90)
+    assert r.rc == 0 and "nowhere" not in r.stdout, r
+    assert len(own_metadata(nodes[0], "manual")) == 4

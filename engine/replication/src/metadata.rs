@@ -67,6 +67,13 @@ pub enum Command {
         first_leader: u32,
         #[serde(default = "coordinator::topics::one_replica")]
         replication_factor: i16,
+        /// Kafka's manual assignment (`kafka-topics --replica-assignment`, CreateTopics'
+        /// `assignments`): each partition's replicas, its preferred leader first, all of one size
+        /// (`replication_factor`, `partitions` of them). Replicated partitions then have sets of
+        /// their own whatever their size (`PlacedTopic::replicas`); factor-1 ones are placed on
+        /// their one node. `first_leader` is unused.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        assignment: Option<Vec<Vec<NodeId>>>,
     },
     DeleteTopic {
         name: String,
@@ -75,6 +82,10 @@ pub enum Command {
     /// request's topics independently; the broker sends one command per topic for that).
     CreatePartitions {
         changes: Vec<(String, i32)>,
+        /// Manual assignments of the new partitions (CreatePartitions' `assignments`), by topic
+        /// name: as many as it adds, each the topic's number of replicas.
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        assignments: BTreeMap<String, Vec<Vec<NodeId>>>,
     },
     /// Replace a topic's config overrides.
     SetConfigs {
@@ -658,7 +669,10 @@ impl MetadataState {
 
     /// The replicas of partitions `from..to` of a topic of `rf` replicas per partition led
     /// from voter `first_leader` on: each partition's leader, then the voters after it in voter
-    /// order, wrapping (Kafka's `StripedReplicaPlacer` without racks).
+    /// order, wrapping: Kafka's `StripedReplicaPlacer` without racks, which takes consecutive
+    /// brokers in id order from a start that moves on by one per partition
+    /// (`metadata/src/main/java/org/apache/kafka/metadata/placement/StripedReplicaPlacer.java`,
+    /// `BrokerList.next`).
     fn assign(&self, first_leader: u32, from: i32, to: i32, rf: i16) -> Vec<Vec<NodeId>> {
         let n = self.voters.len();
         (from..to)
@@ -668,6 +682,43 @@ impl MetadataState {
                     .collect()
             })
             .collect()
+    }
+
+    /// Kafka's checks of one partition's manual replicas (`ReplicationControlManager.
+    /// validateManualPartitionAssignment` in `metadata/src/main/java/org/apache/kafka/controller/`),
+    /// with its messages: not empty, registered nodes (voters), none twice, and `expected` of them
+    /// when the topic's other partitions have that many.
+    pub fn check_assignment(
+        replicas: &[NodeId],
+        voters: &[NodeId],
+        expected: Option<usize>,
+    ) -> Result<(), String> {
+        if replicas.is_empty() {
+            return Err("The manual partition assignment includes an empty replica list.".into());
+        }
+        let mut sorted = replicas.to_vec();
+        sorted.sort_unstable();
+        for (i, n) in sorted.iter().enumerate() {
+            if !voters.contains(n) {
+                return Err(format!(
+                    "The manual partition assignment includes broker {n}, but no such broker is \
+                     registered."
+                ));
+            }
+            if i > 0 && sorted[i - 1] == *n {
+                return Err(format!(
+                    "The manual partition assignment includes the broker {n} more than once."
+                ));
+            }
+        }
+        match expected {
+            Some(want) if want != replicas.len() => Err(format!(
+                "The manual partition assignment includes a partition with {} replica(s), but \
+                 this is not consistent with previous partitions, which have {want} replica(s).",
+                replicas.len()
+            )),
+            _ => Ok(()),
+        }
     }
 
     fn placed(&self, first_leader: u32, from: i32, to: i32) -> Vec<NodeId> {
@@ -687,6 +738,7 @@ impl MetadataState {
                 configs,
                 first_leader,
                 replication_factor,
+                assignment,
             } => {
                 validate_name(&name).map_err(MetaError::InvalidName)?;
                 if self.topics.contains_key(&name) {
@@ -702,14 +754,38 @@ impl MetadataState {
                 // every node.
                 Self::check_replication_factor(replication_factor.into(), self.voters.len())
                     .map_err(MetaError::InvalidReplicationFactor)?;
+                if let Some(a) = &assignment {
+                    if a.len() != partitions as usize {
+                        return Err(MetaError::InvalidAssignment(format!(
+                            "{} manual assignment(s) for {partitions} partition(s).",
+                            a.len()
+                        )));
+                    }
+                    for set in a {
+                        Self::check_assignment(
+                            set,
+                            &self.voters,
+                            Some(replication_factor as usize),
+                        )
+                        .map_err(MetaError::InvalidAssignment)?;
+                    }
+                }
                 // Kafka never hands out the all-zero id (it means "no id" on the wire).
                 if id.is_nil() || !self.ids.insert(id) {
                     return Err(MetaError::IdInUse(id));
                 }
-                let leaders = self.placed(first_leader, 0, partitions);
+                let mut leaders = self.placed(first_leader, 0, partitions);
                 let mut first_voters = BTreeMap::new();
                 let mut replicas = Vec::new();
-                if replication_factor > 1 && (replication_factor as usize) < self.voters.len() {
+                if let Some(a) = assignment {
+                    leaders = a.iter().map(|set| set[0]).collect();
+                    if replication_factor > 1 {
+                        first_voters.extend((0..partitions).zip(a.iter().cloned()));
+                        replicas = a;
+                    }
+                } else if replication_factor > 1
+                    && (replication_factor as usize) < self.voters.len()
+                {
                     replicas = self.assign(first_leader, 0, partitions, replication_factor);
                     first_voters.extend((0..partitions).zip(replicas.iter().cloned()));
                 } else if replication_factor > 1 && self.voters != self.bootstrap {
@@ -747,7 +823,18 @@ impl MetadataState {
                 self.topics.remove(&name);
                 Ok(())
             }
-            Command::CreatePartitions { changes } => {
+            Command::CreatePartitions {
+                changes,
+                assignments,
+            } => {
+                if let Some(name) = assignments
+                    .keys()
+                    .find(|n| !changes.iter().any(|(c, _)| c == *n))
+                {
+                    return Err(MetaError::InvalidAssignment(format!(
+                        "A manual assignment for topic {name}, which gains no partitions."
+                    )));
+                }
                 for (name, count) in &changes {
                     let t = self
                         .topics
@@ -766,7 +853,30 @@ impl MetadataState {
                     if *count > MAX_PARTITIONS_PER_TOPIC {
                         return Err(MetaError::InvalidPartitions(*count));
                     }
-                    if t.assigned() {
+                    if let Some(a) = assignments.get(name) {
+                        let adding = (*count - t.topic.partitions) as usize;
+                        if a.len() != adding {
+                            return Err(MetaError::InvalidAssignment(format!(
+                                "Attempted to add {adding} additional partition(s), but only {} \
+                                 assignment(s) were specified.",
+                                a.len()
+                            )));
+                        }
+                        if t.topic.replication_factor > 1 && !t.assigned() {
+                            return Err(MetaError::InvalidAssignment(format!(
+                                "Topic '{name}' has a replica on every node: its new partitions \
+                                 do too, and cannot be assigned."
+                            )));
+                        }
+                        for set in a {
+                            Self::check_assignment(
+                                set,
+                                &self.voters,
+                                Some(t.topic.replication_factor as usize),
+                            )
+                            .map_err(MetaError::InvalidAssignment)?;
+                        }
+                    } else if t.assigned() {
                         // Voters are never fewer than a set's replicas (`remove_voter`).
                         Self::check_replication_factor(
                             t.topic.replication_factor.into(),
@@ -784,9 +894,14 @@ impl MetadataState {
                         (at as u32 + 1) % self.voters.len() as u32
                     };
                     let from = self.topics[&name].topic.partitions;
-                    let more = self.placed(first, 0, count - from);
                     let rf = self.topics[&name].topic.replication_factor;
-                    let sets = self.assign(first, 0, count - from, rf);
+                    let (more, sets) = match assignments.get(&name) {
+                        Some(a) => (a.iter().map(|set| set[0]).collect(), a.clone()),
+                        None => (
+                            self.placed(first, 0, count - from),
+                            self.assign(first, 0, count - from, rf),
+                        ),
+                    };
                     let t = self.topics.get_mut(&name).expect("checked above");
                     t.leaders.extend(more);
                     t.topic.partitions = count;
@@ -882,21 +997,9 @@ impl MetadataState {
             (false, 1) => vec![t.leaders[p]],
             (false, _) => voters.clone(),
         };
+        Self::check_assignment(&replicas, &voters, None).map_err(MetaError::InvalidAssignment)?;
         let mut distinct = replicas.clone();
         distinct.sort_unstable();
-        distinct.dedup();
-        if replicas.is_empty() || distinct.len() != replicas.len() {
-            return Err(MetaError::InvalidAssignment(format!(
-                "The manual partition assignment includes an empty or duplicate replica list: \
-                 {replicas:?}."
-            )));
-        }
-        if let Some(n) = replicas.iter().find(|n| !voters.contains(n)) {
-            return Err(MetaError::InvalidAssignment(format!(
-                "The manual partition assignment includes broker {n}, but no such broker is \
-                 registered."
-            )));
-        }
         let mut sorted_current = current.clone();
         sorted_current.sort_unstable();
         if !t.assigned() {
@@ -1198,6 +1301,7 @@ mod tests {
             configs: BTreeMap::new(),
             first_leader,
             replication_factor: 1,
+            assignment: None,
         }
     }
 
@@ -1213,6 +1317,7 @@ mod tests {
         assert_eq!(s.leader("orders", -1), None);
         let grow = Command::CreatePartitions {
             changes: vec![("orders".into(), 6)],
+            assignments: BTreeMap::new(),
         };
         assert_eq!(s.apply(2, &entry(2, grow)).result, Ok(()));
         assert_eq!(s.topic("orders").unwrap().leaders, vec![3, 1, 2, 3, 1, 2]);
@@ -1363,12 +1468,14 @@ mod tests {
                 // All or none: "a" would grow, but "missing" fails the command.
                 Command::CreatePartitions {
                     changes: vec![("a".into(), 5), ("missing".into(), 2)],
+                    assignments: BTreeMap::new(),
                 },
                 MetaError::Unknown("missing".into()),
             ),
             (
                 Command::CreatePartitions {
                     changes: vec![("a".into(), 2)],
+                    assignments: BTreeMap::new(),
                 },
                 MetaError::NotAnIncrease {
                     name: "a".into(),
@@ -1379,6 +1486,7 @@ mod tests {
             (
                 Command::CreatePartitions {
                     changes: vec![(CONSUMER_OFFSETS.into(), 60)],
+                    assignments: BTreeMap::new(),
                 },
                 MetaError::Internal(CONSUMER_OFFSETS.into()),
             ),
@@ -1421,6 +1529,7 @@ mod tests {
                 seq,
                 command: Command::CreatePartitions {
                     changes: vec![("a".into(), count)],
+                    assignments: BTreeMap::new(),
                 },
             }
             .encode()
@@ -1519,6 +1628,7 @@ mod tests {
             configs: BTreeMap::new(),
             first_leader: 1,
             replication_factor: rf,
+            assignment: None,
         };
         assert_eq!(s.apply(1, &entry(1, with_rf("all", 10, 3))).result, Ok(()));
         let all = s.topic("all").unwrap();
@@ -1531,6 +1641,7 @@ mod tests {
         // New partitions keep the topic's factor.
         let grow = Command::CreatePartitions {
             changes: vec![("all".into(), 4)],
+            assignments: BTreeMap::new(),
         };
         assert_eq!(s.apply(2, &entry(2, grow)).result, Ok(()));
         let all = s.topic("all").unwrap();
@@ -1600,6 +1711,7 @@ mod tests {
             configs: BTreeMap::new(),
             first_leader,
             replication_factor: 2,
+            assignment: None,
         };
         assert_eq!(s.apply(1, &entry(1, pairs(1))).result, Ok(()));
         let t = s.topic("pairs").unwrap();
@@ -1628,6 +1740,7 @@ mod tests {
         // Growth continues the stripe after the last leader.
         let grow = Command::CreatePartitions {
             changes: vec![("pairs".into(), 6)],
+            assignments: BTreeMap::new(),
         };
         assert_eq!(s.apply(2, &entry(2, grow)).result, Ok(()));
         let t = s.topic("pairs").unwrap();
@@ -1701,6 +1814,128 @@ mod tests {
     }
 
     #[test]
+    fn manual_assignments_are_checked_as_kafka_checks_them_and_kept() {
+        let mut s = MetadataState::new(&[1, 2, 3], offsets());
+        let create = |name: &str, id, rf, a: Vec<Vec<NodeId>>| Command::CreateTopic {
+            name: name.into(),
+            id: Uuid::from_u128(id),
+            partitions: a.len() as i32,
+            configs: BTreeMap::new(),
+            first_leader: 0,
+            replication_factor: rf,
+            assignment: Some(a),
+        };
+        let mut i = 0;
+        let mut run = |s: &mut MetadataState, c: Command| {
+            i += 1;
+            s.apply(i, &entry(i, c)).result
+        };
+        let before = s.clone();
+        for (c, why) in [
+            (
+                create("t", 10, 2, vec![vec![1, 2], vec![3]]),
+                "The manual partition assignment includes a partition with 1 replica(s), but this \
+                 is not consistent with previous partitions, which have 2 replica(s).",
+            ),
+            (
+                create("t", 10, 2, vec![vec![1, 1]]),
+                "The manual partition assignment includes the broker 1 more than once.",
+            ),
+            (
+                create("t", 10, 2, vec![vec![1, 9]]),
+                "The manual partition assignment includes broker 9, but no such broker is \
+                 registered.",
+            ),
+            (
+                create("t", 10, 1, vec![vec![]]),
+                "The manual partition assignment includes an empty replica list.",
+            ),
+        ] {
+            assert_eq!(
+                run(&mut s, c),
+                Err(MetaError::InvalidAssignment(why.into()))
+            );
+        }
+        assert_eq!(s.topics, before.topics);
+        // Factor 2: sets of their own as given (not striped), each group starting with them.
+        let a = vec![vec![3, 1], vec![3, 2], vec![1, 3]];
+        assert_eq!(run(&mut s, create("pairs", 11, 2, a.clone())), Ok(()));
+        let t = s.topic("pairs").unwrap();
+        assert_eq!((&t.replicas, &t.leaders), (&a, &vec![3, 3, 1]));
+        assert_eq!(s.placement().first_voters("pairs", 1), &[3, 2]);
+        // Factor equal to the voters, assigned: sets of their own too (a join adds nothing).
+        let all = vec![vec![2, 3, 1]];
+        assert_eq!(run(&mut s, create("three", 12, 3, all.clone())), Ok(()));
+        assert!(s.topic("three").unwrap().assigned());
+        // Factor 1: placed on the node named, unreplicated.
+        assert_eq!(
+            run(&mut s, create("solo", 13, 1, vec![vec![2], vec![2]])),
+            Ok(())
+        );
+        let t = s.topic("solo").unwrap();
+        assert!(!t.assigned());
+        assert_eq!(t.leaders, vec![2, 2]);
+        // Growing with assignments: as many as it adds, each the topic's size.
+        let grow = |name: &str, count, a: Vec<Vec<NodeId>>| Command::CreatePartitions {
+            changes: vec![(name.into(), count)],
+            assignments: [(name.to_string(), a)].into(),
+        };
+        let before = s.clone();
+        for (c, why) in [
+            (
+                grow("pairs", 5, vec![vec![1, 2]]),
+                "Attempted to add 2 additional partition(s), but only 1 assignment(s) were \
+                 specified.",
+            ),
+            (
+                grow("pairs", 4, vec![vec![1, 2, 3]]),
+                "The manual partition assignment includes a partition with 3 replica(s), but this \
+                 is not consistent with previous partitions, which have 2 replica(s).",
+            ),
+            (
+                grow("solo", 3, vec![vec![1, 2]]),
+                "The manual partition assignment includes a partition with 2 replica(s), but this \
+                 is not consistent with previous partitions, which have 1 replica(s).",
+            ),
+        ] {
+            assert_eq!(
+                run(&mut s, c),
+                Err(MetaError::InvalidAssignment(why.into()))
+            );
+        }
+        let every = replicated("every", 14, 1, 3);
+        assert_eq!(run(&mut s, every), Ok(()));
+        assert_eq!(
+            run(&mut s, grow("every", 2, vec![vec![1, 2, 3]])),
+            Err(MetaError::InvalidAssignment(
+                "Topic 'every' has a replica on every node: its new partitions do too, and \
+                 cannot be assigned."
+                    .into()
+            ))
+        );
+        let changes_only = Command::CreatePartitions {
+            changes: vec![],
+            assignments: [("pairs".to_string(), vec![vec![1, 2]])].into(),
+        };
+        assert_eq!(
+            run(&mut s, changes_only),
+            Err(MetaError::InvalidAssignment(
+                "A manual assignment for topic pairs, which gains no partitions.".into()
+            ))
+        );
+        assert_eq!(
+            s.topics.iter().filter(|(n, _)| *n != "every").count(),
+            before.topics.len()
+        );
+        assert_eq!(run(&mut s, grow("pairs", 4, vec![vec![2, 1]])), Ok(()));
+        let t = s.topic("pairs").unwrap();
+        assert_eq!((&t.replicas[3], t.leaders[3]), (&vec![2, 1], 2));
+        assert_eq!(s.placement().first_voters("pairs", 3), &[2, 1]);
+        assert_eq!(run(&mut s, grow("solo", 3, vec![vec![3]])), Ok(()));
+        assert_eq!(s.topic("solo").unwrap().leaders, vec![2, 2, 3]);
+    }
+
+    #[test]
     fn a_reassignment_moves_a_set_until_its_group_settles_and_can_be_cancelled() {
         let mut s = MetadataState::new(&[1, 2, 3, 4], offsets());
         let create = |name: &str, id, rf| Command::CreateTopic {
@@ -1710,6 +1945,7 @@ mod tests {
             configs: BTreeMap::new(),
             first_leader: 0,
             replication_factor: rf,
+            assignment: None,
         };
         let mut i = 0;
         let mut run = |s: &mut MetadataState, c: Command| {
@@ -1745,17 +1981,13 @@ mod tests {
             (
                 move_to("pairs", 0, Some(vec![3, 3])),
                 MetaError::InvalidAssignment(
-                    "The manual partition assignment includes an empty or duplicate replica \
-                     list: [3, 3]."
-                        .into(),
+                    "The manual partition assignment includes the broker 3 more than once.".into(),
                 ),
             ),
             (
                 move_to("pairs", 0, Some(vec![])),
                 MetaError::InvalidAssignment(
-                    "The manual partition assignment includes an empty or duplicate replica \
-                     list: []."
-                        .into(),
+                    "The manual partition assignment includes an empty replica list.".into(),
                 ),
             ),
             (
@@ -1881,6 +2113,7 @@ mod tests {
             configs: BTreeMap::new(),
             first_leader: 0,
             replication_factor: rf,
+            assignment: None,
         }
     }
 
@@ -1945,6 +2178,7 @@ mod tests {
         assert_eq!(run(&mut s, replicated("late", 103, 2, 2)), Ok(()));
         let grow = |name: &str, n| Command::CreatePartitions {
             changes: vec![(name.into(), n)],
+            assignments: BTreeMap::new(),
         };
         assert_eq!(run(&mut s, grow("orders", 5)), Ok(()));
         assert_eq!(run(&mut s, grow("late", 4)), Ok(()));
@@ -2166,6 +2400,7 @@ mod tests {
                 configs: [("cleanup.policy".to_string(), "compact".to_string())].into(),
                 first_leader: 2,
                 replication_factor: 3,
+                assignment: None,
             },
         };
         let b = p.encode().unwrap();

@@ -236,10 +236,12 @@ impl Sim {
                 // 2 gives each partition a replica set of its own, 3 one on every voter, 4 is
                 // refused: every node must place and refuse alike, replays and snapshots too.
                 replication_factor: 1 + self.rng.below(4) as i16,
+                assignment: None,
             },
             5..=6 => Command::DeleteTopic { name },
             7..=8 => Command::CreatePartitions {
                 changes: vec![(name, 1 + self.rng.below(12) as i32)],
+                assignments: BTreeMap::new(),
             },
             _ => Command::SetConfigs {
                 name,

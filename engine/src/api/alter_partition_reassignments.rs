@@ -189,24 +189,9 @@ async fn reassign_one(
                 ResponseError::NoReassignmentInProgress,
                 format!("No ongoing reassignment for partition {name}-{partition}."),
             )),
-            Some(r) if r == [me] => Ok(()),
-            Some(r) if r.is_empty() || r.iter().filter(|n| **n == me).count() > 1 => Err((
-                ResponseError::InvalidReplicaAssignment,
-                format!(
-                    "The manual partition assignment includes an empty or duplicate replica \
-                     list: {r:?}."
-                ),
-            )),
-            Some(r) => {
-                let other = r.iter().find(|n| **n != me).copied().unwrap_or(me);
-                Err((
-                    ResponseError::InvalidReplicaAssignment,
-                    format!(
-                        "The manual partition assignment includes broker {other}, but no such \
-                         broker is registered."
-                    ),
-                ))
-            }
+            // [me] passes; anything else is a duplicate or a node not registered.
+            Some(r) => replication::metadata::MetadataState::check_assignment(&r, &[me], Some(1))
+                .map_err(|m| (ResponseError::InvalidReplicaAssignment, m)),
         };
     }
     match broker.topics.reassign(name, partition, replicas).await {

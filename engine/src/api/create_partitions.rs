@@ -79,6 +79,40 @@ fn check(
                 )),
             ));
         }
+        if let Some(cluster) = &broker.cluster {
+            // The nodes that exist are the cluster's members; each new partition has the
+            // topic's number of replicas (the metadata log checks again as it applies it).
+            let topic = broker.topics.snapshot().get(name).cloned()?;
+            let invalid = |msg: String| Some((ResponseError::InvalidReplicaAssignment, Some(msg)));
+            if topic.replication_factor > 1 && broker.topics.assigned_replicas(&topic, 0).is_none()
+            {
+                return invalid(format!(
+                    "Topic '{name}' has a replica on every node: its new partitions do too, and \
+                     cannot be assigned."
+                ));
+            }
+            let members = cluster.members();
+            for a in assignments {
+                let ids: Vec<u64> = match a.broker_ids.iter().find(|b| b.0 <= 0) {
+                    Some(b) => {
+                        return invalid(format!(
+                            "The manual partition assignment includes broker {}, but no such \
+                             broker is registered.",
+                            b.0
+                        ))
+                    }
+                    None => a.broker_ids.iter().map(|b| b.0 as u64).collect(),
+                };
+                if let Err(m) = replication::metadata::MetadataState::check_assignment(
+                    &ids,
+                    &members,
+                    Some(topic.replication_factor as usize),
+                ) {
+                    return invalid(m);
+                }
+            }
+            return None;
+        }
         for a in assignments {
             let invalid = |msg: String| Some((ResponseError::InvalidReplicaAssignment, Some(msg)));
             if a.broker_ids.is_empty() {
@@ -156,6 +190,7 @@ pub(super) async fn handle(
         }
     }
     let mut changes = Vec::new();
+    let mut assigned: BTreeMap<String, Vec<Vec<u64>>> = BTreeMap::new();
     let mut ok = Vec::new();
     for t in req.topics.iter().filter(|t| seen[t.name.0.as_str()] == 1) {
         use super::auth::{self, Op, Rt};
@@ -171,13 +206,24 @@ pub(super) async fn handle(
             Some(e) => resp.results.push(result(&t.name, Some(e))),
             None => {
                 changes.push((t.name.0.to_string(), t.count));
+                if let Some(a) = t.assignments.as_ref().filter(|_| broker.cluster.is_some()) {
+                    assigned.insert(
+                        t.name.0.to_string(),
+                        a.iter()
+                            .map(|a| a.broker_ids.iter().map(|b| b.0 as u64).collect())
+                            .collect(),
+                    );
+                }
                 ok.push(t.name.clone());
             }
         }
     }
     if !changes.is_empty() && !req.validate_only {
         let written = if broker.topics.is_replicated() {
-            broker.topics.add_partitions_replicated(&changes).await
+            broker
+                .topics
+                .add_partitions_replicated(&changes, assigned)
+                .await
         } else {
             let b = broker.clone();
             glommio::executor()
@@ -189,6 +235,12 @@ pub(super) async fn handle(
             let code = match &e {
                 RegistryError::Unknown(_) => ResponseError::UnknownTopicOrPartition,
                 RegistryError::NotAnIncrease { .. } => ResponseError::InvalidPartitions,
+                // A manual assignment the metadata log refused as it applied it (a node
+                // removed since this node checked it, say).
+                RegistryError::InvalidAssignment(_) => ResponseError::InvalidReplicaAssignment,
+                RegistryError::InvalidReplicationFactor(_) => {
+                    ResponseError::InvalidReplicationFactor
+                }
                 RegistryError::NotAvailable(_) => ResponseError::RequestTimedOut,
                 _ => {
                     tracing::error!(error = %e, "adding partitions failed");

@@ -124,6 +124,38 @@ pub(crate) fn check_min_insync(
     }
 }
 
+/// What Kafka's `ReplicationControlManager.createTopic` refuses in a manual assignment before
+/// looking at the nodes: a partition assigned twice, partitions that are not `0..n`, a
+/// replica id that cannot be a node (not positive), an empty list. The rest (registered,
+/// none twice, one size) is `MetadataState::check_assignment`, where the log applies it.
+fn manual_shape(
+    assignments: &[create_topics_request::CreatableReplicaAssignment],
+) -> Option<String> {
+    let mut seen = std::collections::BTreeSet::new();
+    for a in assignments {
+        if !seen.insert(a.partition_index) {
+            return Some(format!(
+                "Found multiple manual partition assignments for partition {}",
+                a.partition_index
+            ));
+        }
+        if a.broker_ids.is_empty() {
+            return Some("The manual partition assignment includes an empty replica list.".into());
+        }
+        if let Some(b) = a.broker_ids.iter().find(|b| b.0 <= 0) {
+            return Some(format!(
+                "The manual partition assignment includes broker {}, but no such broker is \
+                 registered.",
+                b.0
+            ));
+        }
+    }
+    if seen.iter().copied().ne(0..seen.len() as i32) {
+        return Some("partitions should be a consecutive 0-based integer sequence".into());
+    }
+    None
+}
+
 /// Registry writes fsync; keep them off the reactor. `replication_factor` has passed
 /// [`replication_factor`] (a single node's is 1).
 pub(super) async fn create_topic(
@@ -132,11 +164,12 @@ pub(super) async fn create_topic(
     partitions: i32,
     replication_factor: i16,
     configs: BTreeMap<String, String>,
+    assignment: Option<Vec<Vec<u64>>>,
 ) -> Result<Arc<Topic>, RegistryError> {
     if broker.topics.is_replicated() {
         return broker
             .topics
-            .create_replicated(&name, partitions, replication_factor, configs)
+            .create_replicated(&name, partitions, replication_factor, configs, assignment)
             .await;
     }
     if replication_factor != 1 {
@@ -260,7 +293,15 @@ pub(super) async fn handle(
                     || a.broker_ids.len() != 1
                     || a.broker_ids[0].0 != broker.node_id
             });
-            if let Some((_, a)) = bad {
+            if broker.cluster.is_some() {
+                // Checked in full where the metadata log applies it (the nodes that exist are
+                // its voters); here only what the wire shape alone tells.
+                if let Some(msg) = manual_shape(&t.assignments) {
+                    resp.topics
+                        .push(fail(result, ResponseError::InvalidReplicaAssignment, msg));
+                    continue;
+                }
+            } else if let Some((_, a)) = bad {
                 resp.topics.push(fail(
                     result,
                     ResponseError::InvalidReplicaAssignment,
@@ -284,8 +325,19 @@ pub(super) async fn handle(
         } else {
             t.assignments.len() as i32
         };
-        // Manual assignments name this node alone (checked above): one replica.
-        let rf = if t.assignments.is_empty() {
+        // Manual assignments: as many replicas as the first partition's (the metadata log checks
+        // the others have as many); on a single node they name it alone (checked above).
+        let assignment: Option<Vec<Vec<u64>>> =
+            (broker.cluster.is_some() && !t.assignments.is_empty()).then(|| {
+                let mut a: Vec<_> = t.assignments.iter().collect();
+                a.sort_by_key(|a| a.partition_index);
+                a.iter()
+                    .map(|a| a.broker_ids.iter().map(|b| b.0 as u64).collect())
+                    .collect()
+            });
+        let rf = if let Some(a) = &assignment {
+            a[0].len() as i16
+        } else if t.assignments.is_empty() {
             match replication_factor(broker, rf) {
                 Ok(rf) => rf,
                 Err(msg) => {
@@ -351,7 +403,7 @@ pub(super) async fn handle(
                 replication_factor: rf,
             }))
         } else {
-            create_topic(broker, name.clone(), partitions, rf, configs).await
+            create_topic(broker, name.clone(), partitions, rf, configs, assignment).await
         };
         match created {
             Ok(topic) => {
@@ -405,6 +457,11 @@ pub(super) async fn handle(
             Err(RegistryError::InvalidReplicationFactor(msg)) => {
                 resp.topics
                     .push(fail(result, ResponseError::InvalidReplicationFactor, msg))
+            }
+            // A manual assignment, checked against the cluster's nodes as the log applies it.
+            Err(RegistryError::InvalidAssignment(msg)) => {
+                resp.topics
+                    .push(fail(result, ResponseError::InvalidReplicaAssignment, msg))
             }
             Err(e @ RegistryError::NotAvailable(_)) => {
                 resp.topics

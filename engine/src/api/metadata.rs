@@ -281,7 +281,9 @@ pub(crate) async fn metadata_topics(
                     ));
                     continue;
                 };
-                match create_topic(broker, name.clone(), partitions, rf, BTreeMap::new()).await {
+                match create_topic(broker, name.clone(), partitions, rf, BTreeMap::new(), None)
+                    .await
+                {
                     Ok(t) => {
                         tracing::info!(topic = %t.name, partitions = t.partitions, id = %t.id, "auto-created topic");
                         resp.topics.push(broker.metadata_topic(&t, version));
