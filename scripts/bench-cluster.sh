@@ -13,6 +13,8 @@
 #                        rl3-nofsync (the same with the benchmark-only --fsync=never: commit and produce rows
 #                        only), kafka3
 #   --commit-conns L     connection counts for the commit rows (1,8,64)
+#   --produce-rf N       the produce row's replication factor on the three-node systems (default 3, the node
+#                        count; 2 puts each partition on two of the three nodes)
 #   --rounds R           failover rounds per cluster (5; --quick 2)
 #   --quick              shorter phases (4 s measured, 8 s warm-up; produce 4 s after 2 s) and 2 rounds
 #   --kafka-heap H       each Kafka node's heap options ("-Xms256m -Xmx512m")
@@ -53,7 +55,7 @@
 #             results' disk (/proc/diskstats, over the whole run) per commit. 10 s measured after 2 s.
 #   produce   benches/cluster/produce.py: one confluent-kafka producer bootstrapped with all the system's nodes
 #             creates a topic of 6 partitions with replication factor = the system's node count (rl1: 1; rl3,
-#             rl3-nofsync, kafka3: 3) through AdminClient (retrying a create that times out: a Ringleader cluster's
+#             rl3-nofsync, kafka3: 3, or --produce-rf) through AdminClient (retrying a create that times out: a Ringleader cluster's
 #             metadata log may have no leader yet), waits until Metadata names a leader for every partition, then
 #             produces 100-byte values without keys, acks=all, enable.idempotence=true, linger.ms=5, round-robin
 #             over the partitions, at most 10,000 records outstanding (produced, not yet reported delivered; the
@@ -89,11 +91,13 @@ ROUNDS=""
 KAFKA_HEAP="-Xms256m -Xmx512m"
 BUILD=1
 OUT="$TARGET_DIR/bench-cluster"
+PRODUCE_RF=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --rows) ROWS="$2"; shift ;;
     --systems) SYSTEMS="$2"; shift ;;
     --commit-conns) COMMIT_CONNS="$2"; shift ;;
+    --produce-rf) PRODUCE_RF="$2"; shift ;;
     --rounds) ROUNDS="$2"; shift ;;
     --quick) QUICK=1 ;;
     --kafka-heap) KAFKA_HEAP="$2"; shift ;;
@@ -104,6 +108,7 @@ while [[ $# -gt 0 ]]; do
   esac
   shift
 done
+[[ -z "$PRODUCE_RF" || "$PRODUCE_RF" =~ ^[1-3]$ ]] || { echo "bench-cluster: --produce-rf wants 1, 2 or 3" >&2; exit 2; }
 for r in ${ROWS//,/ }; do
   [[ ",commit,produce,failover," == *",$r,"* ]] || { echo "bench-cluster: unknown row '$r'" >&2; exit 2; }
 done
@@ -331,7 +336,7 @@ row_commit() { # NAME
 # row_produce NAME: produce.py's JSON line to OUT/NAME-produce.json.
 row_produce() { # NAME
   run_step "$1 produce" pin 1 "$PYTHON" benches/cluster/produce.py --bootstrap "$BOOTSTRAP" --topic bench-produce \
-    --partitions 6 --replication-factor "$NODE_COUNT" --duration "$PRODUCE_SECS" --warmup "$PRODUCE_WARM" \
+    --partitions 6 --replication-factor "$(( NODE_COUNT > 1 && ${PRODUCE_RF:-0} > 0 ? PRODUCE_RF : NODE_COUNT ))" --duration "$PRODUCE_SECS" --warmup "$PRODUCE_WARM" \
     --value-bytes 100 --linger-ms 5 --window 10000 --server-pid "$PIDS" --label "$1 produce" \
     >"$OUT/$1-produce.json"
 }
