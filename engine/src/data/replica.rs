@@ -34,7 +34,7 @@ pub const MAX_RAFT_SEGMENT_BYTES: u64 = 16 << 20;
 pub const MAX_ENTRY_BYTES: usize = 64 << 20;
 
 /// Hands a Raft message (raft-rs's encoding) of (topic id, partition) to the node-to-node link
-/// to a node (the runtime's `peers::Links::send_topic`): never waits, may drop.
+/// to a node (the runtime's `peers::Links::send_topic_frame`): never waits, may drop.
 pub type SendTopic = Rc<dyn Fn(NodeId, uuid::Uuid, i32, &[u8])>;
 
 /// What a shard's replicated topic partitions share: where their messages go and where their

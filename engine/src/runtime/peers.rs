@@ -194,15 +194,9 @@ impl Links {
         }
     }
 
-    /// Queue `msg` (raft-rs's encoding) of a replicated topic partition for node `to`: a frame
-    /// of [`TOPIC_PARTITION`] whose payload starts with the topic id and the partition. Never
+    /// Queue a frame of `kind` ([`TOPIC_PARTITION`]: a raft-rs message; [`TOPIC_SEED`];
+    /// [`TOPIC_LEADER`]) for a topic partition: the topic id, the partition, then `msg`. Never
     /// waits, like [`Self::send`].
-    pub fn send_topic(&self, to: NodeId, topic: uuid::Uuid, partition: i32, msg: &[u8]) {
-        self.send_topic_frame(to, TOPIC_PARTITION, topic, partition, msg);
-    }
-
-    /// Queue a frame of `kind` ([`TOPIC_PARTITION`] or [`TOPIC_SEED`]) for a topic partition:
-    /// the topic id, the partition, then `msg`. Never waits, like [`Self::send`].
     pub fn send_topic_frame(
         &self,
         to: NodeId,

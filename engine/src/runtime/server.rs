@@ -589,31 +589,17 @@ fn start_replicas(
     });
     let links = crate::runtime::peers::Links::start(&cluster, hello, shutdown.clone());
     let tick_links = links.clone();
-    let topic_links = links.clone();
-    let seed_links = links.clone();
-    let hint_links = links.clone();
+    // A topic partition's frames of one kind (Raft, re-seeding, a leader's word) to a peer.
+    let frames = |kind: i32| -> crate::data::replica::SendTopic {
+        let links = links.clone();
+        Rc::new(move |to, topic, partition, msg: &[u8]| {
+            links.send_topic_frame(to, kind, topic, partition, msg)
+        })
+    };
     exec.store.set_cluster(crate::data::replica::ClusterCtx {
-        hint: Rc::new(move |to, topic, partition, msg: &[u8]| {
-            hint_links.send_topic_frame(
-                to,
-                crate::runtime::peers::TOPIC_LEADER,
-                topic,
-                partition,
-                msg,
-            )
-        }),
-        send: Rc::new(move |to, topic, partition, msg: &[u8]| {
-            topic_links.send_topic(to, topic, partition, msg)
-        }),
-        seed: Rc::new(move |to, topic, partition, msg: &[u8]| {
-            seed_links.send_topic_frame(
-                to,
-                crate::runtime::peers::TOPIC_SEED,
-                topic,
-                partition,
-                msg,
-            )
-        }),
+        send: frames(crate::runtime::peers::TOPIC_PARTITION),
+        seed: frames(crate::runtime::peers::TOPIC_SEED),
+        hint: frames(crate::runtime::peers::TOPIC_LEADER),
         cluster: cluster.clone(),
         shards: shard.router.shards(),
     });
