@@ -1485,6 +1485,15 @@ def pairs_hold_alike(nodes, name: str, sets: dict[int, list[int]]) -> bool:
                for p, (a, b) in sets.items())
 
 
+def pairs_topic(nodes, name: str, partitions: int, values: list[bytes]) -> dict[int, list[int]]:
+    """Create `name` with replication factor 2, wait until every node names 2 replicas, a leader and
+    an ISR of 2 for each partition, produce `values` (acks=all, round robin); partition -> replicas."""
+    create_topic(nodes, name, partitions, replication_factor=2)
+    placed = wait_pairs(nodes, name, partitions, "every node names 2 replicas, a leader and an ISR of 2")
+    produce_acked(nodes, name, values, partitions)
+    return {p: rs for p, (_, rs) in placed.items()}
+
+
 def test_a_topic_of_replication_factor_2_lives_on_two_of_three_nodes(cluster):
     """Replication factor 2 on three nodes: each partition is a Raft group of two of them, striped
     as Kafka's `StripedReplicaPlacer` does (the placed node, its preferred leader, then the voter
@@ -1495,9 +1504,9 @@ def test_a_topic_of_replication_factor_2_lives_on_two_of_three_nodes(cluster):
     reads back; restarted, the node is back in sync everywhere."""
     nodes = cluster
     name, partitions = "pairs", 6
-    create_topic(nodes, name, partitions, replication_factor=2)
-    placed = wait_pairs(nodes, name, partitions, "every node names 2 replicas, a leader and an ISR of 2")
-    replicas = {p: rs for p, (_, rs) in placed.items()}
+    # acks=all: answered once both replicas (a majority of two) hold each record.
+    values = [b"pair-%d" % i for i in range(300)]
+    replicas = pairs_topic(nodes, name, partitions, values)
     # The metadata log picks partition 0's node; each next partition goes to the next voter, its
     # second replica to the voter after that (`controller.quorum.voters` order 1, 2, 3, wrapping).
     first = replicas[0][0]
@@ -1506,9 +1515,6 @@ def test_a_topic_of_replication_factor_2_lives_on_two_of_three_nodes(cluster):
     held = {i: sorted(p for p, rs in replicas.items() if i in rs) for i in (1, 2, 3)}
     assert all(len(ps) == 4 for ps in held.values()), f"replicas per node: {held}"
 
-    # acks=all: answered once both replicas (a majority of two) hold each record.
-    values = [b"pair-%d" % i for i in range(300)]
-    produce_acked(nodes, name, values, partitions)
     assert end_offsets(nodes, name, partitions, nodes[0]) == {p: 50 for p in range(partitions)}
 
     # On disk only where Metadata says: the third node never opens the partition. Both replicas'
@@ -1574,15 +1580,12 @@ def test_removing_a_node_moves_its_replicas_of_a_factor_2_topic_to_another(clust
     every partition still takes acks=all writes (a group of two that still counted it could not)."""
     nodes = cluster
     name, partitions = "pairs", 6
-    create_topic(nodes, name, partitions, replication_factor=2)
-    placed = wait_pairs(nodes, name, partitions, "every node names 2 replicas, a leader and an ISR of 2")
-    before = {p: rs for p, (_, rs) in placed.items()}
     first = [b"before-%d" % i for i in range(300)]
-    produce_acked(nodes, name, first, partitions)
+    before = pairs_topic(nodes, name, partitions, first)
 
     # Partition 0's leader goes (it hands its partitions' leadership over first), asked of
     # another node; the metadata log's leader may be either.
-    gone = placed[0][0]
+    gone = wait_pairs(nodes, name, partitions, "settled before the removal")[0][0]
     left = [i for i in (1, 2, 3) if i != gone]
     assert remove_raft_voter(nodes[left[0] - 1], gone) == 0
     after = wait_pairs(nodes, name, partitions, f"node {gone}'s replicas moved", ask=left, without=gone)
@@ -1649,11 +1652,8 @@ def test_kafka_reassign_partitions_moves_a_partition_to_another_node_and_cancels
     partition goes on committing."""
     nodes = cluster
     name, partitions = "moving", 3
-    create_topic(nodes, name, partitions, replication_factor=2)
-    placed = wait_pairs(nodes, name, partitions, "every node names 2 replicas, a leader and an ISR of 2")
-    sets = {p: rs for p, (_, rs) in placed.items()}
     first = [b"first-%d" % i for i in range(150)]
-    produce_acked(nodes, name, first, partitions)
+    sets = pairs_topic(nodes, name, partitions, first)
 
     off, stays = sets[0]
     to = next(i for i in (1, 2, 3) if i not in sets[0])
