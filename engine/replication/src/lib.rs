@@ -888,6 +888,23 @@ impl Replica {
         !target.is_empty() && self.change_voters(&target).is_ok()
     }
 
+    /// On the leader: move the partition's voters to exactly `set`, less `removed` (a partition
+    /// with replicas of its own, `metadata::PlacedTopic::replicas`): a node the set names joins,
+    /// as a learner until caught up, and every voter or learner it does not name leaves, where
+    /// [`Self::follow_members`] only ever takes out a removed node. A change under way is
+    /// redirected as there. True if a change started.
+    pub fn follow_set(&mut self, set: &[NodeId], removed: &[NodeId]) -> bool {
+        let m = self.membership();
+        let mut off = removed.to_vec();
+        off.extend(
+            m.voters
+                .iter()
+                .chain(&m.learners)
+                .filter(|n| !set.contains(n)),
+        );
+        self.follow_members(set, &off)
+    }
+
     /// On the leader: every member's log as far as the leader knows it matches its own (its own
     /// entry is its last index), by node id. Empty on a follower, which does not track others.
     pub fn matched(&self) -> Vec<(NodeId, u64)> {

@@ -104,6 +104,9 @@ struct Sim {
     /// set, every live replica is handed them every tick (`Replica::follow_members`), as the
     /// broker does.
     cluster_members: Option<(Vec<NodeId>, Vec<NodeId>)>,
+    /// With `cluster_members`: its first list is the partition's own replica set, followed
+    /// strictly (`Replica::follow_set`, a partition with replicas on some nodes only).
+    strict: bool,
     next_id: NodeId,
     /// Membership changes asked for and completed (the leader applied the target, not joint).
     changes_asked: u64,
@@ -158,6 +161,7 @@ impl Sim {
             faults: 0,
             target: BOOT.to_vec(),
             cluster_members: None,
+            strict: false,
             next_id: BOOT.len() as NodeId + 1,
             changes_asked: 0,
             changes_done: 0,
@@ -575,7 +579,11 @@ impl Faulty for Sim {
         if let (Some((members, removed)), true) = (&self.cluster_members, tick) {
             for node in self.nodes.values_mut() {
                 if let Some(r) = node.replica.as_mut() {
-                    r.follow_members(members, removed);
+                    if self.strict {
+                        r.follow_set(members, removed);
+                    } else {
+                        r.follow_members(members, removed);
+                    }
                 }
             }
         }
@@ -953,6 +961,83 @@ fn a_node_added_to_the_members_joins_as_a_learner_then_votes_even_after_compacti
     assert!(
         sim.acked.len() > before,
         "nothing committed with node {down} down"
+    );
+}
+
+/// A partition with replicas of its own moved to another set (a reassignment): node 4 joins as
+/// a learner and node 3, though not removed from the cluster, leaves once it caught up. Then a
+/// move to a node that is down never completes, and a move back redirects the leader, which
+/// stops waiting for it (`Replica::follow_set`, `follow_members`' redirect).
+#[test]
+fn a_set_followed_strictly_moves_the_group_and_a_stuck_move_is_redirected() {
+    let mut sim = Sim::new(17);
+    for _ in 0..400 {
+        sim.run_step(300);
+    }
+    assert!(sim.leader().is_some(), "a leader within 40 ticks");
+    sim.nodes
+        .insert(4, Node::new(Replica::join(4, &BOOT).unwrap()));
+    let moved = vec![1, 2, 4];
+    sim.strict = true;
+    sim.cluster_members = Some((moved.clone(), vec![]));
+    sim.target = moved.clone();
+    let mut steps = 0;
+    while !sim.agreed() {
+        sim.run_step(300);
+        steps += 1;
+        assert!(steps < 5_000, "the move did not complete: {}", sim.dump());
+    }
+    let l = sim.leader().unwrap();
+    assert!(moved.contains(&l), "leader {l} outside the set");
+    let m = sim.nodes[&l].replica.as_ref().unwrap().membership();
+    assert_eq!(
+        (m.voters.clone(), m.learners.clone()),
+        (moved.clone(), vec![])
+    );
+    for (idx, data) in &sim.acked {
+        assert_eq!(
+            sim.nodes[&4].applied.get(idx),
+            Some(data),
+            "entry {idx} not on node 4"
+        );
+    }
+    // A move to node 3 while it is down: it is added as a learner and never catches up.
+    sim.crash(3);
+    sim.cluster_members = Some((vec![1, 2, 3], vec![]));
+    for _ in 0..1_500 {
+        sim.run_step(300);
+    }
+    let l = sim.leader().expect("a leader: 1, 2 and 4 are up");
+    let m = sim.nodes[&l].replica.as_ref().unwrap().membership();
+    assert_eq!(
+        m.voters, moved,
+        "node 3 never caught up, so nothing was promoted"
+    );
+    assert!(m.learners.contains(&3), "node 3 added as a learner: {m:?}");
+    // Moved back: the leader drops the learner and settles on 1, 2, 4 again.
+    sim.cluster_members = Some((moved.clone(), vec![]));
+    let mut steps = 0;
+    loop {
+        sim.run_step(300);
+        steps += 1;
+        let settled = sim.leader().is_some_and(|l| {
+            let r = sim.nodes[&l].replica.as_ref().unwrap();
+            r.membership_settled()
+                && r.membership().voters == moved
+                && r.membership().learners.is_empty()
+        });
+        if settled {
+            break;
+        }
+        assert!(steps < 5_000, "the move back was not taken: {}", sim.dump());
+    }
+    let before = sim.acked.len();
+    for _ in 0..1_000 {
+        sim.run_step(300);
+    }
+    assert!(
+        sim.acked.len() > before,
+        "nothing committed after the move back"
     );
 }
 

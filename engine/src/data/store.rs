@@ -183,15 +183,11 @@ impl DataStore {
                 if let Some(raft) = &p.raft {
                     let mut raft = raft.borrow_mut();
                     raft.replica_mut().tick(now);
+                    let assigned = self.broker.topics.assigned_replicas(&p.topic, p.partition);
                     // A leader of a partition with replicas on some of the nodes tells the
                     // others, so their Metadata names it (`runtime::peers::TOPIC_LEADER`): at
                     // once in a new term, then every second.
-                    if let Some(set) = self
-                        .broker
-                        .topics
-                        .assigned_replicas(&p.topic, p.partition)
-                        .filter(|_| raft.serving())
-                    {
+                    if let Some(set) = assigned.as_ref().filter(|_| raft.serving()) {
                         let key = (p.topic.id, p.partition);
                         let term = raft.role().term;
                         still_leading.insert(key);
@@ -209,17 +205,9 @@ impl DataStore {
                     // that took a removed one's place, or that a reassignment names, joins, and
                     // one the set no longer names leaves (it keeps its log: moved back later, it
                     // returns as a lagging replica). A topic deleted since is left alone.
-                    match self.broker.topics.assigned_replicas(&p.topic, p.partition) {
+                    match assigned {
                         Some(set) => {
-                            let m = raft.replica().membership();
-                            let mut off = removed.to_vec();
-                            off.extend(
-                                m.voters
-                                    .iter()
-                                    .chain(&m.learners)
-                                    .filter(|n| !set.contains(n)),
-                            );
-                            raft.replica_mut().follow_members(&set, &off);
+                            raft.replica_mut().follow_set(&set, &removed);
                             self.finish_reassignment(&p.topic, p.partition, &raft, set, now);
                         }
                         None if snap.get_by_id(&p.topic.id).is_some() => {
