@@ -27,7 +27,7 @@
 //! else names a node that is not registered.
 
 use super::auth;
-use super::common::{code, s};
+use super::common::{code, node_ids, s};
 use crate::broker::Broker;
 use crate::runtime::shard::Caller;
 use crate::topics::RegistryError;
@@ -92,10 +92,7 @@ pub(super) async fn handle(
                     )),
                 ))
             } else {
-                let replicas = p
-                    .replicas
-                    .map(|r| r.into_iter().map(|b| b.0 as i64).collect::<Vec<i64>>());
-                reassign(broker, &name, p.partition_index, replicas).await
+                reassign(broker, &name, p.partition_index, p.replicas).await
             };
             let mut r = ReassignablePartitionResponse::default()
                 .with_partition_index(p.partition_index)
@@ -121,61 +118,26 @@ async fn reassign(
     broker: &Broker,
     name: &str,
     partition: i32,
-    replicas: Option<Vec<i64>>,
+    replicas: Option<Vec<BrokerId>>,
 ) -> Result<(), (ResponseError, Option<String>)> {
-    reassign_one(broker, name, partition, replicas)
-        .await
-        .map_err(|(e, m)| {
-            let m = match e {
-                ResponseError::NoReassignmentInProgress => None,
-                // `ReplicationControlManager`'s wording.
-                ResponseError::UnknownTopicOrPartition => {
-                    let known = broker
-                        .topics
-                        .snapshot()
-                        .get(name)
-                        .is_some_and(|t| !t.internal);
-                    Some(if known {
-                        format!("Unable to find partition {name}:{partition}.")
-                    } else {
-                        format!("Unable to find a topic named {name}.")
-                    })
-                }
-                _ => Some(m),
-            };
-            (e, m)
-        })
-}
-
-async fn reassign_one(
-    broker: &Broker,
-    name: &str,
-    partition: i32,
-    replicas: Option<Vec<i64>>,
-) -> Result<(), (ResponseError, String)> {
+    // `ReplicationControlManager`'s wording.
     let unknown = || {
-        (
-            ResponseError::UnknownTopicOrPartition,
-            format!("Unknown topic or partition: {name}-{partition}."),
-        )
+        let known = broker
+            .topics
+            .snapshot()
+            .get(name)
+            .is_some_and(|t| !t.internal);
+        let m = if known {
+            format!("Unable to find partition {name}:{partition}.")
+        } else {
+            format!("Unable to find a topic named {name}.")
+        };
+        (ResponseError::UnknownTopicOrPartition, Some(m))
     };
-    // A node id is positive; anything else names no node (Kafka: not registered).
+    let invalid = |m: String| (ResponseError::InvalidReplicaAssignment, Some(m));
     let replicas = match replicas {
         None => None,
-        Some(r) => Some(
-            r.iter()
-                .map(|n| u64::try_from(*n).ok().filter(|n| *n > 0).ok_or(*n))
-                .collect::<Result<Vec<u64>, i64>>()
-                .map_err(|n| {
-                    (
-                        ResponseError::InvalidReplicaAssignment,
-                        format!(
-                            "The manual partition assignment includes broker {n}, but no such \
-                             broker is registered."
-                        ),
-                    )
-                })?,
-        ),
+        Some(r) => Some(node_ids(&r).map_err(invalid)?),
     };
     if broker.cluster.is_none() {
         // One node, one replica of everything.
@@ -185,25 +147,22 @@ async fn reassign_one(
         }
         let me = broker.node_id as u64;
         return match replicas {
-            None => Err((
-                ResponseError::NoReassignmentInProgress,
-                format!("No ongoing reassignment for partition {name}-{partition}."),
-            )),
+            None => Err((ResponseError::NoReassignmentInProgress, None)),
             // [me] passes; anything else is a duplicate or a node not registered.
             Some(r) => replication::metadata::MetadataState::check_assignment(&r, &[me], Some(1))
-                .map_err(|m| (ResponseError::InvalidReplicaAssignment, m)),
+                .map_err(invalid),
         };
     }
     match broker.topics.reassign(name, partition, replicas).await {
         Ok(()) => Ok(()),
         Err(RegistryError::UnknownPartition(_)) => Err(unknown()),
-        Err(RegistryError::InvalidAssignment(m)) => {
-            Err((ResponseError::InvalidReplicaAssignment, m))
+        Err(RegistryError::InvalidAssignment(m)) => Err(invalid(m)),
+        Err(RegistryError::NoReassignment(_)) => {
+            Err((ResponseError::NoReassignmentInProgress, None))
         }
-        Err(RegistryError::NoReassignment(m)) => Err((ResponseError::NoReassignmentInProgress, m)),
         Err(RegistryError::InvalidReplicationFactor(m)) => {
-            Err((ResponseError::InvalidReplicationFactor, m))
+            Err((ResponseError::InvalidReplicationFactor, Some(m)))
         }
-        Err(e) => Err((ResponseError::RequestTimedOut, e.to_string())),
+        Err(e) => Err((ResponseError::RequestTimedOut, Some(e.to_string()))),
     }
 }

@@ -1,5 +1,6 @@
 //! What several handlers share: the authorized-operations sets Kafka reports without an
-//! authorizer, the data APIs' sentinel offsets and epochs, and small response helpers.
+//! authorizer, the data APIs' sentinel offsets and epochs, the node ids of a manual replica
+//! assignment, the partitions a request names, and small response helpers.
 
 use crate::topics::{Topic, CONSUMER_OFFSETS};
 use kafka_protocol::protocol::StrBytes;
@@ -75,6 +76,51 @@ pub(crate) fn s(v: impl Into<String>) -> StrBytes {
 
 pub(crate) fn code(e: ResponseError) -> i16 {
     e.code()
+}
+
+/// The node ids of one partition's manual replicas (CreateTopics, CreatePartitions,
+/// AlterPartitionReassignments). A node id is positive; any other names no node, refused in
+/// Kafka's words for a broker that is not registered. The rest of Kafka's checks is
+/// `replication::metadata::MetadataState::check_assignment`.
+pub(crate) fn node_ids(ids: &[kafka_protocol::messages::BrokerId]) -> Result<Vec<u64>, String> {
+    ids.iter()
+        .map(|b| {
+            u64::try_from(b.0).ok().filter(|n| *n > 0).ok_or_else(|| {
+                format!(
+                    "The manual partition assignment includes broker {}, but no such broker is \
+                     registered.",
+                    b.0
+                )
+            })
+        })
+        .collect()
+}
+
+/// The partitions a request names, by topic (DescribeLogDirs, ListPartitionReassignments): a
+/// null list names every partition of every topic; a topic named twice is asked for with both
+/// lists.
+pub(crate) struct Asked(
+    Option<std::collections::BTreeMap<String, std::collections::BTreeSet<i32>>>,
+);
+
+impl Asked {
+    pub(crate) fn new(topics: Option<impl IntoIterator<Item = (String, Vec<i32>)>>) -> Self {
+        Asked(topics.map(|topics| {
+            let mut m: std::collections::BTreeMap<String, std::collections::BTreeSet<i32>> =
+                Default::default();
+            for (name, partitions) in topics {
+                m.entry(name).or_default().extend(partitions);
+            }
+            m
+        }))
+    }
+
+    /// `partition` of topic `name` is asked for.
+    pub(crate) fn wants(&self, name: &str, partition: i32) -> bool {
+        self.0
+            .as_ref()
+            .is_none_or(|m| m.get(name).is_some_and(|ps| ps.contains(&partition)))
+    }
 }
 
 /// The internal offsets topic name, re-exported for callers that check it.

@@ -9,7 +9,7 @@
 //! metadata hash change and computes a new target, and a classic group's leader rejoins when its
 //! client's metadata shows the new count. Committed offsets are keyed by partition and untouched.
 
-use super::common::s;
+use super::common::{node_ids, s};
 use crate::broker::Broker;
 use crate::topics::{RegistryError, CONSUMER_OFFSETS};
 use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
@@ -79,58 +79,35 @@ fn check(
                 )),
             ));
         }
-        if let Some(cluster) = &broker.cluster {
-            // The nodes that exist are the cluster's members; each new partition has the
-            // topic's number of replicas (the metadata log checks again as it applies it).
-            let topic = broker.topics.snapshot().get(name).cloned()?;
-            let invalid = |msg: String| Some((ResponseError::InvalidReplicaAssignment, Some(msg)));
-            if topic.replication_factor > 1 && broker.topics.assigned_replicas(&topic, 0).is_none()
-            {
-                return invalid(format!(
-                    "Topic '{name}' has a replica on every node: its new partitions do too, and \
-                     cannot be assigned."
-                ));
-            }
-            let members = cluster.members();
-            for a in assignments {
-                let ids: Vec<u64> = match a.broker_ids.iter().find(|b| b.0 <= 0) {
-                    Some(b) => {
-                        return invalid(format!(
-                            "The manual partition assignment includes broker {}, but no such \
-                             broker is registered.",
-                            b.0
-                        ))
-                    }
-                    None => a.broker_ids.iter().map(|b| b.0 as u64).collect(),
-                };
-                if let Err(m) = replication::metadata::MetadataState::check_assignment(
-                    &ids,
-                    &members,
-                    Some(topic.replication_factor as usize),
-                ) {
-                    return invalid(m);
+        // The nodes that exist: the cluster's members, or this node alone. Each new partition
+        // has the topic's number of replicas (on a cluster the metadata log checks again as it
+        // applies it).
+        let topic = broker.topics.snapshot().get(name).cloned()?;
+        let invalid = |msg: String| Some((ResponseError::InvalidReplicaAssignment, Some(msg)));
+        let nodes: Vec<u64> = match &broker.cluster {
+            Some(cluster) => {
+                if topic.replication_factor > 1
+                    && broker.topics.assigned_replicas(&topic, 0).is_none()
+                {
+                    return invalid(format!(
+                        "Topic '{name}' has a replica on every node: its new partitions do too, \
+                         and cannot be assigned."
+                    ));
                 }
+                cluster.members().to_vec()
             }
-            return None;
-        }
+            None => vec![broker.node_id as u64],
+        };
         for a in assignments {
-            let invalid = |msg: String| Some((ResponseError::InvalidReplicaAssignment, Some(msg)));
-            if a.broker_ids.is_empty() {
-                return invalid(
-                    "The manual partition assignment includes an empty replica list.".into(),
-                );
-            }
-            if let Some(b) = a.broker_ids.iter().find(|b| b.0 != broker.node_id) {
-                return invalid(format!(
-                    "The manual partition assignment includes broker {}, but no such broker is registered.",
-                    b.0
-                ));
-            }
-            if a.broker_ids.len() > 1 {
-                return invalid(format!(
-                    "The manual partition assignment includes the broker {} more than once.",
-                    broker.node_id
-                ));
+            let checked = node_ids(&a.broker_ids).and_then(|ids| {
+                replication::metadata::MetadataState::check_assignment(
+                    &ids,
+                    &nodes,
+                    Some(topic.replication_factor as usize),
+                )
+            });
+            if let Err(m) = checked {
+                return invalid(m);
             }
         }
     }
@@ -210,7 +187,7 @@ pub(super) async fn handle(
                     assigned.insert(
                         t.name.0.to_string(),
                         a.iter()
-                            .map(|a| a.broker_ids.iter().map(|b| b.0 as u64).collect())
+                            .map(|a| node_ids(&a.broker_ids).expect("checked: positive ids"))
                             .collect(),
                     );
                 }

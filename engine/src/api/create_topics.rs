@@ -3,7 +3,7 @@
 //! thread.
 
 use super::auth::{self, Op, Rt};
-use super::common::{code, s};
+use super::common::{code, node_ids, s};
 use super::describe_configs::{SOURCE_DEFAULT_CONFIG, SOURCE_TOPIC_CONFIG, TOPIC_CONFIG_DEFAULTS};
 use crate::broker::Broker;
 use crate::topics::{self, RegistryError, Topic};
@@ -142,12 +142,8 @@ fn manual_shape(
         if a.broker_ids.is_empty() {
             return Some("The manual partition assignment includes an empty replica list.".into());
         }
-        if let Some(b) = a.broker_ids.iter().find(|b| b.0 <= 0) {
-            return Some(format!(
-                "The manual partition assignment includes broker {}, but no such broker is \
-                 registered.",
-                b.0
-            ));
+        if let Err(m) = node_ids(&a.broker_ids) {
+            return Some(m);
         }
     }
     if seen.iter().copied().ne(0..seen.len() as i32) {
@@ -332,7 +328,7 @@ pub(super) async fn handle(
                 let mut a: Vec<_> = t.assignments.iter().collect();
                 a.sort_by_key(|a| a.partition_index);
                 a.iter()
-                    .map(|a| a.broker_ids.iter().map(|b| b.0 as u64).collect())
+                    .map(|a| node_ids(&a.broker_ids).expect("checked: positive ids"))
                     .collect()
             });
         let rf = if let Some(a) = &assignment {

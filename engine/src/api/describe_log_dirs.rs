@@ -21,6 +21,7 @@
 //! Java Admin takes an empty answer below v3 for an authorization failure).
 
 use super::auth::{self, Op};
+use super::common::Asked;
 use crate::broker::Broker;
 use crate::runtime::shard::Caller;
 use kafka_protocol::messages::describe_log_dirs_response::{
@@ -53,26 +54,14 @@ pub(super) async fn handle(
     // The logs this node holds, by topic name: which partitions exist and are replicated here
     // is the registry's answer, read before the walk (which runs off the executor).
     let snap = broker.topics.snapshot();
-    let asked: Option<BTreeMap<String, BTreeSet<i32>>> = req.topics.map(|topics| {
-        let mut m: BTreeMap<String, BTreeSet<i32>> = BTreeMap::new();
-        for t in topics {
-            m.entry(t.topic.0.to_string())
-                .or_default()
-                .extend(t.partitions);
-        }
-        m
-    });
+    let asked = Asked::new(req.topics.map(|ts| {
+        ts.into_iter()
+            .map(|t| (t.topic.0.to_string(), t.partitions))
+    }));
     let mut held: BTreeMap<String, BTreeSet<i32>> = BTreeMap::new();
     for t in snap.iter() {
-        let wanted = match &asked {
-            None => None,
-            Some(m) => match m.get(t.name.as_str()) {
-                Some(ps) => Some(ps),
-                None => continue,
-            },
-        };
         let ps: BTreeSet<i32> = (0..t.partitions)
-            .filter(|p| wanted.is_none_or(|w| w.contains(p)))
+            .filter(|p| asked.wants(&t.name, *p))
             .filter(|p| broker.serves(t, *p))
             .collect();
         if !ps.is_empty() {

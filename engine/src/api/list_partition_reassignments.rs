@@ -11,7 +11,7 @@
 //! log applied both on this node. A single node has none.
 
 use super::auth;
-use super::common::{code, s};
+use super::common::{code, s, Asked};
 use crate::broker::Broker;
 use crate::runtime::shard::Caller;
 use kafka_protocol::messages::list_partition_reassignments_response::{
@@ -19,7 +19,7 @@ use kafka_protocol::messages::list_partition_reassignments_response::{
 };
 use kafka_protocol::messages::*;
 use kafka_protocol::ResponseError;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 /// ListPartitionReassignments v0.
 pub(super) async fn handle(
@@ -52,15 +52,10 @@ pub(super) async fn handle(
             .collect();
         return resp;
     }
-    let asked: Option<BTreeMap<String, BTreeSet<i32>>> = req.topics.map(|topics| {
-        let mut m: BTreeMap<String, BTreeSet<i32>> = BTreeMap::new();
-        for t in topics {
-            m.entry(t.name.0.to_string())
-                .or_default()
-                .extend(t.partition_indexes);
-        }
-        m
-    });
+    let asked = Asked::new(req.topics.map(|ts| {
+        ts.into_iter()
+            .map(|t| (t.name.0.to_string(), t.partition_indexes))
+    }));
     let snap = broker.topics.snapshot();
     let ongoing: BTreeMap<String, BTreeMap<i32, Vec<u64>>> =
         broker.topics.reassigning().into_iter().collect();
@@ -68,16 +63,9 @@ pub(super) async fn handle(
         let Some(topic) = snap.get(&name) else {
             continue;
         };
-        let wanted = match &asked {
-            None => None,
-            Some(m) => match m.get(&name) {
-                Some(ps) => Some(ps),
-                None => continue,
-            },
-        };
         let mut partitions = Vec::new();
         for (p, before) in moving {
-            if wanted.is_some_and(|w| !w.contains(&p)) {
+            if !asked.wants(&name, p) {
                 continue;
             }
             let Some(target) = broker.topics.assigned_replicas(topic, p) else {
