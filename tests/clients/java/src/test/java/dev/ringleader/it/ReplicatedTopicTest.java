@@ -212,26 +212,46 @@ class ReplicatedTopicTest {
         int leader = describe(cluster, 1, topic).get(1).get(0);
         assertTrue(leader >= 1 && leader <= 3, "partition 1's leader is node " + leader);
         int other = leader % 3 + 1;
-        try (Admin a = Clients.admin(cluster.node(other))) {
+        Admin a = Clients.admin(cluster.node(other));
+        try {
             long low = a.deleteRecords(Map.of(tp, RecordsToDelete.beforeOffset(upto))).lowWatermarks().get(tp)
                     .get(30, TimeUnit.SECONDS).lowWatermark();
             assertEquals(upto, low, "deleteRecords' low watermark");
-            cluster.node(leader).kill();
-            long[] earliest = {-1};
-            Clients.waitUntil(Duration.ofSeconds(30), "a new leader answers for partition 1", () -> {
-                try {
-                    earliest[0] = a.listOffsets(Map.of(tp, OffsetSpec.earliest())).partitionResult(tp)
-                            .get(5, TimeUnit.SECONDS).offset();
-                    return true;
-                } catch (Exception e) {
-                    return false;
-                }
-            });
-            assertEquals(upto, earliest[0], "partition 1's earliest offset after its leader was killed");
-            cluster.node(leader).startAgain();
-            Clients.waitUntil(Duration.ofSeconds(30), "the cluster settles after the deletion",
-                    () -> settled(cluster, topic));
+        } finally {
+            a.close(Duration.ofSeconds(5));
         }
+        cluster.node(leader).kill();
+        long[] earliest = {-1};
+        // Asked through a new Admin each time, once `other` names another leader: the Java Admin (4.x) keeps the
+        // partition leaders it looked up, and a call sent to the killed leader just before `other` noticed the
+        // kill (its Metadata may still name it for a moment, as Kafka's does until the controller fences it)
+        // waits for that node until its deadline, and so does every later call of that Admin, which reuses the
+        // leader it cached (then close() without a timeout waits on them too).
+        Clients.waitUntil(Duration.ofSeconds(30), "a new leader answers for partition 1", () -> {
+            int now;
+            try {
+                now = describe(cluster, other, topic).get(1).get(0);
+            } catch (Exception e) {
+                return false;
+            }
+            if (now == -1 || now == leader) {
+                return false;
+            }
+            Admin b = Clients.admin(cluster.node(other));
+            try {
+                earliest[0] = b.listOffsets(Map.of(tp, OffsetSpec.earliest())).partitionResult(tp)
+                        .get(5, TimeUnit.SECONDS).offset();
+                return true;
+            } catch (Exception e) {
+                return false;
+            } finally {
+                b.close(Duration.ofSeconds(2));
+            }
+        });
+        assertEquals(upto, earliest[0], "partition 1's earliest offset after its leader was killed");
+        cluster.node(leader).startAgain();
+        Clients.waitUntil(Duration.ofSeconds(30), "the cluster settles after the deletion",
+                () -> settled(cluster, topic));
         System.out.printf("replicated topic: deleteRecords before %d kept through a kill of partition 1's leader"
                 + " (node %d)%n", upto, leader);
     }
