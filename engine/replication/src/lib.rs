@@ -64,6 +64,12 @@ pub use raft::eraftpb;
 
 /// Node ids as Kafka's `node.id`: positive; raft-rs reserves 0 for "none".
 pub type NodeId = u64;
+/// The context of a follower's ReadIndex round after its start ([`Replica::caught_up`]); a
+/// leader's own rounds carry an 8-byte tick number, so the two never mix.
+const START_READ_CTX: &[u8] = b"start";
+/// Ticks between two such rounds while none answered.
+const START_READ_EVERY_TICKS: u64 = 5;
+
 
 /// Ticks a follower waits without hearing from a leader before it stands for election (raft-rs
 /// randomizes in `[ELECTION_TICKS, 2 × ELECTION_TICKS)`). With a 100 ms tick: 1–2 s, Kafka's
@@ -488,6 +494,11 @@ pub struct Replica {
     /// While leading: the rounds sent and not yet answered, (tick, when), oldest first; bounded
     /// (a round older than the lease is worth nothing).
     rounds: std::collections::VecDeque<(u64, i64)>,
+    /// On a follower: the leader's commit index as a ReadIndex round after this replica's
+    /// start reported it ([`Replica::caught_up`]); None until one answered.
+    read_since_start: Option<u64>,
+    /// [`Replica::track_caught_up`] was called: a follower asks the leader for its commit index.
+    tracks_caught_up: bool,
     /// While leading: followers sent a snapshot, and the tick it was sent at. A snapshot the
     /// network lost would pause that follower for good (raft-rs waits for its answer or a
     /// `report_snapshot`), so one unanswered for [`SNAPSHOT_RETRY_TICKS`] is reported failed
@@ -633,6 +644,8 @@ impl Replica {
             ticks: 0,
             confirmed_at: None,
             rounds: Default::default(),
+            read_since_start: None,
+            tracks_caught_up: false,
             snapshots_sent: Vec::new(),
             conf_applied: 0,
             target: None,
@@ -1123,6 +1136,31 @@ impl Replica {
         self.raw.raft.term
     }
 
+    /// Make [`Replica::caught_up`] answer: as a follower, ask the leader for its commit index
+    /// (a ReadIndex round) every few ticks until one answers. Off by default: the broker needs it
+    /// of its metadata log only, and the other groups' message flow stays as it was.
+    pub fn track_caught_up(&mut self) {
+        self.tracks_caught_up = true;
+    }
+
+    /// This replica applied every entry committed before it (re)started, so what it applied is
+    /// not a state long past. A leader: an entry of its term is committed (its log holds every
+    /// entry committed before its election, ahead of that one) and it applied up to its commit
+    /// index. A follower: it applied up to the leader's commit index as a ReadIndex round sent
+    /// after its start reported it (etcd's read index; the follower's own commit index only
+    /// says what it has heard so far).
+    ///
+    /// Only for a replica told to [`Replica::track_caught_up`] (a follower of any other never
+    /// asks, and is never caught up).
+    pub fn caught_up(&self) -> bool {
+        let applied = self.applied_index();
+        if self.raw.raft.state == StateRole::Leader {
+            let c = self.commit_index();
+            return applied >= c && self.raw.raft.raft_log.term(c).ok() == Some(self.term());
+        }
+        self.read_since_start.is_some_and(|at| applied >= at)
+    }
+
     /// The index of the last entry in the log, durable or not.
     pub fn last_index(&self) -> u64 {
         self.raw.raft.raft_log.last_index()
@@ -1182,6 +1220,15 @@ impl Replica {
             self.rounds.clear();
             self.snapshots_sent.clear();
             self.target = None;
+            // Asked of the leader until it answers ([`Replica::caught_up`]): a leader that has
+            // not committed an entry of its term yet drops the request.
+            if self.tracks_caught_up
+                && self.read_since_start.is_none()
+                && self.raw.raft.leader_id != raft::INVALID_ID
+                && self.ticks.is_multiple_of(START_READ_EVERY_TICKS)
+            {
+                self.raw.read_index(START_READ_CTX.to_vec());
+            }
         }
     }
 
@@ -1447,6 +1494,11 @@ impl Replica {
             }
         } else {
             self.confirmed_at = None;
+            for rs in rd.take_read_states() {
+                if rs.request_ctx == START_READ_CTX && self.read_since_start.is_none() {
+                    self.read_since_start = Some(rs.index);
+                }
+            }
         }
         let committed = rd.take_committed_entries();
         let snapshot = (!rd.snapshot().is_empty()).then(|| rd.snapshot().clone());
