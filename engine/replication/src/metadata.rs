@@ -134,9 +134,20 @@ pub enum Command {
         partition: i32,
         replicas: Option<Vec<NodeId>>,
     },
+    /// A partition of replication factor 1 moving to node `to`, whose copy of the source's
+    /// records caught up: the source stops taking writes (`PlacedTopic::handing_over`), so the
+    /// target can copy the rest and take over. Changes nothing unless the partition is still
+    /// moving to `to`.
+    HandOver {
+        name: String,
+        partition: i32,
+        to: NodeId,
+    },
     /// The Raft group of a partition under reassignment is its set `replicas` now (its leader saw
     /// it settle there): the reassignment is over (ListPartitionReassignments stops listing it).
-    /// Changes nothing if the set is another by now.
+    /// For a partition of replication factor 1, `replicas` is its target, which holds every
+    /// record the source held when it stopped taking writes (`Command::HandOver`) and serves it
+    /// from now on. Changes nothing if the set is another by now.
     Reassigned {
         name: String,
         partition: i32,
@@ -276,12 +287,41 @@ pub struct PlacedTopic {
     /// until its Raft group settles on its new set (`Command::Reassigned`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub reassigning: BTreeMap<i32, Vec<NodeId>>,
+    /// Partitions of replication factor 1 moving to another node (in `reassigning`, their
+    /// source there, their target in `leaders`) whose target has copied nearly all of the
+    /// source's records (`Command::HandOver`): the source takes no more writes and nobody
+    /// serves them until the target has copied the rest and says so (`Command::Reassigned`).
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub handing_over: BTreeSet<i32>,
 }
 
 impl PlacedTopic {
     /// Its partitions have replica sets of their own ([`Self::replicas`]).
     pub fn assigned(&self) -> bool {
         !self.replicas.is_empty()
+    }
+
+    /// Its partitions have one replica each, on the node `leaders` names (replication factor 1,
+    /// no sets of their own): moving one copies its records (`Command::HandOver`).
+    pub fn single_replica(&self) -> bool {
+        !self.topic.internal && !self.assigned() && self.topic.replication_factor <= 1
+    }
+
+    /// `partition` has one replica and is moving from the node `reassigning` names to the one
+    /// `leaders` names.
+    pub fn is_moving(&self, partition: i32) -> bool {
+        self.single_replica() && self.reassigning.contains_key(&partition)
+    }
+
+    /// The node `partition` is moving to, if it has one replica and is moving.
+    pub fn moving_to(&self, partition: i32) -> Option<NodeId> {
+        if !self.is_moving(partition) {
+            return None;
+        }
+        usize::try_from(partition)
+            .ok()
+            .and_then(|p| self.leaders.get(p))
+            .copied()
     }
 }
 
@@ -307,6 +347,9 @@ pub struct Placement {
     /// The partitions under reassignment, by topic name: partition → its replicas before
     /// (`PlacedTopic::reassigning`).
     pub reassigning: std::collections::HashMap<String, BTreeMap<i32, Vec<NodeId>>>,
+    /// The partitions of replication factor 1 whose source stopped taking writes for their
+    /// target (`PlacedTopic::handing_over`), by topic name.
+    pub handing_over: std::collections::HashMap<String, BTreeSet<i32>>,
 }
 
 impl Placement {
@@ -452,6 +495,7 @@ impl MetadataState {
                 first_voters: BTreeMap::new(),
                 replicas: Vec::new(),
                 reassigning: BTreeMap::new(),
+                handing_over: BTreeSet::new(),
             },
         );
         s
@@ -584,6 +628,12 @@ impl MetadataState {
                 .iter()
                 .filter(|(_, t)| !t.reassigning.is_empty())
                 .map(|(n, t)| (n.clone(), t.reassigning.clone()))
+                .collect(),
+            handing_over: self
+                .topics
+                .iter()
+                .filter(|(_, t)| !t.handing_over.is_empty())
+                .map(|(n, t)| (n.clone(), t.handing_over.clone()))
                 .collect(),
         }
     }
@@ -797,6 +847,7 @@ impl MetadataState {
                         first_voters,
                         replicas,
                         reassigning: BTreeMap::new(),
+                        handing_over: BTreeSet::new(),
                         topic: Topic {
                             name,
                             id,
@@ -938,12 +989,35 @@ impl MetadataState {
                 partition,
                 replicas,
             } => self.reassign(name, partition, replicas),
+            Command::HandOver {
+                name,
+                partition,
+                to,
+            } => {
+                if let Some(t) = self.topics.get_mut(&name) {
+                    if t.moving_to(partition) == Some(to) {
+                        t.handing_over.insert(partition);
+                    }
+                }
+                Ok(())
+            }
             Command::Reassigned {
                 name,
                 partition,
                 replicas,
             } => {
                 if let Some(t) = self.topics.get_mut(&name) {
+                    if t.is_moving(partition) {
+                        // Over once the target copied what the source held when it stopped.
+                        if t.handing_over.contains(&partition)
+                            && replicas.len() == 1
+                            && t.moving_to(partition) == Some(replicas[0])
+                        {
+                            t.reassigning.remove(&partition);
+                            t.handing_over.remove(&partition);
+                        }
+                        return Ok(());
+                    }
                     let now = usize::try_from(partition)
                         .ok()
                         .and_then(|p| t.replicas.get(p));
@@ -958,9 +1032,9 @@ impl MetadataState {
 
     /// Kafka's checks (`ReplicationControlManager.alterPartitionReassignment` and
     /// `validateManualPartitionAssignment`): the partition exists, the replicas are distinct
-    /// registered nodes, not empty. Here also: the topic has replica sets of its own (a factor-1
-    /// partition's records are on its one node and nowhere else to copy them from, and a topic
-    /// replicated on every voter has no other node to move to), and the set keeps its size (a
+    /// registered nodes, not empty. Here also: the topic has replica sets of its own or one
+    /// replica per partition (a topic replicated on every voter has no other node to move to),
+    /// and the set keeps its size (a
     /// partition's factor does not change; Kafka's v1 can refuse that too,
     /// `allowReplicationFactorChange`). A new replica joins the partition's Raft group as a
     /// learner; one that leaves keeps what it stored (a node moved back later comes back with
@@ -988,8 +1062,11 @@ impl MetadataState {
                 )));
             }
             t.reassigning.remove(&partition);
+            t.handing_over.remove(&partition);
             t.leaders[p] = before[0];
-            t.replicas[p] = before;
+            if t.assigned() {
+                t.replicas[p] = before;
+            }
             return Ok(());
         };
         let current = match (t.assigned(), t.topic.replication_factor) {
@@ -1002,16 +1079,36 @@ impl MetadataState {
         distinct.sort_unstable();
         let mut sorted_current = current.clone();
         sorted_current.sort_unstable();
+        if t.single_replica() {
+            if replicas.len() != 1 {
+                return Err(MetaError::InvalidReplicationFactor(format!(
+                    "Cannot change the replication factor of {name}-{partition} from 1 to {} by \
+                     a reassignment.",
+                    replicas.len()
+                )));
+            }
+            // Its one replica moves: the target copies the source's records while the source
+            // serves, then takes over (`Command::HandOver`, `Command::Reassigned`). Asked back
+            // to the source, the move is cancelled; asked elsewhere, the new target copies from
+            // the same source, which serves again meanwhile.
+            let source = t.reassigning.get(&partition).map_or(current[0], |b| b[0]);
+            let to = replicas[0];
+            if to == current[0] {
+                return Ok(());
+            }
+            t.handing_over.remove(&partition);
+            if to == source {
+                t.reassigning.remove(&partition);
+            } else {
+                t.reassigning.insert(partition, vec![source]);
+            }
+            t.leaders[p] = to;
+            return Ok(());
+        }
         if !t.assigned() {
             // Nothing moves: the same replicas (in any order) are a no-op, as in Kafka.
             return if distinct == sorted_current {
                 Ok(())
-            } else if t.topic.replication_factor == 1 {
-                Err(MetaError::InvalidAssignment(format!(
-                    "Cannot move {name}-{partition}: a partition of replication factor 1 has its \
-                     records on node {} only, and moving them is not supported.",
-                    current[0]
-                )))
             } else {
                 Err(MetaError::InvalidAssignment(format!(
                     "Cannot reassign {name}-{partition}: its topic has a replica on every node \
@@ -1146,11 +1243,18 @@ impl MetadataState {
         }
         for (name, t) in &self.topics {
             // `__consumer_offsets` has a replica on every voter whatever its factor says.
-            if !t.topic.internal && t.topic.replication_factor <= 1 {
+            if t.single_replica() {
+                if let Some((p, _)) = t.reassigning.iter().find(|(_, b)| b.contains(&id)) {
+                    return Err(MetaError::CannotRemove(format!(
+                        "Cannot remove node {id}: partition {p} of topic '{name}' is moving off \
+                         it; wait until the reassignment completes."
+                    )));
+                }
                 if let Some(p) = t.leaders.iter().position(|l| *l == id) {
                     return Err(MetaError::CannotRemove(format!(
                         "Cannot remove node {id}: it holds the only replica of partition {p} of \
-                         topic '{name}' (replication factor 1); delete the topic first."
+                         topic '{name}' (replication factor 1); move it to another node first \
+                         (kafka-reassign-partitions) or delete the topic."
                     )));
                 }
             }
@@ -1936,6 +2040,111 @@ mod tests {
     }
 
     #[test]
+    fn a_single_replica_moves_by_a_hand_over_and_its_source_cannot_be_removed_meanwhile() {
+        let mut s = MetadataState::new(&[1, 2, 3], offsets());
+        let mut i = 0;
+        let mut run = |s: &mut MetadataState, c: Command| {
+            i += 1;
+            s.apply(i, &entry(i, c)).result
+        };
+        let create = Command::CreateTopic {
+            name: "one".into(),
+            id: Uuid::from_u128(11),
+            partitions: 3,
+            configs: BTreeMap::new(),
+            first_leader: 0,
+            replication_factor: 1,
+            assignment: None,
+        };
+        assert_eq!(run(&mut s, create), Ok(()));
+        assert_eq!(s.topic("one").unwrap().leaders, vec![1, 2, 3]);
+        let move_to = |partition, to: Option<NodeId>| Command::Reassign {
+            name: "one".into(),
+            partition,
+            replicas: to.map(|n| vec![n]),
+        };
+        let hand_over = |partition, to| Command::HandOver {
+            name: "one".into(),
+            partition,
+            to,
+        };
+        let done = |partition, to| Command::Reassigned {
+            name: "one".into(),
+            partition,
+            replicas: vec![to],
+        };
+        // Partition 0 moves from node 1 to node 3: the target is named at once, the source kept.
+        assert_eq!(run(&mut s, move_to(0, Some(3))), Ok(()));
+        let t = s.topic("one").unwrap();
+        assert_eq!((t.leaders[0], t.reassigning[&0].clone()), (3, vec![1]));
+        assert_eq!(t.moving_to(0), Some(3));
+        assert!(t.handing_over.is_empty());
+        // Its source cannot leave the cluster while it moves, nor can the target of none.
+        assert_eq!(
+            run(&mut s, Command::RemoveVoter { id: 1 }),
+            Err(MetaError::CannotRemove(
+                "Cannot remove node 1: partition 0 of topic 'one' is moving off it; wait until \
+                 the reassignment completes."
+                    .into()
+            ))
+        );
+        // The end is refused before the hand-over, and a hand-over to another node is ignored.
+        assert_eq!(run(&mut s, done(0, 3)), Ok(()));
+        assert_eq!(run(&mut s, hand_over(0, 2)), Ok(()));
+        let t = s.topic("one").unwrap();
+        assert!(t.reassigning.contains_key(&0) && t.handing_over.is_empty());
+        // Handed over: listed as such in the placement; ended by the target.
+        assert_eq!(run(&mut s, hand_over(0, 3)), Ok(()));
+        assert_eq!(s.placement().handing_over["one"], [0].into());
+        assert_eq!(run(&mut s, done(0, 2)), Ok(()), "another node's report");
+        assert!(s.topic("one").unwrap().reassigning.contains_key(&0));
+        assert_eq!(run(&mut s, done(0, 3)), Ok(()));
+        let t = s.topic("one").unwrap();
+        assert_eq!(t.leaders[0], 3);
+        assert!(t.reassigning.is_empty() && t.handing_over.is_empty());
+        assert!(s.placement().handing_over.is_empty());
+        // Node 1 holds nothing now, but node 2 still holds partition 1.
+        assert_eq!(
+            run(&mut s, Command::RemoveVoter { id: 2 }),
+            Err(MetaError::CannotRemove(
+                "Cannot remove node 2: it holds the only replica of partition 1 of topic 'one' \
+                 (replication factor 1); move it to another node first \
+                 (kafka-reassign-partitions) or delete the topic."
+                    .into()
+            ))
+        );
+        // A second target during a hand-over copies from the same source, which serves again.
+        assert_eq!(run(&mut s, move_to(1, Some(1))), Ok(()));
+        assert_eq!(run(&mut s, hand_over(1, 1)), Ok(()));
+        assert_eq!(run(&mut s, move_to(1, Some(3))), Ok(()));
+        let t = s.topic("one").unwrap();
+        assert_eq!((t.leaders[1], t.reassigning[&1].clone()), (3, vec![2]));
+        assert!(t.handing_over.is_empty());
+        assert_eq!(run(&mut s, done(1, 1)), Ok(()), "the first target's late report");
+        assert!(s.topic("one").unwrap().reassigning.contains_key(&1));
+        // Snapshots keep a hand-over under way.
+        assert_eq!(run(&mut s, hand_over(1, 3)), Ok(()));
+        let at = s.applied_index();
+        let back = MetadataState::decode_snapshot(&s.encode_snapshot(at), &offsets()).unwrap();
+        assert_eq!(back.topics, s.topics);
+        // Cancelled: back on its source at once; asked back to the source: the same.
+        assert_eq!(run(&mut s, move_to(1, None)), Ok(()));
+        let t = s.topic("one").unwrap();
+        assert_eq!(t.leaders[1], 2);
+        assert!(t.reassigning.is_empty() && t.handing_over.is_empty());
+        assert_eq!(run(&mut s, move_to(1, Some(1))), Ok(()));
+        assert_eq!(run(&mut s, move_to(1, Some(2))), Ok(()));
+        let t = s.topic("one").unwrap();
+        assert_eq!(t.leaders[1], 2);
+        assert!(t.reassigning.is_empty());
+        // With its partition moved off, node 2 can leave.
+        assert_eq!(run(&mut s, move_to(1, Some(3))), Ok(()));
+        assert_eq!(run(&mut s, hand_over(1, 3)), Ok(()));
+        assert_eq!(run(&mut s, done(1, 3)), Ok(()));
+        assert_eq!(run(&mut s, Command::RemoveVoter { id: 2 }), Ok(()));
+    }
+
+    #[test]
     fn a_reassignment_moves_a_set_until_its_group_settles_and_can_be_cancelled() {
         let mut s = MetadataState::new(&[1, 2, 3, 4], offsets());
         let create = |name: &str, id, rf| Command::CreateTopic {
@@ -2011,10 +2220,10 @@ mod tests {
                 MetaError::NoReassignment("pairs".into(), 0),
             ),
             (
-                move_to("one", 0, Some(vec![2])),
-                MetaError::InvalidAssignment(
-                    "Cannot move one-0: a partition of replication factor 1 has its records on \
-                     node 1 only, and moving them is not supported."
+                move_to("one", 0, Some(vec![2, 3])),
+                MetaError::InvalidReplicationFactor(
+                    "Cannot change the replication factor of one-0 from 1 to 2 by a \
+                     reassignment."
                         .into(),
                 ),
             ),
