@@ -57,7 +57,9 @@ pub struct PartitionView {
 impl Broker {
     /// Whether this node serves the data of `partition` of `topic` (Produce, Fetch, ListOffsets,
     /// DeleteRecords, DescribeProducers). A single node serves everything; a node of a cluster
-    /// serves the partitions the metadata log placed on it, and answers the rest
+    /// serves the partitions the metadata log placed on it (one of replication factor 1 moving
+    /// to another node: its source until it hands over, its target once that has every record,
+    /// `TopicRegistry::serving`), and answers the rest
     /// NOT_LEADER_OR_FOLLOWER so the client refreshes its metadata and goes to the leader, as
     /// Kafka's `ReplicaManager.getPartitionOrException` does. `__consumer_offsets` is read where
     /// it is asked (every node holds a replica of each of its partitions).
@@ -68,7 +70,7 @@ impl Broker {
     pub fn serves(&self, topic: &crate::topics::Topic, partition: i32) -> bool {
         topic.internal
             || !self.topics.is_replicated()
-            || self.topics.placed(topic, partition) == Some(self.node_id as u64)
+            || self.topics.serving(topic, partition) == Some(self.node_id as u64)
             || (topic.replication_factor > 1
                 && self
                     .topics
@@ -168,6 +170,28 @@ impl Broker {
                     isr: Vec::new(),
                     error: LEADER_NOT_AVAILABLE,
                 },
+            };
+        }
+        // A partition moving to another node lists its target first, then its source, as Kafka
+        // lists a reassignment's replicas (`PartitionReassignmentReplicas`: target, then the
+        // ones leaving); the source leads, the only one in sync, until it hands over; then no
+        // node does until the target has copied the rest (`TopicRegistry::moving`).
+        if let Some(m) = self.topics.moving(topic, partition) {
+            let replicas = vec![m.to as i32, m.from as i32];
+            return if !m.handing_over && cluster.is_up(m.from) {
+                PartitionView {
+                    leader: m.from as i32,
+                    replicas,
+                    isr: vec![m.from as i32],
+                    error: 0,
+                }
+            } else {
+                PartitionView {
+                    leader: -1,
+                    replicas,
+                    isr: Vec::new(),
+                    error: LEADER_NOT_AVAILABLE,
+                }
             };
         }
         match self.topics.placed(topic, partition) {

@@ -122,6 +122,18 @@ impl std::fmt::Debug for MetaInbox {
     }
 }
 
+/// A partition of replication factor 1 moving between two nodes ([`TopicRegistry::moving`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Move {
+    /// The node that holds its records and serves it until it hands over.
+    pub from: u64,
+    /// The node copying them, which serves it once it has them all.
+    pub to: u64,
+    /// The source stopped taking writes: nobody serves the partition until the target has
+    /// copied the rest.
+    pub handing_over: bool,
+}
+
 #[derive(Debug)]
 pub struct TopicRegistry {
     path: PathBuf,
@@ -137,6 +149,8 @@ pub struct TopicRegistry {
     /// partition's replicas follow its placed node in, [`Self::replicas`]). Empty on a single
     /// node, which leads every partition.
     placement: ArcSwap<Placement>,
+    /// See [`Self::is_current`].
+    current_since_start: std::sync::atomic::AtomicBool,
 }
 
 /// Where the metadata log put each topic partition (`replication::metadata::MetadataState::placement`).
@@ -168,6 +182,7 @@ impl TopicRegistry {
             writer: Mutex::new(()),
             meta: std::sync::OnceLock::new(),
             placement: ArcSwap::from_pointee(Placement::default()),
+            current_since_start: std::sync::atomic::AtomicBool::new(false),
         };
         if reg.snapshot().get(CONSUMER_OFFSETS).is_none() {
             let t = Topic {
@@ -202,6 +217,20 @@ impl TopicRegistry {
     pub fn install(&self, topics: TopicsSnapshot, placement: Placement) {
         self.placement.store(Arc::new(placement));
         self.current.store(Arc::new(topics));
+    }
+
+    /// On a node of a cluster: the metadata log applied here every entry committed before this
+    /// node started (`replication::Replica::caught_up`), so the placement is not a state long
+    /// past that a restarted node replays. Once true, stays true.
+    pub fn is_current(&self) -> bool {
+        self.current_since_start
+            .load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// See [`Self::is_current`]; by the metadata log.
+    pub fn set_current(&self) {
+        self.current_since_start
+            .store(true, std::sync::atomic::Ordering::Release);
     }
 
     /// On a node of a cluster: the node the metadata log placed `partition` of `topic` on. None
@@ -416,6 +445,66 @@ impl TopicRegistry {
             name: name.into(),
             partition,
             replicas,
+        })
+        .await
+    }
+
+    /// On a node of a cluster, for a partition of replication factor 1 moving to another node
+    /// (AlterPartitionReassignments): where from, where to, and whether its source stopped
+    /// taking writes for the target (`replication::metadata::Command::HandOver`). None for any
+    /// other partition. Lock-free.
+    pub fn moving(&self, topic: &Topic, partition: i32) -> Option<Move> {
+        if topic.internal || topic.replication_factor > 1 {
+            return None;
+        }
+        let placement = self.placement.load();
+        if placement.replicas.contains_key(&topic.name) {
+            return None;
+        }
+        let from = *placement
+            .reassigning
+            .get(&topic.name)?
+            .get(&partition)?
+            .first()?;
+        let to = *placement
+            .leaders
+            .get(&topic.name)?
+            .get(usize::try_from(partition).ok()?)?;
+        let handing_over = placement
+            .handing_over
+            .get(&topic.name)
+            .is_some_and(|h| h.contains(&partition));
+        Some(Move {
+            from,
+            to,
+            handing_over,
+        })
+    }
+
+    /// On a node of a cluster: the node that takes `partition` of `topic`'s writes where the
+    /// metadata log places it (`Self::placed`), except for a partition of replication factor 1
+    /// that is moving: its source until it hands over, then none until its target has every
+    /// record (`Self::moving`). None on a single node and where nothing is installed yet.
+    pub fn serving(&self, topic: &Topic, partition: i32) -> Option<u64> {
+        match self.moving(topic, partition) {
+            Some(m) if m.handing_over => None,
+            Some(m) => Some(m.from),
+            None => self.placed(topic, partition),
+        }
+    }
+
+    /// On a node of a cluster, by the target of a partition of replication factor 1 moving to
+    /// it whose copy caught up: its source is to stop taking writes.
+    pub async fn hand_over(
+        &self,
+        name: &str,
+        partition: i32,
+        to: u64,
+    ) -> Result<(), RegistryError> {
+        self.propose(replication::metadata::Command::HandOver {
+            name: name.into(),
+            partition,
+            to,
         })
         .await
     }

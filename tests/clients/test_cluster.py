@@ -1765,3 +1765,134 @@ def test_kafka_topics_replica_assignment_places_each_partition_where_asked(clust
     r = kafka_tool("topics", "--bootstrap-server", bootstrap, "--list", timeout=90)
     assert r.rc == 0 and "nowhere" not in r.stdout, r
     assert len(own_metadata(nodes[0], "manual")) == 4
+
+
+def test_kafka_reassign_partitions_moves_a_single_replica_partition_under_writes_and_its_node_leaves(
+        cluster, tmp_path):
+    """kafka-reassign-partitions moves partition 0 of a replication-factor-1 topic to another node
+    while an idempotent acks=all producer keeps writing to it (docs/replication.md, "Moving a
+    partition of replication factor 1"): the target copies the source's records while the source
+    serves, the source stops taking writes once the copy caught up, the target copies the rest and
+    serves. `--verify` reports it complete; every send is acknowledged once, at offsets 0..n
+    without a gap; the new node's log holds every acknowledged record at its acknowledged offset
+    and nothing else; every node's own Metadata names the new node alone; the old node's copy is
+    gone from its disk. A node holding a factor-1 partition cannot leave the cluster
+    (RemoveRaftVoter is refused); once its partition moved off, it can. A move to a node that is
+    down stays under way while the source serves, and `--cancel` ends it."""
+    from confluent_kafka import OFFSET_BEGINNING, Producer
+
+    nodes = cluster
+    name, partitions = "single", 3
+    create_topic(nodes, name, partitions)
+    wait_until(lambda: all(sorted(own_metadata(n, name)) == [0, 1, 2] and all(
+        e == 0 and len(rs) == 1 for e, _l, rs, _isr in own_metadata(n, name).values()) for n in nodes),
+        30, "every node names the one replica of each partition")
+    placed = {p: rs[0] for p, (_e, _l, rs, _isr) in own_metadata(nodes[0], name).items()}
+    assert sorted(placed.values()) == [1, 2, 3], f"one partition per node: {placed}"
+    # About 2 MiB per partition, so the copy takes several chunks (`SEED_CHUNK_BYTES`, 1 MiB).
+    first = [b"first-%d-" % i + b"x" * 1000 for i in range(6000)]
+    produce_acked(nodes, name, first, partitions)
+    src = placed[0]
+    to = placed[1]
+    assert remove_raft_voter(nodes[to - 1], src) != 0, f"node {src} holds partition 0, its only replica"
+
+    # A producer writes to partition 0 all through the move.
+    acked: dict[int, bytes] = {}
+    errors: list = []
+    prod = Producer({"bootstrap.servers": ",".join(n.bootstrap for n in nodes), "acks": "all",
+                     "enable.idempotence": True, "message.timeout.ms": 60000, "linger.ms": 5,
+                     "topic.metadata.refresh.interval.ms": 1000, "logger": logging.getLogger("librdkafka"),
+                     "broker.address.family": "v4"})
+
+    def delivered(err, msg):
+        if err is not None:
+            errors.append(err)
+        else:
+            assert msg.offset() not in acked, f"offset {msg.offset()} acknowledged twice"
+            acked[msg.offset()] = msg.value()
+
+    sent = 0
+
+    def send(n: int):
+        nonlocal sent
+        for _ in range(n):
+            prod.produce(name, value=b"during-%d" % sent, partition=0, on_delivery=delivered)
+            sent += 1
+            prod.poll(0)
+            time.sleep(0.002)
+
+    send(200)
+    r = reassign_tool(nodes[to - 1], tmp_path, "--execute", {0: [to]}, name)
+    assert r.rc == 0 and "Successfully started partition reassignment" in r.stdout, r
+    deadline = time.monotonic() + 90
+    while True:
+        send(50)
+        r = reassign_tool(nodes[to - 1], tmp_path, "--verify", {0: [to]}, name, "--preserve-throttles")
+        if r.rc == 0 and f"Reassignment of partition {name}-0 is completed" in r.stdout:
+            break
+        assert time.monotonic() < deadline, f"partition 0 not moved to node {to} within 90 s:\n{r}"
+    send(200)
+    assert prod.flush(60) == 0 and errors == [], errors[:3]
+    assert len(acked) == sent, f"{len(acked)} of {sent} acknowledged"
+    before = len(first) // partitions
+    assert sorted(acked) == list(range(before, before + sent)), "acknowledged offsets with a gap or a repeat"
+
+    # Every node names the new node alone; its log holds exactly what was acknowledged.
+    wait_until(lambda: all(own_metadata(n, name).get(0) == (0, to, [to], [to]) for n in nodes), 30,
+               f"every node names node {to} as partition 0's one replica")
+    c = Consumer({"bootstrap.servers": nodes[to - 1].bootstrap, "group.id": "moved-reader",
+                  "enable.auto.commit": False, "logger": logging.getLogger("librdkafka"),
+                  "broker.address.family": "v4"})
+    read: dict[int, bytes] = {}
+    try:
+        c.assign([TopicPartition(name, 0, OFFSET_BEGINNING)])
+        deadline = time.monotonic() + 30
+        while len(read) < before + sent and time.monotonic() < deadline:
+            m = c.poll(0.2)
+            if m is not None and m.error() is None:
+                assert m.offset() not in read, f"offset {m.offset()} read twice"
+                read[m.offset()] = m.value()
+        time.sleep(0.5)
+        m = c.poll(0.5)
+        assert m is None or m.error() is not None, f"a record past the acknowledged ones: {m.offset()}"
+    finally:
+        c.close()
+    want = {i: v for i, v in enumerate(x for i, x in enumerate(first) if i % partitions == 0)}
+    want.update(acked)
+    assert read == want, f"read {len(read)} records, acknowledged {len(want)}"
+    wait_until(lambda: not (nodes[src - 1].data_dir / f"{name}-0").exists(), 30,
+               f"node {src}'s copy of partition 0 dropped")
+    assert (nodes[to - 1].data_dir / f"{name}-0").exists()
+
+    # Restarted, the new node serves what it holds: it takes the move for neither one under way
+    # (copying again) nor one that left (dropping its copy).
+    nodes[to - 1].stop()
+    nodes[to - 1].start()
+    wait_until(lambda: all(own_metadata(n, name).get(0) == (0, to, [to], [to]) for n in nodes), 30,
+               f"every node names node {to} as partition 0's one replica after its restart")
+    got = read_all(nodes[to - 1], name, partitions, len(want), only=[0])
+    assert sorted(got) == sorted(want.values()), f"after the restart: {len(got)} of {len(want)}"
+
+    # A move to a dead node stays under way, the source serving; cancelled, nothing is listed.
+    dead = placed[2]
+    nodes[dead - 1].kill()
+    r = reassign_tool(nodes[to - 1], tmp_path, "--execute", {0: [dead]}, name)
+    assert r.rc == 0, r
+    r = kafka_tool("reassign-partitions", "--bootstrap-server", nodes[to - 1].bootstrap, "--list", timeout=90)
+    assert r.rc == 0, r
+    line = next((ln for ln in r.stdout.splitlines() if ln.startswith(f"{name}-0:")), None)
+    assert line is not None and f"adding: {dead}" in line and f"removing: {to}" in line, r
+    assert own_metadata(nodes[to - 1], name)[0] == (0, to, [dead, to], [to])
+    produce_acked([nodes[to - 1]], name, [b"while-stuck"], 1)
+    r = reassign_tool(nodes[to - 1], tmp_path, "--cancel", {0: [dead]}, name, "--preserve-throttles")
+    assert r.rc == 0 and f"Successfully cancelled partition reassignment for: {name}-0" in r.stdout, r
+    assert own_metadata(nodes[to - 1], name)[0] == (0, to, [to], [to])
+    got = read_all(nodes[to - 1], name, partitions, len(want) + 1, only=[0])
+    assert sorted(got) == sorted(list(want.values()) + [b"while-stuck"])
+    nodes[dead - 1].start()
+
+    # Partition 0 moved off, node `src` holds nothing of the topic: it may leave.
+    wait_until(lambda: all(n.alive() for n in nodes), 10, "every node up")
+    assert remove_raft_voter(nodes[to - 1], src) == 0
+    for i, n in enumerate(nodes):
+        assert "panicked" not in n.log_text(), f"node {i + 1} panicked: {n.log_tail()}"

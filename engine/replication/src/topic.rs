@@ -211,10 +211,26 @@ pub enum SeedMsg<'a> {
         log_start: u64,
         batches: &'a [u8],
     },
+    /// From the target of a partition of replication factor 1 moving to it, to its source:
+    /// send me your batches from offset `from` on.
+    MoveRequest { from: u64 },
+    /// The source's answer: whole batches from `from` (or its log start `log_start`, if later),
+    /// its high watermark `end` when it read them, and whether it takes no more writes
+    /// (`sealed`: it handed the partition over and nothing it staged is unwritten), so a target
+    /// holding everything up to `end` holds every record the source will ever have.
+    MoveChunk {
+        from: u64,
+        log_start: u64,
+        end: u64,
+        sealed: bool,
+        batches: &'a [u8],
+    },
 }
 
 const SEED_REQUEST: u8 = 0;
 const SEED_CHUNK: u8 = 1;
+const MOVE_REQUEST: u8 = 2;
+const MOVE_CHUNK: u8 = 3;
 
 /// A [`SeedMsg`]'s bytes: a kind byte, then big-endian u64s (and a chunk's batches).
 pub fn encode_seed(m: &SeedMsg<'_>) -> Vec<u8> {
@@ -235,6 +251,29 @@ pub fn encode_seed(m: &SeedMsg<'_>) -> Vec<u8> {
             out.push(SEED_CHUNK);
             out.extend_from_slice(&from.to_be_bytes());
             out.extend_from_slice(&log_start.to_be_bytes());
+            out.extend_from_slice(batches);
+            out
+        }
+        SeedMsg::MoveRequest { from } => {
+            let mut out = Vec::with_capacity(17);
+            out.push(MOVE_REQUEST);
+            out.extend_from_slice(&from.to_be_bytes());
+            out.extend_from_slice(&0u64.to_be_bytes());
+            out
+        }
+        SeedMsg::MoveChunk {
+            from,
+            log_start,
+            end,
+            sealed,
+            batches,
+        } => {
+            let mut out = Vec::with_capacity(26 + batches.len());
+            out.push(MOVE_CHUNK);
+            out.extend_from_slice(&from.to_be_bytes());
+            out.extend_from_slice(&log_start.to_be_bytes());
+            out.extend_from_slice(&end.to_be_bytes());
+            out.push(u8::from(*sealed));
             out.extend_from_slice(batches);
             out
         }
@@ -276,6 +315,16 @@ pub fn decode_seed(b: &[u8]) -> Result<SeedMsg<'_>, String> {
             log_start: c,
             batches: &b[17..],
         }),
+        MOVE_REQUEST if b.len() == 17 => Ok(SeedMsg::MoveRequest { from: a }),
+        MOVE_REQUEST => Err("a malformed move request".into()),
+        MOVE_CHUNK if b.len() >= 26 && b[25] <= 1 => Ok(SeedMsg::MoveChunk {
+            from: a,
+            log_start: c,
+            end: u64::from_be_bytes(b[17..25].try_into().expect("8 bytes")),
+            sealed: b[25] == 1,
+            batches: &b[26..],
+        }),
+        MOVE_CHUNK => Err("a malformed move chunk".into()),
         k => Err(format!("a re-seeding message of kind {k}")),
     }
 }
@@ -689,6 +738,30 @@ mod tests {
         let mut unknown = bytes;
         unknown[0] = 7;
         assert!(decode_seed(&unknown).unwrap_err().contains("kind 7"));
+        // A move's request and chunks (sealed or not, empty or not) read back; a cut chunk
+        // header, a sealed flag other than 0 or 1 and a request with trailing bytes do not.
+        let ask = SeedMsg::MoveRequest { from: 12 };
+        assert_eq!(decode_seed(&encode_seed(&ask)).unwrap(), ask);
+        let mut long = encode_seed(&ask);
+        long.push(0);
+        assert!(decode_seed(&long).is_err(), "trailing bytes");
+        for (sealed, batches) in [(false, &b"bytes"[..]), (true, &b""[..])] {
+            let chunk = SeedMsg::MoveChunk {
+                from: 12,
+                log_start: 4,
+                end: 40,
+                sealed,
+                batches,
+            };
+            let bytes = encode_seed(&chunk);
+            assert_eq!(decode_seed(&bytes).unwrap(), chunk);
+            for cut in 0..26 {
+                assert!(decode_seed(&bytes[..cut]).is_err(), "cut at {cut}");
+            }
+            let mut bad = bytes.clone();
+            bad[25] = 2;
+            assert!(decode_seed(&bad).is_err(), "a sealed flag of 2");
+        }
     }
 
     /// Carry out `r`'s work as a shell would (nothing to store), returning what it applied.

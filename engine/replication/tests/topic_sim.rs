@@ -220,6 +220,10 @@ impl Sim {
                         n.chunk = Some((log_start, batches.to_vec()));
                     }
                 }
+                // Moves of factor-1 partitions are not replicas' messages.
+                SeedMsg::MoveRequest { .. } | SeedMsg::MoveChunk { .. } => {
+                    unreachable!("a replica sent a move message")
+                }
             }
         }
     }

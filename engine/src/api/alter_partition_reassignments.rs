@@ -16,9 +16,9 @@
 //! gets its own answer), and the partition's Raft leader moves its group to it
 //! (docs/replication.md, "Moving partitions"). What differs from Kafka 4.4, each refused with a
 //! message rather than half done:
-//! - only a partition with a replica set of its own moves (a topic created with a factor between
-//!   1 and the nodes): a factor-1 partition's records are on its one node, unreplicated, and
-//!   copying them is not built; a topic replicated on every node has nowhere else to go;
+//! - a partition moves if it has a replica set of its own (a topic created with a factor between
+//!   1 and the nodes) or one replica (factor 1: its target copies the records, then takes over,
+//!   `data::moving`); a topic replicated on every node has nowhere else to go;
 //! - a partition's number of replicas stays (INVALID_REPLICATION_FACTOR), whatever v1's
 //!   `allow_replication_factor_change` says;
 //! - a cancellation whose original replicas include a node removed from the cluster since.

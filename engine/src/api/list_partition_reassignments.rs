@@ -7,8 +7,9 @@
 //! (the new ones, then those still to leave), the replicas being added and those being removed.
 //!
 //! Here a reassignment is under way from its `Command::Reassign` until the partition's Raft
-//! leader reports its group settled on the new replicas (`Command::Reassigned`), as the metadata
-//! log applied both on this node. A single node has none.
+//! leader reports its group settled on the new replicas (`Command::Reassigned`), or for a
+//! partition of replication factor 1, until its target copied every record (`data::moving`),
+//! as the metadata log applied both on this node. A single node has none.
 
 use super::auth;
 use super::common::{code, s, Asked};
@@ -68,7 +69,12 @@ pub(super) async fn handle(
             if !asked.wants(&name, p) {
                 continue;
             }
-            let Some(target) = broker.topics.assigned_replicas(topic, p) else {
+            // A partition of replication factor 1 moves to the node it is placed on now.
+            let Some(target) = broker
+                .topics
+                .assigned_replicas(topic, p)
+                .or_else(|| broker.topics.moving(topic, p).map(|m| vec![m.to]))
+            else {
                 continue;
             };
             let ids = |v: Vec<u64>| v.into_iter().map(|n| BrokerId(n as i32)).collect();

@@ -34,6 +34,7 @@ use bytes::Bytes;
 use std::sync::Arc;
 pub use storage::topic_log::ProducerState;
 
+mod moving;
 mod partition;
 pub mod replica;
 pub mod store;

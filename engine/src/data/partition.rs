@@ -32,6 +32,23 @@ pub(super) struct DataPartition {
     /// start and the batches. One at most (a replica has one request in flight; a later chunk
     /// replaces an earlier one, which is then asked for again).
     pub(super) seed: RefCell<Option<(u64, Vec<u8>)>>,
+    /// On a node of a cluster, a partition of replication factor 1 that this node does not
+    /// serve: one moved off it or handing over (nothing more is staged once set, so a move's
+    /// source can say it wrote everything, `super::moving::answer`), or the copy of a move's
+    /// target. Kept from the metadata log by `DataStore::raft_tick`.
+    pub(super) stopped: Cell<bool>,
+    /// On a move's target: the source's last answer, not taken yet (`super::moving`).
+    pub(super) moved: RefCell<Option<MovedChunk>>,
+}
+
+/// A source's answer to a move's target (`replication::topic::SeedMsg::MoveChunk`), owned.
+#[derive(Debug)]
+pub(super) struct MovedChunk {
+    pub(super) from: u64,
+    pub(super) log_start: u64,
+    pub(super) end: u64,
+    pub(super) sealed: bool,
+    pub(super) batches: Vec<u8>,
 }
 
 impl DataPartition {
@@ -40,10 +57,12 @@ impl DataPartition {
     }
 
     /// NOT_LEADER_OR_FOLLOWER unless this replica answers for the partition (always, unless
-    /// the partition is replicated and this replica is not its serving leader).
+    /// the partition is replicated and this replica is not its serving leader, or it is
+    /// [`Self::stopped`]).
     pub(super) fn check_serving(&self) -> Result<(), i16> {
         match &self.raft {
             Some(r) if !r.borrow().serving() => Err(ResponseError::NotLeaderOrFollower.code()),
+            _ if self.stopped.get() => Err(ResponseError::NotLeaderOrFollower.code()),
             _ => Ok(()),
         }
     }

@@ -408,6 +408,8 @@ pub(super) async fn seed(ctx: &ClusterCtx, p: &DataPartition, from: NodeId, mess
                 p.kick.notify_all();
             }
         }
+        // A move's messages are for partitions of replication factor 1 (`super::moving`).
+        SeedMsg::MoveRequest { .. } | SeedMsg::MoveChunk { .. } => {}
     }
 }
 

@@ -77,6 +77,9 @@ pub struct DataStore {
     cluster: RefCell<Option<Rc<ClusterCtx>>>,
     /// The topics snapshot whose replicated partitions were last opened (`raft_tick`).
     opened_for: Cell<u64>,
+    /// The topics snapshot after which this shard last dropped copies of partitions moved off
+    /// this node (`raft_tick`, `Self::drop_moved_off`).
+    dropped_for: Cell<u64>,
     /// Raft ticks so far (`raft_tick`), which pace the leaders' word to the nodes without a
     /// replica.
     ticks: Cell<u64>,
@@ -87,6 +90,9 @@ pub struct DataStore {
     /// ms) this node last proposed that the reassignment is over (`raft_tick`), so it asks once
     /// a second at most until the metadata log applied it.
     finishing: RefCell<hashbrown::HashMap<(Uuid, i32), i64>>,
+    /// Partitions of replication factor 1 moving to this node whose copy runs
+    /// (`Self::copy_in`), one task each.
+    movers: RefCell<hashbrown::HashSet<(Uuid, i32)>>,
 }
 
 fn storage_error(e: impl std::fmt::Display) -> i16 {
@@ -106,9 +112,11 @@ impl DataStore {
             parts: RefCell::default(),
             cluster: RefCell::default(),
             opened_for: Cell::new(0),
+            dropped_for: Cell::new(0),
             ticks: Cell::new(0),
             hinted: RefCell::default(),
             finishing: RefCell::default(),
+            movers: RefCell::default(),
         })
     }
 
@@ -116,6 +124,245 @@ impl DataStore {
     /// through `ctx.links` and publish their leaders to `ctx.cluster`.
     pub fn set_cluster(&self, ctx: ClusterCtx) {
         *self.cluster.borrow_mut() = Some(Rc::new(ctx));
+    }
+
+    /// On a node of a cluster, a partition of replication factor 1 this node does not serve
+    /// (`TopicRegistry::serving`): it takes no writes here (`DataPartition::stopped`).
+    fn stops(&self, topic: &Topic, partition: i32) -> bool {
+        !topic.internal
+            && topic.replication_factor <= 1
+            && self.broker.topics.is_replicated()
+            && self.broker.topics.serving(topic, partition) != Some(self.broker.node_id as u64)
+    }
+
+    /// Close this node's copy of `partition` of `topic` if open, and remove its directory if it
+    /// belongs to the topic: a copy a move's target gives up, or a source's once its target took
+    /// over. Only for a partition of replication factor 1 this node does not serve, and only if
+    /// `still` holds once no open of it is under way (checked in the same step as the removal:
+    /// the placement may have changed while it waited).
+    async fn drop_copy(
+        &self,
+        topic: &Topic,
+        partition: i32,
+        still: impl Fn(&Self) -> bool,
+    ) {
+        let key = (topic.id, partition);
+        loop {
+            let wait = match self.parts.borrow().get(&key) {
+                Some(Slot::Opening(n)) => n.register(),
+                _ => break,
+            };
+            wait.wait().await;
+        }
+        if !still(self) {
+            return;
+        }
+        if let Some(Slot::Ready(p)) = self.parts.borrow_mut().remove(&key) {
+            p.closed.set(true);
+            p.kick.notify_all();
+            p.changed.notify_all();
+        }
+        let path = partition_dir(&self.data_dir, &topic.name, partition);
+        let ours = std::fs::read_to_string(path.join(PARTITION_METADATA))
+            .is_ok_and(|text| text == metadata_text(topic.id));
+        if ours {
+            match std::fs::remove_dir_all(&path) {
+                Ok(()) => {
+                    tracing::info!(topic = %topic.name, partition, "dropped this node's copy of a partition served elsewhere")
+                }
+                Err(e) => {
+                    tracing::warn!(path = %path.display(), error = %e, "could not remove a partition's copy")
+                }
+            }
+        }
+    }
+
+    /// A move's copy ended (`Self::copy_in`): served here if the move ended here, dropped
+    /// otherwise (cancelled, sent elsewhere).
+    async fn end_mover(&self, topic: &Topic, partition: i32) {
+        let me = self.broker.node_id as u64;
+        let key = (topic.id, partition);
+        // A deleted topic's partitions go with it (`Self::forget_deleted`).
+        if self.broker.topics.snapshot().get_by_id(&topic.id).is_none() {
+            self.movers.borrow_mut().remove(&key);
+            return;
+        }
+        let not_here = |me_: &Self| {
+            me_.broker.topics.serving(topic, partition) != Some(me)
+                && me_
+                    .broker
+                    .topics
+                    .moving(topic, partition)
+                    .is_none_or(|m| m.to != me)
+        };
+        if not_here(self) {
+            self.drop_copy(topic, partition, not_here).await;
+        } else if let Some(Slot::Ready(p)) = self.parts.borrow().get(&key) {
+            p.stopped.set(self.stops(topic, partition));
+            tracing::info!(topic = %topic.name, partition, "moved a partition here: serving it");
+        }
+        self.movers.borrow_mut().remove(&key);
+    }
+
+    /// The target's side of a move (`super::moving`): copy `partition` of `topic` from its
+    /// source until the move is over, then serve it (the move ended here) or drop the copy
+    /// (cancelled or sent elsewhere). One runs per partition at a time (`Self::start_movers`).
+    async fn copy_in(self: Rc<Self>, ctx: Rc<ClusterCtx>, topic: Arc<Topic>, partition: i32) {
+        use super::moving::{wait_answer, ANSWER_WAIT, CAUGHT_UP_PAUSE, PROPOSE_EVERY_MS};
+        use replication::topic::{encode_seed, SeedMsg};
+        let store = &self;
+        let broker = store.broker.clone();
+        let me = broker.node_id as u64;
+        let name = &topic.name;
+        store.drop_copy(&topic, partition, |_| true).await;
+        tracing::info!(topic = %name, partition, "moving a partition here: copying it from its source");
+        let (mut proposed_hand_over, mut proposed_end) = (i64::MIN / 2, i64::MIN / 2);
+        while let Some(m) = broker.topics.moving(&topic, partition) {
+            if m.to != me || broker.topics.snapshot().get_by_id(&topic.id).is_none() {
+                break;
+            }
+            let p = match store.partition(&topic, partition).await {
+                Ok(p) => p,
+                Err(code) => {
+                    tracing::warn!(topic = %name, partition, code, "moving a partition: could not open its copy");
+                    glommio::timer::sleep(ANSWER_WAIT).await;
+                    continue;
+                }
+            };
+            // It serves nothing before the move is over (`Broker::serves` says so too).
+            p.stopped.set(true);
+            let offset = p.log.borrow().next_offset();
+            p.moved.borrow_mut().take();
+            let ask = encode_seed(&SeedMsg::MoveRequest { from: offset });
+            (ctx.seed)(m.from, topic.id, partition, &ask);
+            let Some(c) = wait_answer(&p).await else {
+                continue;
+            };
+            if c.from != offset {
+                continue; // an answer to an earlier request
+            }
+            if offset > c.end {
+                // Not a prefix of the source's log (the source lost records it had not
+                // acknowledged, or this copy is not what it looks like): start again.
+                tracing::warn!(topic = %name, partition, offset, source_end = c.end, "moving a partition: the copy runs past its source; copying again");
+                store.drop_copy(&topic, partition, |_| true).await;
+                continue;
+            }
+            if !c.batches.is_empty() || c.log_start > offset {
+                match TopicLog::append_seed(&p.log, c.log_start, &c.batches).await {
+                    Ok(s) => {
+                        if let (Err(e), false) = (&s.appended, c.batches.is_empty()) {
+                            tracing::debug!(topic = %name, partition, why = %e.message(), "moving a partition: a chunk that does not follow the copy; asked again");
+                            continue;
+                        }
+                        p.changed.notify_all();
+                    }
+                    Err(e) => {
+                        // What was flushed is durable; the copy is asked for from its end again.
+                        tracing::warn!(topic = %name, partition, error = %e, "moving a partition: writing the copy failed");
+                        glommio::timer::sleep(ANSWER_WAIT).await;
+                        continue;
+                    }
+                }
+            }
+            if p.log.borrow().next_offset() < c.end {
+                continue; // more to copy: ask at once
+            }
+            // Caught up with the source as it was. Each step is proposed once a second at most
+            // until it applied here; in between (and while the source has not applied the
+            // hand-over, or still writes what it staged before it) the target asks again shortly.
+            let now = crate::raft_io::mono_ms();
+            if c.sealed && now - proposed_end >= PROPOSE_EVERY_MS {
+                // Everything the source will ever have is here, durable: over.
+                proposed_end = now;
+                if let Err(e) = broker.topics.reassigned(name, partition, vec![me]).await {
+                    tracing::info!(topic = %name, partition, error = %e, "moving a partition: could not record its end yet");
+                }
+            } else if !c.sealed && !m.handing_over && now - proposed_hand_over >= PROPOSE_EVERY_MS {
+                proposed_hand_over = now;
+                if let Err(e) = broker.topics.hand_over(name, partition, me).await {
+                    tracing::info!(topic = %name, partition, error = %e, "moving a partition: could not ask its source to hand over yet");
+                }
+            } else {
+                glommio::timer::sleep(CAUGHT_UP_PAUSE).await;
+            }
+        }
+        store.end_mover(&topic, partition).await;
+    }
+
+    /// Start copying each partition of replication factor 1 moving to this node that this shard
+    /// owns and is not copying yet.
+    fn start_movers(self: &Rc<Self>, ctx: &Rc<ClusterCtx>) {
+        let placement = self.broker.topics.reassigning();
+        if placement.is_empty() {
+            return;
+        }
+        let me = self.broker.node_id as u64;
+        let snap = self.broker.topics.snapshot();
+        for (name, parts) in placement {
+            let Some(topic) = snap.get(&name) else {
+                continue;
+            };
+            for &p in parts.keys() {
+                let key = (topic.id, p);
+                if super::owner_shard(&topic.name, p, ctx.shards) != self.shard
+                    || self.movers.borrow().contains(&key)
+                    || self
+                        .broker
+                        .topics
+                        .moving(topic, p)
+                        .is_none_or(|m| m.to != me)
+                {
+                    continue;
+                }
+                self.movers.borrow_mut().insert(key);
+                let (me, ctx, topic) = (self.clone(), ctx.clone(), topic.clone());
+                glommio::spawn_local(me.copy_in(ctx, topic, p)).detach();
+            }
+        }
+    }
+
+    /// Drop this shard's copies of partitions of replication factor 1 served by another node
+    /// and in no move with this node: a move's source once its target took over (at once, or
+    /// after a restart).
+    async fn drop_moved_off(self: &Rc<Self>, snap: &crate::topics::TopicsSnapshot, shards: usize) {
+        let me = self.broker.node_id as u64;
+        for topic in snap
+            .iter()
+            .filter(|t| !t.internal && t.replication_factor <= 1)
+        {
+            for p in 0..topic.partitions {
+                if super::owner_shard(&topic.name, p, shards) != self.shard
+                    || self.movers.borrow().contains(&(topic.id, p))
+                {
+                    continue;
+                }
+                let Some(at) = self.broker.topics.serving(topic, p) else {
+                    continue; // handing over, or not installed yet
+                };
+                let involved = self
+                    .broker
+                    .topics
+                    .moving(topic, p)
+                    .is_some_and(|m| m.from == me || m.to == me);
+                if at == me || involved {
+                    continue;
+                }
+                let open = self.parts.borrow().contains_key(&(topic.id, p));
+                if open || partition_dir(&self.data_dir, &topic.name, p).exists() {
+                    let still = |me_: &Self| {
+                        !me_.movers.borrow().contains(&(topic.id, p))
+                            && me_.broker.topics.serving(topic, p).is_some_and(|n| n != me)
+                            && me_
+                                .broker
+                                .topics
+                                .moving(topic, p)
+                                .is_none_or(|m| m.from != me && m.to != me)
+                    };
+                    self.drop_copy(topic, p, still).await;
+                }
+            }
+        }
     }
 
     /// The replicas of `partition` of `topic` when it is replicated over the cluster and this
@@ -146,6 +393,7 @@ impl DataStore {
             // of them, so nothing else forgets them).
             ctx.cluster
                 .retain_topic_hints(|id| snap.get_by_id(&id).is_some());
+
             for topic in snap
                 .iter()
                 .filter(|t| !t.internal && t.replication_factor > 1)
@@ -178,8 +426,22 @@ impl DataStore {
         self.ticks.set(tick);
         let mut hinted = self.hinted.borrow_mut();
         let mut still_leading = hashbrown::HashSet::new();
+        // Copies are started and dropped from a placement that is current, never from a state
+        // long past that the metadata log replays after a restart (`TopicRegistry::is_current`).
+        if self.broker.topics.is_current() {
+            self.start_movers(&ctx);
+            if snap.id() != self.dropped_for.get() {
+                self.dropped_for.set(snap.id());
+                let (me, snap, shards) = (self.clone(), snap.clone(), ctx.shards);
+                glommio::spawn_local(async move { me.drop_moved_off(&snap, shards).await })
+                    .detach();
+            }
+        }
         for slot in self.parts.borrow().values() {
             if let Slot::Ready(p) = slot {
+                if p.raft.is_none() && !self.movers.borrow().contains(&(p.topic.id, p.partition)) {
+                    p.stopped.set(self.stops(&p.topic, p.partition));
+                }
                 if let Some(raft) = &p.raft {
                     let mut raft = raft.borrow_mut();
                     raft.replica_mut().tick(now);
@@ -322,8 +584,66 @@ impl DataStore {
     /// A peer's re-seeding message for a replicated partition this shard owns (a request for
     /// records this replica holds, or a chunk of them for this replica).
     async fn seed(self: &Rc<Self>, topic: Arc<Topic>, partition: i32, from: u64, message: Vec<u8>) {
+        if !topic.internal && topic.replication_factor <= 1 {
+            return self.move_message(topic, partition, from, &message).await;
+        }
         if let Some((p, ctx)) = self.replica_for_peer(&topic, partition).await {
             super::replica::seed(&ctx, &p, from, &message).await;
+        }
+    }
+
+    /// A message of a move of a partition of replication factor 1 (`super::moving`) from node
+    /// `from`: a request answered only by the move's source, a chunk taken only by the move's
+    /// target while it copies. Anything else is dropped.
+    async fn move_message(
+        self: &Rc<Self>,
+        topic: Arc<Topic>,
+        partition: i32,
+        from: u64,
+        message: &[u8],
+    ) {
+        let Some(ctx) = self.cluster.borrow().clone() else {
+            return;
+        };
+        let me = self.broker.node_id as u64;
+        let Some(m) = self.broker.topics.moving(&topic, partition) else {
+            return;
+        };
+        match replication::topic::decode_seed(message) {
+            Ok(replication::topic::SeedMsg::MoveRequest { from: offset })
+                if m.from == me && m.to == from =>
+            {
+                let Ok(p) = self.partition(&topic, partition).await else {
+                    return;
+                };
+                // Set in the same step as the answer reads the log: once set, nothing stages.
+                p.stopped.set(self.stops(&topic, partition));
+                super::moving::answer(&ctx, &p, from, offset).await;
+            }
+            Ok(replication::topic::SeedMsg::MoveChunk {
+                from: offset,
+                log_start,
+                end,
+                sealed,
+                batches,
+            }) if m.to == me && m.from == from => {
+                if let Some(Slot::Ready(p)) = self.parts.borrow().get(&(topic.id, partition)) {
+                    super::moving::received(
+                        p,
+                        super::partition::MovedChunk {
+                            from: offset,
+                            log_start,
+                            end,
+                            sealed,
+                            batches: batches.to_vec(),
+                        },
+                    );
+                }
+            }
+            Ok(_) => {}
+            Err(why) => {
+                tracing::warn!(topic = %topic.name, partition, from, %why, "a move message does not decode; dropped");
+            }
         }
     }
 
@@ -528,6 +848,8 @@ impl DataStore {
             closed: Cell::new(false),
             raft,
             seed: RefCell::new(None),
+            stopped: Cell::new(self.stops(topic, partition)),
+            moved: RefCell::new(None),
         });
         match raft_writer {
             Some((raft_log, ctx)) => {

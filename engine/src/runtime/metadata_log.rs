@@ -138,6 +138,8 @@ impl MetadataLog {
         }
         let mut replica = Replica::restart(cluster.node_id, &voters, durable)
             .map_err(|e| anyhow::anyhow!("{METADATA_DIR}: {e}"))?;
+        // The placement it applies is current once it caught up (`TopicRegistry::is_current`).
+        replica.track_caught_up();
         // The first node of the cluster now stands at once (a removed one stays quiet).
         if state.voters().first() == Some(&cluster.node_id) {
             let _ = replica.campaign();
@@ -519,6 +521,11 @@ async fn writer(meta: Rc<MetadataLog>, mut log: RaftLog<GlommioDir>, doorbell: L
             let after = meta.replica.borrow_mut().persisted(&work);
             meta.send(&after.send);
             meta.apply(after.committed);
+            if !meta.broker.topics.is_current() && meta.replica.borrow().caught_up() {
+                // What this node decides from the placement alone (a move's copy dropped or
+                // started) waits for this: a restarted node replays states long past.
+                meta.broker.topics.set_current();
+            }
             if let Some(snap) = meta.snapshot_due() {
                 // Durable before the replica drops the entries it covers; this task is the
                 // log's only writer.

@@ -53,8 +53,11 @@ use std::time::Duration;
 /// then differing from the others'; 06 since topics may have fewer replicas than nodes (the
 /// metadata log's `PlacedTopic::replicas`, which a node of version 05 would not read, opening
 /// replicas the others do not count) and their leaders tell the other nodes ([`TOPIC_LEADER`],
-/// which a node of version 05 would close the connection over).
-pub const HELLO_MAGIC: &[u8; 8] = b"RLRAFT06";
+/// which a node of version 05 would close the connection over); 07 since a partition of
+/// replication factor 1 moves between nodes (the metadata log's `Command::HandOver` and
+/// `PlacedTopic::handing_over`, and [`TOPIC_SEED`] frames of two more kinds, which a node of
+/// version 06 would not apply or answer, leaving a move that never ends).
+pub const HELLO_MAGIC: &[u8; 8] = b"RLRAFT07";
 /// The largest frame: one append message (`replication::MAX_MESSAGE_BYTES` of entries) plus its
 /// envelope.
 pub const MAX_FRAME_BYTES: usize = {
@@ -423,9 +426,10 @@ pub const METADATA_PARTITION: i32 = -2;
 /// metadata log is behind) drops the message, as a lost one.
 pub const TOPIC_PARTITION: i32 = -3;
 
-/// The partition number of a re-seeding message of a replicated topic partition
-/// (`replication::topic::SeedMsg`): the payload is the topic id, the partition, then the
-/// message; handed to the owning shard as [`TOPIC_PARTITION`]'s are.
+/// The partition number of a re-seeding message of a replicated topic partition, or of a move
+/// of a partition of replication factor 1 (`replication::topic::SeedMsg`, `data::moving`): the
+/// payload is the topic id, the partition, then the message; handed to the owning shard as
+/// [`TOPIC_PARTITION`]'s are.
 pub const TOPIC_SEED: i32 = -4;
 /// Partition of a frame holding the metadata log's leader's view of its group
 /// (`cluster::QuorumView::encode`), sent every Raft tick to the other members; kept by the
@@ -723,7 +727,7 @@ mod tests {
         older[..8].copy_from_slice(b"RLRAFT01");
         assert!(parse_hello(&older)
             .unwrap_err()
-            .contains("version 01 (this node speaks 06)"));
+            .contains("version 01 (this node speaks 07)"));
         let mut long = f[8..].to_vec();
         long.push(0);
         assert!(parse_hello(&long).unwrap_err().contains("trailing"));
