@@ -1308,6 +1308,12 @@ impl Replica {
         self.raw.raft.raft_log.applied
     }
 
+    /// The log holds an entry at `index` of term `term` (raft-rs's `match_term`): a snapshot
+    /// there only moves the commit index, where one of another term replaces the log.
+    pub fn holds_entry(&self, index: u64, term: u64) -> bool {
+        self.raw.raft.raft_log.match_term(index, term)
+    }
+
     /// The term of the entry at `index`, in the log or its snapshot. Panics for an index the
     /// log does not hold (a caller bug).
     pub fn term_at(&self, index: u64) -> u64 {
