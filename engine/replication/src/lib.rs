@@ -70,7 +70,6 @@ const START_READ_CTX: &[u8] = b"start";
 /// Ticks between two such rounds while none answered.
 const START_READ_EVERY_TICKS: u64 = 5;
 
-
 /// Ticks a follower waits without hearing from a leader before it stands for election (raft-rs
 /// randomizes in `[ELECTION_TICKS, 2 × ELECTION_TICKS)`). With a 100 ms tick: 1–2 s, Kafka's
 /// `controller.quorum.election.timeout.ms` default is 1 s.

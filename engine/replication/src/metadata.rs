@@ -2120,7 +2120,11 @@ mod tests {
         let t = s.topic("one").unwrap();
         assert_eq!((t.leaders[1], t.reassigning[&1].clone()), (3, vec![2]));
         assert!(t.handing_over.is_empty());
-        assert_eq!(run(&mut s, done(1, 1)), Ok(()), "the first target's late report");
+        assert_eq!(
+            run(&mut s, done(1, 1)),
+            Ok(()),
+            "the first target's late report"
+        );
         assert!(s.topic("one").unwrap().reassigning.contains_key(&1));
         // Snapshots keep a hand-over under way.
         assert_eq!(run(&mut s, hand_over(1, 3)), Ok(()));

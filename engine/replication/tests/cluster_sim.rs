@@ -322,7 +322,6 @@ impl Sim {
         }
     }
 
-
     /// The lease: at most one node may act as leader at any moment (the simulation's clock is
     /// one for all nodes).
     fn check_lease(&self) {

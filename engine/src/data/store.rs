@@ -140,12 +140,7 @@ impl DataStore {
     /// over. Only for a partition of replication factor 1 this node does not serve, and only if
     /// `still` holds once no open of it is under way (checked in the same step as the removal:
     /// the placement may have changed while it waited).
-    async fn drop_copy(
-        &self,
-        topic: &Topic,
-        partition: i32,
-        still: impl Fn(&Self) -> bool,
-    ) {
+    async fn drop_copy(&self, topic: &Topic, partition: i32, still: impl Fn(&Self) -> bool) {
         let key = (topic.id, partition);
         loop {
             let wait = match self.parts.borrow().get(&key) {
@@ -157,44 +152,48 @@ impl DataStore {
         if !still(self) {
             return;
         }
-        if let Some(Slot::Ready(p)) = self.parts.borrow_mut().remove(&key) {
-            p.closed.set(true);
-            p.kick.notify_all();
-            p.changed.notify_all();
-        }
+        self.close(key);
         let path = partition_dir(&self.data_dir, &topic.name, partition);
-        let ours = std::fs::read_to_string(path.join(PARTITION_METADATA))
-            .is_ok_and(|text| text == metadata_text(topic.id));
-        if ours {
-            match std::fs::remove_dir_all(&path) {
-                Ok(()) => {
-                    tracing::info!(topic = %topic.name, partition, "dropped this node's copy of a partition served elsewhere")
-                }
-                Err(e) => {
-                    tracing::warn!(path = %path.display(), error = %e, "could not remove a partition's copy")
-                }
-            }
+        if remove_if_ours(&path, topic.id) {
+            tracing::info!(topic = %topic.name, partition, "dropped this node's copy of a partition served elsewhere");
         }
+    }
+
+    /// Take the open partition `key` out of this shard and stop its tasks (its writer ends, its
+    /// waiters wake); returned if it was open.
+    fn close(&self, key: (Uuid, i32)) -> Option<Rc<DataPartition>> {
+        let Some(Slot::Ready(p)) = self.parts.borrow_mut().remove(&key) else {
+            return None;
+        };
+        p.closed.set(true);
+        p.kick.notify_all();
+        p.changed.notify_all();
+        Some(p)
+    }
+
+    /// Whether this node holds no copy of `partition` of `topic` that the placement needs: the
+    /// partition (of replication factor 1) is not served here, and no move has this node as
+    /// its source or target.
+    fn copy_unneeded(&self, topic: &Topic, partition: i32) -> bool {
+        let me = self.broker.node_id as u64;
+        self.broker.topics.serving(topic, partition) != Some(me)
+            && self
+                .broker
+                .topics
+                .moving(topic, partition)
+                .is_none_or(|m| m.from != me && m.to != me)
     }
 
     /// A move's copy ended (`Self::copy_in`): served here if the move ended here, dropped
     /// otherwise (cancelled, sent elsewhere).
     async fn end_mover(&self, topic: &Topic, partition: i32) {
-        let me = self.broker.node_id as u64;
         let key = (topic.id, partition);
         // A deleted topic's partitions go with it (`Self::forget_deleted`).
         if self.broker.topics.snapshot().get_by_id(&topic.id).is_none() {
             self.movers.borrow_mut().remove(&key);
             return;
         }
-        let not_here = |me_: &Self| {
-            me_.broker.topics.serving(topic, partition) != Some(me)
-                && me_
-                    .broker
-                    .topics
-                    .moving(topic, partition)
-                    .is_none_or(|m| m.to != me)
-        };
+        let not_here = |me_: &Self| me_.copy_unneeded(topic, partition);
         if not_here(self) {
             self.drop_copy(topic, partition, not_here).await;
         } else if let Some(Slot::Ready(p)) = self.parts.borrow().get(&key) {
@@ -210,18 +209,17 @@ impl DataStore {
     async fn copy_in(self: Rc<Self>, ctx: Rc<ClusterCtx>, topic: Arc<Topic>, partition: i32) {
         use super::moving::{wait_answer, ANSWER_WAIT, CAUGHT_UP_PAUSE, PROPOSE_EVERY_MS};
         use replication::topic::{encode_seed, SeedMsg};
-        let store = &self;
-        let broker = store.broker.clone();
+        let broker = self.broker.clone();
         let me = broker.node_id as u64;
         let name = &topic.name;
-        store.drop_copy(&topic, partition, |_| true).await;
+        self.drop_copy(&topic, partition, |_| true).await;
         tracing::info!(topic = %name, partition, "moving a partition here: copying it from its source");
         let (mut proposed_hand_over, mut proposed_end) = (i64::MIN / 2, i64::MIN / 2);
         while let Some(m) = broker.topics.moving(&topic, partition) {
             if m.to != me || broker.topics.snapshot().get_by_id(&topic.id).is_none() {
                 break;
             }
-            let p = match store.partition(&topic, partition).await {
+            let p = match self.partition(&topic, partition).await {
                 Ok(p) => p,
                 Err(code) => {
                     tracing::warn!(topic = %name, partition, code, "moving a partition: could not open its copy");
@@ -245,7 +243,7 @@ impl DataStore {
                 // Not a prefix of the source's log (the source lost records it had not
                 // acknowledged, or this copy is not what it looks like): start again.
                 tracing::warn!(topic = %name, partition, offset, source_end = c.end, "moving a partition: the copy runs past its source; copying again");
-                store.drop_copy(&topic, partition, |_| true).await;
+                self.drop_copy(&topic, partition, |_| true).await;
                 continue;
             }
             if !c.batches.is_empty() || c.log_start > offset {
@@ -287,7 +285,7 @@ impl DataStore {
                 glommio::timer::sleep(CAUGHT_UP_PAUSE).await;
             }
         }
-        store.end_mover(&topic, partition).await;
+        self.end_mover(&topic, partition).await;
     }
 
     /// Start copying each partition of replication factor 1 moving to this node that this shard
@@ -326,40 +324,24 @@ impl DataStore {
     /// and in no move with this node: a move's source once its target took over (at once, or
     /// after a restart).
     async fn drop_moved_off(self: &Rc<Self>, snap: &crate::topics::TopicsSnapshot, shards: usize) {
-        let me = self.broker.node_id as u64;
         for topic in snap
             .iter()
             .filter(|t| !t.internal && t.replication_factor <= 1)
         {
             for p in 0..topic.partitions {
-                if super::owner_shard(&topic.name, p, shards) != self.shard
-                    || self.movers.borrow().contains(&(topic.id, p))
-                {
-                    continue;
-                }
-                let Some(at) = self.broker.topics.serving(topic, p) else {
-                    continue; // handing over, or not installed yet
+                // Served elsewhere (not handing over, nor a placement not installed yet), in no
+                // move with this node, and not being copied here.
+                let drop = |me_: &Self| {
+                    !me_.movers.borrow().contains(&(topic.id, p))
+                        && me_.broker.topics.serving(topic, p).is_some()
+                        && me_.copy_unneeded(topic, p)
                 };
-                let involved = self
-                    .broker
-                    .topics
-                    .moving(topic, p)
-                    .is_some_and(|m| m.from == me || m.to == me);
-                if at == me || involved {
+                if super::owner_shard(&topic.name, p, shards) != self.shard || !drop(self) {
                     continue;
                 }
                 let open = self.parts.borrow().contains_key(&(topic.id, p));
                 if open || partition_dir(&self.data_dir, &topic.name, p).exists() {
-                    let still = |me_: &Self| {
-                        !me_.movers.borrow().contains(&(topic.id, p))
-                            && me_.broker.topics.serving(topic, p).is_some_and(|n| n != me)
-                            && me_
-                                .broker
-                                .topics
-                                .moving(topic, p)
-                                .is_none_or(|m| m.from != me && m.to != me)
-                    };
-                    self.drop_copy(topic, p, still).await;
+                    self.drop_copy(topic, p, drop).await;
                 }
             }
         }
@@ -393,7 +375,6 @@ impl DataStore {
             // of them, so nothing else forgets them).
             ctx.cluster
                 .retain_topic_hints(|id| snap.get_by_id(&id).is_some());
-
             for topic in snap
                 .iter()
                 .filter(|t| !t.internal && t.replication_factor > 1)
@@ -1228,24 +1209,14 @@ impl DataStore {
             .map(|(k, _)| *k)
             .collect();
         for key in gone {
-            if let Some(Slot::Ready(p)) = self.parts.borrow_mut().remove(&key) {
+            if let Some(p) = self.close(key) {
                 if let Some(ctx) = self.cluster.borrow().as_ref() {
                     ctx.cluster.forget_topic(key.0);
                 }
-                p.closed.set(true);
-                p.kick.notify_all();
-                p.changed.notify_all();
                 // Only while the directory still belongs to the deleted topic: on a cluster the
                 // metadata log may have removed it already, and a topic recreated under the name
                 // since (a new id) owns the directory now.
-                let path = p.dir.path().to_path_buf();
-                let ours = std::fs::read_to_string(path.join(PARTITION_METADATA))
-                    .is_ok_and(|text| text == metadata_text(key.0));
-                if ours {
-                    if let Err(e) = std::fs::remove_dir_all(&path) {
-                        tracing::warn!(path = %path.display(), error = %e, "could not remove a deleted partition");
-                    }
-                }
+                remove_if_ours(p.dir.path(), key.0);
             }
         }
     }
@@ -1402,6 +1373,23 @@ pub fn partition_dir(data_dir: &Path, topic: &str, partition: i32) -> PathBuf {
 }
 
 /// Kafka's `partition.metadata`: "version: 0\ntopic_id: <base64url id>".
+/// Remove the partition directory `path` if its `partition.metadata` names topic `id` (a
+/// directory another topic took since, or one already gone, stays as it is); true if removed.
+fn remove_if_ours(path: &Path, id: Uuid) -> bool {
+    let ours = std::fs::read_to_string(path.join(PARTITION_METADATA))
+        .is_ok_and(|text| text == metadata_text(id));
+    if !ours {
+        return false;
+    }
+    match std::fs::remove_dir_all(path) {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::warn!(path = %path.display(), error = %e, "could not remove a partition directory");
+            false
+        }
+    }
+}
+
 fn metadata_text(id: Uuid) -> String {
     format!("version: 0\ntopic_id: {}\n", base64_url(id.as_bytes()))
 }
