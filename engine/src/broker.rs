@@ -17,6 +17,9 @@ pub struct Broker {
     pub group_configs: crate::group_configs::GroupConfigRegistry,
     pub cluster_id: String,
     pub node_id: i32,
+    /// This data directory's incarnation (`meta::Meta::incarnation`): a node of a cluster says
+    /// it in its node-to-node hello, and its peers refuse another under the same node id.
+    pub incarnation: uuid::Uuid,
     /// What clients are told to connect to (advertised.listeners, else the listen address).
     /// The first listener's advertised endpoint (handlers answer with the endpoint of the
     /// listener a request arrived on: `Caller::listener`).

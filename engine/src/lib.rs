@@ -125,6 +125,7 @@ pub fn open_broker_with(
         group_configs,
         cluster_id: meta.cluster_id,
         node_id: meta.node_id,
+        incarnation: meta.incarnation,
         host,
         port,
         listeners,

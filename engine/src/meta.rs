@@ -1,6 +1,13 @@
-//! `DATA/meta.properties`: the identity of this data directory (cluster id, node id), written
-//! once and checked at every start, as Kafka's `meta.properties` is. Starting a broker with a
-//! different node id on an existing data dir is refused: its records belong to another node.
+//! `DATA/meta.properties`: the identity of this data directory (cluster id, node id, and a
+//! random incarnation id), written once and checked at every start, as Kafka's `meta.properties`
+//! is. Starting a broker with a different node id on an existing data dir is refused: its records
+//! belong to another node.
+//!
+//! `DATA/peer-incarnations.properties`: on a node of a cluster, the incarnation id each peer node
+//! first said it had ([`PeerIncarnations`]), so a peer that comes back under the same node id
+//! with another data directory (a lost disk, wiped and restarted) is refused: a Raft voter that
+//! forgot its log and its votes must not vote (docs/replication.md, "A voter that lost its
+//! disk").
 
 use std::path::Path;
 
@@ -8,7 +15,14 @@ use std::path::Path;
 pub struct Meta {
     pub cluster_id: String,
     pub node_id: i32,
+    /// Random, made with the directory: tells this data directory from any earlier or later one
+    /// started under the same node id (KIP-853's `directory.id` serves this in Kafka; ours is
+    /// derived from the node id, `Cluster::directory_id`, so this is a separate key).
+    pub incarnation: uuid::Uuid,
 }
+
+/// The key of [`Meta::incarnation`] in `meta.properties`.
+const INCARNATION_KEY: &str = "incarnation.id";
 
 /// A Kafka-style cluster id: a random UUID as 22 characters of URL-safe base64 without padding
 /// (`Uuid.randomUuid().toString()` in Kafka's `org.apache.kafka.common.Uuid`).
@@ -47,9 +61,31 @@ pub fn load_or_create(
             "{} belongs to cluster {cluster_id}, but cluster.id is configured as {configured_cluster_id}",
             path.display()
         );
+        let incarnation = match get(INCARNATION_KEY) {
+            Some(v) => parse_base64_uuid(&v).ok_or_else(|| {
+                anyhow::anyhow!("{}: {INCARNATION_KEY} {v:?} is not an id", path.display())
+            })?,
+            None => {
+                // Written by a version without it. The file exists, so this is the directory
+                // the node ran on before (not a new one): it gets its id now, and peers that
+                // never saw one record it on first contact.
+                let id = uuid::Uuid::new_v4();
+                let mut text = text.into_owned();
+                if !text.ends_with('\n') {
+                    text.push('\n');
+                }
+                text.push_str(&format!(
+                    "{INCARNATION_KEY}={}\n",
+                    coordinator::base64_uuid(id)
+                ));
+                storage::durable_file::write_atomic(&path, text.as_bytes())?;
+                id
+            }
+        };
         return Ok(Meta {
             cluster_id,
             node_id,
+            incarnation,
         });
     }
     let cluster_id = if configured_cluster_id.is_empty() {
@@ -57,12 +93,122 @@ pub fn load_or_create(
     } else {
         configured_cluster_id.to_string()
     };
-    let text = format!("# Written by ringleader; identifies this data directory.\nversion=1\ncluster.id={cluster_id}\nnode.id={node_id}\n");
+    let incarnation = uuid::Uuid::new_v4();
+    let text = format!(
+        "# Written by ringleader; identifies this data directory.\nversion=1\ncluster.id={cluster_id}\nnode.id={node_id}\n{INCARNATION_KEY}={}\n",
+        coordinator::base64_uuid(incarnation)
+    );
     storage::durable_file::write_atomic(&path, text.as_bytes())?;
     Ok(Meta {
         cluster_id,
         node_id,
+        incarnation,
     })
+}
+
+/// Kafka's URL-safe base64 form of a UUID without padding (22 characters), read back
+/// (`coordinator::base64_uuid` writes it). None: not such a string.
+pub fn parse_base64_uuid(s: &str) -> Option<uuid::Uuid> {
+    if s.len() != 22 {
+        return None;
+    }
+    let mut acc: u128 = 0;
+    for (i, c) in s.bytes().enumerate() {
+        let v = match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'-' => 62,
+            b'_' => 63,
+            _ => return None,
+        };
+        if i < 21 {
+            acc = (acc << 6) | u128::from(v);
+        } else {
+            // 22 characters carry 132 bits: the last character's low 4 are padding, zero.
+            if v & 0xF != 0 {
+                return None;
+            }
+            acc = (acc << 2) | u128::from(v >> 4);
+        }
+    }
+    Some(uuid::Uuid::from_u128(acc))
+}
+
+/// The incarnation id each peer node said it had when it first connected, persisted in
+/// `DATA/peer-incarnations.properties` (one `node.<id>=<id>` line per peer). Trust on first
+/// contact: the first hello of a node records it, later ones must match. Bounded by the address
+/// book: only nodes the metadata log made peers are recorded (`runtime::peers::read_loop`).
+///
+/// What it does not catch: a peer whose disk was lost before this node ever heard it (a node
+/// added after the loss), or this node's own records lost with its disk (then it learns the
+/// peers afresh). Kafka's KIP-853 keeps each voter's directory id in the replicated voter set
+/// instead, so every member agrees; here each node keeps its own.
+#[derive(Debug)]
+pub struct PeerIncarnations {
+    path: std::path::PathBuf,
+    known: std::collections::BTreeMap<u64, uuid::Uuid>,
+}
+
+/// Why [`PeerIncarnations::check`] refused a peer.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Refused {
+    /// The peer's incarnation is not the one recorded: its data directory is another one.
+    Another { known: uuid::Uuid },
+    /// The record could not be written: the peer is refused for now (it connects again).
+    Io(String),
+}
+
+impl PeerIncarnations {
+    pub fn open(data_dir: &Path) -> anyhow::Result<Self> {
+        let path = data_dir.join("peer-incarnations.properties");
+        let mut known = std::collections::BTreeMap::new();
+        if let Some(bytes) = storage::durable_file::read(&path)? {
+            let text = String::from_utf8_lossy(&bytes);
+            for line in text
+                .lines()
+                .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+            {
+                let parsed = line.split_once('=').and_then(|(k, v)| {
+                    let node = k.trim().strip_prefix("node.")?.parse::<u64>().ok()?;
+                    Some((node, parse_base64_uuid(v.trim())?))
+                });
+                let (node, id) = parsed.ok_or_else(|| {
+                    anyhow::anyhow!("{}: cannot read the line {line:?}", path.display())
+                })?;
+                known.insert(node, id);
+            }
+        }
+        Ok(Self { path, known })
+    }
+
+    /// The incarnation recorded for `node`, if any.
+    pub fn get(&self, node: u64) -> Option<uuid::Uuid> {
+        self.known.get(&node).copied()
+    }
+
+    /// Accept `node` saying it is incarnation `id`: the recorded one, or (none recorded) record
+    /// it durably first, so a restart of this node still knows it. Blocking file I/O, once per
+    /// peer node over the cluster's life.
+    pub fn check(&mut self, node: u64, id: uuid::Uuid) -> Result<(), Refused> {
+        match self.known.get(&node) {
+            Some(&known) if known == id => Ok(()),
+            Some(&known) => Err(Refused::Another { known }),
+            None => {
+                let mut text = String::from(
+                    "# Written by ringleader: the data directory (incarnation id) each peer node \
+                     first connected with.\n",
+                );
+                for (n, i) in self.known.iter().chain(std::iter::once((&node, &id))) {
+                    text.push_str(&format!("node.{n}={}\n", coordinator::base64_uuid(*i)));
+                }
+                storage::durable_file::write_atomic(&self.path, text.as_bytes())
+                    .map_err(|e| Refused::Io(format!("{}: {e}", self.path.display())))?;
+                self.known.insert(node, id);
+                Ok(())
+            }
+        }
+    }
 }
 
 /// On a node of a cluster: make `meta.properties` name the directory id the cluster knows this
@@ -121,6 +267,96 @@ mod tests {
             load_or_create(&dir, 4, "c1").unwrap().node_id,
             4,
             "still read"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn an_incarnation_id_is_made_once_and_an_older_directory_gets_one() {
+        let dir = std::env::temp_dir().join(format!("rl-meta-inc-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let first = load_or_create(&dir, 2, "c1").unwrap();
+        assert_eq!(load_or_create(&dir, 2, "c1").unwrap(), first, "kept");
+        // A directory written before the key existed gets one, once.
+        std::fs::write(
+            dir.join("meta.properties"),
+            "version=1\ncluster.id=c1\nnode.id=2\n",
+        )
+        .unwrap();
+        let upgraded = load_or_create(&dir, 2, "c1").unwrap();
+        assert_ne!(upgraded.incarnation, first.incarnation);
+        assert_eq!(load_or_create(&dir, 2, "c1").unwrap(), upgraded);
+        std::fs::write(
+            dir.join("meta.properties"),
+            "version=1\ncluster.id=c1\nnode.id=2\nincarnation.id=nope\n",
+        )
+        .unwrap();
+        assert!(
+            load_or_create(&dir, 2, "c1").is_err(),
+            "a bad id is refused"
+        );
+        // Another directory under the same node id is another incarnation.
+        let other = dir.join("other");
+        std::fs::create_dir_all(&other).unwrap();
+        assert_ne!(
+            load_or_create(&other, 2, "c1").unwrap().incarnation,
+            upgraded.incarnation
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn base64_ids_read_back() {
+        for id in [
+            uuid::Uuid::nil(),
+            uuid::Uuid::max(),
+            uuid::Uuid::from_u128(0x1234_5678_9abc_4def_8123_4567_89ab_cdef),
+            uuid::Uuid::new_v4(),
+        ] {
+            assert_eq!(
+                parse_base64_uuid(&coordinator::base64_uuid(id)),
+                Some(id),
+                "{id}"
+            );
+        }
+        assert_eq!(
+            parse_base64_uuid("AAAAAAAAAAAAAAAAAAAAAB"),
+            None,
+            "padding bits set"
+        );
+        assert_eq!(parse_base64_uuid("AAAAAAAAAAAAAAAAAAAAA"), None, "short");
+        assert_eq!(
+            parse_base64_uuid("AAAAAAAAAAAAAAAAAAAA+A"),
+            None,
+            "not URL-safe"
+        );
+    }
+
+    #[test]
+    fn a_peer_is_known_by_its_first_incarnation_across_restarts() {
+        let dir = std::env::temp_dir().join(format!("rl-meta-peers-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let (a, b) = (uuid::Uuid::new_v4(), uuid::Uuid::new_v4());
+        let mut p = PeerIncarnations::open(&dir).unwrap();
+        assert_eq!(p.get(3), None);
+        p.check(3, a).unwrap();
+        p.check(3, a).unwrap();
+        p.check(5, b).unwrap();
+        assert_eq!(p.check(3, b), Err(Refused::Another { known: a }));
+        let mut again = PeerIncarnations::open(&dir).unwrap();
+        assert_eq!(
+            (again.get(3), again.get(5)),
+            (Some(a), Some(b)),
+            "persisted"
+        );
+        assert_eq!(again.check(5, a), Err(Refused::Another { known: b }));
+        again.check(3, a).unwrap();
+        std::fs::write(dir.join("peer-incarnations.properties"), "node.x=1\n").unwrap();
+        assert!(
+            PeerIncarnations::open(&dir).is_err(),
+            "a bad file stops the start"
         );
         std::fs::remove_dir_all(&dir).unwrap();
     }

@@ -1896,3 +1896,77 @@ def test_kafka_reassign_partitions_moves_a_single_replica_partition_under_writes
     assert remove_raft_voter(nodes[to - 1], src) == 0
     for i, n in enumerate(nodes):
         assert "panicked" not in n.log_text(), f"node {i + 1} panicked: {n.log_tail()}"
+
+
+def incarnation_of(data_dir) -> str:
+    """The incarnation.id a data directory's meta.properties names."""
+    for line in (data_dir / "meta.properties").read_text().splitlines():
+        if line.startswith("incarnation.id="):
+            return line.split("=", 1)[1]
+    raise AssertionError(f"no incarnation.id in {data_dir}/meta.properties")
+
+
+def test_a_node_that_lost_its_data_directory_is_refused_until_it_rejoins_under_a_new_id(cluster, tmp_path):
+    """Node 3's data directory is wiped while it is down and it is started again under node.id 3: its
+    peers knew node 3 by the incarnation.id of the directory it first connected with
+    (peer-incarnations.properties), refuse its hello for good, and it stops with exit code 3 and a
+    message naming the remedy, before any of its Raft messages (a vote without its log) is read. The
+    two nodes left keep every acknowledged commit and take more. The remedy works: node 3 removed
+    (RemoveRaftVoter), the machine joins again as node 4 on an empty directory, and reads every
+    commit."""
+    import shutil
+
+    nodes = cluster
+    create_topic(nodes, TOPIC, 1, replication_factor=3)
+    wait_until(lambda: replicated_settled(nodes, TOPIC), 30, f"{TOPIC} led")
+    produce_acked(nodes, TOPIC, [b"k%03d" % i for i in range(20)], 1)
+    bootstrap = ",".join(n.bootstrap for n in nodes)
+    c = consumer(bootstrap)
+    acked = 0
+    for _ in range(5):
+        acked += 1
+        commit_until_acked(c, acked)
+
+    lost = nodes[2]
+    first = incarnation_of(lost.data_dir)
+    for n in nodes[:2]:
+        wait_until(lambda n=n: f"node.3={first}" in (n.data_dir / "peer-incarnations.properties").read_text(),
+                   30, f"node {n.sets[0]} recorded node 3's incarnation")
+    lost.kill()
+    shutil.rmtree(lost.data_dir)
+    try:
+        lost.start()  # it may stop before it even says it listens
+    except BrokerError:
+        pass
+    wait_until(lambda: not lost.alive(), 30, "node 3 on a new directory stops")
+    assert lost.proc.returncode == 3, (lost.proc.returncode, lost.log_tail())
+    text = lost.log_tail(max_chars=20000)
+    second = incarnation_of(lost.data_dir)
+    assert second != first
+    assert "refused by a peer" in text and "RemoveRaftVoter" in text and first in text and second in text, text
+    assert any("refused for good" in n.log_text() for n in nodes[:2])
+
+    # Nothing acknowledged is lost, and the two nodes left go on.
+    acked += 1
+    commit_until_acked(c, acked)
+    assert committed(nodes[0].bootstrap) == acked
+    produce_acked(nodes[:2], TOPIC, [b"k%03d" % i for i in range(20, 25)], 1)
+
+    # The remedy: node 3 removed; the machine joins again as node 4 on an empty directory.
+    assert remove_raft_voter(nodes[0], 3) == 0
+    voters = next(s for s in nodes[0].sets if s.startswith("controller.quorum.voters="))
+    four = Broker(data_dir=tmp_path / "node4", log_path=tmp_path / "node4.log", listeners=["CONTROLLER"],
+                  sets=["node.id=4", voters, f"cluster.id={CLUSTER_ID}"])
+    four.start()
+    nodes.append(four)  # the fixture kills it too
+    assert add_raft_voter(nodes[1], 4, directory_id(4), four.listener("CONTROLLER")) == (0, "NONE")
+    wait_until(lambda: all(sorted(r) == [1, 2, 4] for r in offsets_replicas(four).values()), 60,
+               "node 4 in every __consumer_offsets group, node 3 out")
+    acked += 1
+    commit_until_acked(c, acked)
+    c.close()
+    assert committed(four.bootstrap) == acked
+    got = read_all(four, TOPIC, 1, 25, timeout=60)
+    assert got == [b"k%03d" % i for i in range(25)], got
+    for i, n in enumerate(nodes):
+        assert "panicked" not in n.log_text(), f"node {i + 1} panicked: {n.log_tail()}"

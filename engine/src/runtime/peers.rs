@@ -16,16 +16,20 @@
 //!
 //! Wire format, big-endian: frames of `u32 length | i32 partition | payload`. The first frame of
 //! a connection is the connector's hello (partition −1): [`HELLO_MAGIC`], its node id (u64), its
+//! data directory's incarnation id (16 bytes, must be the one this node first knew that node id
+//! by, `meta::PeerIncarnations`), its
 //! `cluster.id` (u16-length string, must equal ours), the number of `__consumer_offsets`
 //! partitions it runs (i32, must equal ours, or messages would reach the wrong partition), then
 //! its client endpoints (u16 count, each a u16-length listener
-//! name, a u16-length host and an i32 port) so FindCoordinator here can name it. Every later
-//! payload is one raft-rs message (`replication::encode`); partition −2 is the cluster's metadata
+//! name, a u16-length host and an i32 port) so FindCoordinator here can name it. The acceptor
+//! answers it with one frame of partition −1 ([`Answer`]: accepted, not now, or never under this
+//! node id, which stops the connector's node) and writes nothing after. Every later frame is the
+//! connector's; its payload is one raft-rs message (`replication::encode`); partition −2 is the cluster's metadata
 //! log (`runtime::metadata_log`, on shard 0), −3 a replicated topic partition's
 //! ([`TOPIC_PARTITION`]), −4 a topic partition's re-seeding message ([`TOPIC_SEED`]), −5 the
 //! metadata log's leader's view of its group ([`QUORUM_VIEW`]), −6 a topic partition's leader
 //! telling a node without a replica that it leads ([`TOPIC_LEADER`]). A frame
-//! longer than [`MAX_FRAME_BYTES`], a bad hello or a partition out of range closes the
+//! longer than [`MAX_FRAME_BYTES`], a refused hello or a partition out of range closes the
 //! connection.
 //!
 //! Must not: interpret a Raft message (the partition's replica does), or block a shard on a peer:
@@ -56,8 +60,10 @@ use std::time::Duration;
 /// which a node of version 05 would close the connection over); 07 since a partition of
 /// replication factor 1 moves between nodes (the metadata log's `Command::HandOver` and
 /// `PlacedTopic::handing_over`, and [`TOPIC_SEED`] frames of two more kinds, which a node of
-/// version 06 would not apply or answer, leaving a move that never ends).
-pub const HELLO_MAGIC: &[u8; 8] = b"RLRAFT07";
+/// version 06 would not apply or answer, leaving a move that never ends); 08 since a hello
+/// carries the connector's incarnation id and is answered ([`Answer`]), which a node of version
+/// 07 would not wait for.
+pub const HELLO_MAGIC: &[u8; 8] = b"RLRAFT08";
 /// The largest frame: one append message (`replication::MAX_MESSAGE_BYTES` of entries) plus its
 /// envelope.
 pub const MAX_FRAME_BYTES: usize = {
@@ -225,6 +231,9 @@ impl Links {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Hello {
     pub node: NodeId,
+    /// The connector's data directory (`meta::Meta::incarnation`): a peer that knew this node
+    /// id by another refuses it ([`Answer::Fenced`]).
+    pub incarnation: uuid::Uuid,
     pub cluster_id: String,
     pub partitions: i32,
     pub endpoints: Vec<Endpoint>,
@@ -235,6 +244,7 @@ pub fn hello(h: &Hello) -> Vec<u8> {
     let mut p = Vec::new();
     p.extend_from_slice(HELLO_MAGIC);
     p.extend_from_slice(&h.node.to_be_bytes());
+    p.extend_from_slice(h.incarnation.as_bytes());
     p.extend_from_slice(&(h.cluster_id.len() as u16).to_be_bytes());
     p.extend_from_slice(h.cluster_id.as_bytes());
     let (partitions, endpoints) = (h.partitions, &h.endpoints);
@@ -291,6 +301,7 @@ pub fn parse_hello(p: &[u8]) -> Result<Hello, String> {
         return Err("not a Ringleader node-to-node hello".into());
     }
     let node = u64::from_be_bytes(r.take(8)?.try_into().unwrap());
+    let incarnation = uuid::Uuid::from_bytes(r.take(16)?.try_into().unwrap());
     let cluster_id = r.str()?;
     let partitions = r.i32()?;
     let n = r.u16()?;
@@ -310,11 +321,65 @@ pub fn parse_hello(p: &[u8]) -> Result<Hello, String> {
     }
     Ok(Hello {
         node,
+        incarnation,
         cluster_id,
         partitions,
         endpoints: eps,
     })
 }
+
+/// What the accepting node answers a hello with (a frame of partition −1: the verdict byte, then
+/// the reason in UTF-8), before it reads anything else; the connector sends nothing more until
+/// it is [`Answer::Accepted`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    Accepted,
+    /// Not now: a node not added yet, another `cluster.id`, version or partition count. The
+    /// connector tries again (a joining node is accepted once the metadata log here added it).
+    NotYet(String),
+    /// Never under this node id: the peer knew it by another data directory
+    /// (`meta::PeerIncarnations`). The connector stops its node.
+    Fenced(String),
+}
+
+impl Answer {
+    /// The answer's frame.
+    pub fn frame(&self) -> Vec<u8> {
+        let (verdict, reason) = match self {
+            Answer::Accepted => (0u8, ""),
+            Answer::NotYet(r) => (1, r.as_str()),
+            Answer::Fenced(r) => (2, r.as_str()),
+        };
+        // Bounded so the frame stays far below MAX_FRAME_BYTES whatever the reason says.
+        let reason = &reason.as_bytes()[..reason.len().min(4096)];
+        let mut f = Vec::with_capacity(9 + reason.len());
+        f.extend_from_slice(&(5 + reason.len() as u32).to_be_bytes());
+        f.extend_from_slice(&(-1i32).to_be_bytes());
+        f.push(verdict);
+        f.extend_from_slice(reason);
+        f
+    }
+
+    /// An answer's payload (after the partition), or why it is not one.
+    pub fn parse(p: &[u8]) -> Result<Answer, String> {
+        let (&verdict, reason) = p.split_first().ok_or("an empty answer")?;
+        let reason = String::from_utf8_lossy(reason).into_owned();
+        match verdict {
+            0 if reason.is_empty() => Ok(Answer::Accepted),
+            1 => Ok(Answer::NotYet(reason)),
+            2 => Ok(Answer::Fenced(reason)),
+            _ => Err(format!("an answer of verdict {verdict}")),
+        }
+    }
+}
+
+/// How long a connector waits for the answer to its hello before it drops the connection and
+/// tries again (the peer checks the hello without waiting on anything but, once per peer node,
+/// one small durable file write).
+const ANSWER_WAIT: Duration = Duration::from_secs(5);
+
+/// The process exit code of a node whose peer refused it for good ([`Answer::Fenced`]).
+pub const EXIT_FENCED: i32 = 3;
 
 async fn write_loop(
     link: Rc<Link>,
@@ -343,12 +408,56 @@ async fn write_loop(
             glommio::timer::sleep(RECONNECT).await;
             continue;
         }
-        if !refused {
-            tracing::info!(peer, %addr, "node-to-node link up");
-        }
         logged_down = false;
+        let answer = futures_lite::future::or(
+            async {
+                let mut buf = Vec::new();
+                match read_frame(&mut stream, &mut buf).await {
+                    Ok(-1) => Answer::parse(&buf),
+                    Ok(p) => Err(format!("a frame of partition {p} instead of an answer")),
+                    Err(e) => Err(e),
+                }
+            },
+            async {
+                glommio::timer::sleep(ANSWER_WAIT).await;
+                Err(format!("no answer to the hello in {ANSWER_WAIT:?}"))
+            },
+        )
+        .await;
+        match answer {
+            Ok(Answer::Accepted) => {}
+            Ok(Answer::Fenced(reason)) => {
+                // A peer knew this node id by another data directory: this node lost (or
+                // replaced) the disk its Raft votes and logs were on, and must not take part
+                // under this id. Stopping is the clear answer; staying up would only be refused
+                // by every peer that knew it.
+                tracing::error!(
+                    peer,
+                    %addr,
+                    reason = %reason,
+                    "refused by a peer: this data directory is not the one the cluster knew \
+                     as this node.id; stopping (exit code {EXIT_FENCED}). A node that lost its \
+                     data directory rejoins under a new node.id: remove the old one with \
+                     RemoveRaftVoter (kafka-metadata-quorum remove-controller), then start this \
+                     node with another node.id and add it (AddRaftVoter)"
+                );
+                std::process::exit(EXIT_FENCED);
+            }
+            Ok(Answer::NotYet(reason)) | Err(reason) => {
+                // Refused for now (this node is not added there yet, or a misconfiguration the
+                // peer names), or a peer of another version that closes without answering:
+                // said once while it lasts, and tried again less often.
+                if !refused {
+                    tracing::info!(peer, %addr, reason = %reason, "node-to-node hello refused; retrying");
+                }
+                refused = true;
+                glommio::timer::sleep(RECONNECT * 5).await;
+                continue;
+            }
+        }
+        refused = false;
+        tracing::info!(peer, %addr, "node-to-node link up");
         link.connected.set(true);
-        let mut wrote = false;
         loop {
             let batch = std::mem::take(&mut *link.queue.borrow_mut());
             if batch.is_empty() {
@@ -363,11 +472,10 @@ async fn write_loop(
                     }
                     Idle::Stop
                 };
-                // The peer never writes on this connection: a read that ends means it closed it
-                // (it refused this node's hello: a node not added yet, or it stopped), and the
-                // link reconnects now rather than at its next write, so a joining node's hello
-                // reaches its peers once they added it. Watched only once idle for a second: a
-                // busy link rings first, and no read is submitted on the hot path.
+                // The peer writes nothing after its answer: a read that ends means it closed
+                // the connection (it stopped), and the link reconnects now rather than at its
+                // next write. Watched only once idle for a second: a busy link rings first, and
+                // no read is submitted on the hot path.
                 let mut byte = [0u8; 1];
                 let closed = async {
                     glommio::timer::sleep(Duration::from_secs(1)).await;
@@ -387,19 +495,10 @@ async fn write_loop(
             if stream.write_all(&batch).await.is_err() {
                 break;
             }
-            wrote = true;
         }
         link.connected.set(false);
         link.queue.borrow_mut().clear();
-        // Closed before anything but the hello went: refused (this node is not added there
-        // yet). Retried quietly, and less often.
-        refused = !wrote;
-        if refused {
-            tracing::debug!(peer, %addr, "node-to-node hello refused; retrying");
-            glommio::timer::sleep(RECONNECT * 5).await;
-        } else {
-            tracing::info!(peer, %addr, "node-to-node link lost; reconnecting");
-        }
+        tracing::info!(peer, %addr, "node-to-node link lost; reconnecting");
     }
 }
 
@@ -414,7 +513,6 @@ async fn connect(addr: &str) -> std::io::Result<glommio::net::TcpStream> {
         .map_err(std::io::Error::from)
 }
 
-/// Accept peers on this node's voter address until shutdown (runs on shard 0).
 /// The partition number of the cluster's metadata log's messages (`runtime::metadata_log`; the
 /// `__consumer_offsets` partitions use 0..n, the hello −1).
 pub const METADATA_PARTITION: i32 = -2;
@@ -449,15 +547,19 @@ pub const TOPIC_LEADER: i32 = -6;
 /// that, such messages are dropped, as lost ones (Raft resends).
 pub type MetaSlot = Rc<RefCell<Option<Rc<dyn Fn(&[u8])>>>>;
 
+/// Accept peers on this node's voter address until shutdown (runs on shard 0), each judged by
+/// its hello ([`judge`]) against the incarnations `known` recorded.
 pub async fn serve(
     listener: glommio::net::TcpListener,
     cluster: Arc<Cluster>,
     router: Rc<Router>,
     broker: Arc<crate::broker::Broker>,
-    partitions: i32,
     meta: MetaSlot,
+    known: crate::meta::PeerIncarnations,
     shutdown: Shutdown,
 ) {
+    let partitions = broker.config.offsets_topic_num_partitions;
+    let known = Rc::new(RefCell::new(known));
     enum Event {
         Conn(glommio::Result<glommio::net::TcpStream, ()>),
         Stop,
@@ -476,6 +578,7 @@ pub async fn serve(
                 let shutdown = shutdown.clone();
                 let meta = meta.clone();
                 let broker = broker.clone();
+                let known = known.clone();
                 glommio::spawn_local(async move {
                     let peer = stream.peer_addr().ok();
                     let links = Peer {
@@ -484,6 +587,7 @@ pub async fn serve(
                         broker: &broker,
                         partitions,
                         meta: &meta,
+                        known: &known,
                     };
                     if let Err(e) = read_loop(stream, links, &shutdown).await {
                         tracing::info!(?peer, error = %e, "node-to-node connection closed");
@@ -527,6 +631,58 @@ struct Peer<'a> {
     broker: &'a Arc<crate::broker::Broker>,
     partitions: i32,
     meta: &'a MetaSlot,
+    known: &'a RefCell<crate::meta::PeerIncarnations>,
+}
+
+/// Whether to take a connector that says `hello`: one of this cluster's peers, of this version
+/// and partition count, with the data directory this node first knew it by (recorded now if it
+/// never connected before).
+fn judge(
+    hello: Hello,
+    cluster: &Cluster,
+    partitions: i32,
+    known: &mut crate::meta::PeerIncarnations,
+) -> Result<Hello, Answer> {
+    let node = hello.node;
+    if hello.cluster_id != cluster.cluster_id {
+        return Err(Answer::NotYet(format!(
+            "node {node} belongs to cluster {:?}, node {} to {:?}: set the same cluster.id on \
+             every node",
+            hello.cluster_id, cluster.node_id, cluster.cluster_id
+        )));
+    }
+    if node == cluster.node_id || !cluster.knows(node) {
+        // A node started to join is refused until the metadata log here applied its addition
+        // (AddRaftVoter); its link tries again (`write_loop`).
+        return Err(Answer::NotYet(format!(
+            "node {node} is not a peer of node {} (members {:?}); a joining node is accepted \
+             once AddRaftVoter added it",
+            cluster.node_id,
+            cluster.members()
+        )));
+    }
+    if hello.partitions != partitions {
+        return Err(Answer::NotYet(format!(
+            "node {node} runs {} __consumer_offsets partitions, node {} {partitions}: \
+             offsets.topic.num.partitions must be the same on every node",
+            hello.partitions, cluster.node_id
+        )));
+    }
+    match known.check(node, hello.incarnation) {
+        Ok(()) => Ok(hello),
+        Err(crate::meta::Refused::Another { known }) => Err(Answer::Fenced(format!(
+            "node {} knew node {node} by the data directory of incarnation.id {}, and this one \
+             is {} (meta.properties): a node id is never taken by another data directory, as \
+             its Raft logs and votes were on the first",
+            cluster.node_id,
+            coordinator::base64_uuid(known),
+            coordinator::base64_uuid(hello.incarnation)
+        ))),
+        Err(crate::meta::Refused::Io(e)) => Err(Answer::NotYet(format!(
+            "node {} cannot record node {node}'s incarnation: {e}",
+            cluster.node_id
+        ))),
+    }
 }
 
 async fn read_loop(
@@ -540,40 +696,36 @@ async fn read_loop(
         broker,
         partitions,
         meta,
+        known,
     } = to;
     let mut buf = Vec::new();
     if read_frame(&mut stream, &mut buf).await? != -1 {
         return Err("the first frame is not a hello".into());
     }
+    let hello = parse_hello(&buf)
+        .map_err(Answer::NotYet)
+        .and_then(|h| judge(h, cluster, partitions, &mut known.borrow_mut()));
     let Hello {
-        node,
-        cluster_id,
-        partitions: theirs,
-        endpoints,
-    } = parse_hello(&buf)?;
-    if cluster_id != cluster.cluster_id {
-        return Err(format!(
-            "node {node} belongs to cluster {cluster_id:?}, this node to {:?}: set the same \
-             cluster.id on every node",
-            cluster.cluster_id
-        ));
-    }
-    if node == cluster.node_id || !cluster.knows(node) {
-        // A node started to join is refused until the metadata log here applied its addition
-        // (AddRaftVoter); its link notices the close and connects again (`write_loop`).
-        return Err(format!(
-            "node {node} is not a peer of node {} (members {:?}); a joining node is accepted \
-             once AddRaftVoter added it",
-            cluster.node_id,
-            cluster.members()
-        ));
-    }
-    if theirs != partitions {
-        return Err(format!(
-            "node {node} runs {theirs} __consumer_offsets partitions, this node {partitions}: \
-             offsets.topic.num.partitions must be the same on every node"
-        ));
-    }
+        node, endpoints, ..
+    } = match hello {
+        Ok(h) => h,
+        Err(answer) => {
+            // Told before the close, so the connector says why (and a fenced one stops).
+            let _ = stream.write_all(&answer.frame()).await;
+            return Err(match answer {
+                Answer::NotYet(r) => r,
+                Answer::Fenced(r) => {
+                    tracing::error!(reason = %r, "node-to-node hello refused for good");
+                    r
+                }
+                Answer::Accepted => unreachable!("judge refuses with NotYet or Fenced"),
+            });
+        }
+    };
+    stream
+        .write_all(&Answer::Accepted.frame())
+        .await
+        .map_err(|e| e.to_string())?;
     cluster.set_endpoints(node, endpoints);
     // Counted while this connection lives (the guard uncounts it however the loop ends).
     struct Open<'a>(&'a Cluster, NodeId);
@@ -706,6 +858,7 @@ mod tests {
         ];
         let h = Hello {
             node: 7,
+            incarnation: uuid::Uuid::from_u128(0x0123_4567_89ab_4cde_8f01_2345_6789_abcd),
             cluster_id: "Xv4QfwMXThSzZgdeBdgXBA".into(),
             partitions: 50,
             endpoints: eps,
@@ -727,9 +880,108 @@ mod tests {
         older[..8].copy_from_slice(b"RLRAFT01");
         assert!(parse_hello(&older)
             .unwrap_err()
-            .contains("version 01 (this node speaks 07)"));
+            .contains("version 01 (this node speaks 08)"));
         let mut long = f[8..].to_vec();
         long.push(0);
         assert!(parse_hello(&long).unwrap_err().contains("trailing"));
+    }
+
+    #[test]
+    fn an_answer_reads_back_and_garbage_is_refused() {
+        for a in [
+            Answer::Accepted,
+            Answer::NotYet("node 4 is not a peer".into()),
+            Answer::Fenced("another data directory".into()),
+            Answer::NotYet(String::new()),
+        ] {
+            let f = a.frame();
+            assert_eq!(
+                u32::from_be_bytes(f[..4].try_into().unwrap()) as usize,
+                f.len() - 4
+            );
+            assert_eq!(i32::from_be_bytes(f[4..8].try_into().unwrap()), -1);
+            assert_eq!(Answer::parse(&f[8..]).unwrap(), a);
+        }
+        assert!(Answer::parse(&[]).is_err(), "empty");
+        assert!(Answer::parse(&[3]).is_err(), "unknown verdict");
+        assert!(
+            Answer::parse(b"\0x").is_err(),
+            "an acceptance with a reason"
+        );
+        let long = Answer::Fenced("x".repeat(10_000)).frame();
+        assert_eq!(long.len(), 9 + 4096, "the reason is bounded");
+    }
+
+    /// The refusals a hello can meet, in the order the acceptor checks them; the incarnation
+    /// is recorded on the first acceptance and refuses another for good.
+    #[test]
+    fn a_hello_is_judged_and_another_data_directory_is_fenced() {
+        let dir = std::env::temp_dir().join(format!("rl-peers-judge-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let voters = (1..=3)
+            .map(|id| crate::cluster::Voter {
+                id,
+                addr: format!("127.0.0.1:{}", 19000 + id),
+            })
+            .collect();
+        let cluster = Cluster::new(1, "c1".into(), voters, 50, Vec::new());
+        let mut known = crate::meta::PeerIncarnations::open(&dir).unwrap();
+        let first = uuid::Uuid::new_v4();
+        let hello = |node, incarnation, cluster_id: &str, partitions| Hello {
+            node,
+            incarnation,
+            cluster_id: cluster_id.into(),
+            partitions,
+            endpoints: Vec::new(),
+        };
+        let not_yet = |r: Result<Hello, Answer>, says: &str| match r {
+            Err(Answer::NotYet(m)) => assert!(m.contains(says), "{m}"),
+            other => panic!("{other:?}"),
+        };
+        not_yet(
+            judge(hello(2, first, "c2", 50), &cluster, 50, &mut known),
+            "cluster.id",
+        );
+        not_yet(
+            judge(hello(4, first, "c1", 50), &cluster, 50, &mut known),
+            "AddRaftVoter",
+        );
+        not_yet(
+            judge(hello(1, first, "c1", 50), &cluster, 50, &mut known),
+            "not a peer",
+        );
+        not_yet(
+            judge(hello(2, first, "c1", 3), &cluster, 50, &mut known),
+            "offsets.topic.num.partitions",
+        );
+        assert_eq!(known.get(2), None, "nothing recorded from a refused hello");
+        let h = hello(2, first, "c1", 50);
+        assert_eq!(judge(h.clone(), &cluster, 50, &mut known), Ok(h.clone()));
+        assert_eq!(judge(h.clone(), &cluster, 50, &mut known), Ok(h));
+        match judge(
+            hello(2, uuid::Uuid::new_v4(), "c1", 50),
+            &cluster,
+            50,
+            &mut known,
+        ) {
+            Err(Answer::Fenced(m)) => assert!(
+                m.contains(&coordinator::base64_uuid(first)) && m.contains("node 2"),
+                "{m}"
+            ),
+            other => panic!("{other:?}"),
+        }
+        // A restart of this node still knows it.
+        let mut again = crate::meta::PeerIncarnations::open(&dir).unwrap();
+        assert!(matches!(
+            judge(
+                hello(2, uuid::Uuid::new_v4(), "c1", 50),
+                &cluster,
+                50,
+                &mut again
+            ),
+            Err(Answer::Fenced(_))
+        ));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -583,6 +583,7 @@ fn start_replicas(
         .collect();
     let hello = crate::runtime::peers::hello(&crate::runtime::peers::Hello {
         node: cluster.node_id,
+        incarnation: broker.incarnation,
         cluster_id: cluster.cluster_id.clone(),
         partitions,
         endpoints,
@@ -609,6 +610,20 @@ fn start_replicas(
     let meta_step: crate::runtime::peers::MetaSlot = Rc::default();
     let runs_metadata_log = peer_listener.is_some();
     if let Some(fd) = peer_listener {
+        // The peers' incarnations this node recorded, checked on each of their hellos.
+        let known = match &broker.data_dir {
+            Some(dir) => crate::meta::PeerIncarnations::open(dir),
+            None => Err(anyhow::anyhow!(
+                "a node of a cluster needs a data directory"
+            )),
+        };
+        let known = match known {
+            Ok(k) => k,
+            Err(e) => {
+                let _ = ready.send(Err(e));
+                return;
+            }
+        };
         // SAFETY: the fd is a bound, listening TCP socket (bind_shard_socket) whose ownership
         // moves to the glommio listener (into_raw_fd gives it up).
         let listener = unsafe { glommio::net::TcpListener::from_raw_fd(fd.into_raw_fd()) };
@@ -619,8 +634,8 @@ fn start_replicas(
                 cluster.clone(),
                 shard.router.clone(),
                 shard.broker.clone(),
-                partitions,
                 meta_step.clone(),
+                known,
                 shutdown.clone(),
             ),
         );
