@@ -153,6 +153,17 @@ pub enum Command {
         partition: i32,
         replicas: Vec<NodeId>,
     },
+    /// Node `node` runs on the data directory of incarnation `id` (its `meta.properties`):
+    /// proposed by that node itself once its metadata log is current, and recorded once. Every
+    /// node then refuses a hello under that node id that names another incarnation (a node
+    /// that lost its disk and came back under its old id), the ones that joined after it
+    /// included: KIP-853 keeps each voter's directory id in the voter set for this. Refused
+    /// when proposed by another node or for a node that is not a voter; a second record of
+    /// another id is refused and changes nothing.
+    Incarnation {
+        node: NodeId,
+        id: Uuid,
+    },
 }
 
 /// A command and who asked: `origin` is the proposing node and `seq` its own counter, so the
@@ -258,6 +269,10 @@ pub enum MetaError {
     /// A cancellation of a partition not under reassignment (NO_REASSIGNMENT_IN_PROGRESS).
     #[error("No ongoing reassignment for partition {0}-{1}.")]
     NoReassignment(String, i32),
+    /// An incarnation record that cannot be: proposed by another node than the one it names, for
+    /// a node that is not a voter, or of another id than the one recorded.
+    #[error("{0}")]
+    Incarnation(String),
 }
 
 /// A topic and the node leading each of its partitions (`leaders[p]`).
@@ -461,6 +476,10 @@ pub struct MetadataState {
     /// address; a joined node that was removed since stays (its id is never a member again).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     joined: Vec<(NodeId, String)>,
+    /// Each node's data directory as it recorded it (`Command::Incarnation`); a removed node's
+    /// stays (its id never comes back). Bounded by the nodes the cluster ever had.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    incarnations: BTreeMap<NodeId, Uuid>,
     topics: BTreeMap<String, PlacedTopic>,
     ids: BTreeSet<Uuid>,
     /// Per proposing node, the sequence numbers of its last [`DEDUP_WINDOW`] proposals applied.
@@ -481,6 +500,7 @@ impl MetadataState {
             voters: voters.to_vec(),
             bootstrap: voters.to_vec(),
             joined: Vec::new(),
+            incarnations: BTreeMap::new(),
             topics: BTreeMap::new(),
             ids: BTreeSet::new(),
             seen: BTreeMap::new(),
@@ -587,6 +607,11 @@ impl MetadataState {
         &self.joined
     }
 
+    /// Each node's data directory incarnation, as the node recorded it.
+    pub fn incarnations(&self) -> &BTreeMap<NodeId, Uuid> {
+        &self.incarnations
+    }
+
     pub fn topic(&self, name: &str) -> Option<&PlacedTopic> {
         self.topics.get(name)
     }
@@ -684,7 +709,16 @@ impl MetadataState {
                     if seen.len() > DEDUP_WINDOW {
                         seen.pop_first();
                     }
-                    self.execute(p.command)
+                    match p.command {
+                        Command::Incarnation { node, .. } if node != p.origin => {
+                            Err(MetaError::Incarnation(format!(
+                                "node {} cannot record node {node}'s incarnation: a node records \
+                                 only its own",
+                                p.origin
+                            )))
+                        }
+                        command => self.execute(command),
+                    }
                 };
                 Applied {
                     index,
@@ -989,6 +1023,24 @@ impl MetadataState {
                 partition,
                 replicas,
             } => self.reassign(name, partition, replicas),
+            Command::Incarnation { node, id } => {
+                if !self.voters.contains(&node) {
+                    return Err(MetaError::Incarnation(format!(
+                        "node {node} is not a voter (voters {:?})",
+                        self.voters
+                    )));
+                }
+                match self.incarnations.get(&node) {
+                    Some(known) if *known == id => Ok(()),
+                    Some(known) => Err(MetaError::Incarnation(format!(
+                        "node {node} is known by incarnation {known}, not {id}"
+                    ))),
+                    None => {
+                        self.incarnations.insert(node, id);
+                        Ok(())
+                    }
+                }
+            }
             Command::HandOver {
                 name,
                 partition,
@@ -2512,6 +2564,57 @@ mod tests {
         let back = MetadataState::decode_snapshot(&s.encode_snapshot(at), &offsets()).unwrap();
         assert_eq!(back, s);
         assert_eq!(back.placement(), s.placement());
+    }
+
+    #[test]
+    fn each_node_records_its_own_incarnation_once() {
+        let mut s = MetadataState::new(&[1, 2, 3], offsets());
+        let mut i = 0;
+        let mut run = |s: &mut MetadataState, origin: NodeId, node: NodeId, id: u128| {
+            i += 1;
+            let e = Proposal {
+                origin,
+                seq: i,
+                command: Command::Incarnation {
+                    node,
+                    id: Uuid::from_u128(id),
+                },
+            }
+            .encode()
+            .unwrap();
+            s.apply(i, &e).result
+        };
+        assert_eq!(run(&mut s, 2, 2, 20), Ok(()));
+        assert_eq!(
+            run(&mut s, 2, 2, 20),
+            Ok(()),
+            "the same again changes nothing"
+        );
+        assert!(matches!(
+            run(&mut s, 2, 2, 21),
+            Err(MetaError::Incarnation(m)) if m.contains("known by incarnation")
+        ));
+        assert!(matches!(
+            run(&mut s, 1, 3, 30),
+            Err(MetaError::Incarnation(m)) if m.contains("only its own")
+        ));
+        assert!(matches!(
+            run(&mut s, 9, 9, 90),
+            Err(MetaError::Incarnation(m)) if m.contains("not a voter")
+        ));
+        assert_eq!(run(&mut s, 3, 3, 30), Ok(()));
+        let want = BTreeMap::from([(2, Uuid::from_u128(20)), (3, Uuid::from_u128(30))]);
+        assert_eq!(s.incarnations(), &want);
+        // A removed node's record stays: its id never comes back, under any directory.
+        let remove = Proposal {
+            origin: 1,
+            seq: 100,
+            command: Command::RemoveVoter { id: 3 },
+        };
+        assert_eq!(s.apply(100, &remove.encode().unwrap()).result, Ok(()));
+        assert_eq!(s.incarnations(), &want);
+        let back = MetadataState::decode_snapshot(&s.encode_snapshot(100), &offsets()).unwrap();
+        assert_eq!(back, s, "a snapshot keeps the records");
     }
 
     #[test]
