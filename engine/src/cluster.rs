@@ -213,6 +213,20 @@ pub struct Cluster {
     members: ArcSwap<Vec<NodeId>>,
     /// The nodes removed so far: never members again.
     removed: ArcSwap<Vec<NodeId>>,
+    /// Each node's data directory incarnation as the metadata log recorded it
+    /// (`Command::Incarnation`): a hello naming another under that node id is refused
+    /// (`runtime::peers::judge`).
+    incarnations: ArcSwap<BTreeMap<NodeId, Uuid>>,
+    /// Changes of `incarnations` so far: a node-to-node reader checks its peer again only when
+    /// this moved (one atomic load per frame).
+    incarnations_changed: AtomicU64,
+    /// This node's own record of its peers' incarnations (`DATA/peer-incarnations.properties`),
+    /// opened at the start (`Self::open_peer_records`): checked on every hello
+    /// (`runtime::peers::judge`) and kept up with the metadata log's records
+    /// (`Self::set_incarnations`), so a restarted node refuses another directory before it
+    /// replayed its log. Touched by shard 0 only (the node-to-node listener and the metadata
+    /// log); a mutex because this struct is shared.
+    peer_records: std::sync::Mutex<Option<crate::meta::PeerIncarnations>>,
     /// The metadata log's group, published by its shard on every tick.
     quorum: ArcSwap<QuorumView>,
     /// The metadata log's group as its leader last sent it (a node that is not the leader),
@@ -323,6 +337,9 @@ impl Cluster {
             inbound: (0..MAX_BOOK).map(|_| AtomicUsize::new(0)).collect(),
             members: ArcSwap::from_pointee(voters.iter().map(|v| v.id).collect()),
             removed: ArcSwap::from_pointee(Vec::new()),
+            incarnations: ArcSwap::from_pointee(BTreeMap::new()),
+            incarnations_changed: AtomicU64::new(0),
+            peer_records: std::sync::Mutex::new(None),
             book: ArcSwap::from_pointee(book),
             quorum: ArcSwap::from_pointee(QuorumView::default()),
             leader_quorum: ArcSwap::from_pointee(None),
@@ -729,6 +746,47 @@ impl Cluster {
                 .iter()
                 .position(|v| v.id == node)
                 .is_some_and(|i| self.inbound[i].load(Ordering::Acquire) > 0)
+    }
+
+    /// Read this node's record of its peers' incarnations from `data_dir` (at the start).
+    pub fn open_peer_records(&self, data_dir: &std::path::Path) -> anyhow::Result<()> {
+        *self.peer_records() = Some(crate::meta::PeerIncarnations::open(data_dir)?);
+        Ok(())
+    }
+
+    /// This node's record of its peers' incarnations (None before `open_peer_records`).
+    pub fn peer_records(&self) -> std::sync::MutexGuard<'_, Option<crate::meta::PeerIncarnations>> {
+        self.peer_records.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The incarnations the metadata log recorded (published by its shard when they changed),
+    /// written through to this node's own record (a durable write per node, once).
+    pub fn set_incarnations(&self, recorded: &BTreeMap<NodeId, Uuid>) {
+        if **self.incarnations.load() != *recorded {
+            self.incarnations
+                .store(std::sync::Arc::new(recorded.clone()));
+            self.incarnations_changed.fetch_add(1, Ordering::Release);
+            if let Some(records) = self.peer_records().as_mut() {
+                for (&node, &id) in recorded {
+                    if node != self.node_id {
+                        if let Err(e) = records.record(node, id) {
+                            // Taken again at the node's next hello (`peers::judge`).
+                            tracing::warn!(node, error = ?e, "cannot record a peer's incarnation");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// How many times the recorded incarnations changed (see [`Self::set_incarnations`]).
+    pub fn incarnations_changed(&self) -> u64 {
+        self.incarnations_changed.load(Ordering::Acquire)
+    }
+
+    /// The incarnation the metadata log recorded for `node`, if any.
+    pub fn incarnation(&self, node: NodeId) -> Option<Uuid> {
+        self.incarnations.load().get(&node).copied()
     }
 
     /// A peer introduced itself with where it serves clients.

@@ -110,6 +110,7 @@ pub fn open_broker_with(
     let cluster = cluster_of(&config, endpoints)?;
     if let Some(c) = &cluster {
         meta::ensure_directory_id(data_dir, c.directory_id(c.node_id))?;
+        c.open_peer_records(data_dir)?;
     }
     // A first voter's lane is its position in controller.quorum.voters; a joining node's is its
     // id, which the metadata log and the config require to be past those positions.

@@ -3,11 +3,10 @@
 //! is. Starting a broker with a different node id on an existing data dir is refused: its records
 //! belong to another node.
 //!
-//! `DATA/peer-incarnations.properties`: on a node of a cluster, the incarnation id each peer node
-//! first said it had ([`PeerIncarnations`]), so a peer that comes back under the same node id
-//! with another data directory (a lost disk, wiped and restarted) is refused: a Raft voter that
-//! forgot its log and its votes must not vote (docs/replication.md, "A voter that lost its
-//! disk").
+//! `DATA/peer-incarnations.properties`: on a node of a cluster, each peer node's incarnation id
+//! ([`PeerIncarnations`]), so a peer that comes back under the same node id with another data
+//! directory (a lost disk, wiped and restarted) is refused: a Raft voter that forgot its log and
+//! its votes must not vote (docs/replication.md, "A voter that lost its disk").
 
 use std::path::Path;
 
@@ -135,15 +134,16 @@ pub fn parse_base64_uuid(s: &str) -> Option<uuid::Uuid> {
     Some(uuid::Uuid::from_u128(acc))
 }
 
-/// The incarnation id each peer node said it had when it first connected, persisted in
-/// `DATA/peer-incarnations.properties` (one `node.<id>=<id>` line per peer). Trust on first
-/// contact: the first hello of a node records it, later ones must match. Bounded by the address
-/// book: only nodes the metadata log made peers are recorded (`runtime::peers::read_loop`).
+/// Each peer node's incarnation id as this node knows it, persisted in
+/// `DATA/peer-incarnations.properties` (one `node.<id>=<id>` line per peer): the metadata log's
+/// record of it (`Command::Incarnation`, written through by `Cluster::set_incarnations`), else
+/// the one its first hello said once this node's metadata log was current (trust on first
+/// contact, `runtime::peers::judge`). Later hellos must match. It lets a restarted node refuse
+/// another directory before it replayed its metadata log. Bounded by the address book: only
+/// nodes the metadata log made peers are recorded.
 ///
-/// What it does not catch: a peer whose disk was lost before this node ever heard it (a node
-/// added after the loss), or this node's own records lost with its disk (then it learns the
-/// peers afresh). Kafka's KIP-853 keeps each voter's directory id in the replicated voter set
-/// instead, so every member agrees; here each node keeps its own.
+/// Kafka's KIP-853 keeps each voter's directory id in the replicated voter set; the metadata
+/// log's record is that, and this file is each node's durable copy of it.
 #[derive(Debug)]
 pub struct PeerIncarnations {
     path: std::path::PathBuf,
@@ -194,20 +194,30 @@ impl PeerIncarnations {
         match self.known.get(&node) {
             Some(&known) if known == id => Ok(()),
             Some(&known) => Err(Refused::Another { known }),
-            None => {
-                let mut text = String::from(
-                    "# Written by ringleader: the data directory (incarnation id) each peer node \
-                     first connected with.\n",
-                );
-                for (n, i) in self.known.iter().chain(std::iter::once((&node, &id))) {
-                    text.push_str(&format!("node.{n}={}\n", coordinator::base64_uuid(*i)));
-                }
-                storage::durable_file::write_atomic(&self.path, text.as_bytes())
-                    .map_err(|e| Refused::Io(format!("{}: {e}", self.path.display())))?;
-                self.known.insert(node, id);
-                Ok(())
-            }
+            None => self.record(node, id),
         }
+    }
+
+    /// Make `node`'s record `id` whatever it was: the metadata log's record
+    /// (`Command::Incarnation`) overrides this node's own, which may have been taken from a
+    /// hello that came before this node replayed that record. Durable before it returns.
+    pub fn record(&mut self, node: u64, id: uuid::Uuid) -> Result<(), Refused> {
+        if self.known.get(&node) == Some(&id) {
+            return Ok(());
+        }
+        let mut next = self.known.clone();
+        next.insert(node, id);
+        let mut text = String::from(
+            "# Written by ringleader: the data directory (incarnation id) each peer node first \
+             connected with.\n",
+        );
+        for (n, i) in &next {
+            text.push_str(&format!("node.{n}={}\n", coordinator::base64_uuid(*i)));
+        }
+        storage::durable_file::write_atomic(&self.path, text.as_bytes())
+            .map_err(|e| Refused::Io(format!("{}: {e}", self.path.display())))?;
+        self.known = next;
+        Ok(())
     }
 }
 
@@ -353,6 +363,10 @@ mod tests {
         );
         assert_eq!(again.check(5, a), Err(Refused::Another { known: b }));
         again.check(3, a).unwrap();
+        // The metadata log's record overrides this node's own, durably.
+        again.record(5, a).unwrap();
+        again.check(5, a).unwrap();
+        assert_eq!(PeerIncarnations::open(&dir).unwrap().get(5), Some(a));
         std::fs::write(dir.join("peer-incarnations.properties"), "node.x=1\n").unwrap();
         assert!(
             PeerIncarnations::open(&dir).is_err(),

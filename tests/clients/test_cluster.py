@@ -1906,14 +1906,33 @@ def incarnation_of(data_dir) -> str:
     raise AssertionError(f"no incarnation.id in {data_dir}/meta.properties")
 
 
+def metadata_log_records(node: Broker) -> dict[int, str]:
+    """node id -> incarnation.id (base64) as the Incarnation entries of `node`'s metadata log say."""
+    import base64
+    import re
+    import uuid
+
+    data = b"".join(p.read_bytes() for p in sorted((node.data_dir / "__cluster_metadata-0").glob("*.log")))
+    found = {}
+    for m in re.finditer(rb'"type":"Incarnation","node":(\d+),"id":"([0-9a-f-]{36})"', data):
+        b64 = base64.urlsafe_b64encode(uuid.UUID(m.group(2).decode()).bytes).decode().rstrip("=")
+        found.setdefault(int(m.group(1)), b64)
+    return found
+
+
 def test_a_node_that_lost_its_data_directory_is_refused_until_it_rejoins_under_a_new_id(cluster, tmp_path):
-    """Node 3's data directory is wiped while it is down and it is started again under node.id 3: its
-    peers knew node 3 by the incarnation.id of the directory it first connected with
-    (peer-incarnations.properties), refuse its hello for good, and it stops with exit code 3 and a
-    message naming the remedy, before any of its Raft messages (a vote without its log) is read. The
-    two nodes left keep every acknowledged commit and take more. The remedy works: node 3 removed
-    (RemoveRaftVoter), the machine joins again as node 4 on an empty directory, and reads every
-    commit."""
+    """Each node records its data directory's random incarnation.id in the metadata log once it is
+    current, and every node keeps its peers' in peer-incarnations.properties. A node started under
+    its old node.id on another directory is refused for good by its peers before any of its Raft
+    messages (a vote without its log) is read, and stops with exit code 3 and a message naming the
+    remedy:
+
+    * a directory whose incarnation.id is not the recorded one, with the peers' own records deleted
+      and the peers restarted: the metadata log's record alone refuses it; the right directory is
+      taken again afterwards;
+    * node 3's directory wiped while it is down: the two nodes left keep every acknowledged commit
+      and take more; node 3 is removed (RemoveRaftVoter) and the machine joins again as node 4 on an
+      empty directory, which reads every commit and record."""
     import shutil
 
     nodes = cluster
@@ -1927,23 +1946,55 @@ def test_a_node_that_lost_its_data_directory_is_refused_until_it_rejoins_under_a
         acked += 1
         commit_until_acked(c, acked)
 
+    own = {i + 1: incarnation_of(n.data_dir) for i, n in enumerate(nodes)}
+    assert len(set(own.values())) == 3
+    for n in nodes:
+        wait_until(lambda n=n: metadata_log_records(n) == own, 30, f"{n.sets[0]}'s metadata log records every node")
     lost = nodes[2]
-    first = incarnation_of(lost.data_dir)
+    first = own[3]
     for n in nodes[:2]:
         wait_until(lambda n=n: f"node.3={first}" in (n.data_dir / "peer-incarnations.properties").read_text(),
-                   30, f"node {n.sets[0]} recorded node 3's incarnation")
+                   30, f"{n.sets[0]} recorded node 3's incarnation")
+
+    def refused_start(why: str) -> str:
+        offset = lost.log_path.stat().st_size
+        try:
+            lost.start()  # it may stop before it even says it listens
+        except BrokerError:
+            pass
+        wait_until(lambda: not lost.alive(), 30, f"node 3 on {why} stops")
+        text = lost.log_text(offset)
+        assert lost.proc.returncode == 3, (lost.proc.returncode, text)
+        assert "not the one the cluster knew" in text and "RemoveRaftVoter" in text, text
+        return text
+
+    # Another incarnation.id on node 3's directory, the peers' own records gone: refused by the
+    # metadata log's record.
+    lost.stop()
+    for n in nodes[:2]:
+        n.stop()
+        (n.data_dir / "peer-incarnations.properties").unlink()
+        n.start()
+    props = lost.data_dir / "meta.properties"
+    kept = props.read_text()
+    props.write_text(kept.replace(f"incarnation.id={first}", "incarnation.id=AAAAAAAAAAAAAAAAAAAAAA"))
+    text = refused_start("an altered directory")
+    assert "AAAAAAAAAAAAAAAAAAAAAA" in text and first in text, text
+    props.write_text(kept)
+    lost.start()
+    acked += 1
+    commit_until_acked(c, acked)
+    wait_until(lambda: lost.alive() and all(
+        f"node.3={first}" in (n.data_dir / "peer-incarnations.properties").read_text() for n in nodes[:2]),
+        30, "node 3 taken again on its own directory, and the peers' records back")
+
+    # Node 3's directory lost.
     lost.kill()
     shutil.rmtree(lost.data_dir)
-    try:
-        lost.start()  # it may stop before it even says it listens
-    except BrokerError:
-        pass
-    wait_until(lambda: not lost.alive(), 30, "node 3 on a new directory stops")
-    assert lost.proc.returncode == 3, (lost.proc.returncode, lost.log_tail())
-    text = lost.log_tail(max_chars=20000)
+    text = refused_start("an empty directory")
     second = incarnation_of(lost.data_dir)
     assert second != first
-    assert "refused by a peer" in text and "RemoveRaftVoter" in text and first in text and second in text, text
+    assert first in text and second in text, text
     assert any("refused for good" in n.log_text() for n in nodes[:2])
 
     # Nothing acknowledged is lost, and the two nodes left go on.
@@ -1962,6 +2013,9 @@ def test_a_node_that_lost_its_data_directory_is_refused_until_it_rejoins_under_a
     assert add_raft_voter(nodes[1], 4, directory_id(4), four.listener("CONTROLLER")) == (0, "NONE")
     wait_until(lambda: all(sorted(r) == [1, 2, 4] for r in offsets_replicas(four).values()), 60,
                "node 4 in every __consumer_offsets group, node 3 out")
+    # Node 4 learnt every record from the log, node 3's first one included.
+    wait_until(lambda: metadata_log_records(four).get(3) == first and 4 in metadata_log_records(four), 30,
+               "node 4's metadata log holds node 3's first incarnation and its own")
     acked += 1
     commit_until_acked(c, acked)
     c.close()
@@ -1970,3 +2024,4 @@ def test_a_node_that_lost_its_data_directory_is_refused_until_it_rejoins_under_a
     assert got == [b"k%03d" % i for i in range(25)], got
     for i, n in enumerate(nodes):
         assert "panicked" not in n.log_text(), f"node {i + 1} panicked: {n.log_tail()}"
+

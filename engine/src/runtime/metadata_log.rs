@@ -56,6 +56,9 @@ const PENDING_TTL: Duration = Duration::from_secs(60);
 /// a leader change rather than on a short timer keeps a slow but healthy leader from collecting
 /// repeats in its log.
 const RETRY: Duration = Duration::from_millis(3000);
+/// Between two proposals of this node's own incarnation while the log holds none
+/// ([`MetadataLog::record_incarnation`]); each is also retried as any proposal is ([`RETRY`]).
+const INCARNATION_RETRY: Duration = Duration::from_secs(10);
 
 struct Pending {
     reply: std::sync::mpsc::SyncSender<MetaOutcome>,
@@ -87,6 +90,8 @@ pub struct MetadataLog {
     /// Our proposals not applied yet, by sequence number.
     pending: RefCell<HashMap<u64, Pending>>,
     next_seq: Cell<u64>,
+    /// When this node last proposed its own incarnation (`Command::Incarnation`).
+    incarnation_proposed: Cell<Option<Instant>>,
     doorbell: LocalSender<()>,
     bad_messages: Cell<u64>,
 }
@@ -146,6 +151,7 @@ impl MetadataLog {
         }
         let removed = state.removed();
         cluster.set_members(state.voters(), &removed, state.joined());
+        cluster.set_incarnations(state.incarnations());
         if !state.voters().contains(&cluster.node_id) && !removed.contains(&cluster.node_id) {
             // What AddRaftVoter must name (`kafka-metadata-quorum add-controller`, or Admin's
             // addRaftVoter): logged for the operator. (A joined node restarted before its
@@ -183,6 +189,7 @@ impl MetadataLog {
             inbox,
             pending: RefCell::default(),
             next_seq: Cell::new(first_seq),
+            incarnation_proposed: Cell::new(None),
             doorbell: tx,
             bad_messages: Cell::new(0),
         });
@@ -286,7 +293,56 @@ impl MetadataLog {
             }
         }
         drop((replica, pending));
+        self.record_incarnation();
         self.ring_if_work();
+    }
+
+    /// This node's data directory in the log (`Command::Incarnation`), so every node, one that
+    /// joins later included, refuses another directory under this node id: proposed once the
+    /// log here is current and holds none for this node (a voter), again every
+    /// [`INCARNATION_RETRY`] until it does. One of another id recorded means this directory is
+    /// not the one the cluster knew as this node: it stops (`peers::stop_fenced`).
+    fn record_incarnation(&self) {
+        if !self.broker.topics.is_current() {
+            return; // a restarted node replays first; the record may be there
+        }
+        let own = self.broker.incarnation;
+        let (recorded, voter) = {
+            let state = self.state.borrow();
+            (
+                state.incarnations().get(&self.node).copied(),
+                state.voters().contains(&self.node),
+            )
+        };
+        match recorded {
+            Some(id) if id == own => {}
+            Some(id) => crate::runtime::peers::stop_fenced(&format!(
+                "the metadata log recorded node {} as incarnation.id {}, and this data \
+                 directory is {}",
+                self.node,
+                coordinator::base64_uuid(id),
+                coordinator::base64_uuid(own)
+            )),
+            None if voter => {
+                let due = self
+                    .incarnation_proposed
+                    .get()
+                    .is_none_or(|at| at.elapsed() >= INCARNATION_RETRY);
+                if due {
+                    self.incarnation_proposed.set(Some(Instant::now()));
+                    // Nobody waits for the answer: the record shows in the state once applied.
+                    let (reply, _) = std::sync::mpsc::sync_channel(1);
+                    self.propose(
+                        Command::Incarnation {
+                            node: self.node,
+                            id: own,
+                        },
+                        reply,
+                    );
+                }
+            }
+            None => {} // not added yet, or removed
+        }
     }
 
     /// Propose what the registry queued (every [`INBOX_POLL`]).
@@ -408,6 +464,7 @@ impl MetadataLog {
             .install(state.snapshot(), state.placement());
         if let Some(cluster) = &self.broker.cluster {
             cluster.set_members(state.voters(), &state.removed(), state.joined());
+            cluster.set_incarnations(state.incarnations());
         }
     }
 

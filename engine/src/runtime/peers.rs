@@ -381,6 +381,21 @@ const ANSWER_WAIT: Duration = Duration::from_secs(5);
 /// The process exit code of a node whose peer refused it for good ([`Answer::Fenced`]).
 pub const EXIT_FENCED: i32 = 3;
 
+/// Stop this node: the cluster knew its node id by another data directory (a peer refused its
+/// hello, or the metadata log recorded another incarnation for it). This node lost (or
+/// replaced) the disk its Raft votes and logs were on and must not take part under this id;
+/// staying up would only be refused by every node that knew it.
+pub fn stop_fenced(why: &str) -> ! {
+    tracing::error!(
+        reason = %why,
+        "this data directory is not the one the cluster knew as this node.id; stopping \
+         (exit code {EXIT_FENCED}). A node that lost its data directory rejoins under a new \
+         node.id: remove the old one with RemoveRaftVoter (kafka-metadata-quorum \
+         remove-controller), then start this node with another node.id and add it (AddRaftVoter)"
+    );
+    std::process::exit(EXIT_FENCED)
+}
+
 async fn write_loop(
     link: Rc<Link>,
     peer: NodeId,
@@ -426,23 +441,9 @@ async fn write_loop(
         .await;
         match answer {
             Ok(Answer::Accepted) => {}
-            Ok(Answer::Fenced(reason)) => {
-                // A peer knew this node id by another data directory: this node lost (or
-                // replaced) the disk its Raft votes and logs were on, and must not take part
-                // under this id. Stopping is the clear answer; staying up would only be refused
-                // by every peer that knew it.
-                tracing::error!(
-                    peer,
-                    %addr,
-                    reason = %reason,
-                    "refused by a peer: this data directory is not the one the cluster knew \
-                     as this node.id; stopping (exit code {EXIT_FENCED}). A node that lost its \
-                     data directory rejoins under a new node.id: remove the old one with \
-                     RemoveRaftVoter (kafka-metadata-quorum remove-controller), then start this \
-                     node with another node.id and add it (AddRaftVoter)"
-                );
-                std::process::exit(EXIT_FENCED);
-            }
+            Ok(Answer::Fenced(reason)) => stop_fenced(&format!(
+                "node {peer} at {addr} refused this node: {reason}"
+            )),
             Ok(Answer::NotYet(reason)) | Err(reason) => {
                 // Refused for now (this node is not added there yet, or a misconfiguration the
                 // peer names), or a peer of another version that closes without answering:
@@ -548,18 +549,16 @@ pub const TOPIC_LEADER: i32 = -6;
 pub type MetaSlot = Rc<RefCell<Option<Rc<dyn Fn(&[u8])>>>>;
 
 /// Accept peers on this node's voter address until shutdown (runs on shard 0), each judged by
-/// its hello ([`judge`]) against the incarnations `known` recorded.
+/// its hello ([`judge`]) against the incarnations recorded (`Cluster::peer_records`).
 pub async fn serve(
     listener: glommio::net::TcpListener,
     cluster: Arc<Cluster>,
     router: Rc<Router>,
     broker: Arc<crate::broker::Broker>,
     meta: MetaSlot,
-    known: crate::meta::PeerIncarnations,
     shutdown: Shutdown,
 ) {
     let partitions = broker.config.offsets_topic_num_partitions;
-    let known = Rc::new(RefCell::new(known));
     enum Event {
         Conn(glommio::Result<glommio::net::TcpStream, ()>),
         Stop,
@@ -578,7 +577,6 @@ pub async fn serve(
                 let shutdown = shutdown.clone();
                 let meta = meta.clone();
                 let broker = broker.clone();
-                let known = known.clone();
                 glommio::spawn_local(async move {
                     let peer = stream.peer_addr().ok();
                     let links = Peer {
@@ -587,7 +585,6 @@ pub async fn serve(
                         broker: &broker,
                         partitions,
                         meta: &meta,
-                        known: &known,
                     };
                     if let Err(e) = read_loop(stream, links, &shutdown).await {
                         tracing::info!(?peer, error = %e, "node-to-node connection closed");
@@ -631,7 +628,6 @@ struct Peer<'a> {
     broker: &'a Arc<crate::broker::Broker>,
     partitions: i32,
     meta: &'a MetaSlot,
-    known: &'a RefCell<crate::meta::PeerIncarnations>,
 }
 
 /// Whether to take a connector that says `hello`: one of this cluster's peers, of this version
@@ -642,6 +638,7 @@ fn judge(
     cluster: &Cluster,
     partitions: i32,
     known: &mut crate::meta::PeerIncarnations,
+    current: bool,
 ) -> Result<Hello, Answer> {
     let node = hello.node;
     if hello.cluster_id != cluster.cluster_id {
@@ -668,16 +665,31 @@ fn judge(
             hello.partitions, cluster.node_id
         )));
     }
-    match known.check(node, hello.incarnation) {
-        Ok(()) => Ok(hello),
-        Err(crate::meta::Refused::Another { known }) => Err(Answer::Fenced(format!(
-            "node {} knew node {node} by the data directory of incarnation.id {}, and this one \
-             is {} (meta.properties): a node id is never taken by another data directory, as \
-             its Raft logs and votes were on the first",
+    let fenced = |known: uuid::Uuid, by: &str| {
+        Answer::Fenced(format!(
+            "node {} knew node {node} by the data directory of incarnation.id {} ({by}), and \
+             this one is {} (meta.properties): a node id is never taken by another data \
+             directory, as its Raft logs and votes were on the first",
             cluster.node_id,
             coordinator::base64_uuid(known),
             coordinator::base64_uuid(hello.incarnation)
-        ))),
+        ))
+    };
+    // The metadata log's record, when there is one, decides (and this node's own follows it);
+    // else this node's own record does, taken now if the node never connected before.
+    let checked = match cluster.incarnation(node) {
+        Some(recorded) if recorded != hello.incarnation => {
+            return Err(fenced(recorded, "the metadata log's record"));
+        }
+        Some(recorded) => known.record(node, recorded),
+        // Recorded here only once this node's metadata log is current: before that, it may
+        // hold a record it has not replayed yet, which this hello must not pre-empt.
+        None if current || known.get(node).is_some() => known.check(node, hello.incarnation),
+        None => Ok(()),
+    };
+    match checked {
+        Ok(()) => Ok(hello),
+        Err(crate::meta::Refused::Another { known }) => Err(fenced(known, "its first hello here")),
         Err(crate::meta::Refused::Io(e)) => Err(Answer::NotYet(format!(
             "node {} cannot record node {node}'s incarnation: {e}",
             cluster.node_id
@@ -696,17 +708,26 @@ async fn read_loop(
         broker,
         partitions,
         meta,
-        known,
     } = to;
     let mut buf = Vec::new();
     if read_frame(&mut stream, &mut buf).await? != -1 {
         return Err("the first frame is not a hello".into());
     }
-    let hello = parse_hello(&buf)
-        .map_err(Answer::NotYet)
-        .and_then(|h| judge(h, cluster, partitions, &mut known.borrow_mut()));
+    let hello = parse_hello(&buf).map_err(Answer::NotYet).and_then(|h| {
+        let current = broker.topics.is_current();
+        match cluster.peer_records().as_mut() {
+            Some(known) => judge(h, cluster, partitions, known, current),
+            None => Err(Answer::NotYet(format!(
+                "node {} has not read its record of its peers yet",
+                cluster.node_id
+            ))),
+        }
+    });
     let Hello {
-        node, endpoints, ..
+        node,
+        endpoints,
+        incarnation,
+        ..
     } = match hello {
         Ok(h) => h,
         Err(answer) => {
@@ -737,8 +758,20 @@ async fn read_loop(
     cluster.count_inbound(node, 1);
     let _open = Open(cluster, node);
     let outstanding = Rc::new(Cell::new(0usize));
+    let mut incarnations_seen = cluster.incarnations_changed();
     while !shutdown.is_triggered() {
         let partition = read_frame(&mut stream, &mut buf).await?;
+        // The metadata log recorded incarnations since the hello: one of another id for this
+        // peer ends the connection (it was accepted before this node learnt the record).
+        if cluster.incarnations_changed() != incarnations_seen {
+            incarnations_seen = cluster.incarnations_changed();
+            if cluster.incarnation(node).is_some_and(|r| r != incarnation) {
+                return Err(format!(
+                    "node {node}'s incarnation {} is not the one the metadata log recorded",
+                    coordinator::base64_uuid(incarnation)
+                ));
+            }
+        }
         if partition == METADATA_PARTITION {
             // The metadata log lives on this shard: step it here.
             let step = meta.borrow().clone();
@@ -940,30 +973,34 @@ mod tests {
             other => panic!("{other:?}"),
         };
         not_yet(
-            judge(hello(2, first, "c2", 50), &cluster, 50, &mut known),
+            judge(hello(2, first, "c2", 50), &cluster, 50, &mut known, true),
             "cluster.id",
         );
         not_yet(
-            judge(hello(4, first, "c1", 50), &cluster, 50, &mut known),
+            judge(hello(4, first, "c1", 50), &cluster, 50, &mut known, true),
             "AddRaftVoter",
         );
         not_yet(
-            judge(hello(1, first, "c1", 50), &cluster, 50, &mut known),
+            judge(hello(1, first, "c1", 50), &cluster, 50, &mut known, true),
             "not a peer",
         );
         not_yet(
-            judge(hello(2, first, "c1", 3), &cluster, 50, &mut known),
+            judge(hello(2, first, "c1", 3), &cluster, 50, &mut known, true),
             "offsets.topic.num.partitions",
         );
         assert_eq!(known.get(2), None, "nothing recorded from a refused hello");
         let h = hello(2, first, "c1", 50);
-        assert_eq!(judge(h.clone(), &cluster, 50, &mut known), Ok(h.clone()));
-        assert_eq!(judge(h.clone(), &cluster, 50, &mut known), Ok(h));
+        assert_eq!(
+            judge(h.clone(), &cluster, 50, &mut known, true),
+            Ok(h.clone())
+        );
+        assert_eq!(judge(h.clone(), &cluster, 50, &mut known, true), Ok(h));
         match judge(
             hello(2, uuid::Uuid::new_v4(), "c1", 50),
             &cluster,
             50,
             &mut known,
+            true,
         ) {
             Err(Answer::Fenced(m)) => assert!(
                 m.contains(&coordinator::base64_uuid(first)) && m.contains("node 2"),
@@ -971,6 +1008,11 @@ mod tests {
             ),
             other => panic!("{other:?}"),
         }
+        // Before this node's metadata log is current, a node never seen is let in but not
+        // recorded: the log may hold its record, not replayed yet.
+        let h = hello(3, first, "c1", 50);
+        assert_eq!(judge(h.clone(), &cluster, 50, &mut known, false), Ok(h));
+        assert_eq!(known.get(3), None);
         // A restart of this node still knows it.
         let mut again = crate::meta::PeerIncarnations::open(&dir).unwrap();
         assert!(matches!(
@@ -978,10 +1020,50 @@ mod tests {
                 hello(2, uuid::Uuid::new_v4(), "c1", 50),
                 &cluster,
                 50,
-                &mut again
+                &mut again,
+                true
             ),
             Err(Answer::Fenced(_))
         ));
+        // Node 3 never connected here, but the metadata log recorded it: another directory is
+        // refused, and nothing is recorded locally for it.
+        let three = uuid::Uuid::new_v4();
+        let before = cluster.incarnations_changed();
+        let own = dir.join("own");
+        std::fs::create_dir_all(&own).unwrap();
+        cluster.open_peer_records(&own).unwrap();
+        cluster.set_incarnations(&BTreeMap::from([(1, three), (2, first), (3, three)]));
+        assert_eq!(cluster.incarnations_changed(), before + 1);
+        // Written through to the node's own record, this node's own incarnation left out.
+        let written = crate::meta::PeerIncarnations::open(&own).unwrap();
+        assert_eq!(
+            (written.get(1), written.get(2), written.get(3)),
+            (None, Some(first), Some(three))
+        );
+        cluster.set_incarnations(&BTreeMap::from([(2, first), (3, three)]));
+        assert_eq!(cluster.incarnations_changed(), before + 2);
+        cluster.set_incarnations(&BTreeMap::from([(2, first), (3, three)]));
+        assert_eq!(cluster.incarnations_changed(), before + 2, "unchanged");
+        match judge(
+            hello(3, uuid::Uuid::new_v4(), "c1", 50),
+            &cluster,
+            50,
+            &mut again,
+            true,
+        ) {
+            Err(Answer::Fenced(m)) => assert!(m.contains("metadata log"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(again.get(3), None);
+        let h = hello(3, three, "c1", 50);
+        assert_eq!(judge(h.clone(), &cluster, 50, &mut again, true), Ok(h));
+        assert_eq!(again.get(3), Some(three));
+        // This node's own record of node 2 was taken from a hello before it learnt the log's
+        // (another): the log's wins, and the local record follows it.
+        cluster.set_incarnations(&BTreeMap::from([(2, three), (3, three)]));
+        let h = hello(2, three, "c1", 50);
+        assert_eq!(judge(h.clone(), &cluster, 50, &mut again, true), Ok(h));
+        assert_eq!(again.get(2), Some(three));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
