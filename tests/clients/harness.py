@@ -30,6 +30,11 @@ def binary_path() -> Path:
     return Path(os.environ.get("RINGLEADER_BIN", str(DEFAULT_BIN)))
 
 
+# Ports free_port() handed out in this process: never handed out twice, as one may still be free only
+# because what it went to has not bound it yet (a cluster's voter ports until its nodes start).
+_HANDED_OUT: set[int] = set()
+
+
 def free_port() -> int:
     """A free port below the ephemeral range (32768+), so that a broker restarted on the same
     port cannot find it taken by some client's outgoing connection in between. Spread by pid so
@@ -40,11 +45,14 @@ def free_port() -> int:
     rng = random.Random(os.getpid() ^ int(time.time() * 1000))
     for _ in range(200):
         port = rng.randrange(20000, 32000)
+        if port in _HANDED_OUT:
+            continue
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
             try:
                 s.bind(("127.0.0.1", port))
             except OSError:
                 continue
+            _HANDED_OUT.add(port)
             return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))

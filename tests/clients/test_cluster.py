@@ -2025,3 +2025,16 @@ def test_a_node_that_lost_its_data_directory_is_refused_until_it_rejoins_under_a
     for i, n in enumerate(nodes):
         assert "panicked" not in n.log_text(), f"node {i + 1} panicked: {n.log_tail()}"
 
+
+def test_a_node_whose_client_listener_and_node_to_node_address_share_a_port_is_refused(tmp_path):
+    """Both are bound with SO_REUSEPORT (a socket per shard), so without the check the node would
+    start and the kernel would hand peers' connections to the client listener and clients' to the
+    node-to-node one (a Java test's harness once picked one port for both)."""
+    port, other = free_port(), free_port()
+    b = Broker(data_dir=tmp_path / "node1", log_path=tmp_path / "node1.log", port=port,
+               sets=["node.id=1", f"controller.quorum.voters=1@127.0.0.1:{port},2@127.0.0.1:{other}",
+                     f"cluster.id={CLUSTER_ID}"])
+    with pytest.raises(BrokerError):
+        b.start()
+    assert b.proc.returncode not in (None, 0), b.log_tail()
+    assert "share a port" in b.log_text() and "controller.quorum.voters" in b.log_text(), b.log_tail()

@@ -304,6 +304,22 @@ pub fn start(
                 .map_err(|e| anyhow::anyhow!("controller.quorum.voters: {me}: {e}"))?
                 .next()
                 .ok_or_else(|| anyhow::anyhow!("{me} resolves to no address"))?;
+            // Sockets are bound with SO_REUSEPORT (one per shard), so a client listener on the
+            // same port would bind too and the kernel would spread peers and clients over both.
+            let overlaps = |l: &SocketAddr| {
+                l.port() == addr.port()
+                    && (l.ip() == addr.ip()
+                        || l.ip().is_unspecified()
+                        || addr.ip().is_unspecified())
+            };
+            if let Some(l) = broker.listeners.iter().find(|l| overlaps(&l.addr)) {
+                anyhow::bail!(
+                    "listener {} on {} and this node's node-to-node address {addr} \
+                     (controller.quorum.voters) share a port: give them different ones",
+                    l.name,
+                    l.addr
+                );
+            }
             Some(bind_shard_socket(addr).map_err(|e| {
                 anyhow::anyhow!("cannot listen for peers on {addr} (controller.quorum.voters): {e}")
             })?)
@@ -610,20 +626,6 @@ fn start_replicas(
     let meta_step: crate::runtime::peers::MetaSlot = Rc::default();
     let runs_metadata_log = peer_listener.is_some();
     if let Some(fd) = peer_listener {
-        // The peers' incarnations this node recorded, checked on each of their hellos.
-        let known = match &broker.data_dir {
-            Some(dir) => crate::meta::PeerIncarnations::open(dir),
-            None => Err(anyhow::anyhow!(
-                "a node of a cluster needs a data directory"
-            )),
-        };
-        let known = match known {
-            Ok(k) => k,
-            Err(e) => {
-                let _ = ready.send(Err(e));
-                return;
-            }
-        };
         // SAFETY: the fd is a bound, listening TCP socket (bind_shard_socket) whose ownership
         // moves to the glommio listener (into_raw_fd gives it up).
         let listener = unsafe { glommio::net::TcpListener::from_raw_fd(fd.into_raw_fd()) };
@@ -635,7 +637,6 @@ fn start_replicas(
                 shard.router.clone(),
                 shard.broker.clone(),
                 meta_step.clone(),
-                known,
                 shutdown.clone(),
             ),
         );

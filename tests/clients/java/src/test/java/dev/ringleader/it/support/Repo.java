@@ -48,12 +48,23 @@ public final class Repo {
         return dir;
     }
 
+    /**
+     * Ports {@link #freePort} handed out, never handed out twice in one JVM: one may still be free only because what
+     * it went to has not bound it yet (a cluster's voter ports until its nodes start; a node's client port picked
+     * between them once took node 2's voter port, and both listeners shared it). A few hundred per run.
+     */
+    private static final java.util.Set<Integer> HANDED_OUT = java.util.concurrent.ConcurrentHashMap.newKeySet();
+
     /** A free loopback port below the ephemeral range, so a restart on the same port finds it free. */
     public static int freePort() {
         java.util.Random rng = new java.util.Random(System.nanoTime() ^ ProcessHandle.current().pid());
         for (int i = 0; i < 200; i++) {
             int port = 20000 + rng.nextInt(12000);
+            if (HANDED_OUT.contains(port)) {
+                continue; // free only because whoever it was handed to has not bound it yet
+            }
             try (ServerSocket s = new ServerSocket(port, 1, InetAddress.getLoopbackAddress())) {
+                HANDED_OUT.add(port);
                 return port;
             } catch (IOException taken) {
                 // try another
