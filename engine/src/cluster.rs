@@ -531,8 +531,8 @@ impl Cluster {
     /// pure function of `cluster.id` and the node id, so every node gives the same one without
     /// telling the others. (Kafka's `directory.id` is random per log directory, KIP-853, and
     /// tells a node that lost its disk from its earlier self; here a node id is never a member
-    /// twice, and a node that lost its disk is told apart by its peers through the random
-    /// `incarnation.id` of its data directory, `meta::PeerIncarnations`.) Shaped as a
+    /// twice, and a node that lost its disk is told apart by the random `incarnation.id` of its
+    /// data directory, which the metadata log records, `Command::Incarnation`.) Shaped as a
     /// version-4 UUID, never the nil id.
     pub fn directory_id(&self, node: NodeId) -> Uuid {
         derived_id(&format!("{}/directory/{node}", self.cluster_id))
