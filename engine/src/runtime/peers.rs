@@ -733,14 +733,15 @@ async fn read_loop(
         Err(answer) => {
             // Told before the close, so the connector says why (and a fenced one stops).
             let _ = stream.write_all(&answer.frame()).await;
-            return Err(match answer {
-                Answer::NotYet(r) => r,
+            return match answer {
+                Answer::NotYet(r) => Err(r),
                 Answer::Fenced(r) => {
+                    // Said once, at error level (not again as a closed connection).
                     tracing::error!(reason = %r, "node-to-node hello refused for good");
-                    r
+                    Ok(())
                 }
                 Answer::Accepted => unreachable!("judge refuses with NotYet or Fenced"),
-            });
+            };
         }
     };
     stream
