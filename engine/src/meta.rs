@@ -38,13 +38,8 @@ pub fn load_or_create(
 ) -> anyhow::Result<Meta> {
     let path = data_dir.join("meta.properties");
     if let Some(bytes) = storage::durable_file::read(&path)? {
-        let text = String::from_utf8_lossy(&bytes);
-        let get = |k: &str| {
-            text.lines()
-                .filter_map(|l| l.split_once('='))
-                .find(|(key, _)| key.trim() == k)
-                .map(|(_, v)| v.trim().to_string())
-        };
+        let text = String::from_utf8_lossy(&bytes).into_owned();
+        let get = |k: &str| value_of(&text, k);
         let cluster_id = get("cluster.id")
             .ok_or_else(|| anyhow::anyhow!("{}: no cluster.id", path.display()))?;
         let stored_node: i32 = get("node.id")
@@ -69,15 +64,7 @@ pub fn load_or_create(
                 // the node ran on before (not a new one): it gets its id now, and peers that
                 // never saw one record it on first contact.
                 let id = uuid::Uuid::new_v4();
-                let mut text = text.into_owned();
-                if !text.ends_with('\n') {
-                    text.push('\n');
-                }
-                text.push_str(&format!(
-                    "{INCARNATION_KEY}={}\n",
-                    coordinator::base64_uuid(id)
-                ));
-                storage::durable_file::write_atomic(&path, text.as_bytes())?;
+                append_key(&path, text, INCARNATION_KEY, &coordinator::base64_uuid(id))?;
                 id
             }
         };
@@ -105,33 +92,33 @@ pub fn load_or_create(
     })
 }
 
+/// The value of `key` in a `meta.properties` text (`key=value` lines, trimmed).
+fn value_of(text: &str, key: &str) -> Option<String> {
+    text.lines()
+        .filter_map(|l| l.split_once('='))
+        .find(|(k, _)| k.trim() == key)
+        .map(|(_, v)| v.trim().to_string())
+}
+
+/// Add the line `key=value` to `meta.properties` (at `path`, whose text is `text`), durably: a
+/// key a directory written by an older version lacks.
+fn append_key(path: &Path, mut text: String, key: &str, value: &str) -> std::io::Result<()> {
+    if !text.ends_with('\n') {
+        text.push('\n');
+    }
+    text.push_str(&format!("{key}={value}\n"));
+    storage::durable_file::write_atomic(path, text.as_bytes())
+}
+
 /// Kafka's URL-safe base64 form of a UUID without padding (22 characters), read back
-/// (`coordinator::base64_uuid` writes it). None: not such a string.
+/// (`coordinator::base64_uuid` writes it). None: not such a string (the decoder also refuses
+/// padding and set trailing bits, so each id has one form).
 pub fn parse_base64_uuid(s: &str) -> Option<uuid::Uuid> {
-    if s.len() != 22 {
-        return None;
-    }
-    let mut acc: u128 = 0;
-    for (i, c) in s.bytes().enumerate() {
-        let v = match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'-' => 62,
-            b'_' => 63,
-            _ => return None,
-        };
-        if i < 21 {
-            acc = (acc << 6) | u128::from(v);
-        } else {
-            // 22 characters carry 132 bits: the last character's low 4 are padding, zero.
-            if v & 0xF != 0 {
-                return None;
-            }
-            acc = (acc << 2) | u128::from(v >> 4);
-        }
-    }
-    Some(uuid::Uuid::from_u128(acc))
+    use base64::Engine;
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(s)
+        .ok()?;
+    uuid::Uuid::from_slice(&bytes).ok()
 }
 
 /// Each peer node's incarnation id as this node knows it, persisted in
@@ -233,26 +220,13 @@ pub fn ensure_directory_id(data_dir: &Path, id: uuid::Uuid) -> anyhow::Result<()
     let bytes = storage::durable_file::read(&path)?
         .ok_or_else(|| anyhow::anyhow!("{}: missing", path.display()))?;
     let text = String::from_utf8_lossy(&bytes).into_owned();
-    let have = text
-        .lines()
-        .filter_map(|l| l.split_once('='))
-        .find(|(k, _)| k.trim() == "directory.id")
-        .map(|(_, v)| v.trim().to_string());
-    match have {
+    match value_of(&text, "directory.id") {
         Some(h) if h == want => Ok(()),
         Some(h) => anyhow::bail!(
             "{} names directory.id {h}; this node of this cluster is {want}",
             path.display()
         ),
-        None => {
-            let mut text = text;
-            if !text.ends_with('\n') {
-                text.push('\n');
-            }
-            text.push_str(&format!("directory.id={want}\n"));
-            storage::durable_file::write_atomic(&path, text.as_bytes())?;
-            Ok(())
-        }
+        None => Ok(append_key(&path, text, "directory.id", &want)?),
     }
 }
 
