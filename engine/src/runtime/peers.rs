@@ -194,9 +194,7 @@ impl Links {
             return;
         }
         let was_empty = q.is_empty();
-        q.extend_from_slice(&(msg.len() as u32 + 4).to_be_bytes());
-        q.extend_from_slice(&partition.to_be_bytes());
-        q.extend_from_slice(msg);
+        put_frame(&mut q, partition, msg);
         drop(q);
         if was_empty {
             let _ = link.doorbell.try_send(()); // full = the writer is due to look already
@@ -258,10 +256,15 @@ pub fn hello(h: &Hello) -> Vec<u8> {
         p.extend_from_slice(&e.port.to_be_bytes());
     }
     let mut f = Vec::with_capacity(p.len() + 8);
-    f.extend_from_slice(&(p.len() as u32 + 4).to_be_bytes());
-    f.extend_from_slice(&(-1i32).to_be_bytes());
-    f.extend_from_slice(&p);
+    put_frame(&mut f, -1, &p);
     f
+}
+
+/// Append one frame, `u32 length | i32 partition | payload`, to `out`.
+fn put_frame(out: &mut Vec<u8>, partition: i32, payload: &[u8]) {
+    out.extend_from_slice(&(payload.len() as u32 + 4).to_be_bytes());
+    out.extend_from_slice(&partition.to_be_bytes());
+    out.extend_from_slice(payload);
 }
 
 /// A hello's payload, or why it is not one.
@@ -352,11 +355,9 @@ impl Answer {
         };
         // Bounded so the frame stays far below MAX_FRAME_BYTES whatever the reason says.
         let reason = &reason.as_bytes()[..reason.len().min(4096)];
-        let mut f = Vec::with_capacity(9 + reason.len());
-        f.extend_from_slice(&(5 + reason.len() as u32).to_be_bytes());
-        f.extend_from_slice(&(-1i32).to_be_bytes());
-        f.push(verdict);
-        f.extend_from_slice(reason);
+        let payload = [&[verdict][..], reason].concat();
+        let mut f = Vec::with_capacity(8 + payload.len());
+        put_frame(&mut f, -1, &payload);
         f
     }
 
