@@ -531,6 +531,35 @@ pub struct Replica {
     /// While leading: the tick each member last held every entry this leader had (members
     /// only, as above).
     caught_up_at: std::collections::HashMap<NodeId, u64>,
+    /// Election timeouts drawn from a seed ([`Replica::seed_elections`]; the simulations), or
+    /// None: raft-rs's own draws (the broker).
+    elections: Option<SeededElections>,
+}
+
+/// A replica's election timeouts drawn from a seed rather than from raft-rs's unseeded
+/// `rand::thread_rng()` (`RaftCore::reset_randomized_election_timeout`), so that a simulation
+/// run again with a failing seed elects the same leaders at the same steps.
+///
+/// raft-rs draws a new timeout in `RaftCore::reset`, which only `become_follower`,
+/// `become_candidate` and `become_leader` call, and each of their callers changes the term or
+/// the role. So after every call that can reach them (raft-rs's `tick`, `step` and `campaign`,
+/// and this crate's own `become_follower`s) the replica compares (term, role) with what it last
+/// saw and, when they moved, replaces raft-rs's draw with one of its own from the same range.
+/// The timeout is read only by raft-rs's `tick`, which so never sees raft-rs's own draw.
+struct SeededElections {
+    /// splitmix64's state.
+    state: u64,
+    seen: (u64, StateRole),
+}
+
+impl SeededElections {
+    fn next(&mut self) -> u64 {
+        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
 }
 
 /// A handover to a preferred replica goes only to one heard from within this many ticks.
@@ -654,6 +683,7 @@ impl Replica {
             heard_at: Default::default(),
             handing_to_preferred: None,
             caught_up_at: Default::default(),
+            elections: None,
         };
         // The committed configuration changes take effect before raft-rs ticks or counts a
         // vote: a node must not campaign, or count a majority, with the configuration of its
@@ -779,6 +809,7 @@ impl Replica {
             }
             let term = self.raw.raft.term;
             self.raw.raft.become_follower(term, raft::INVALID_ID);
+            self.redraw_election_timeout();
         }
         Some(membership)
     }
@@ -1176,6 +1207,11 @@ impl Replica {
     /// heard it, so it holds the lease until [`LEASE_MS`] after `now_ms` (see
     /// [`Replica::holds_lease`]).
     pub fn tick(&mut self, now_ms: i64) {
+        self.tick_raft(now_ms);
+        self.redraw_election_timeout();
+    }
+
+    fn tick_raft(&mut self, now_ms: i64) {
         self.ticks += 1;
         self.raw.tick();
         let term = self.raw.raft.term;
@@ -1384,7 +1420,45 @@ impl Replica {
 
     /// Stand for election now (a node that should lead a partition it prefers, or a test).
     pub fn campaign(&mut self) -> Result<(), raft::Error> {
-        self.raw.campaign()
+        let r = self.raw.campaign();
+        self.redraw_election_timeout();
+        r
+    }
+
+    /// Draw this replica's election timeouts from `seed` from now on, instead of raft-rs's
+    /// unseeded generator (see [`SeededElections`]). For simulations, which must repeat a
+    /// failing seed; the broker keeps raft-rs's draws. The first draw replaces the current one.
+    pub fn seed_elections(&mut self, seed: u64) {
+        let raft = &self.raw.raft;
+        self.elections = Some(SeededElections {
+            state: seed,
+            seen: (raft.term, raft.state),
+        });
+        self.draw_election_timeout();
+    }
+
+    /// After a call into raft-rs: a seeded replica whose term or role moved (raft-rs drew a
+    /// new timeout, or may have) draws its own instead.
+    fn redraw_election_timeout(&mut self) {
+        let now = (self.raw.raft.term, self.raw.raft.state);
+        match &mut self.elections {
+            Some(e) if e.seen != now => e.seen = now,
+            _ => return,
+        }
+        self.draw_election_timeout();
+    }
+
+    fn draw_election_timeout(&mut self) {
+        let Some(e) = &mut self.elections else {
+            return;
+        };
+        let raft = &mut self.raw.raft;
+        // raft-rs's range: [min_election_tick, max_election_tick), by default
+        // [election_tick, 2 × election_tick).
+        let (min, max) = (ELECTION_TICKS, 2 * ELECTION_TICKS);
+        let t = min + (e.next() % (max - min) as u64) as usize;
+        raft.set_randomized_election_timeout(t);
+        debug_assert_eq!(raft.randomized_election_timeout(), t);
     }
 
     /// A message from a peer. Messages for another node, or local-only message types, are
@@ -1416,7 +1490,9 @@ impl Replica {
             return Err(raft::Error::StepLocalMsg);
         }
         let forwarded = m.get_msg_type() == MessageType::MsgPropose;
-        match self.raw.step(m) {
+        let stepped = self.raw.step(m);
+        self.redraw_election_timeout();
+        match stepped {
             // A proposal a follower forwarded (`propose_or_forward`) reached a node that does not
             // lead (any more): dropped, as a lost message would be; its proposer's deadline
             // answers the client.

@@ -28,12 +28,12 @@
 
 mod common;
 use common::{
-    compact, fault_phase, heal_and_settle, lose_commit, persist, seeds, Faulty, Net, Rng,
+    compact, fault_phase, heal_and_settle, lose_commit, persist, seeded, seeds, Faulty, Net, Rng,
     STEPS_PER_TICK, VOTERS,
 };
 use replication::eraftpb::{Entry, Message};
 use replication::{ChangeError, Durable, LogSnapshot, NodeId, ProposeError, Replica, Work};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 /// The voters every simulated partition starts with (what its creation recorded).
 const BOOT: [NodeId; 3] = VOTERS;
@@ -83,14 +83,14 @@ impl Node {
 struct Sim {
     rng: Rng,
     step: u64,
-    nodes: HashMap<NodeId, Node>,
+    nodes: BTreeMap<NodeId, Node>,
     net: Net,
     /// term → the node that led it.
-    leaders: HashMap<u64, NodeId>,
+    leaders: BTreeMap<u64, NodeId>,
     /// index → data of every entry a leader saw committed (acknowledged to a client).
     acked: BTreeMap<u64, Vec<u8>>,
     /// proposal index → data, per (leader, term), to recognise our entries when committed.
-    proposed: HashMap<(NodeId, u64), Vec<u8>>,
+    proposed: BTreeMap<(NodeId, u64), Vec<u8>>,
     next_payload: u64,
     /// Compactions done and snapshots installed from a leader.
     compactions: u64,
@@ -147,18 +147,22 @@ fn decode_applied(mut b: &[u8]) -> BTreeMap<u64, Vec<u8>> {
 
 impl Sim {
     fn new(seed: u64) -> Sim {
+        let mut rng = Rng(seed);
         let nodes = BOOT
             .iter()
-            .map(|&id| (id, Node::new(Replica::new(id, &BOOT).unwrap())))
+            .map(|&id| {
+                let r = seeded(Replica::new(id, &BOOT).unwrap(), &mut rng);
+                (id, Node::new(r))
+            })
             .collect();
         Sim {
-            rng: Rng(seed),
+            rng,
             step: 0,
             nodes,
             net: Net::default(),
-            leaders: HashMap::new(),
+            leaders: BTreeMap::new(),
             acked: BTreeMap::new(),
-            proposed: HashMap::new(),
+            proposed: BTreeMap::new(),
             next_payload: 0,
             compactions: 0,
             installs: 0,
@@ -258,8 +262,8 @@ impl Sim {
                 }
                 let id = self.next_id;
                 self.next_id += 1;
-                self.nodes
-                    .insert(id, Node::new(Replica::join(id, &BOOT).unwrap()));
+                let r = seeded(Replica::join(id, &BOOT).unwrap(), &mut self.rng);
+                self.nodes.insert(id, Node::new(r));
                 target.push(id);
             }
             target.sort_unstable();
@@ -571,7 +575,10 @@ impl Faulty for Sim {
     fn restart(&mut self, id: NodeId) {
         let n = self.nodes.get_mut(&id).unwrap();
         assert!(n.replica.is_none());
-        let mut r = Replica::restart(id, &BOOT, n.disk.clone()).unwrap();
+        let mut r = seeded(
+            Replica::restart(id, &BOOT, n.disk.clone()).unwrap(),
+            &mut self.rng,
+        );
         r.track_caught_up();
         n.replica = Some(r);
         n.acked_at_restart = self.acked.keys().next_back().copied();
@@ -727,6 +734,36 @@ fn three_nodes_under_faults_keep_every_acknowledged_entry() {
     );
 }
 
+/// What a run did, in enough detail that two runs that elected other leaders, at other steps,
+/// or acknowledged other entries differ.
+fn fingerprint(sim: &Sim) -> String {
+    format!(
+        "{} acked {:?} faults {} compactions {} installs {} changes {}",
+        sim.dump(),
+        sim.acked,
+        sim.faults,
+        sim.compactions,
+        sim.installs,
+        sim.changes_done
+    )
+}
+
+/// A seed repeats: the faults, the delays and the elections (the replicas' election timeouts
+/// are drawn from the seed, `Replica::seed_elections`), so a seed that fails fails again.
+#[test]
+fn a_seed_runs_the_same_every_time() {
+    for seed in 0..4 {
+        let first = fingerprint(&run_sim(seed, 3_000, 20, 20));
+        let again = fingerprint(&run_sim(seed, 3_000, 20, 20));
+        assert_eq!(first, again, "seed {seed} ran differently the second time");
+    }
+    // And the fingerprint tells runs apart.
+    assert_ne!(
+        fingerprint(&run_sim(0, 3_000, 20, 20)),
+        fingerprint(&run_sim(1, 3_000, 20, 20))
+    );
+}
+
 #[test]
 fn compacted_logs_catch_followers_up_by_snapshot_under_faults() {
     let seeds = seeds(60);
@@ -795,8 +832,10 @@ fn a_new_node_catches_up_as_a_learner_and_a_replaced_leader_hands_over_first() {
         "only {acked_before} entries acknowledged"
     );
     // Replace the leader with a new, empty node 4.
-    sim.nodes
-        .insert(4, Node::new(Replica::join(4, &BOOT).unwrap()));
+    sim.nodes.insert(
+        4,
+        Node::new(seeded(Replica::join(4, &BOOT).unwrap(), &mut sim.rng)),
+    );
     let mut target: Vec<NodeId> = BOOT.iter().copied().filter(|&id| id != old).collect();
     target.push(4);
     sim.target = target.clone();
@@ -948,8 +987,10 @@ fn a_node_added_to_the_members_joins_as_a_learner_then_votes_even_after_compacti
     assert!(sim.compactions > 0);
     let acked_before = sim.acked.len();
     // Node 4 starts empty from the first voters, as a joining broker does; the members name it.
-    sim.nodes
-        .insert(4, Node::new(Replica::join(4, &BOOT).unwrap()));
+    sim.nodes.insert(
+        4,
+        Node::new(seeded(Replica::join(4, &BOOT).unwrap(), &mut sim.rng)),
+    );
     let all: Vec<NodeId> = BOOT.iter().copied().chain([4]).collect();
     sim.cluster_members = Some((all.clone(), vec![]));
     sim.target = all.clone();
@@ -1012,8 +1053,10 @@ fn a_set_followed_strictly_moves_the_group_and_a_stuck_move_is_redirected() {
         sim.run_step(300);
     }
     assert!(sim.leader().is_some(), "a leader within 40 ticks");
-    sim.nodes
-        .insert(4, Node::new(Replica::join(4, &BOOT).unwrap()));
+    sim.nodes.insert(
+        4,
+        Node::new(seeded(Replica::join(4, &BOOT).unwrap(), &mut sim.rng)),
+    );
     let moved = vec![1, 2, 4];
     sim.strict = true;
     sim.cluster_members = Some((moved.clone(), vec![]));
@@ -1125,8 +1168,7 @@ fn an_isolated_leader_steps_down_and_a_new_one_is_elected() {
     // timeouts) passes without the leader, and a follower whose log is behind is refused, so the
     // other one's timer decides; then pre-vote and vote rounds, each message 1-3 steps and each
     // vote persisted 0-3 steps. That can end just past the two timeouts above (it did in about
-    // one run of ten: raft-rs draws the randomized timeout from its own unseeded generator), so
-    // give it one more.
+    // one run of ten, when the timeouts were raft-rs's own unseeded draws), so give it one more.
     for _ in 0..(replication::ELECTION_TICKS as u64 * STEPS_PER_TICK) {
         sim.run_step(100);
     }

@@ -10,7 +10,7 @@
 
 mod common;
 use common::compact;
-use common::{lose_commit, persist, seeds, Net, Rng, STEPS_PER_TICK, VOTERS};
+use common::{lose_commit, persist, seeded, seeds, Net, Rng, STEPS_PER_TICK, VOTERS};
 use coordinator::group::{GroupConfig, GroupRequest, GroupResponse, RequestContext};
 use coordinator::topics::MemoryTopics;
 use kafka_protocol::messages::offset_commit_request::{
@@ -21,7 +21,7 @@ use kafka_protocol::protocol::StrBytes;
 use replication::eraftpb::Message;
 use replication::partition::{NotServing, ReplicatedPartition};
 use replication::{Durable, NodeId, Replica};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// One simulation step is 10 ms of the coordinator's clock (a 100 ms Raft tick).
@@ -35,18 +35,18 @@ struct Node {
 struct Sim {
     rng: Rng,
     step: u64,
-    nodes: HashMap<NodeId, Node>,
+    nodes: BTreeMap<NodeId, Node>,
     net: Net,
     ctx: Arc<RequestContext>,
     next_req: u64,
     /// request id → the offset it commits
-    commits: HashMap<u64, i64>,
+    commits: BTreeMap<u64, i64>,
     /// answers: request id → error code of the commit
-    answered: HashMap<u64, i16>,
+    answered: BTreeMap<u64, i16>,
     /// Every offset a serving node took, in order (the offset of a commit is its position).
     offsets_sent: Vec<i64>,
     /// Answers to other requests ([`Sim::call`]).
-    others: HashMap<u64, GroupResponse>,
+    others: BTreeMap<u64, GroupResponse>,
     /// Every request a node served: (step, node, term).
     served: Vec<(u64, NodeId, u64)>,
     /// A node whose thread is stopped: it gets no ticks and runs nothing, and what is sent to
@@ -94,16 +94,16 @@ impl Sim {
         let mut sim = Sim {
             rng: Rng(seed),
             step: 0,
-            nodes: HashMap::new(),
+            nodes: BTreeMap::new(),
             net: Net::default(),
             ctx,
             next_req: 1,
-            commits: HashMap::new(),
-            answered: HashMap::new(),
+            commits: BTreeMap::new(),
+            answered: BTreeMap::new(),
             offsets_sent: Vec::new(),
             served: Vec::new(),
             stalled: None,
-            others: HashMap::new(),
+            others: BTreeMap::new(),
             snapshot_min_bytes: 2048,
             compactions: 0,
             installs: 0,
@@ -123,7 +123,10 @@ impl Sim {
 
     fn start(&mut self, id: NodeId) {
         let n = self.nodes.get_mut(&id).unwrap();
-        let replica = Replica::restart(id, &VOTERS, n.disk.clone()).unwrap();
+        let replica = seeded(
+            Replica::restart(id, &VOTERS, n.disk.clone()).unwrap(),
+            &mut self.rng,
+        );
         n.part = Some(ReplicatedPartition::new(
             0,
             GroupConfig::default(),
@@ -333,6 +336,10 @@ impl Sim {
 }
 
 fn run(seed: u64, rounds: usize) -> usize {
+    run_sim(seed, rounds).1
+}
+
+fn run_sim(seed: u64, rounds: usize) -> (Sim, usize) {
     let mut sim = Sim::new(seed);
     let mut failovers = 0;
     for _ in 0..rounds {
@@ -397,7 +404,28 @@ fn run(seed: u64, rounds: usize) -> usize {
             "seed {seed}: only NOT_COORDINATOR is expected, got {errors:?}"
         );
     }
-    failovers
+    (sim, failovers)
+}
+
+/// A seed repeats: faults, delays and elections (`common::seeded`), so a failing seed fails
+/// again.
+#[test]
+fn a_seed_runs_the_same_every_time() {
+    let fingerprint = |seed| {
+        let (sim, _) = run_sim(seed, 3);
+        format!(
+            "step {} answered {:?} sent {:?} served {:?} compactions {} installs {}",
+            sim.step, sim.answered, sim.offsets_sent, sim.served, sim.compactions, sim.installs
+        )
+    };
+    for seed in 0..3 {
+        assert_eq!(
+            fingerprint(seed),
+            fingerprint(seed),
+            "seed {seed} ran differently the second time"
+        );
+    }
+    assert_ne!(fingerprint(0), fingerprint(1));
 }
 
 #[test]

@@ -26,14 +26,14 @@
 
 mod common;
 use common::{
-    compact, fault_phase, heal_and_settle, lose_commit, persist, seeds, Faulty, Net, Rng,
+    compact, fault_phase, heal_and_settle, lose_commit, persist, seeded, seeds, Faulty, Net, Rng,
     STEPS_PER_TICK, VOTERS,
 };
 use futures_lite::future::block_on;
 use replication::topic::{decode_seed, seed_chunk, Apply, SeedMsg, Stepped, TopicReplica};
 use replication::{Durable, LogSnapshot, NodeId, Replica};
 use std::cell::RefCell;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use storage::batch::{decode_records, encode_batch, peek_batch, Peek};
 use storage::io::MemDir;
 use storage::topic_log::{Read, TopicLog, TopicLogConfig};
@@ -72,14 +72,14 @@ struct PendingDelete {
 struct Sim {
     rng: Rng,
     step: u64,
-    nodes: HashMap<NodeId, Node>,
+    nodes: BTreeMap<NodeId, Node>,
     net: Net,
     pending: Vec<Pending>,
     /// value → the offset it was acknowledged at.
     acked: BTreeMap<Vec<u8>, u64>,
     next_value: u64,
     /// term → the node that served in it.
-    served: HashMap<u64, NodeId>,
+    served: BTreeMap<u64, NodeId>,
     compactions: u64,
     /// The nodes that exist: the three first replicas, then any added.
     ids: Vec<NodeId>,
@@ -106,7 +106,8 @@ fn config() -> TopicLogConfig {
 
 impl Sim {
     fn new(seed: u64) -> Self {
-        let mut nodes = HashMap::new();
+        let mut rng = Rng(seed);
+        let mut nodes = BTreeMap::new();
         for id in VOTERS {
             let dir = MemDir::new();
             let log = block_on(TopicLog::open(dir.clone(), config())).unwrap().0;
@@ -114,7 +115,7 @@ impl Sim {
                 id,
                 Node {
                     replica: Some(TopicReplica::new(
-                        Replica::new(id, &VOTERS).unwrap(),
+                        seeded(Replica::new(id, &VOTERS).unwrap(), &mut rng),
                         SNAPSHOT_BYTES,
                     )),
                     log: Some(RefCell::new(log)),
@@ -125,14 +126,14 @@ impl Sim {
             );
         }
         Self {
-            rng: Rng(seed),
+            rng,
             step: 0,
             nodes,
             net: Net::default(),
             pending: Vec::new(),
             acked: BTreeMap::new(),
             next_value: 0,
-            served: HashMap::new(),
+            served: BTreeMap::new(),
             compactions: 0,
             ids: VOTERS.to_vec(),
             seeds: Vec::new(),
@@ -154,7 +155,10 @@ impl Sim {
             id,
             Node {
                 replica: Some(TopicReplica::new(
-                    Replica::restart(id, &VOTERS, Durable::default()).unwrap(),
+                    seeded(
+                        Replica::restart(id, &VOTERS, Durable::default()).unwrap(),
+                        &mut self.rng,
+                    ),
                     SNAPSHOT_BYTES,
                 )),
                 log: Some(RefCell::new(log)),
@@ -540,7 +544,10 @@ impl Faulty for Sim {
         let log = block_on(TopicLog::open(n.dir.clone(), config())).unwrap().0;
         n.log = Some(RefCell::new(log));
         n.replica = Some(TopicReplica::new(
-            Replica::restart(id, &VOTERS, n.disk.clone()).unwrap(),
+            seeded(
+                Replica::restart(id, &VOTERS, n.disk.clone()).unwrap(),
+                &mut self.rng,
+            ),
             SNAPSHOT_BYTES,
         ));
     }
@@ -626,6 +633,29 @@ fn acknowledged_records_survive_faults_and_the_replicas_converge() {
         "topic_sim: {acked} records acknowledged, {compactions} compactions, {deletes} deletions, \
          {faults} faults"
     );
+}
+
+/// A seed repeats: faults, delays and elections (`common::seeded`), so a failing seed fails
+/// again.
+#[test]
+fn a_seed_runs_the_same_every_time() {
+    let fingerprint = |seed| {
+        let mut sim = Sim::new(seed);
+        let faults = fault_phase(&mut sim, 2_500, 300);
+        assert!(heal_and_settle(&mut sim), "seed {seed}: never agreed");
+        format!(
+            "step {} faults {faults} acked {:?} served {:?} compactions {} deletes {}",
+            sim.step, sim.acked, sim.served, sim.compactions, sim.deletes_acked
+        )
+    };
+    for seed in 0..3 {
+        assert_eq!(
+            fingerprint(seed),
+            fingerprint(seed),
+            "seed {seed} ran differently the second time"
+        );
+    }
+    assert_ne!(fingerprint(0), fingerprint(1));
 }
 
 #[test]

@@ -3,7 +3,7 @@
 #![allow(dead_code)] // each test binary uses its own part of this
 
 use replication::eraftpb::Message;
-use replication::{Durable, LogSnapshot, NodeId, Work};
+use replication::{Durable, LogSnapshot, NodeId, Replica, Work};
 
 /// splitmix64: small, seedable, no dependency.
 pub struct Rng(pub u64);
@@ -24,6 +24,14 @@ impl Rng {
     pub fn chance(&mut self, per_mille: u64) -> bool {
         self.below(1000) < per_mille
     }
+}
+
+/// `replica` with its election timeouts drawn from `rng` ([`Replica::seed_elections`]) rather
+/// than from raft-rs's unseeded generator: a seed then repeats its elections as well as its
+/// faults, so a failing seed fails again when run again.
+pub fn seeded(mut replica: Replica, rng: &mut Rng) -> Replica {
+    replica.seed_elections(rng.next());
+    replica
 }
 
 pub const VOTERS: [NodeId; 3] = [1, 2, 3];
