@@ -71,7 +71,7 @@ SEGMENT_BYTES = 16384
 log = logging.getLogger(__name__)
 
 
-def start_cluster(tmp_path, extra_sets=()):
+def start_cluster(tmp_path, extra_sets=(), start=True):
     # Six distinct ports, chosen together: three client listeners, three node-to-node ones.
     ports = []
     while len(ports) < 6:
@@ -88,8 +88,9 @@ def start_cluster(tmp_path, extra_sets=()):
         nodes.append(b)
     # Started together: the ports were chosen free just now, and a node that cannot bind its
     # voter port refuses to start (a retry would not help: its peers know that port).
-    for b in nodes:
-        b.start()
+    if start:
+        for b in nodes:
+            b.start()
     return nodes
 
 
@@ -2024,6 +2025,62 @@ def test_a_node_that_lost_its_data_directory_is_refused_until_it_rejoins_under_a
     assert got == [b"k%03d" % i for i in range(25)], got
     for i, n in enumerate(nodes):
         assert "panicked" not in n.log_text(), f"node {i + 1} panicked: {n.log_tail()}"
+
+
+def test_a_node_lost_before_its_incarnation_record_applied_is_refused_by_the_peers_that_heard_it(
+        tmp_path, monkeypatch):
+    """No incarnation record applies in a cluster's first second or so (a metadata leader must be
+    elected first), yet the nodes have already voted and acknowledged entries to each other. A peer
+    records a node's incarnation.id from its first hello, durably, before reading anything else
+    from it, whether or not its own metadata log is current yet; so a node lost in that second and
+    started again on an empty directory is refused by every peer it spoke to. Node 3 here runs with
+    a failpoint that keeps it from ever proposing its record, standing for a node lost before the
+    record applied; it starts first, so its hellos reach the others before any of them is current
+    (the first election takes at least one election timeout, a second)."""
+    import shutil
+
+    nodes = start_cluster(tmp_path, start=False)
+    three = nodes[2]
+    monkeypatch.setenv("RINGLEADER_FAILPOINT_NO_INCARNATION_RECORD", "1")
+    three.start()
+    monkeypatch.delenv("RINGLEADER_FAILPOINT_NO_INCARNATION_RECORD")
+    try:
+        for n in nodes[:2]:
+            n.start()
+        first = incarnation_of(three.data_dir)
+        own = {1: incarnation_of(nodes[0].data_dir), 2: incarnation_of(nodes[1].data_dir)}
+        for n in nodes:
+            wait_until(lambda n=n: metadata_log_records(n) == own, 30,
+                       f"{n.sets[0]}'s metadata log records nodes 1 and 2 only")
+        for n in nodes[:2]:
+            assert f"node.3={first}" in (n.data_dir / "peer-incarnations.properties").read_text()
+        create_topic(nodes, TOPIC, 1, replication_factor=3)
+        wait_until(lambda: replicated_settled(nodes, TOPIC), 30, f"{TOPIC} led")
+        c = consumer(",".join(n.bootstrap for n in nodes))
+        commit_until_acked(c, 1)
+
+        # Node 3 lost, and started again under its node id on an empty directory.
+        three.kill()
+        shutil.rmtree(three.data_dir)
+        offset = three.log_path.stat().st_size
+        try:
+            three.start()  # it may stop before it even says it listens
+        except BrokerError:
+            pass
+        wait_until(lambda: not three.alive(), 30, "node 3 on an empty directory stops")
+        text = three.log_text(offset)
+        second = incarnation_of(three.data_dir)
+        assert second != first
+        assert three.proc.returncode == 3, (three.proc.returncode, text)
+        assert first in text and second in text and "RemoveRaftVoter" in text, text
+        # Nothing of it got in: no record, and the two others go on.
+        assert metadata_log_records(nodes[0]) == own
+        commit_until_acked(c, 2)
+        c.close()
+        assert committed(nodes[1].bootstrap) == 2
+    finally:
+        for n in nodes:
+            n.kill()
 
 
 def test_a_node_whose_client_listener_and_node_to_node_address_share_a_port_is_refused(tmp_path):

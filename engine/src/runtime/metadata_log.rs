@@ -323,7 +323,7 @@ impl MetadataLog {
                 coordinator::base64_uuid(id),
                 coordinator::base64_uuid(own)
             )),
-            None if voter => {
+            None if voter && !incarnation_record_held_back() => {
                 let due = self
                     .incarnation_proposed
                     .get()
@@ -598,6 +598,15 @@ async fn writer(meta: Rc<MetadataLog>, mut log: RaftLog<GlommioDir>, doorbell: L
             }
         }
     }
+}
+
+/// A test failpoint: with `RINGLEADER_FAILPOINT_NO_INCARNATION_RECORD` set, this node never
+/// proposes its own incarnation record, standing for a node lost before its record applied (the
+/// first second or so of a cluster; `tests/clients/test_cluster.py` checks that its peers still
+/// refuse its successor). Read once; unset in production, where this costs one branch.
+fn incarnation_record_held_back() -> bool {
+    static HELD: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *HELD.get_or_init(|| std::env::var_os("RINGLEADER_FAILPOINT_NO_INCARNATION_RECORD").is_some())
 }
 
 #[cfg(test)]

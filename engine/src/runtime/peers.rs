@@ -683,10 +683,27 @@ fn judge(
             return Err(fenced(recorded, "the metadata log's record"));
         }
         Some(recorded) => known.record(node, recorded),
-        // Recorded here only once this node's metadata log is current: before that, it may
-        // hold a record it has not replayed yet, which this hello must not pre-empt.
-        None if current || known.get(node).is_some() => known.check(node, hello.incarnation),
-        None => Ok(()),
+        // Before this node's metadata log is current it may hold a record not replayed yet,
+        // which wins over this node's own: a hello only the own record contradicts waits
+        // until then (its connector tries again) rather than being refused for good.
+        None => match known.get(node) {
+            Some(own) if own != hello.incarnation && !current => {
+                return Err(Answer::NotYet(format!(
+                    "node {} knew node {node} by the data directory of incarnation.id {}, and \
+                     this one is {}: refused for good unless the metadata log, not replayed \
+                     here yet, records this one",
+                    cluster.node_id,
+                    coordinator::base64_uuid(own),
+                    coordinator::base64_uuid(hello.incarnation)
+                )));
+            }
+            // Recorded at the first hello, durably, before any frame after it is read, even
+            // before the log is current: at a cluster's first start no record applies for a
+            // second or so, and a node lost in that second must still be refused by every
+            // peer that took a message from it (docs/replication.md, "A voter that lost its
+            // disk"). The log's record replaces a different one here once it applies.
+            _ => known.check(node, hello.incarnation),
+        },
     };
     match checked {
         Ok(()) => Ok(hello),
@@ -1010,11 +1027,35 @@ mod tests {
             ),
             other => panic!("{other:?}"),
         }
-        // Before this node's metadata log is current, a node never seen is let in but not
-        // recorded: the log may hold its record, not replayed yet.
+        // Before this node's metadata log is current, a node never seen is let in and recorded
+        // at once (a cluster's first second has no record in the log yet)...
+        let early = dir.join("early");
+        std::fs::create_dir_all(&early).unwrap();
+        let mut fresh = crate::meta::PeerIncarnations::open(&early).unwrap();
         let h = hello(3, first, "c1", 50);
-        assert_eq!(judge(h.clone(), &cluster, 50, &mut known, false), Ok(h));
-        assert_eq!(known.get(3), None);
+        assert_eq!(
+            judge(h.clone(), &cluster, 50, &mut fresh, false),
+            Ok(h.clone())
+        );
+        assert_eq!(fresh.get(3), Some(first));
+        assert_eq!(
+            crate::meta::PeerIncarnations::open(&early).unwrap().get(3),
+            Some(first),
+            "durably"
+        );
+        assert_eq!(judge(h.clone(), &cluster, 50, &mut fresh, false), Ok(h));
+        // ... but one the own record alone contradicts is refused for now, not for good: the
+        // log, not replayed yet, may record it. Once current, for good.
+        let other = uuid::Uuid::new_v4();
+        not_yet(
+            judge(hello(3, other, "c1", 50), &cluster, 50, &mut fresh, false),
+            "not replayed here yet",
+        );
+        assert_eq!(fresh.get(3), Some(first), "the own record is kept");
+        assert!(matches!(
+            judge(hello(3, other, "c1", 50), &cluster, 50, &mut fresh, true),
+            Err(Answer::Fenced(_))
+        ));
         // A restart of this node still knows it.
         let mut again = crate::meta::PeerIncarnations::open(&dir).unwrap();
         assert!(matches!(
