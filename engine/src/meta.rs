@@ -230,9 +230,149 @@ pub fn ensure_directory_id(data_dir: &Path, id: uuid::Uuid) -> anyhow::Result<()
     }
 }
 
+/// The file listing the Raft logs this data directory holds for good (a node of a cluster):
+/// each `__consumer_offsets` partition's and the metadata log's, written once they all exist.
+pub const RAFT_LOGS_FILE: &str = "raft-logs.properties";
+
+/// The Raft logs every node of a cluster keeps from its first start: the metadata log's and each
+/// `__consumer_offsets` partition's (a topic partition's comes and goes with its placement).
+fn fixed_raft_logs(partitions: i32) -> impl Iterator<Item = String> {
+    std::iter::once(crate::runtime::metadata_log::METADATA_DIR.to_string())
+        .chain((0..partitions.max(0)).map(|p| format!("__consumer_offsets-{p}")))
+}
+
+/// Refuse to start a node of a cluster whose data directory lost one of the Raft logs it held
+/// (listed in [`RAFT_LOGS_FILE`]): that replica would come back empty under the same id, vote
+/// without its log (an empty log grants any candidate its vote) and, once a leader tells it a
+/// commit index its lost log had acknowledged, stop on raft-rs's "to_commit … out of range"
+/// panic at every start. The whole directory lost is the peers' to refuse (a new
+/// `incarnation.id`); a part of it lost is this check's. No file (a new directory, or one from
+/// before the file existed): nothing to check.
+pub fn check_raft_logs(data_dir: &Path) -> anyhow::Result<()> {
+    let path = data_dir.join(RAFT_LOGS_FILE);
+    let Some(bytes) = storage::durable_file::read(&path)? else {
+        return Ok(());
+    };
+    let text = String::from_utf8_lossy(&bytes);
+    for line in text.lines().map(str::trim) {
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let name = line.strip_prefix("log=").ok_or_else(|| {
+            anyhow::anyhow!("{}: a line that does not read: {line:?}", path.display())
+        })?;
+        anyhow::ensure!(
+            !name.is_empty() && !name.contains('/') && name != "." && name != "..",
+            "{}: not a log directory name: {name:?}",
+            path.display()
+        );
+        let state = data_dir.join(name).join(storage::raft_log::STATE_FILE);
+        anyhow::ensure!(
+            state.is_file(),
+            "{} is missing, but this data directory held that Raft log ({}): the replica's log and \
+             votes are lost, and a Raft voter must not take part again under the same node id \
+             without them. Restore the directory; or remove the node from the cluster \
+             (RemoveRaftVoter) and start the machine under a new node.id on an empty data \
+             directory (docs/replication.md, \"A voter that lost its disk\")",
+            state.display(),
+            path.display()
+        );
+    }
+    Ok(())
+}
+
+/// Once a node of a cluster opened its Raft logs: list every fixed one that exists in
+/// [`RAFT_LOGS_FILE`] (rewritten only when the list grew), for [`check_raft_logs`] at the next
+/// start. Written after the logs' own files were made durable, and `write_atomic` syncs the data
+/// directory, so every listed log's directory entry is durable too.
+pub fn record_raft_logs(data_dir: &Path, partitions: i32) -> anyhow::Result<()> {
+    let path = data_dir.join(RAFT_LOGS_FILE);
+    let held: Vec<String> = fixed_raft_logs(partitions)
+        .filter(|name| {
+            data_dir
+                .join(name)
+                .join(storage::raft_log::STATE_FILE)
+                .is_file()
+        })
+        .collect();
+    let before = storage::durable_file::read(&path)?
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default();
+    let listed: std::collections::BTreeSet<&str> = before
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("log="))
+        .collect();
+    if held.iter().all(|n| listed.contains(n.as_str())) {
+        return Ok(());
+    }
+    let mut names: std::collections::BTreeSet<String> =
+        listed.iter().map(|n| n.to_string()).collect();
+    names.extend(held);
+    let mut text = String::from(
+        "# Written by ringleader: the Raft logs this data directory holds; a start without one stops.\n",
+    );
+    for n in &names {
+        text.push_str("log=");
+        text.push_str(n);
+        text.push('\n');
+    }
+    storage::durable_file::write_atomic(&path, text.as_bytes())
+        .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_raft_log_gone_from_the_list_stops_the_start() {
+        let dir = std::env::temp_dir().join(format!("rl-meta-raft-logs-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let make = |name: &str| {
+            std::fs::create_dir_all(dir.join(name)).unwrap();
+            std::fs::write(dir.join(name).join(storage::raft_log::STATE_FILE), b"").unwrap();
+        };
+        // No list yet (a new directory): nothing to check, and nothing listed while none exist.
+        check_raft_logs(&dir).unwrap();
+        record_raft_logs(&dir, 3).unwrap();
+        check_raft_logs(&dir).unwrap();
+        for name in [
+            "__cluster_metadata-0",
+            "__consumer_offsets-0",
+            "__consumer_offsets-1",
+        ] {
+            make(name);
+        }
+        record_raft_logs(&dir, 3).unwrap();
+        let text = std::fs::read_to_string(dir.join(RAFT_LOGS_FILE)).unwrap();
+        assert!(
+            text.contains("log=__consumer_offsets-1\n") && !text.contains("offsets-2"),
+            "{text}"
+        );
+        check_raft_logs(&dir).unwrap();
+        // A later log joins the list; none leaves it.
+        make("__consumer_offsets-2");
+        record_raft_logs(&dir, 3).unwrap();
+        check_raft_logs(&dir).unwrap();
+        std::fs::remove_dir_all(dir.join("__consumer_offsets-1")).unwrap();
+        let err = check_raft_logs(&dir).unwrap_err().to_string();
+        assert!(
+            err.contains("__consumer_offsets-1") && err.contains("RemoveRaftVoter"),
+            "{err}"
+        );
+        record_raft_logs(&dir, 3).unwrap();
+        assert!(
+            check_raft_logs(&dir).is_err(),
+            "the list keeps what is gone"
+        );
+        // A list that does not read stops the start too.
+        std::fs::write(dir.join(RAFT_LOGS_FILE), "log=../x\n").unwrap();
+        assert!(check_raft_logs(&dir).is_err());
+        std::fs::write(dir.join(RAFT_LOGS_FILE), "garbage\n").unwrap();
+        assert!(check_raft_logs(&dir).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn a_cluster_node_names_its_directory_id_once() {

@@ -2083,6 +2083,46 @@ def test_a_node_lost_before_its_incarnation_record_applied_is_refused_by_the_pee
             n.kill()
 
 
+def test_a_node_that_lost_one_of_its_raft_logs_refuses_to_start_until_it_is_back(cluster, tmp_path):
+    """A part of a data directory lost (one `__consumer_offsets` partition's directory gone, the
+    node's incarnation.id intact) would bring that replica back empty under the same id: it would
+    vote without its log, then crash on raft-rs's commit-index panic at every start. Every node
+    lists its Raft logs in raft-logs.properties once they exist, and a start that finds one gone
+    stops with a message naming it and the remedy. Put back, the node starts and serves again."""
+    import shutil
+
+    nodes = cluster
+    create_topic(nodes, TOPIC, 1, replication_factor=3)
+    wait_until(lambda: replicated_settled(nodes, TOPIC), 30, f"{TOPIC} led")
+    c = consumer(",".join(n.bootstrap for n in nodes))
+    commit_until_acked(c, 1)
+    three = nodes[2]
+    listed = (three.data_dir / "raft-logs.properties").read_text()
+    assert "log=__cluster_metadata-0\n" in listed and "log=__consumer_offsets-49\n" in listed, listed
+    three.stop()
+    aside = tmp_path / "offsets-7-aside"
+    shutil.move(three.data_dir / "__consumer_offsets-7", aside)
+    offset = three.log_path.stat().st_size
+    try:
+        three.start()
+    except BrokerError:
+        pass
+    wait_until(lambda: not three.alive(), 30, "node 3 without one of its Raft logs stops")
+    text = three.log_text(offset)
+    assert three.proc.returncode != 0, text
+    assert "__consumer_offsets-7" in text and "RemoveRaftVoter" in text, text
+    assert "panicked" not in text, text
+    commit_until_acked(c, 2)  # the two others go on
+
+    shutil.move(aside, three.data_dir / "__consumer_offsets-7")
+    three.start()
+    commit_until_acked(c, 3)
+    c.close()
+    wait_until(lambda: committed(three.bootstrap) == 3, 30, "node 3 back and serving")
+    for n in nodes:
+        assert "panicked" not in n.log_text(), n.log_tail()
+
+
 def test_a_node_whose_client_listener_and_node_to_node_address_share_a_port_is_refused(tmp_path):
     """Both are bound with SO_REUSEPORT (a socket per shard), so without the check the node would
     start and the kernel would hand peers' connections to the client listener and clients' to the

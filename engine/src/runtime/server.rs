@@ -288,6 +288,10 @@ pub fn start(
     let mesh = (cores > 1).then(|| router::mesh(cores));
     let (ready_tx, ready_rx) = mpsc::channel::<anyhow::Result<()>>();
     let partitions = broker.config.offsets_topic_num_partitions;
+    // A node of a cluster that lost one of its Raft logs must not take part under its id.
+    if let (Some(dir), Some(_)) = (&broker.data_dir, &broker.cluster) {
+        crate::meta::check_raft_logs(dir)?;
+    }
     // What only the journal holds goes into the partition logs before any shard loads them.
     if let Some(dir) = &broker.data_dir {
         crate::runtime::journal::recover_before_start(
@@ -367,6 +371,12 @@ pub fn start(
                 shutdown.trigger();
                 anyhow::bail!("shards did not become ready");
             }
+        }
+    }
+    // Every shard opened its Raft logs: listed, so a start that finds one gone stops.
+    if let (Some(dir), Some(_)) = (&broker.data_dir, &broker.cluster) {
+        if let Err(e) = crate::meta::record_raft_logs(dir, partitions) {
+            tracing::error!(error = %e, "the list of this node's Raft logs was not written");
         }
     }
     Ok(ServerHandle {
