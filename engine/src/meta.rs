@@ -234,13 +234,6 @@ pub fn ensure_directory_id(data_dir: &Path, id: uuid::Uuid) -> anyhow::Result<()
 /// each `__consumer_offsets` partition's and the metadata log's, written once they all exist.
 pub const RAFT_LOGS_FILE: &str = "raft-logs.properties";
 
-/// The Raft logs every node of a cluster keeps from its first start: the metadata log's and each
-/// `__consumer_offsets` partition's (a topic partition's comes and goes with its placement).
-fn fixed_raft_logs(partitions: i32) -> impl Iterator<Item = String> {
-    std::iter::once(crate::runtime::metadata_log::METADATA_DIR.to_string())
-        .chain((0..partitions.max(0)).map(|p| format!("__consumer_offsets-{p}")))
-}
-
 /// Refuse to start a node of a cluster whose data directory lost one of the Raft logs it held
 /// (listed in [`RAFT_LOGS_FILE`]): that replica would come back empty under the same id, vote
 /// without its log (an empty log grants any candidate its vote) and, once a leader tells it a
@@ -281,13 +274,18 @@ pub fn check_raft_logs(data_dir: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Once a node of a cluster opened its Raft logs: list every fixed one that exists in
-/// [`RAFT_LOGS_FILE`] (rewritten only when the list grew), for [`check_raft_logs`] at the next
-/// start. Written after the logs' own files were made durable, and `write_atomic` syncs the data
-/// directory, so every listed log's directory entry is durable too.
-pub fn record_raft_logs(data_dir: &Path, partitions: i32) -> anyhow::Result<()> {
+/// Once a node of a cluster opened its Raft logs: list those of `logs` (directory names under
+/// `data_dir`; the caller names the ones a node keeps for good) that exist in [`RAFT_LOGS_FILE`]
+/// (rewritten only when the list grew), for [`check_raft_logs`] at the next start. Written after
+/// the logs' own files were made durable, and `write_atomic` syncs the data directory, so every
+/// listed log's directory entry is durable too.
+pub fn record_raft_logs(
+    data_dir: &Path,
+    logs: impl IntoIterator<Item = String>,
+) -> anyhow::Result<()> {
     let path = data_dir.join(RAFT_LOGS_FILE);
-    let held: Vec<String> = fixed_raft_logs(partitions)
+    let held: Vec<String> = logs
+        .into_iter()
         .filter(|name| {
             data_dir
                 .join(name)
@@ -329,13 +327,17 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("rl-meta-raft-logs-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
+        let fixed = |partitions: i32| {
+            std::iter::once("__cluster_metadata-0".to_string())
+                .chain((0..partitions).map(|p| format!("__consumer_offsets-{p}")))
+        };
         let make = |name: &str| {
             std::fs::create_dir_all(dir.join(name)).unwrap();
             std::fs::write(dir.join(name).join(storage::raft_log::STATE_FILE), b"").unwrap();
         };
         // No list yet (a new directory): nothing to check, and nothing listed while none exist.
         check_raft_logs(&dir).unwrap();
-        record_raft_logs(&dir, 3).unwrap();
+        record_raft_logs(&dir, fixed(3)).unwrap();
         check_raft_logs(&dir).unwrap();
         for name in [
             "__cluster_metadata-0",
@@ -344,7 +346,7 @@ mod tests {
         ] {
             make(name);
         }
-        record_raft_logs(&dir, 3).unwrap();
+        record_raft_logs(&dir, fixed(3)).unwrap();
         let text = std::fs::read_to_string(dir.join(RAFT_LOGS_FILE)).unwrap();
         assert!(
             text.contains("log=__consumer_offsets-1\n") && !text.contains("offsets-2"),
@@ -353,7 +355,7 @@ mod tests {
         check_raft_logs(&dir).unwrap();
         // A later log joins the list; none leaves it.
         make("__consumer_offsets-2");
-        record_raft_logs(&dir, 3).unwrap();
+        record_raft_logs(&dir, fixed(3)).unwrap();
         check_raft_logs(&dir).unwrap();
         std::fs::remove_dir_all(dir.join("__consumer_offsets-1")).unwrap();
         let err = check_raft_logs(&dir).unwrap_err().to_string();
@@ -361,7 +363,7 @@ mod tests {
             err.contains("__consumer_offsets-1") && err.contains("RemoveRaftVoter"),
             "{err}"
         );
-        record_raft_logs(&dir, 3).unwrap();
+        record_raft_logs(&dir, fixed(3)).unwrap();
         assert!(
             check_raft_logs(&dir).is_err(),
             "the list keeps what is gone"

@@ -375,7 +375,11 @@ pub fn start(
     }
     // Every shard opened its Raft logs: listed, so a start that finds one gone stops.
     if let (Some(dir), Some(_)) = (&broker.data_dir, &broker.cluster) {
-        if let Err(e) = crate::meta::record_raft_logs(dir, partitions) {
+        // The ones a node keeps for good: the metadata log's and each `__consumer_offsets`
+        // partition's (a topic partition's comes and goes with its placement).
+        let logs = std::iter::once(crate::runtime::metadata_log::METADATA_DIR.to_string())
+            .chain((0..partitions.max(0)).map(|p| format!("__consumer_offsets-{p}")));
+        if let Err(e) = crate::meta::record_raft_logs(dir, logs) {
             tracing::error!(error = %e, "the list of this node's Raft logs was not written");
         }
     }
