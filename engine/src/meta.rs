@@ -243,23 +243,8 @@ pub const RAFT_LOGS_FILE: &str = "raft-logs.properties";
 /// before the file existed): nothing to check.
 pub fn check_raft_logs(data_dir: &Path) -> anyhow::Result<()> {
     let path = data_dir.join(RAFT_LOGS_FILE);
-    let Some(bytes) = storage::durable_file::read(&path)? else {
-        return Ok(());
-    };
-    let text = String::from_utf8_lossy(&bytes);
-    for line in text.lines().map(str::trim) {
-        if line.is_empty() || line.starts_with('#') {
-            continue;
-        }
-        let name = line.strip_prefix("log=").ok_or_else(|| {
-            anyhow::anyhow!("{}: a line that does not read: {line:?}", path.display())
-        })?;
-        anyhow::ensure!(
-            !name.is_empty() && !name.contains('/') && name != "." && name != "..",
-            "{}: not a log directory name: {name:?}",
-            path.display()
-        );
-        let state = data_dir.join(name).join(storage::raft_log::STATE_FILE);
+    for name in listed_raft_logs(&path)? {
+        let state = data_dir.join(&name).join(storage::raft_log::STATE_FILE);
         anyhow::ensure!(
             state.is_file(),
             "{} is missing, but this data directory held that Raft log ({}): the replica's log and \
@@ -272,6 +257,30 @@ pub fn check_raft_logs(data_dir: &Path) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// The log directory names [`RAFT_LOGS_FILE`] at `path` lists (none without the file). A line
+/// that does not read, or a name with a `/`, is an error.
+fn listed_raft_logs(path: &Path) -> anyhow::Result<std::collections::BTreeSet<String>> {
+    let Some(bytes) = storage::durable_file::read(path)? else {
+        return Ok(Default::default());
+    };
+    let mut names = std::collections::BTreeSet::new();
+    for line in String::from_utf8_lossy(&bytes).lines().map(str::trim) {
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let name = line.strip_prefix("log=").ok_or_else(|| {
+            anyhow::anyhow!("{}: a line that does not read: {line:?}", path.display())
+        })?;
+        anyhow::ensure!(
+            !name.is_empty() && !name.contains('/') && name != "." && name != "..",
+            "{}: not a log directory name: {name:?}",
+            path.display()
+        );
+        names.insert(name.to_string());
+    }
+    Ok(names)
 }
 
 /// Once a node of a cluster opened its Raft logs: list those of `logs` (directory names under
@@ -293,18 +302,10 @@ pub fn record_raft_logs(
                 .is_file()
         })
         .collect();
-    let before = storage::durable_file::read(&path)?
-        .map(|b| String::from_utf8_lossy(&b).into_owned())
-        .unwrap_or_default();
-    let listed: std::collections::BTreeSet<&str> = before
-        .lines()
-        .filter_map(|l| l.trim().strip_prefix("log="))
-        .collect();
-    if held.iter().all(|n| listed.contains(n.as_str())) {
+    let mut names = listed_raft_logs(&path)?;
+    if held.iter().all(|n| names.contains(n)) {
         return Ok(());
     }
-    let mut names: std::collections::BTreeSet<String> =
-        listed.iter().map(|n| n.to_string()).collect();
     names.extend(held);
     let mut text = String::from(
         "# Written by ringleader: the Raft logs this data directory holds; a start without one stops.\n",

@@ -1921,6 +1921,18 @@ def metadata_log_records(node: Broker) -> dict[int, str]:
     return found
 
 
+def start_until_it_stops(node: Broker, why: str) -> str:
+    """Start `node`, which must stop by itself (a refused start; it may stop before it even says it
+    listens), and return what it logged meanwhile."""
+    offset = node.log_path.stat().st_size
+    try:
+        node.start()
+    except BrokerError:
+        pass
+    wait_until(lambda: not node.alive(), 30, f"{node.sets[0]} on {why} stops")
+    return node.log_text(offset)
+
+
 def test_a_node_that_lost_its_data_directory_is_refused_until_it_rejoins_under_a_new_id(cluster, tmp_path):
     """Each node records its data directory's random incarnation.id in the metadata log once it is
     current, and every node keeps its peers' in peer-incarnations.properties. A node started under
@@ -1958,13 +1970,7 @@ def test_a_node_that_lost_its_data_directory_is_refused_until_it_rejoins_under_a
                    30, f"{n.sets[0]} recorded node 3's incarnation")
 
     def refused_start(why: str) -> str:
-        offset = lost.log_path.stat().st_size
-        try:
-            lost.start()  # it may stop before it even says it listens
-        except BrokerError:
-            pass
-        wait_until(lambda: not lost.alive(), 30, f"node 3 on {why} stops")
-        text = lost.log_text(offset)
+        text = start_until_it_stops(lost, why)
         assert lost.proc.returncode == 3, (lost.proc.returncode, text)
         assert "not the one the cluster knew" in text and "RemoveRaftVoter" in text, text
         return text
@@ -2062,13 +2068,7 @@ def test_a_node_lost_before_its_incarnation_record_applied_is_refused_by_the_pee
         # Node 3 lost, and started again under its node id on an empty directory.
         three.kill()
         shutil.rmtree(three.data_dir)
-        offset = three.log_path.stat().st_size
-        try:
-            three.start()  # it may stop before it even says it listens
-        except BrokerError:
-            pass
-        wait_until(lambda: not three.alive(), 30, "node 3 on an empty directory stops")
-        text = three.log_text(offset)
+        text = start_until_it_stops(three, "an empty directory")
         second = incarnation_of(three.data_dir)
         assert second != first
         assert three.proc.returncode == 3, (three.proc.returncode, text)
@@ -2102,13 +2102,7 @@ def test_a_node_that_lost_one_of_its_raft_logs_refuses_to_start_until_it_is_back
     three.stop()
     aside = tmp_path / "offsets-7-aside"
     shutil.move(three.data_dir / "__consumer_offsets-7", aside)
-    offset = three.log_path.stat().st_size
-    try:
-        three.start()
-    except BrokerError:
-        pass
-    wait_until(lambda: not three.alive(), 30, "node 3 without one of its Raft logs stops")
-    text = three.log_text(offset)
+    text = start_until_it_stops(three, "a data directory without one of its Raft logs")
     assert three.proc.returncode != 0, text
     assert "__consumer_offsets-7" in text and "RemoveRaftVoter" in text, text
     assert "panicked" not in text, text

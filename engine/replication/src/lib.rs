@@ -1452,11 +1452,11 @@ impl Replica {
         let Some(e) = &mut self.elections else {
             return;
         };
-        let raft = &mut self.raw.raft;
-        // raft-rs's range: [min_election_tick, max_election_tick), by default
-        // [election_tick, 2 × election_tick).
-        let (min, max) = (ELECTION_TICKS, 2 * ELECTION_TICKS);
+        // raft-rs's own range, [min_election_tick, max_election_tick) of the replica's config.
+        let cfg = config(self.raw.raft.id, 0);
+        let (min, max) = (cfg.min_election_tick(), cfg.max_election_tick());
         let t = min + (e.next() % (max - min) as u64) as usize;
+        let raft = &mut self.raw.raft;
         raft.set_randomized_election_timeout(t);
         debug_assert_eq!(raft.randomized_election_timeout(), t);
     }

@@ -28,8 +28,8 @@
 
 mod common;
 use common::{
-    compact, fault_phase, heal_and_settle, lose_commit, persist, seeded, seeds, Faulty, Net, Rng,
-    STEPS_PER_TICK, VOTERS,
+    assert_seeds_repeat, compact, fault_phase, heal_and_settle, lose_commit, persist, seeded,
+    seeds, Faulty, Net, Rng, STEPS_PER_TICK, VOTERS,
 };
 use replication::eraftpb::{Entry, Message};
 use replication::{ChangeError, Durable, LogSnapshot, NodeId, ProposeError, Replica, Work};
@@ -752,16 +752,7 @@ fn fingerprint(sim: &Sim) -> String {
 /// are drawn from the seed, `Replica::seed_elections`), so a seed that fails fails again.
 #[test]
 fn a_seed_runs_the_same_every_time() {
-    for seed in 0..4 {
-        let first = fingerprint(&run_sim(seed, 3_000, 20, 20));
-        let again = fingerprint(&run_sim(seed, 3_000, 20, 20));
-        assert_eq!(first, again, "seed {seed} ran differently the second time");
-    }
-    // And the fingerprint tells runs apart.
-    assert_ne!(
-        fingerprint(&run_sim(0, 3_000, 20, 20)),
-        fingerprint(&run_sim(1, 3_000, 20, 20))
-    );
+    assert_seeds_repeat(4, |seed| fingerprint(&run_sim(seed, 3_000, 20, 20)));
 }
 
 #[test]

@@ -10,7 +10,9 @@
 
 mod common;
 use common::compact;
-use common::{lose_commit, persist, seeded, seeds, Net, Rng, STEPS_PER_TICK, VOTERS};
+use common::{
+    assert_seeds_repeat, lose_commit, persist, seeded, seeds, Net, Rng, STEPS_PER_TICK, VOTERS,
+};
 use coordinator::group::{GroupConfig, GroupRequest, GroupResponse, RequestContext};
 use coordinator::topics::MemoryTopics;
 use kafka_protocol::messages::offset_commit_request::{
@@ -418,14 +420,7 @@ fn a_seed_runs_the_same_every_time() {
             sim.step, sim.answered, sim.offsets_sent, sim.served, sim.compactions, sim.installs
         )
     };
-    for seed in 0..3 {
-        assert_eq!(
-            fingerprint(seed),
-            fingerprint(seed),
-            "seed {seed} ran differently the second time"
-        );
-    }
-    assert_ne!(fingerprint(0), fingerprint(1));
+    assert_seeds_repeat(3, fingerprint);
 }
 
 #[test]

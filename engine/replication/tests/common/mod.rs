@@ -34,6 +34,20 @@ pub fn seeded(mut replica: Replica, rng: &mut Rng) -> Replica {
     replica
 }
 
+/// A simulation's seeds repeat: each of the first `seeds` seeds, run twice, gives the same
+/// `fingerprint` (what the run did), and seeds 0 and 1 differ (the fingerprint tells runs apart,
+/// so the check can fail). With [`seeded`] replicas the elections repeat too.
+pub fn assert_seeds_repeat(seeds: u64, fingerprint: impl Fn(u64) -> String) {
+    for seed in 0..seeds {
+        assert_eq!(
+            fingerprint(seed),
+            fingerprint(seed),
+            "seed {seed} ran differently the second time"
+        );
+    }
+    assert_ne!(fingerprint(0), fingerprint(1));
+}
+
 pub const VOTERS: [NodeId; 3] = [1, 2, 3];
 
 /// Simulation steps per Raft tick: messages take a few steps, so many round trips fit in one
